@@ -1,0 +1,188 @@
+//! The three record codecs and the per-thread zstd contexts ("lanes") that
+//! compress and decompress records.
+//!
+//! Every record is an independent frame. Each thread keeps one compression
+//! context, one decompression context and one staging buffer for its whole
+//! life, so a gather or append never pays context setup per record. A
+//! dictionary is immutable and shared by every thread.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::sync::OnceLock;
+
+use zstd::zstd_safe::{self, CCtx, CDict, DCtx, DDict};
+
+/// zstd level of the `zstd` codec.
+pub const ZSTD_LEVEL: i32 = 3;
+/// zstd level of the `zstd_dict` codec.
+pub const ZSTD_DICT_LEVEL: i32 = 19;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Codec {
+    Raw = 0,
+    Zstd = 1,
+    ZstdDict = 2,
+}
+
+impl Codec {
+    pub const ALL: [Codec; 3] = [Codec::Raw, Codec::Zstd, Codec::ZstdDict];
+
+    pub fn from_tag(tag: u8) -> Option<Codec> {
+        match tag {
+            0 => Some(Codec::Raw),
+            1 => Some(Codec::Zstd),
+            2 => Some(Codec::ZstdDict),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Codec::Raw => "raw",
+            Codec::Zstd => "zstd",
+            Codec::ZstdDict => "zstd_dict",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Codec> {
+        Codec::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    pub fn is_compressed(self) -> bool {
+        self != Codec::Raw
+    }
+}
+
+impl fmt::Display for Codec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A trained zstd dictionary, prepared once for both directions.
+pub struct Dictionary {
+    bytes: Vec<u8>,
+    ddict: DDict<'static>,
+    /// Preparing a level-19 compression dictionary is costly and only
+    /// writers need it, so it is built on first use.
+    cdict: OnceLock<CDict<'static>>,
+}
+
+impl Dictionary {
+    pub fn new(bytes: Vec<u8>) -> Dictionary {
+        let ddict = DDict::create(&bytes);
+        Dictionary {
+            bytes,
+            ddict,
+            cdict: OnceLock::new(),
+        }
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    fn cdict(&self) -> &CDict<'static> {
+        self.cdict
+            .get_or_init(|| CDict::create(&self.bytes, ZSTD_DICT_LEVEL))
+    }
+}
+
+/// One thread's reusable codec state.
+struct Lane {
+    cctx: Option<CCtx<'static>>,
+    dctx: Option<DCtx<'static>>,
+    /// Compressed bytes of the record being read.
+    staging: Vec<u8>,
+    /// Compressed frame of the record being written.
+    frame: Vec<u8>,
+}
+
+thread_local! {
+    static LANE: RefCell<Lane> = const {
+        RefCell::new(Lane { cctx: None, dctx: None, staging: Vec::new(), frame: Vec::new() })
+    };
+}
+
+fn zstd_error(code: usize) -> String {
+    zstd_safe::get_error_name(code).to_string()
+}
+
+/// Compresses `src` with the calling thread's context into the thread's
+/// output buffer and hands the frame to `f`.
+pub fn compress_with<R>(
+    codec: Codec,
+    dict: Option<&Dictionary>,
+    src: &[u8],
+    f: impl FnOnce(&[u8]) -> R,
+) -> Result<R, String> {
+    LANE.with(|lane| {
+        let mut lane = lane.borrow_mut();
+        let lane = &mut *lane;
+        let out = &mut lane.frame;
+        out.clear();
+        out.reserve(zstd_safe::compress_bound(src.len()));
+        let cctx = lane.cctx.get_or_insert_with(CCtx::create);
+        let written = match (codec, dict) {
+            (Codec::Zstd, _) => cctx.compress(out, src, ZSTD_LEVEL),
+            (Codec::ZstdDict, Some(d)) => cctx.compress_using_cdict(out, src, d.cdict()),
+            _ => return Err(format!("codec {codec} does not compress")),
+        };
+        written.map_err(zstd_error)?;
+        Ok(f(out))
+    })
+}
+
+/// Why a record could not be decoded.
+pub enum DecodeError {
+    /// Reading the stored bytes failed.
+    Read(crate::Error),
+    /// The stored bytes are not a valid frame of the record's size.
+    Frame(String),
+}
+
+/// Decodes one stored record into `dst`, which must be exactly its logical
+/// size. `read` fills the buffer it is given (the destination itself for raw
+/// records, the thread's staging buffer otherwise) with the stored bytes.
+pub fn decode_into(
+    codec: Codec,
+    dict: Option<&Dictionary>,
+    phys_len: usize,
+    dst: &mut [u8],
+    read: impl FnOnce(&mut [u8]) -> crate::Result<()>,
+) -> Result<(), DecodeError> {
+    if codec == Codec::Raw {
+        return read(dst).map_err(DecodeError::Read);
+    }
+    LANE.with(|lane| {
+        let mut lane = lane.borrow_mut();
+        let lane = &mut *lane;
+        if lane.staging.len() < phys_len {
+            lane.staging.resize(phys_len, 0);
+        }
+        let src = &mut lane.staging[..phys_len];
+        read(src).map_err(DecodeError::Read)?;
+        let dctx = lane.dctx.get_or_insert_with(DCtx::create);
+        let result = match (codec, dict) {
+            (Codec::Zstd, _) => dctx.decompress(dst, src),
+            (Codec::ZstdDict, Some(d)) => dctx.decompress_using_ddict(dst, src, &d.ddict),
+            _ => {
+                return Err(DecodeError::Frame(format!(
+                    "codec {codec} has no dictionary"
+                )))
+            }
+        };
+        match result {
+            Ok(n) if n == dst.len() => Ok(()),
+            Ok(n) => Err(DecodeError::Frame(format!(
+                "a frame decodes to {n} bytes, but its location records {}",
+                dst.len()
+            ))),
+            Err(code) => Err(DecodeError::Frame(format!(
+                "zstd frame does not decode ({})",
+                zstd_error(code)
+            ))),
+        }
+    })
+}

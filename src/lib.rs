@@ -1,0 +1,29 @@
+//! loaderx core: the Zrecord persistent record store.
+//!
+//! A store is a directory holding `meta.zr` (a 4096-byte header/schema page
+//! followed by a table of 16-byte record locations), `data.zr` (record
+//! payloads) and, for the `zstd_dict` codec, `dict.zr`. The byte layout is
+//! specified in `docs/format.md` and implemented in [`format`].
+//!
+//! This crate is pure Rust: the Python bindings live in `python/` and the
+//! DataFusion and Parquet connectors in `connectors/`.
+
+#[cfg(not(target_endian = "little"))]
+compile_error!("loaderx stores are little-endian; big-endian hosts are not supported");
+
+pub mod buffer;
+pub mod codec;
+pub mod dict;
+pub mod error;
+pub mod executor;
+pub mod format;
+pub mod ragged;
+pub mod schema;
+pub mod store;
+
+pub use buffer::Buffer;
+pub use codec::Codec;
+pub use error::{Error, Result};
+pub use format::{Header, RecordLoc};
+pub use schema::{DType, Layout, Schema};
+pub use store::{RaggedBatch, Stats, Store};

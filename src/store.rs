@@ -1,0 +1,1060 @@
+//! The record engine: create, open, append, gather, delete, compact, sync.
+//!
+//! A [`Store`] owns the two (or three) files of a store directory and an
+//! exclusive lock on `meta.zr` for its whole life. The record location table
+//! is held in memory; the on-disk table and header are brought up to date by
+//! [`Store::sync`], which is the durability barrier: after a crash a store
+//! reopens at its last successful sync.
+
+use std::collections::BTreeSet;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, ErrorKind};
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rayon::prelude::*;
+
+use crate::buffer::Buffer;
+use crate::codec::{self, Codec, DecodeError, Dictionary};
+use crate::error::{Error, Kind, Result};
+use crate::executor;
+use crate::format::{
+    self, Header, RecordLoc, DATA_FILE, DICT_FILE, HEADER_SIZE, LOC_SIZE, MAX_RECORD_BYTES,
+    META_FILE, PAGE_SIZE,
+};
+use crate::ragged::{self, Packed, RaggedRecord};
+use crate::schema::{Layout, Schema};
+
+/// Below this many bytes per lane a gather is not worth fanning out.
+const MIN_LANE_BYTES: usize = 64 << 10;
+/// Largest single read/write while compacting.
+const COMPACT_CHUNK: u64 = 8 << 20;
+
+/// An index into a store: `u64` or a signed integer that must not be negative.
+pub trait RecordIndex: Copy + Send + Sync {
+    /// The index as `u64`, or `None` when negative.
+    fn to_u64(self) -> Option<u64>;
+    fn as_i128(self) -> i128;
+}
+
+impl RecordIndex for u64 {
+    fn to_u64(self) -> Option<u64> {
+        Some(self)
+    }
+    fn as_i128(self) -> i128 {
+        self as i128
+    }
+}
+
+impl RecordIndex for i64 {
+    fn to_u64(self) -> Option<u64> {
+        u64::try_from(self).ok()
+    }
+    fn as_i128(self) -> i128 {
+        self as i128
+    }
+}
+
+impl RecordIndex for usize {
+    fn to_u64(self) -> Option<u64> {
+        Some(self as u64)
+    }
+    fn as_i128(self) -> i128 {
+        self as i128
+    }
+}
+
+/// Space accounting reported by [`Store::stats`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stats {
+    pub records: u64,
+    /// Stored bytes of live records.
+    pub live_bytes: u64,
+    /// Committed payload extent of `data.zr`.
+    pub data_bytes: u64,
+    /// `data_bytes - live_bytes`: what [`Store::compact`] would free.
+    pub reclaimable: u64,
+}
+
+/// The records of a ragged gather, packed into one buffer.
+#[derive(Debug)]
+pub struct RaggedBatch {
+    pub buffer: Buffer,
+    /// `(start, len)` of each record's logical bytes in `buffer`; starts are
+    /// 8-byte aligned so payloads of any dtype are aligned.
+    pub spans: Vec<(usize, usize)>,
+    itemsize: usize,
+}
+
+impl RaggedBatch {
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Record `i` (already validated by the gather).
+    pub fn record(&self, i: usize) -> RaggedRecord<'_> {
+        let (start, len) = self.spans[i];
+        ragged::parse(&self.buffer.as_slice()[start..start + len], self.itemsize)
+            .expect("validated during gather")
+    }
+}
+
+pub struct Store {
+    dir: PathBuf,
+    meta_path: PathBuf,
+    data_path: PathBuf,
+    meta: File,
+    data: File,
+    schema: Schema,
+    codec: Codec,
+    dict: Option<Dictionary>,
+    locs: Vec<RecordLoc>,
+    /// In-process frontier of `data.zr`.
+    tail: u64,
+    live_bytes: u64,
+    /// Location entries `unsynced_from..len` are not yet on disk.
+    unsynced_from: u64,
+    /// Slots below `unsynced_from` rewritten by deletes since the last sync.
+    dirty_slots: BTreeSet<u64>,
+    /// Whether the header on disk is behind.
+    header_dirty: bool,
+    /// Process that opened the store; a forked child may only read.
+    owner_pid: u32,
+    closed: bool,
+}
+
+fn io_at(path: &Path) -> impl Fn(io::Error) -> Error + '_ {
+    move |e| Error::io(path, e)
+}
+
+fn lock(meta: &File, dir: &Path, meta_path: &Path) -> Result<()> {
+    match meta.try_lock() {
+        Ok(()) => Ok(()),
+        Err(fs::TryLockError::WouldBlock) => Err(Error::Busy(dir.to_path_buf())),
+        Err(fs::TryLockError::Error(e)) => Err(Error::io(meta_path, e)),
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_at(dir))
+}
+
+impl Store {
+    /// Creates a new, empty, synced store at `dir` (making missing parents).
+    /// `dict` is required for, and only allowed with, [`Codec::ZstdDict`].
+    pub fn create(
+        dir: impl AsRef<Path>,
+        schema: Schema,
+        codec: Codec,
+        dict: Option<&[u8]>,
+    ) -> Result<Store> {
+        let dir = dir.as_ref();
+        match (codec, dict) {
+            (Codec::ZstdDict, None) => {
+                return Err(Error::InvalidValue(
+                    "dict_bytes is required for codec 'zstd_dict' (train one with loaderx.utils.train_dict)"
+                        .into(),
+                ))
+            }
+            (Codec::ZstdDict, Some([])) => {
+                return Err(Error::InvalidValue(
+                    "dict_bytes must be a non-empty zstd dictionary, got 0 bytes".into(),
+                ))
+            }
+            (c, Some(_)) if c != Codec::ZstdDict => {
+                return Err(Error::InvalidValue(format!(
+                    "dict_bytes is only valid with codec 'zstd_dict', got codec '{c}'"
+                )))
+            }
+            _ => {}
+        }
+        if let Layout::Dense { item_shape } = &schema.layout {
+            Schema::dense(schema.dtype, item_shape)?;
+        }
+        let schema_bytes = schema.encode();
+        if dir.is_file() {
+            return Err(Error::AlreadyExists {
+                path: dir.to_path_buf(),
+                reason: "the path exists and is a file, not a store directory".into(),
+            });
+        }
+        let meta_path = dir.join(META_FILE);
+        if meta_path.exists() {
+            return Err(Error::AlreadyExists {
+                path: dir.to_path_buf(),
+                reason: "a store already exists here".into(),
+            });
+        }
+        fs::create_dir_all(dir).map_err(io_at(dir))?;
+        let meta = match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&meta_path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                return Err(Error::AlreadyExists {
+                    path: dir.to_path_buf(),
+                    reason: "a store already exists here".into(),
+                })
+            }
+            Err(e) => return Err(Error::io(&meta_path, e)),
+        };
+        let result = Store::initialise(dir, meta, &schema, &schema_bytes, codec, dict);
+        if result.is_err() {
+            // Leave nothing half-written behind.
+            let _ = fs::remove_file(dir.join(DATA_FILE));
+            let _ = fs::remove_file(dir.join(DICT_FILE));
+            let _ = fs::remove_file(&meta_path);
+        }
+        result
+    }
+
+    fn initialise(
+        dir: &Path,
+        meta: File,
+        schema: &Schema,
+        schema_bytes: &[u8],
+        codec: Codec,
+        dict: Option<&[u8]>,
+    ) -> Result<Store> {
+        let meta_path = dir.join(META_FILE);
+        let data_path = dir.join(DATA_FILE);
+        let dict_path = dir.join(DICT_FILE);
+        lock(&meta, dir, &meta_path)?;
+        let data = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&data_path)
+            .map_err(io_at(&data_path))?;
+        data.sync_all().map_err(io_at(&data_path))?;
+        match dict {
+            Some(bytes) => {
+                let f = File::create(&dict_path).map_err(io_at(&dict_path))?;
+                f.write_all_at(bytes, 0)
+                    .and_then(|_| f.sync_all())
+                    .map_err(io_at(&dict_path))?;
+            }
+            None => match fs::remove_file(&dict_path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(&dict_path, e)),
+            },
+        }
+        let header = Header {
+            length: 0,
+            tail_offset: 0,
+            schema_length: schema_bytes.len() as u32,
+            codec,
+        };
+        let mut page = vec![0u8; PAGE_SIZE as usize];
+        page[..HEADER_SIZE].copy_from_slice(&header.encode());
+        page[HEADER_SIZE..HEADER_SIZE + schema_bytes.len()].copy_from_slice(schema_bytes);
+        meta.write_all_at(&page, 0)
+            .and_then(|_| meta.sync_all())
+            .map_err(io_at(&meta_path))?;
+        sync_dir(dir)?;
+        Ok(Store {
+            dir: dir.to_path_buf(),
+            meta_path,
+            data_path,
+            meta,
+            data,
+            schema: schema.clone(),
+            codec,
+            dict: dict.map(|d| Dictionary::new(d.to_vec())),
+            locs: Vec::new(),
+            tail: 0,
+            live_bytes: 0,
+            unsynced_from: 0,
+            dirty_slots: BTreeSet::new(),
+            header_dirty: false,
+            owner_pid: std::process::id(),
+            closed: false,
+        })
+    }
+
+    /// Opens an existing store, validating every invariant of the format.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
+        let dir = dir.as_ref();
+        let meta_path = dir.join(META_FILE);
+        let data_path = dir.join(DATA_FILE);
+        let dict_path = dir.join(DICT_FILE);
+        if !dir.exists() {
+            return Err(Error::NotFound {
+                path: dir.to_path_buf(),
+                reason: "the path does not exist".into(),
+            });
+        }
+        let meta = match OpenOptions::new().read(true).write(true).open(&meta_path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return Err(Error::NotFound {
+                    path: dir.to_path_buf(),
+                    reason: "the directory has no meta.zr".into(),
+                })
+            }
+            Err(e) if e.kind() == ErrorKind::NotADirectory => {
+                return Err(Error::NotFound {
+                    path: dir.to_path_buf(),
+                    reason: "the path is a file, not a store directory".into(),
+                })
+            }
+            Err(e) => return Err(Error::io(&meta_path, e)),
+        };
+        lock(&meta, dir, &meta_path)?;
+        let corrupt_meta = |msg: String| Error::corrupted(&meta_path, msg);
+        let meta_len = meta.metadata().map_err(io_at(&meta_path))?.len();
+        if meta_len < PAGE_SIZE {
+            return Err(corrupt_meta(format!(
+                "file is {meta_len} bytes, shorter than the {PAGE_SIZE}-byte header page"
+            )));
+        }
+        let mut page = vec![0u8; PAGE_SIZE as usize];
+        meta.read_exact_at(&mut page, 0)
+            .map_err(io_at(&meta_path))?;
+        let header = Header::decode(page[..HEADER_SIZE].try_into().unwrap())
+            .map_err(|e| corrupt_meta(format!("header: {e}")))?;
+        let schema_end = HEADER_SIZE + header.schema_length as usize;
+        let schema = Schema::decode(&page[HEADER_SIZE..schema_end]).map_err(corrupt_meta)?;
+        let table_end = format::meta_size_for(header.length)
+            .filter(|&end| end <= meta_len)
+            .ok_or_else(|| {
+                corrupt_meta(format!(
+                    "header length {} needs a {}-entry record table but the file is {meta_len} bytes",
+                    header.length, header.length
+                ))
+            })?;
+        debug_assert!(table_end <= meta_len);
+
+        let data = match OpenOptions::new().read(true).write(true).open(&data_path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return Err(Error::corrupted(&data_path, "file is missing"))
+            }
+            Err(e) => return Err(Error::io(&data_path, e)),
+        };
+        let data_len = data.metadata().map_err(io_at(&data_path))?.len();
+        if data_len < header.tail_offset {
+            return Err(Error::corrupted(
+                &data_path,
+                format!(
+                    "file is {data_len} bytes, shorter than the committed tail_offset {}",
+                    header.tail_offset
+                ),
+            ));
+        }
+
+        let dict = match (header.codec, fs::read(&dict_path)) {
+            (Codec::ZstdDict, Ok(bytes)) if bytes.is_empty() => {
+                return Err(Error::corrupted(&dict_path, "dictionary file is empty"))
+            }
+            (Codec::ZstdDict, Ok(bytes)) => Some(Dictionary::new(bytes)),
+            (Codec::ZstdDict, Err(e)) if e.kind() == ErrorKind::NotFound => {
+                return Err(Error::corrupted(
+                    &dict_path,
+                    "file is missing but the store's codec is zstd_dict",
+                ))
+            }
+            (_, Err(e)) if e.kind() == ErrorKind::NotFound => None,
+            (_, Err(e)) => return Err(Error::io(&dict_path, e)),
+            (codec, Ok(_)) => {
+                return Err(Error::corrupted(
+                    &dict_path,
+                    format!("a dictionary is present but the store's codec is {codec}"),
+                ))
+            }
+        };
+
+        let locs = read_locs(&meta, &meta_path, header.length)?;
+        let width = schema.record_width();
+        let mut live_bytes = 0u64;
+        for (i, loc) in locs.iter().enumerate() {
+            check_loc(i as u64, loc, header.codec, width, header.tail_offset)
+                .map_err(corrupt_meta)?;
+            live_bytes += loc.phys_length as u64;
+        }
+        Ok(Store {
+            dir: dir.to_path_buf(),
+            meta_path,
+            data_path,
+            meta,
+            data,
+            schema,
+            codec: header.codec,
+            dict,
+            locs,
+            tail: header.tail_offset,
+            live_bytes,
+            unsynced_from: header.length,
+            dirty_slots: BTreeSet::new(),
+            header_dirty: false,
+            owner_pid: std::process::id(),
+            closed: false,
+        })
+    }
+
+    /// Opens a store that must be of `kind`.
+    pub fn open_kind(dir: impl AsRef<Path>, kind: Kind) -> Result<Store> {
+        let store = Store::open(dir.as_ref())?;
+        if store.kind() != kind {
+            return Err(Error::WrongKind {
+                path: dir.as_ref().to_path_buf(),
+                expected: kind,
+                actual: store.kind(),
+            });
+        }
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.schema.kind()
+    }
+
+    pub fn codec(&self) -> Codec {
+        self.codec
+    }
+
+    pub fn dictionary(&self) -> Option<&[u8]> {
+        self.dict.as_ref().map(|d| d.bytes())
+    }
+
+    pub fn len(&self) -> u64 {
+        self.locs.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.locs.is_empty()
+    }
+
+    /// Location of record `i` (for inspection and tests).
+    pub fn loc(&self, i: u64) -> Option<RecordLoc> {
+        self.locs.get(i as usize).copied()
+    }
+
+    /// Logical bytes of record `i` (dense: the record, ragged: prefix and payload).
+    pub fn logical_len(&self, i: u64) -> Option<usize> {
+        self.loc(i).map(|l| l.logic_length as usize)
+    }
+
+    pub fn stats(&self) -> Stats {
+        Stats {
+            records: self.len(),
+            live_bytes: self.live_bytes,
+            data_bytes: self.tail,
+            reclaimable: self.tail - self.live_bytes,
+        }
+    }
+
+    /// Whether this handle belongs to the calling process (not a forked child).
+    pub fn is_owner(&self) -> bool {
+        std::process::id() == self.owner_pid
+    }
+
+    fn check_writable(&self, op: &str) -> Result<()> {
+        if !self.is_owner() {
+            return Err(Error::InvalidState(format!(
+                "cannot {op} {}: the store was opened by process {} and this forked child may only read it",
+                self.dir.display(),
+                self.owner_pid
+            )));
+        }
+        Ok(())
+    }
+
+    fn dense_width(&self) -> Result<usize> {
+        self.schema
+            .record_width()
+            .map(|w| w as usize)
+            .ok_or_else(|| {
+                Error::InvalidValue(format!(
+                    "{} is a ragged store, not a dense store",
+                    self.dir.display()
+                ))
+            })
+    }
+
+    fn corrupted_meta(&self, msg: String) -> Error {
+        Error::corrupted(&self.meta_path, msg)
+    }
+
+    // ---------------------------------------------------------------- append
+
+    /// Appends dense records: `bytes` holds whole records back to back.
+    pub fn append_dense(&mut self, bytes: &[u8]) -> Result<()> {
+        let width = self.dense_width()?;
+        if bytes.len() % width != 0 {
+            return Err(Error::InvalidValue(format!(
+                "append of {} bytes is not a whole number of {width}-byte records",
+                bytes.len()
+            )));
+        }
+        let n = bytes.len() / width;
+        self.append_records(bytes, n, |i| i * width..(i + 1) * width)
+    }
+
+    /// Appends packed ragged records (see [`Packed`]).
+    pub fn append_ragged(&mut self, packed: &Packed) -> Result<()> {
+        if self.kind() != Kind::Ragged {
+            return Err(Error::InvalidValue(format!(
+                "{} is a dense store, not a ragged store",
+                self.dir.display()
+            )));
+        }
+        let n = packed.len();
+        if packed.bounds.first().copied().unwrap_or(0) != 0
+            || packed.bounds.last().copied().unwrap_or(0) != packed.bytes.len()
+            || packed.bounds.windows(2).any(|w| w[0] > w[1])
+        {
+            return Err(Error::InvalidValue(
+                "packed record bounds are inconsistent".into(),
+            ));
+        }
+        let itemsize = self.schema.dtype.itemsize();
+        for i in 0..n {
+            let rec = packed.record(i);
+            if rec.len() as u64 > MAX_RECORD_BYTES {
+                return Err(Error::InvalidValue(format!(
+                    "record {i} is {} bytes, over the 2 GiB record limit",
+                    rec.len()
+                )));
+            }
+            ragged::parse(rec, itemsize)
+                .map_err(|e| Error::InvalidValue(format!("record {i}: {e}")))?;
+        }
+        let bounds = &packed.bounds;
+        self.append_records(&packed.bytes, n, |i| bounds[i]..bounds[i + 1])
+    }
+
+    fn append_records(
+        &mut self,
+        src: &[u8],
+        n: usize,
+        record: impl Fn(usize) -> Range<usize> + Sync,
+    ) -> Result<()> {
+        self.check_writable("append to")?;
+        if n == 0 {
+            return Ok(());
+        }
+        let start = self.tail;
+        let new_locs: Vec<RecordLoc> = if self.codec == Codec::Raw {
+            // The source is already the exact byte run to store.
+            self.data
+                .write_all_at(src, start)
+                .map_err(io_at(&self.data_path))?;
+            (0..n)
+                .map(|i| {
+                    let r = record(i);
+                    RecordLoc {
+                        offset: start + r.start as u64,
+                        phys_length: r.len() as u32,
+                        logic_length: r.len() as u32,
+                    }
+                })
+                .collect()
+        } else {
+            let frontier = AtomicU64::new(start);
+            let mut locs = vec![RecordLoc::default(); n];
+            let (codec, dict, data, data_path) =
+                (self.codec, self.dict.as_ref(), &self.data, &self.data_path);
+            executor::pool().install(|| {
+                locs.par_iter_mut()
+                    .enumerate()
+                    .try_for_each(|(i, loc)| -> Result<()> {
+                        let r = record(i);
+                        let logic = r.len() as u32;
+                        codec::compress_with(codec, dict, &src[r], |frame| -> Result<()> {
+                            // Offsets are reserved in completion order.
+                            let offset = frontier.fetch_add(frame.len() as u64, Ordering::Relaxed);
+                            data.write_all_at(frame, offset)
+                                .map_err(|e| Error::io(data_path, e))?;
+                            *loc = RecordLoc {
+                                offset,
+                                phys_length: frame.len() as u32,
+                                logic_length: logic,
+                            };
+                            Ok(())
+                        })
+                        .map_err(|e| Error::InvalidValue(format!("compressing record {i}: {e}")))?
+                    })
+            })?;
+            locs
+        };
+        let added: u64 = new_locs.iter().map(|l| l.phys_length as u64).sum();
+        let end = new_locs
+            .iter()
+            .filter_map(|l| l.end())
+            .max()
+            .unwrap_or(start);
+        self.locs.extend_from_slice(&new_locs);
+        self.tail = end.max(start);
+        self.live_bytes += added;
+        self.header_dirty = true;
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- gather
+
+    fn check_indices<I: RecordIndex>(&self, idx: &[I]) -> Result<()> {
+        let len = self.len();
+        for &i in idx {
+            match i.to_u64() {
+                Some(u) if u < len => {}
+                _ => {
+                    return Err(Error::IndexOutOfRange {
+                        index: i.as_i128(),
+                        len,
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads record `i` (already bounds-checked) into `dst` of its logical size.
+    fn read_into(&self, i: u64, dst: &mut [u8]) -> Result<()> {
+        let loc = self.locs[i as usize];
+        if loc.logic_length as usize != dst.len() {
+            return Err(self.corrupted_meta(format!(
+                "record {i} has logic_length {}, expected {}",
+                loc.logic_length,
+                dst.len()
+            )));
+        }
+        match loc.end() {
+            Some(end) if end <= self.tail => {}
+            _ => {
+                return Err(self.corrupted_meta(format!(
+                    "record {i} at offset {} (+{}) lies past tail_offset {}",
+                    loc.offset, loc.phys_length, self.tail
+                )))
+            }
+        }
+        let data_path = &self.data_path;
+        let read = |buf: &mut [u8]| -> Result<()> {
+            self.data.read_exact_at(buf, loc.offset).map_err(|e| {
+                if e.kind() == ErrorKind::UnexpectedEof {
+                    Error::corrupted(
+                        data_path,
+                        format!(
+                            "record {i} at offset {} (+{}) lies past the end of the file",
+                            loc.offset, loc.phys_length
+                        ),
+                    )
+                } else {
+                    Error::io(data_path, e)
+                }
+            })
+        };
+        codec::decode_into(
+            self.codec,
+            self.dict.as_ref(),
+            loc.phys_length as usize,
+            dst,
+            read,
+        )
+        .map_err(|e| match e {
+            DecodeError::Read(e) => e,
+            DecodeError::Frame(msg) => {
+                Error::corrupted(&self.data_path, format!("record {i}: {msg}"))
+            }
+        })
+    }
+
+    /// How many lanes a gather of `records` records and `bytes` bytes uses.
+    fn lanes(records: usize, bytes: usize) -> usize {
+        executor::budget()
+            .min(records)
+            .min(bytes.div_ceil(MIN_LANE_BYTES))
+            .max(1)
+    }
+
+    /// Gathers dense records `idx` (any order, duplicates allowed) into `dst`,
+    /// which must hold exactly `idx.len()` records.
+    pub fn gather_dense_into<I: RecordIndex>(&self, idx: &[I], dst: &mut [u8]) -> Result<()> {
+        let width = self.dense_width()?;
+        if dst.len() != idx.len() * width {
+            return Err(Error::InvalidValue(format!(
+                "destination of {} bytes does not hold {} records of {width} bytes",
+                dst.len(),
+                idx.len()
+            )));
+        }
+        self.check_indices(idx)?;
+        let lanes = Store::lanes(idx.len(), dst.len());
+        let fill = |ids: &[I], out: &mut [u8]| -> Result<()> {
+            for (&i, rec) in ids.iter().zip(out.chunks_exact_mut(width)) {
+                self.read_into(i.to_u64().unwrap(), rec)?;
+            }
+            Ok(())
+        };
+        if lanes == 1 {
+            return fill(idx, dst);
+        }
+        let per = idx.len().div_ceil(lanes);
+        executor::pool().install(|| {
+            idx.par_chunks(per)
+                .zip(dst.par_chunks_mut(per * width))
+                .try_for_each(|(ids, out)| fill(ids, out))
+        })
+    }
+
+    /// Gathers dense records into a new buffer.
+    pub fn gather_dense<I: RecordIndex>(&self, idx: &[I]) -> Result<Buffer> {
+        let width = self.dense_width()?;
+        self.check_indices(idx)?;
+        let mut buf = Buffer::new(idx.len() * width);
+        self.gather_dense_into(idx, buf.as_mut_slice())?;
+        Ok(buf)
+    }
+
+    /// Gathers ragged records `idx` into one buffer of 8-byte aligned records.
+    pub fn gather_ragged<I: RecordIndex>(&self, idx: &[I]) -> Result<RaggedBatch> {
+        if self.kind() != Kind::Ragged {
+            return Err(Error::InvalidValue(format!(
+                "{} is a dense store, not a ragged store",
+                self.dir.display()
+            )));
+        }
+        self.check_indices(idx)?;
+        let mut spans = Vec::with_capacity(idx.len());
+        let mut total = 0usize;
+        for &i in idx {
+            let len = self.locs[i.to_u64().unwrap() as usize].logic_length as usize;
+            spans.push((total, len));
+            total = (total + len).next_multiple_of(8);
+        }
+        let mut buffer = Buffer::new(total);
+        let itemsize = self.schema.dtype.itemsize();
+        let fill = |ids: &[I], sp: &[(usize, usize)], out: &mut [u8], base: usize| -> Result<()> {
+            for (&i, &(start, len)) in ids.iter().zip(sp) {
+                let rec = &mut out[start - base..start - base + len];
+                let i = i.to_u64().unwrap();
+                self.read_into(i, rec)?;
+                ragged::parse(rec, itemsize)
+                    .map_err(|e| Error::corrupted(&self.data_path, format!("record {i}: {e}")))?;
+            }
+            Ok(())
+        };
+        let lanes = Store::lanes(idx.len(), total);
+        if lanes == 1 {
+            fill(idx, &spans, buffer.as_mut_slice(), 0)?;
+        } else {
+            // Contiguous blocks of the index list, each with its own slice
+            // of the destination.
+            let per = idx.len().div_ceil(lanes);
+            let mut blocks = Vec::with_capacity(lanes);
+            let mut rest = buffer.as_mut_slice();
+            let mut consumed = 0usize;
+            for (ids, sp) in idx.chunks(per).zip(spans.chunks(per)) {
+                let end = sp.last().map_or(consumed, |&(s, l)| s + l);
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(end - consumed);
+                blocks.push((ids, sp, head, consumed));
+                rest = tail;
+                consumed = end;
+            }
+            executor::pool().install(|| {
+                blocks
+                    .into_par_iter()
+                    .try_for_each(|(ids, sp, out, base)| fill(ids, sp, out, base))
+            })?;
+        }
+        Ok(RaggedBatch {
+            buffer,
+            spans,
+            itemsize,
+        })
+    }
+
+    /// The logical bytes of one record.
+    pub fn read_record(&self, i: u64) -> Result<Vec<u8>> {
+        self.check_indices(&[i])?;
+        let mut out = vec![0u8; self.locs[i as usize].logic_length as usize];
+        self.read_into(i, &mut out)?;
+        if self.kind() == Kind::Ragged {
+            ragged::parse(&out, self.schema.dtype.itemsize())
+                .map_err(|e| Error::corrupted(&self.data_path, format!("record {i}: {e}")))?;
+        }
+        Ok(out)
+    }
+
+    // ------------------------------------------------------- delete, compact
+
+    /// Deletes records by swapping the last record into each hole, in
+    /// descending index order. Duplicates delete once.
+    pub fn delete<I: RecordIndex>(&mut self, idx: &[I]) -> Result<()> {
+        self.check_writable("delete from")?;
+        self.check_indices(idx)?;
+        let mut order: Vec<u64> = idx.iter().map(|i| i.to_u64().unwrap()).collect();
+        order.sort_unstable_by(|a, b| b.cmp(a));
+        order.dedup();
+        for &i in &order {
+            let removed = self.locs.swap_remove(i as usize);
+            self.live_bytes -= removed.phys_length as u64;
+            if i < self.len() {
+                self.dirty_slots.insert(i);
+            }
+        }
+        let len = self.len();
+        self.dirty_slots.split_off(&len);
+        self.unsynced_from = self.unsynced_from.min(len);
+        if !order.is_empty() {
+            self.header_dirty = true;
+        }
+        Ok(())
+    }
+
+    /// Rewrites live records densely in physical order, in place, then
+    /// truncates both files. Every index keeps its record.
+    pub fn compact(&mut self) -> Result<()> {
+        self.check_writable("compact")?;
+        let mut order: Vec<usize> = (0..self.locs.len()).collect();
+        order.sort_unstable_by_key(|&i| self.locs[i].offset);
+        let mut write_pos = 0u64;
+        let mut buf = Vec::new();
+        let mut k = 0;
+        while k < order.len() {
+            // A run of physically adjacent records moves as one block.
+            let run_start = self.locs[order[k]].offset;
+            let mut run_end = run_start + self.locs[order[k]].phys_length as u64;
+            let mut j = k + 1;
+            while j < order.len() && self.locs[order[j]].offset == run_end {
+                run_end += self.locs[order[j]].phys_length as u64;
+                j += 1;
+            }
+            if run_start != write_pos {
+                debug_assert!(run_start > write_pos);
+                self.move_bytes(run_start, write_pos, run_end - run_start, &mut buf)?;
+                let shift = run_start - write_pos;
+                for &i in &order[k..j] {
+                    self.locs[i].offset -= shift;
+                }
+            }
+            write_pos += run_end - run_start;
+            k = j;
+        }
+        self.data
+            .set_len(write_pos)
+            .map_err(io_at(&self.data_path))?;
+        self.tail = write_pos;
+        self.unsynced_from = 0;
+        self.dirty_slots.clear();
+        self.header_dirty = true;
+        self.sync()?;
+        self.truncate_meta()
+    }
+
+    /// Copies `len` bytes of data.zr from `from` down to `to` (< `from`).
+    /// Chunks go in ascending order, so a chunk's destination never covers
+    /// source bytes not yet read.
+    fn move_bytes(&self, from: u64, to: u64, len: u64, buf: &mut Vec<u8>) -> Result<()> {
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(COMPACT_CHUNK) as usize;
+            buf.resize(n, 0);
+            self.data
+                .read_exact_at(&mut buf[..n], from + done)
+                .map_err(io_at(&self.data_path))?;
+            self.data
+                .write_all_at(&buf[..n], to + done)
+                .map_err(io_at(&self.data_path))?;
+            done += n as u64;
+        }
+        Ok(())
+    }
+
+    fn truncate_meta(&self) -> Result<()> {
+        let size = format::meta_size_for(self.len()).expect("table size fits u64");
+        self.meta
+            .set_len(size)
+            .and_then(|_| self.meta.sync_all())
+            .map_err(io_at(&self.meta_path))
+    }
+
+    // ------------------------------------------------------- sync and close
+
+    /// Durability barrier: fsync data.zr, write the pending record locations
+    /// and the header, fsync meta.zr.
+    pub fn sync(&mut self) -> Result<()> {
+        self.check_writable("sync")?;
+        let len = self.len();
+        if !self.header_dirty && self.dirty_slots.is_empty() && self.unsynced_from >= len {
+            return Ok(());
+        }
+        self.data.sync_data().map_err(io_at(&self.data_path))?;
+        // Slots rewritten by deletes, coalesced into runs.
+        let slots: Vec<u64> = std::mem::take(&mut self.dirty_slots).into_iter().collect();
+        let mut k = 0;
+        while k < slots.len() {
+            let mut j = k + 1;
+            while j < slots.len() && slots[j] == slots[j - 1] + 1 {
+                j += 1;
+            }
+            self.write_locs(slots[k], slots[j - 1] + 1)?;
+            k = j;
+        }
+        if self.unsynced_from < len {
+            self.write_locs(self.unsynced_from, len)?;
+        }
+        let header = Header {
+            length: len,
+            tail_offset: self.tail,
+            schema_length: self.schema.encode().len() as u32,
+            codec: self.codec,
+        };
+        self.meta
+            .write_all_at(&header.encode(), 0)
+            .and_then(|_| self.meta.sync_data())
+            .map_err(io_at(&self.meta_path))?;
+        self.unsynced_from = len;
+        self.header_dirty = false;
+        Ok(())
+    }
+
+    fn write_locs(&self, from: u64, to: u64) -> Result<()> {
+        // Bounded chunks keep the encoding buffer small for huge tables.
+        const CHUNK: u64 = 1 << 16;
+        let mut i = from;
+        while i < to {
+            let j = (i + CHUNK).min(to);
+            let bytes = format::encode_locs(&self.locs[i as usize..j as usize]);
+            self.meta
+                .write_all_at(&bytes, format::loc_position(i))
+                .map_err(io_at(&self.meta_path))?;
+            i = j;
+        }
+        Ok(())
+    }
+
+    /// Syncs, trims both files to their committed size and releases the lock.
+    /// In a forked child it only releases this process's handle.
+    pub fn close(mut self) -> Result<()> {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        if !self.is_owner() {
+            return Ok(());
+        }
+        self.closed = false;
+        self.sync()?;
+        let data_len = self.data.metadata().map_err(io_at(&self.data_path))?.len();
+        if data_len != self.tail {
+            self.data
+                .set_len(self.tail)
+                .and_then(|_| self.data.sync_all())
+                .map_err(io_at(&self.data_path))?;
+        }
+        let meta_len = self.meta.metadata().map_err(io_at(&self.meta_path))?.len();
+        if Some(meta_len) != format::meta_size_for(self.len()) {
+            self.truncate_meta()?;
+        }
+        self.closed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        // Best effort: a handle dropped without close() still reaches disk.
+        let _ = self.finish();
+    }
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.dir)
+            .field("kind", &self.kind())
+            .field("dtype", &self.schema.dtype)
+            .field("item_shape", &self.schema.item_shape())
+            .field("codec", &self.codec)
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+fn read_locs(meta: &File, meta_path: &Path, length: u64) -> Result<Vec<RecordLoc>> {
+    let mut locs = Vec::with_capacity(length as usize);
+    let mut chunk = vec![0u8; (LOC_SIZE as usize) * 4096];
+    let mut i = 0u64;
+    while i < length {
+        let n = (length - i).min(4096) as usize;
+        let bytes = &mut chunk[..n * LOC_SIZE as usize];
+        meta.read_exact_at(bytes, format::loc_position(i))
+            .map_err(io_at(meta_path))?;
+        locs.extend(bytes.chunks_exact(LOC_SIZE as usize).map(RecordLoc::decode));
+        i += n as u64;
+    }
+    Ok(locs)
+}
+
+fn check_loc(
+    i: u64,
+    loc: &RecordLoc,
+    codec: Codec,
+    dense_width: Option<u64>,
+    tail: u64,
+) -> Result<(), String> {
+    match loc.end() {
+        Some(end) if end <= tail => {}
+        _ => {
+            return Err(format!(
+                "record {i} at offset {} (+{}) lies past tail_offset {tail}",
+                loc.offset, loc.phys_length
+            ))
+        }
+    }
+    let logic = loc.logic_length as u64;
+    if logic > MAX_RECORD_BYTES {
+        return Err(format!(
+            "record {i} has logic_length {logic} over the 2 GiB limit"
+        ));
+    }
+    match dense_width {
+        Some(w) if logic != w => {
+            return Err(format!(
+                "record {i} has logic_length {logic}, but dense records are {w} bytes"
+            ))
+        }
+        None if logic < 9 => {
+            return Err(format!(
+                "record {i} has logic_length {logic}, too short for a ragged record"
+            ))
+        }
+        _ => {}
+    }
+    if codec == Codec::Raw && loc.phys_length != loc.logic_length {
+        return Err(format!(
+            "raw record {i} has phys_length {} != logic_length {}",
+            loc.phys_length, loc.logic_length
+        ));
+    }
+    if loc.phys_length == 0 {
+        return Err(format!("record {i} has phys_length 0"));
+    }
+    Ok(())
+}
