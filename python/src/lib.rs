@@ -1,1 +1,49 @@
+//! `loaderx._native`: the private extension module behind the `loaderx`
+//! Python package. Its API is internal; the package's modules are the public
+//! surface.
 
+mod arrays;
+mod errors;
+mod store;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::errors::IntoPyResult;
+
+/// Trains a zstd dictionary on concatenated samples.
+#[pyfunction]
+fn train_dict<'py>(
+    py: Python<'py>,
+    samples: Vec<u8>,
+    sizes: Vec<usize>,
+    tier: &str,
+) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+    let tier = loaderx::dict::tier(tier).py()?;
+    let dict = py
+        .detach(|| loaderx::dict::train(&samples, &sizes, tier))
+        .py()?;
+    Ok(pyo3::types::PyBytes::new(py, &dict))
+}
+
+/// The dictionary tiers: name → (dict_size, sample_bytes).
+fn dict_tiers(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    for t in loaderx::dict::DICT_TIERS {
+        d.set_item(t.name, (t.dict_size, t.sample_bytes))?;
+    }
+    Ok(d)
+}
+
+#[pymodule(gil_used = false)]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<store::Store>()?;
+    m.add_class::<store::PackedRecords>()?;
+    m.add_class::<arrays::GatherBuffer>()?;
+    m.add_function(wrap_pyfunction!(train_dict, m)?)?;
+    m.add("DICT_TIERS", dict_tiers(m.py())?)?;
+    m.add("MIN_DICT_SAMPLES", loaderx::dict::MIN_SAMPLES)?;
+    m.add("MIN_DICT_SAMPLE_BYTES", loaderx::dict::MIN_SAMPLE_BYTES)?;
+    m.add("THREADS", loaderx::executor::budget())?;
+    Ok(())
+}

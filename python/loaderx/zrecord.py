@@ -1,0 +1,432 @@
+"""Zrecord: typed, persistent record stores.
+
+A store is a directory of records that all share one dtype. Two contracts:
+
+* :class:`DenseStore` — every record is one array of a fixed ``item_shape``;
+  a gather returns one stacked ``(k, *item_shape)`` array.
+* :class:`RaggedStore` — every record keeps its own shape; a gather returns a
+  ``list`` of arrays.
+
+Records are compressed one by one (``codec="zstd"`` by default, ``"raw"`` or
+``"zstd_dict"`` with a dictionary from :func:`loaderx.utils.train_dict`), and a
+batch gather decompresses straight into the returned array on native threads
+with the GIL released.
+
+>>> import numpy as np, tempfile, os
+>>> root = tempfile.mkdtemp()
+>>> data = np.arange(64, dtype=np.float32).reshape(8, 2, 4)
+>>> with DenseStore.create(os.path.join(root, "data"), data.dtype, data.shape[1:]) as ds:
+...     ds.append(data)
+>>> ds = DenseStore.open(os.path.join(root, "data"))
+>>> ds[0, 5, 2].shape
+(3, 2, 4)
+>>> ds.close()
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from types import MappingProxyType
+from typing import Any, Iterable, NamedTuple
+
+import numpy as np
+
+from . import _native
+from ._errors import Corrupted, StoreBusy
+from ._keys import normalize
+
+__all__ = ["DenseStore", "RaggedStore", "DICT_TIERS", "DictTier", "StoreBusy", "Corrupted"]
+
+CODECS = ("raw", "zstd", "zstd_dict")
+
+
+class DictTier(NamedTuple):
+    """A dictionary-training preset: the dictionary size and the byte budget
+    of the strided record sample it is trained on."""
+
+    name: str
+    dict_size: int
+    sample_bytes: int
+
+
+#: The named dictionary tiers, from the smallest dictionary (fastest gather)
+#: to the largest (best ratio on small records).
+DICT_TIERS = MappingProxyType(
+    {name: DictTier(name, size, budget) for name, (size, budget) in _native.DICT_TIERS.items()}
+)
+
+
+def _check_dtype(dtype) -> np.dtype:
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise TypeError(f"dtype must be a NumPy dtype, got {dtype!r}") from exc
+    if dt.fields is not None or dt.subdtype is not None or dt.kind not in "biuf":
+        raise TypeError(
+            "dtype must be bool, int8-int64, uint8-uint64 or float16/32/64, "
+            f"got {dt} (structured, subarray, complex, datetime, string and object "
+            "dtypes are not supported)"
+        )
+    if dt.byteorder == ">":
+        raise TypeError(f"dtype must be little-endian or byte-order free, got big-endian {dt.str}")
+    if dt.metadata:
+        raise TypeError(f"dtype must not carry metadata, got {dt!r}")
+    return dt.newbyteorder("<") if dt.byteorder == "=" else dt
+
+
+def _check_codec(codec, dict_bytes):
+    if not isinstance(codec, str) or codec not in CODECS:
+        raise ValueError(f"codec must be one of 'raw', 'zstd', 'zstd_dict', got {codec!r}")
+    if codec == "zstd_dict":
+        if dict_bytes is None:
+            raise ValueError(
+                "dict_bytes is required for codec 'zstd_dict'; "
+                "train one with loaderx.utils.train_dict(...)"
+            )
+        if not isinstance(dict_bytes, (bytes, bytearray, memoryview)):
+            raise TypeError(f"dict_bytes must be bytes, got {type(dict_bytes).__name__}")
+        if len(dict_bytes) == 0:
+            raise ValueError("dict_bytes must be a non-empty zstd dictionary, got 0 bytes")
+        return bytes(dict_bytes)
+    if dict_bytes is not None:
+        raise ValueError(f"dict_bytes is only valid with codec 'zstd_dict', got codec {codec!r}")
+    return None
+
+
+def _check_path(path) -> str:
+    try:
+        return os.fspath(path)
+    except TypeError as exc:
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}") from exc
+
+
+class _Store:
+    """Behaviour shared by both store contracts."""
+
+    _kind = ""
+
+    def __init__(self, native, path: str):
+        # Private: use create() or open().
+        self._native = native
+        self._path = path
+        self._dtype = np.dtype(native.dtype)
+
+    # -- lifecycle ---------------------------------------------------------
+
+    @classmethod
+    def open(cls, path):
+        """Opens an existing store of this kind.
+
+        Raises FileNotFoundError when ``path`` holds no store, ValueError when
+        it holds a store of the other kind, :class:`StoreBusy` when another
+        handle has it open and :class:`Corrupted` when it is malformed.
+        """
+        path = _check_path(path)
+        return cls(_native.Store.open(path, cls._kind), path)
+
+    def _live(self):
+        native = self._native
+        if native is None:
+            raise ValueError(f"{type(self).__name__} {self._path!r} is closed")
+        return native
+
+    def _drain(self):
+        """Waits for queued writes (ragged stores) and raises their errors."""
+        return self._live()
+
+    def close(self) -> None:
+        """Syncs and releases the store. Idempotent."""
+        native = self._native
+        if native is None:
+            return
+        try:
+            self._drain()
+        finally:
+            self._native = None
+            native.close()
+
+    def __enter__(self):
+        self._live()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - best effort at garbage collection
+            pass
+
+    # -- properties --------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        """The store directory, as given to create/open."""
+        self._live()
+        return self._path
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The dtype every record shares."""
+        self._live()
+        return self._dtype
+
+    @property
+    def codec(self) -> str:
+        """``"raw"``, ``"zstd"`` or ``"zstd_dict"``."""
+        return self._live().codec
+
+    @property
+    def closed(self) -> bool:
+        return self._native is None
+
+    def __len__(self) -> int:
+        return len(self._drain())
+
+    # -- reads -------------------------------------------------------------
+
+    def __getitem__(self, key):
+        native = self._drain()
+        index, scalar = normalize(key, lambda: len(native))
+        if scalar:
+            return self._one(native, index)
+        return native.gather(index)
+
+    def _one(self, native, index):
+        return native.get(index)
+
+    # -- maintenance -------------------------------------------------------
+
+    def delete(self, key) -> None:
+        """Deletes records (any key form). The last record moves into each
+        hole, so the index space stays ``0..len``; indices of moved records
+        change. Duplicates delete once."""
+        native = self._drain()
+        index, scalar = normalize(key, lambda: len(native))
+        if scalar:
+            index = np.array([index], dtype=np.int64)
+        if len(index):
+            native.delete(index)
+
+    def stats(self) -> dict:
+        """``{'records', 'live_bytes', 'data_bytes', 'reclaimable'}``."""
+        return self._drain().stats()
+
+    def sync(self) -> None:
+        """Durability barrier: after it returns, every record appended so far
+        survives a crash."""
+        self._drain().sync()
+
+    def compact(self) -> None:
+        """Reclaims the space of deleted records, in place. Offline: do not
+        read the store from other threads meanwhile."""
+        self._drain().compact()
+
+    def __repr__(self) -> str:
+        name = type(self).__name__
+        if self._native is None:
+            return f"<{name} path={self._path!r} closed>"
+        shape = f", item_shape={self._native.item_shape}" if self._kind == "dense" else ""
+        return (
+            f"{name}(path={self._path!r}, kind={self._kind!r}, dtype={self._dtype.name!r}"
+            f"{shape}, codec={self._native.codec!r}, len={len(self._native)})"
+        )
+
+
+class DenseStore(_Store):
+    """A store of fixed-shape records: record ``i`` is one ``item_shape`` array.
+
+    ``ds[i]`` returns one record (a NumPy scalar when ``item_shape`` is
+    ``()``); ``ds[[0, 5, 2]]``, ``ds[0, 5, 2]``, ``ds[idx_array]``,
+    ``ds[2:10]`` and ``ds[bool_mask]`` return a ``(k, *item_shape)`` array.
+    """
+
+    _kind = "dense"
+
+    @classmethod
+    def create(cls, path, dtype, item_shape, codec: str = "zstd", dict_bytes=None) -> DenseStore:
+        """Creates an empty dense store at ``path`` (parents are created).
+
+        ``codec`` is ``"zstd"`` (level 3, the default), ``"raw"`` or
+        ``"zstd_dict"`` (level 19 against ``dict_bytes``). Raises
+        FileExistsError if ``path`` already holds a store.
+        """
+        path = _check_path(path)
+        dt = _check_dtype(dtype)
+        try:
+            shape = tuple(int(d) for d in item_shape)
+        except TypeError as exc:
+            raise TypeError(
+                f"item_shape must be a tuple of ints, got {type(item_shape).__name__}"
+            ) from exc
+        if any(d <= 0 for d in shape):
+            raise ValueError(f"item_shape must have positive dimensions, got {shape}")
+        blob = _check_codec(codec, dict_bytes)
+        return cls(_native.Store.create(path, dt.str, list(shape), codec, blob), path)
+
+    @property
+    def item_shape(self) -> tuple:
+        """The shape of every record."""
+        return self._live().item_shape
+
+    def _one(self, native, index):
+        record = native.get(index)
+        return record[()] if record.ndim == 0 else record
+
+    def append(self, data) -> None:
+        """Appends the records of ``data``, an array of shape
+        ``(n, *item_shape)`` and exactly the store's dtype.
+
+        The call is synchronous and copies nothing: a C-contiguous array is
+        compressed and written straight from its memory. Nothing is written if
+        the dtype or shape is wrong. Add the leading axis for one record:
+        ``ds.append(x[None])``.
+        """
+        native = self._live()
+        if not isinstance(data, np.ndarray):
+            if hasattr(data, "__arrow_c_array__") or hasattr(data, "__arrow_c_stream__"):
+                from . import arrow as _arrow
+
+                return _arrow._append(self, data)
+            raise TypeError(f"data must be a numpy.ndarray, got {type(data).__name__}")
+        shape = native.item_shape
+        if data.dtype != self._dtype:
+            raise TypeError(f"data has dtype {data.dtype}, expected {self._dtype} (the store's dtype)")
+        if data.ndim != len(shape) + 1 or tuple(data.shape[1:]) != shape:
+            raise ValueError(
+                f"data must have shape (n, {', '.join(map(str, shape))}"
+                f"{',' if len(shape) == 1 else ''}), got {data.shape}"
+                if shape
+                else f"data must have shape (n,), got {data.shape}"
+            )
+        if data.shape[0] == 0:
+            return
+        native.append_dense(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+
+
+class _Writer:
+    """The one-slot writer queue of a ragged store.
+
+    ``submit`` returns once the packed batch is queued; a second batch waits
+    until the writer thread has taken the first. The first write error is
+    kept, later queued batches are dropped, and the error is raised by the
+    next ``submit`` or ``drain``.
+    """
+
+    def __init__(self, native):
+        self._native = native
+        self._slot: queue.Queue = queue.Queue(maxsize=1)
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+        self._error: BaseException | None = None
+
+    def _run(self):
+        while True:
+            packed = self._slot.get()
+            try:
+                if packed is None:
+                    return
+                if self._error is None:
+                    self._native.append_packed(packed)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                self._error = exc
+            finally:
+                self._slot.task_done()
+
+    def _ensure_thread(self):
+        if self._pid != os.getpid():
+            # A forked child inherits neither the thread nor a usable queue.
+            self._slot = queue.Queue(maxsize=1)
+            self._thread = None
+            self._pid = os.getpid()
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="loaderx-ragged-writer", daemon=True)
+            self._thread.start()
+
+    def raise_pending(self):
+        err, self._error = self._error, None
+        if err is not None:
+            raise err
+
+    def submit(self, packed):
+        self.raise_pending()
+        self._ensure_thread()
+        self._slot.put(packed)
+
+    def drain(self):
+        if self._thread is not None and self._pid == os.getpid():
+            self._slot.join()
+        self.raise_pending()
+
+    def stop(self):
+        if self._thread is not None and self._pid == os.getpid() and self._thread.is_alive():
+            self._slot.put(None)
+            self._thread.join()
+        self._thread = None
+
+
+class RaggedStore(_Store):
+    """A store of variable-shape records: each record keeps its exact shape.
+
+    Any key selecting several records returns a ``list`` of arrays; an int
+    returns one array. ``append`` packs the batch and hands it to a one-slot
+    writer queue, so Python can prepare the next batch while the previous one
+    is compressed and written.
+    """
+
+    _kind = "ragged"
+
+    def __init__(self, native, path):
+        super().__init__(native, path)
+        self._writer = _Writer(native)
+
+    @classmethod
+    def create(cls, path, dtype, codec: str = "zstd", dict_bytes=None) -> RaggedStore:
+        """Creates an empty ragged store at ``path`` (parents are created)."""
+        path = _check_path(path)
+        dt = _check_dtype(dtype)
+        blob = _check_codec(codec, dict_bytes)
+        return cls(_native.Store.create(path, dt.str, None, codec, blob), path)
+
+    def _drain(self):
+        native = self._live()
+        self._writer.drain()
+        return native
+
+    def append(self, records: Iterable[Any]) -> None:
+        """Appends records from any iterable of arrays of the store's dtype.
+
+        Each record must be nonempty; its shape is kept exactly (0-d
+        included). Validation happens here (TypeError for a wrong dtype,
+        ValueError for an empty record, nothing queued); the packed batch is
+        then written in the background. A write error surfaces at the next
+        append or at the next call that drains the queue (len, reads, stats,
+        sync, delete, compact, close).
+        """
+        native = self._live()
+        if hasattr(records, "__arrow_c_array__") or hasattr(records, "__arrow_c_stream__"):
+            if not isinstance(records, np.ndarray):
+                from . import arrow as _arrow
+
+                return _arrow._append(self, records)
+        if isinstance(records, (str, bytes)) or not hasattr(records, "__iter__"):
+            raise TypeError(f"records must be an iterable of numpy arrays, got {type(records).__name__}")
+        packed = native.pack(records)
+        if len(packed) == 0:
+            self._writer.raise_pending()
+            return
+        self._writer.submit(packed)
+
+    def close(self) -> None:
+        native = self._native
+        if native is None:
+            return
+        try:
+            self._writer.drain()
+        finally:
+            self._writer.stop()
+            self._native = None
+            native.close()

@@ -1,0 +1,433 @@
+//! `loaderx._native.Store`: one native handle for both store contracts.
+//!
+//! The Python facade (`loaderx.zrecord`) validates inputs and normalises
+//! keys; this layer turns the engine's byte-level API into NumPy arrays.
+//! Every call that touches the disk or decodes records runs with the GIL
+//! released. Gathers take a shared lock (many threads may gather at once);
+//! append, delete, compact, sync and close take it exclusively.
+
+use std::path::PathBuf;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use loaderx::error::Kind;
+use loaderx::ragged::Packed;
+use loaderx::{Codec, DType, Error, Schema, Store as Engine};
+use numpy::{
+    PyArrayDescr, PyArrayDescrMethods, PyReadonlyArray1, PyUntypedArray, PyUntypedArrayMethods,
+};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+
+use crate::arrays::{array_view, GatherBuffer};
+use crate::errors::IntoPyResult;
+
+#[pyclass(frozen, module = "loaderx._native")]
+pub struct Store {
+    inner: RwLock<Option<Engine>>,
+    path: PathBuf,
+    kind: Kind,
+    dtype: DType,
+    item_shape: Option<Vec<usize>>,
+    codec: Codec,
+    descr: Py<PyArrayDescr>,
+}
+
+/// A ragged batch packed for appending (shape prefixes and payloads).
+#[pyclass(frozen, module = "loaderx._native")]
+pub struct PackedRecords {
+    packed: Packed,
+}
+
+#[pymethods]
+impl PackedRecords {
+    fn __len__(&self) -> usize {
+        self.packed.len()
+    }
+
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.packed.bytes.len()
+    }
+}
+
+fn closed_error(path: &std::path::Path) -> PyErr {
+    PyValueError::new_err(format!("store {} is closed", path.display()))
+}
+
+impl Store {
+    fn wrap(py: Python<'_>, engine: Engine) -> PyResult<Store> {
+        let schema = engine.schema().clone();
+        let descr = PyArrayDescr::new(py, schema.dtype.numpy_str())?.unbind();
+        Ok(Store {
+            path: engine.path().to_path_buf(),
+            kind: schema.kind(),
+            dtype: schema.dtype,
+            item_shape: schema
+                .item_shape()
+                .map(|s| s.iter().map(|&d| d as usize).collect()),
+            codec: engine.codec(),
+            descr,
+            inner: RwLock::new(Some(engine)),
+        })
+    }
+
+    fn read(&self) -> PyResult<RwLockReadGuard<'_, Option<Engine>>> {
+        let guard = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none() {
+            return Err(closed_error(&self.path));
+        }
+        Ok(guard)
+    }
+
+    fn write(&self) -> PyResult<RwLockWriteGuard<'_, Option<Engine>>> {
+        let guard = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none() {
+            return Err(closed_error(&self.path));
+        }
+        Ok(guard)
+    }
+
+    /// Runs `f` on the open engine with the GIL released, under the shared lock.
+    fn with_read<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Engine) -> Result<T, Error> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| {
+            let guard = self.read()?;
+            f(guard.as_ref().unwrap()).py()
+        })
+    }
+
+    /// Runs `f` on the open engine with the GIL released, under the exclusive lock.
+    fn with_write<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Engine) -> Result<T, Error> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| {
+            let mut guard = self.write()?;
+            f(guard.as_mut().unwrap()).py()
+        })
+    }
+
+    fn dense_array<'py>(
+        &self,
+        py: Python<'py>,
+        buf: loaderx::Buffer,
+        leading: Option<usize>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let shape = self.item_shape.as_deref().unwrap_or(&[]);
+        let mut dims = Vec::with_capacity(shape.len() + 1);
+        dims.extend(leading);
+        dims.extend_from_slice(shape);
+        let owner = GatherBuffer::new(py, buf)?;
+        array_view(py, &owner, 0, self.descr.bind(py), &dims)
+    }
+
+    fn ragged_arrays<'py>(
+        &self,
+        py: Python<'py>,
+        batch: loaderx::RaggedBatch,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let spans = batch.spans.clone();
+        let records: Vec<(usize, Vec<usize>)> = (0..batch.len())
+            .map(|i| {
+                let r = batch.record(i);
+                (
+                    spans[i].0 + r.payload_offset(),
+                    r.dims().map(|d| d as usize).collect(),
+                )
+            })
+            .collect();
+        let owner = GatherBuffer::new(py, batch.buffer)?;
+        let descr = self.descr.bind(py);
+        records
+            .iter()
+            .map(|(offset, dims)| array_view(py, &owner, *offset, descr, dims))
+            .collect()
+    }
+}
+
+fn parse_codec(codec: &str) -> PyResult<Codec> {
+    Codec::from_name(codec).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "codec must be one of 'raw', 'zstd', 'zstd_dict', got {codec:?}"
+        ))
+    })
+}
+
+fn parse_dtype(dtype: &str) -> PyResult<DType> {
+    DType::from_numpy_str(dtype).ok_or_else(|| {
+        PyTypeError::new_err(format!(
+            "dtype must be bool, int8-int64, uint8-uint64 or float16/32/64 (little-endian), got {dtype:?}"
+        ))
+    })
+}
+
+#[pymethods]
+impl Store {
+    /// Creates a store. `dtype` is NumPy's `dtype.str`; `item_shape` is
+    /// given for dense stores and `None` for ragged ones.
+    #[staticmethod]
+    #[pyo3(signature = (path, dtype, item_shape, codec, dict_bytes=None))]
+    fn create(
+        py: Python<'_>,
+        path: PathBuf,
+        dtype: &str,
+        item_shape: Option<Vec<u64>>,
+        codec: &str,
+        dict_bytes: Option<Vec<u8>>,
+    ) -> PyResult<Store> {
+        let dtype = parse_dtype(dtype)?;
+        let codec = parse_codec(codec)?;
+        let schema = match item_shape {
+            Some(shape) => Schema::dense(dtype, &shape).py()?,
+            None => Schema::ragged(dtype),
+        };
+        let engine = py
+            .detach(|| Engine::create(&path, schema, codec, dict_bytes.as_deref()))
+            .py()?;
+        Store::wrap(py, engine)
+    }
+
+    /// Opens a store; `kind` ("dense" / "ragged") insists on one contract.
+    #[staticmethod]
+    #[pyo3(signature = (path, kind=None))]
+    fn open(py: Python<'_>, path: PathBuf, kind: Option<&str>) -> PyResult<Store> {
+        let kind = match kind {
+            None => None,
+            Some("dense") => Some(Kind::Dense),
+            Some("ragged") => Some(Kind::Ragged),
+            Some(other) => {
+                return Err(PyValueError::new_err(format!(
+                    "kind must be 'dense' or 'ragged', got {other:?}"
+                )))
+            }
+        };
+        let engine = py
+            .detach(|| match kind {
+                Some(k) => Engine::open_kind(&path, k),
+                None => Engine::open(&path),
+            })
+            .py()?;
+        Store::wrap(py, engine)
+    }
+
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    #[getter]
+    fn kind(&self) -> String {
+        self.kind.to_string()
+    }
+
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.dtype.numpy_str()
+    }
+
+    #[getter]
+    fn item_shape<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        self.item_shape
+            .as_ref()
+            .map(|s| PyTuple::new(py, s))
+            .transpose()
+    }
+
+    #[getter]
+    fn codec(&self) -> &'static str {
+        self.codec.name()
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.read().map(|g| g.is_none()).unwrap_or(true)
+    }
+
+    fn __len__(&self) -> PyResult<usize> {
+        Ok(self.read()?.as_ref().unwrap().len() as usize)
+    }
+
+    /// The zstd dictionary of a `zstd_dict` store, else None.
+    fn dictionary<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let guard = self.read()?;
+        Ok(guard
+            .as_ref()
+            .unwrap()
+            .dictionary()
+            .map(|d| PyBytes::new(py, d)))
+    }
+
+    /// Appends dense records given as the raw bytes of a C-contiguous
+    /// `(n, *item_shape)` array of the store's dtype.
+    fn append_dense(&self, py: Python<'_>, data: PyReadonlyArray1<'_, u8>) -> PyResult<()> {
+        let bytes = data
+            .as_slice()
+            .map_err(|_| PyValueError::new_err("data must be C-contiguous"))?;
+        self.with_write(py, |s| s.append_dense(bytes))
+    }
+
+    /// Validates and packs ragged records (any iterable of arrays of the
+    /// store's dtype, each nonempty) into one owned buffer.
+    fn pack(&self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<PackedRecords> {
+        let descr = self.descr.bind(py);
+        let np = py.import("numpy")?;
+        let mut arrays: Vec<Bound<'_, PyUntypedArray>> = Vec::new();
+        let mut total = 0usize;
+        for (i, item) in records.try_iter()?.enumerate() {
+            let item = item?;
+            let arr = match item.cast::<PyUntypedArray>() {
+                Ok(a) => a.clone(),
+                Err(_) => {
+                    return Err(PyTypeError::new_err(format!(
+                        "records[{i}] must be a numpy.ndarray of dtype {}, got {}",
+                        self.dtype,
+                        item.get_type().name()?
+                    )))
+                }
+            };
+            if !arr.dtype().is_equiv_to(descr) {
+                return Err(PyTypeError::new_err(format!(
+                    "records[{i}] has dtype {}, expected {} (the store's dtype)",
+                    arr.dtype(),
+                    self.dtype
+                )));
+            }
+            if arr.len() == 0 && arr.ndim() > 0 || arr.shape().contains(&0) {
+                return Err(PyValueError::new_err(format!(
+                    "records[{i}] has shape {:?} with zero elements; ragged records must be nonempty",
+                    arr.shape()
+                )));
+            }
+            let nbytes = arr.shape().iter().product::<usize>() * self.dtype.itemsize();
+            if nbytes as u64 + 8 * (1 + arr.ndim() as u64) > loaderx::format::MAX_RECORD_BYTES {
+                return Err(PyValueError::new_err(format!(
+                    "records[{i}] is {nbytes} bytes, over the 2 GiB record limit"
+                )));
+            }
+            let arr = if arr.is_c_contiguous() {
+                arr
+            } else {
+                np.call_method1("ascontiguousarray", (arr,))?
+                    .cast_into::<PyUntypedArray>()?
+            };
+            total += loaderx::ragged::encoded_len(arr.ndim(), nbytes);
+            arrays.push(arr);
+        }
+        let mut packed = Packed::with_capacity(arrays.len(), total);
+        let mut shape = Vec::new();
+        for arr in &arrays {
+            shape.clear();
+            shape.extend(arr.shape().iter().map(|&d| d as u64));
+            let nbytes = arr.shape().iter().product::<usize>() * self.dtype.itemsize();
+            // SAFETY: the array is C-contiguous and alive; its data pointer
+            // covers exactly nbytes bytes.
+            let payload =
+                unsafe { std::slice::from_raw_parts((*arr.as_array_ptr()).fields.data as *const u8, nbytes) };
+            packed.push(&shape, payload);
+        }
+        Ok(PackedRecords { packed })
+    }
+
+    /// Appends a packed ragged batch (see `pack`).
+    fn append_packed(&self, py: Python<'_>, batch: &Bound<'_, PackedRecords>) -> PyResult<()> {
+        let packed = &batch.get().packed;
+        self.with_write(py, |s| s.append_ragged(packed))
+    }
+
+    /// Gathers records at `idx`: dense → one `(k, *item_shape)` array,
+    /// ragged → a list of arrays.
+    fn gather<'py>(
+        &self,
+        py: Python<'py>,
+        idx: PyReadonlyArray1<'py, i64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let idx = idx.as_slice().map_err(|_| PyValueError::new_err("indices must be contiguous"))?;
+        match self.kind {
+            Kind::Dense => {
+                let buf = self.with_read(py, |s| s.gather_dense(idx))?;
+                self.dense_array(py, buf, Some(idx.len()))
+            }
+            Kind::Ragged => {
+                let batch = self.with_read(py, |s| s.gather_ragged(idx))?;
+                Ok(PyList::new(py, self.ragged_arrays(py, batch)?)?.into_any())
+            }
+        }
+    }
+
+    /// One record: dense → an `item_shape` array, ragged → one array.
+    fn get<'py>(&self, py: Python<'py>, index: i64) -> PyResult<Bound<'py, PyAny>> {
+        let idx = [index];
+        match self.kind {
+            Kind::Dense => {
+                let buf = self.with_read(py, |s| s.gather_dense(&idx))?;
+                self.dense_array(py, buf, None)
+            }
+            Kind::Ragged => {
+                let batch = self.with_read(py, |s| s.gather_ragged(&idx))?;
+                Ok(self.ragged_arrays(py, batch)?.remove(0))
+            }
+        }
+    }
+
+    /// Deletes records (swap-last; duplicates delete once).
+    fn delete(&self, py: Python<'_>, idx: PyReadonlyArray1<'_, i64>) -> PyResult<()> {
+        let idx = idx.as_slice().map_err(|_| PyValueError::new_err("indices must be contiguous"))?;
+        self.with_write(py, |s| s.delete(idx))
+    }
+
+    fn compact(&self, py: Python<'_>) -> PyResult<()> {
+        self.with_write(py, |s| s.compact())
+    }
+
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        self.with_write(py, |s| s.sync())
+    }
+
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let st = self.read()?.as_ref().unwrap().stats();
+        let d = PyDict::new(py);
+        d.set_item("records", st.records)?;
+        d.set_item("live_bytes", st.live_bytes)?;
+        d.set_item("data_bytes", st.data_bytes)?;
+        d.set_item("reclaimable", st.reclaimable)?;
+        Ok(d)
+    }
+
+    /// Syncs and releases the handle; idempotent.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| {
+            let mut guard = self.inner.write().unwrap_or_else(|e| e.into_inner());
+            match guard.take() {
+                Some(engine) => engine.close().py(),
+                None => Ok(()),
+            }
+        })
+    }
+
+    /// A strided sample of the records' logical bytes for dictionary
+    /// training: `(concatenated bytes, sizes)` within `budget` bytes.
+    fn dict_sample<'py>(
+        &self,
+        py: Python<'py>,
+        budget: usize,
+    ) -> PyResult<(Bound<'py, PyBytes>, Vec<usize>)> {
+        let (bytes, sizes) = self.with_read(py, |s| {
+            let n = s.len() as usize;
+            let plan = loaderx::dict::sample_plan(n, |i| s.logical_len(i as u64).unwrap(), budget);
+            let mut bytes = Vec::new();
+            let mut sizes = Vec::with_capacity(plan.len());
+            for i in plan {
+                let rec = s.read_record(i as u64)?;
+                sizes.push(rec.len());
+                bytes.extend_from_slice(&rec);
+            }
+            Ok((bytes, sizes))
+        })?;
+        Ok((PyBytes::new(py, &bytes), sizes))
+    }
+}
