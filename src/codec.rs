@@ -66,26 +66,36 @@ pub struct Dictionary {
     ddict: DDict<'static>,
     /// Preparing a level-19 compression dictionary is costly and only
     /// writers need it, so it is built on first use.
-    cdict: OnceLock<CDict<'static>>,
+    /// `None` when zstd cannot load the dictionary for compression.
+    cdict: OnceLock<Option<CDict<'static>>>,
 }
 
 impl Dictionary {
-    pub fn new(bytes: Vec<u8>) -> Dictionary {
-        let ddict = DDict::create(&bytes);
-        Dictionary {
+    /// Prepares `bytes` for decompression; fails (instead of panicking) when
+    /// zstd cannot load them, e.g. a dictionary header whose entropy tables
+    /// do not parse.
+    pub fn new(bytes: Vec<u8>) -> Result<Dictionary, String> {
+        let ddict = DDict::try_create(&bytes).ok_or_else(|| {
+            format!(
+                "zstd cannot load the {}-byte dictionary (its header or entropy tables do not parse)",
+                bytes.len()
+            )
+        })?;
+        Ok(Dictionary {
             bytes,
             ddict,
             cdict: OnceLock::new(),
-        }
+        })
     }
 
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }
 
-    fn cdict(&self) -> &CDict<'static> {
+    fn cdict(&self) -> Option<&CDict<'static>> {
         self.cdict
-            .get_or_init(|| CDict::create(&self.bytes, ZSTD_DICT_LEVEL))
+            .get_or_init(|| CDict::try_create(&self.bytes, ZSTD_DICT_LEVEL))
+            .as_ref()
     }
 }
 
@@ -126,7 +136,10 @@ pub fn compress_with<R>(
         let cctx = lane.cctx.get_or_insert_with(CCtx::create);
         let written = match (codec, dict) {
             (Codec::Zstd, _) => cctx.compress(out, src, ZSTD_LEVEL),
-            (Codec::ZstdDict, Some(d)) => cctx.compress_using_cdict(out, src, d.cdict()),
+            (Codec::ZstdDict, Some(d)) => match d.cdict() {
+                Some(cdict) => cctx.compress_using_cdict(out, src, cdict),
+                None => return Err("zstd cannot load the dictionary for compression".into()),
+            },
             _ => return Err(format!("codec {codec} does not compress")),
         };
         written.map_err(zstd_error)?;

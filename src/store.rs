@@ -179,6 +179,12 @@ impl Store {
         if let Layout::Dense { item_shape } = &schema.layout {
             Schema::dense(schema.dtype, item_shape)?;
         }
+        let dictionary = dict
+            .map(|d| Dictionary::new(d.to_vec()))
+            .transpose()
+            .map_err(|e| {
+                Error::InvalidValue(format!("dict_bytes is not a zstd dictionary: {e}"))
+            })?;
         let schema_bytes = schema.encode();
         if dir.is_file() {
             return Err(Error::AlreadyExists {
@@ -209,7 +215,7 @@ impl Store {
             }
             Err(e) => return Err(Error::io(&meta_path, e)),
         };
-        let result = Store::initialise(dir, meta, &schema, &schema_bytes, codec, dict);
+        let result = Store::initialise(dir, meta, &schema, &schema_bytes, codec, dictionary);
         if result.is_err() {
             // Leave nothing half-written behind.
             let _ = fs::remove_file(dir.join(DATA_FILE));
@@ -225,7 +231,7 @@ impl Store {
         schema: &Schema,
         schema_bytes: &[u8],
         codec: Codec,
-        dict: Option<&[u8]>,
+        dict: Option<Dictionary>,
     ) -> Result<Store> {
         let meta_path = dir.join(META_FILE);
         let data_path = dir.join(DATA_FILE);
@@ -239,7 +245,7 @@ impl Store {
             .open(&data_path)
             .map_err(io_at(&data_path))?;
         data.sync_all().map_err(io_at(&data_path))?;
-        match dict {
+        match dict.as_ref().map(|d| d.bytes()) {
             Some(bytes) => {
                 let f = File::create(&dict_path).map_err(io_at(&dict_path))?;
                 f.write_all_at(bytes, 0)
@@ -273,7 +279,7 @@ impl Store {
             data,
             schema: schema.clone(),
             codec,
-            dict: dict.map(|d| Dictionary::new(d.to_vec())),
+            dict,
             locs: Vec::new(),
             tail: 0,
             live_bytes: 0,
@@ -360,7 +366,9 @@ impl Store {
             (Codec::ZstdDict, Ok(bytes)) if bytes.is_empty() => {
                 return Err(Error::corrupted(&dict_path, "dictionary file is empty"))
             }
-            (Codec::ZstdDict, Ok(bytes)) => Some(Dictionary::new(bytes)),
+            (Codec::ZstdDict, Ok(bytes)) => {
+                Some(Dictionary::new(bytes).map_err(|e| Error::corrupted(&dict_path, e))?)
+            }
             (Codec::ZstdDict, Err(e)) if e.kind() == ErrorKind::NotFound => {
                 return Err(Error::corrupted(
                     &dict_path,
@@ -502,7 +510,7 @@ impl Store {
     /// Appends dense records: `bytes` holds whole records back to back.
     pub fn append_dense(&mut self, bytes: &[u8]) -> Result<()> {
         let width = self.dense_width()?;
-        if bytes.len() % width != 0 {
+        if !bytes.len().is_multiple_of(width) {
             return Err(Error::InvalidValue(format!(
                 "append of {} bytes is not a whole number of {width}-byte records",
                 bytes.len()

@@ -51,7 +51,11 @@ fn locs(meta: &[u8]) -> Vec<(u64, u32, u32)> {
     (0..h.length as usize)
         .map(|i| {
             let at = 4096 + 16 * i;
-            (u64_at(meta, at), u32_at(meta, at + 8), u32_at(meta, at + 12))
+            (
+                u64_at(meta, at),
+                u32_at(meta, at + 8),
+                u32_at(meta, at + 12),
+            )
         })
         .collect()
 }
@@ -148,7 +152,9 @@ fn dense_f4_raw_store_golden_bytes() {
     assert!(recs.iter().all(|r| r.len() == 32));
     // one batch of one record, then a batch of two
     store.append_dense(&recs[0]).unwrap();
-    store.append_dense(&[recs[1].clone(), recs[2].clone()].concat()).unwrap();
+    store
+        .append_dense(&[recs[1].clone(), recs[2].clone()].concat())
+        .unwrap();
     store.close().unwrap();
 
     let schema_image = {
@@ -224,7 +230,10 @@ fn ragged_raw_store_golden_bytes() {
         let len = expected_data.len() as u64 - start;
         expected_locs.push((start, len as u32, len as u32));
     }
-    assert_eq!(packed.bytes, expected_data, "Packed builds the on-disk form");
+    assert_eq!(
+        packed.bytes, expected_data,
+        "Packed builds the on-disk form"
+    );
     store.append_ragged(&packed).unwrap();
     store.close().unwrap();
 
@@ -300,14 +309,22 @@ fn schema_bytes_for_every_dtype_and_shape() {
     let shapes: Vec<(Vec<u64>, Vec<u8>)> = vec![
         (vec![], vec![0x90]),
         (vec![127, 128], vec![0x92, 0x7f, 0xcc, 0x80]),
-        (vec![300, 70000], vec![0x92, 0xcd, 0x01, 0x2c, 0xce, 0x00, 0x01, 0x11, 0x70]),
+        (
+            vec![300, 70000],
+            vec![0x92, 0xcd, 0x01, 0x2c, 0xce, 0x00, 0x01, 0x11, 0x70],
+        ),
     ];
     for (k, (shape, msgpack)) in shapes.into_iter().enumerate() {
         let dir = tmp.path().join(format!("s{k}"));
-        Store::create(&dir, Schema::dense(DType::U8, &shape).unwrap(), Codec::Raw, None)
-            .unwrap()
-            .close()
-            .unwrap();
+        Store::create(
+            &dir,
+            Schema::dense(DType::U8, &shape).unwrap(),
+            Codec::Raw,
+            None,
+        )
+        .unwrap()
+        .close()
+        .unwrap();
         let schema = dense_schema_image("|u1", &msgpack);
         let expected = page_image(&header_image(0, 0, schema.len() as u32, 0), &schema);
         assert_eq!(meta_bytes(&dir), expected, "item_shape {shape:?}");
@@ -336,11 +353,19 @@ fn fresh_store_is_one_page_and_empty_data() {
                 &schema_image,
             );
             // valid and synced right after create, before close
-            assert_eq!(meta_bytes(&dir), expected, "{codec} dense={dense} after create");
+            assert_eq!(
+                meta_bytes(&dir),
+                expected,
+                "{codec} dense={dense} after create"
+            );
             assert_eq!(data_bytes(&dir).len(), 0);
             assert_eq!(store.len(), 0);
             store.close().unwrap();
-            assert_eq!(meta_bytes(&dir), expected, "{codec} dense={dense} after close");
+            assert_eq!(
+                meta_bytes(&dir),
+                expected,
+                "{codec} dense={dense} after close"
+            );
             assert_eq!(data_bytes(&dir).len(), 0);
             let mut names = vec!["data.zr", "meta.zr"];
             if codec == Codec::ZstdDict {
@@ -392,7 +417,9 @@ fn data_is_exactly_tail_offset_after_close() {
         let dir = tmp.path().join(codec.name());
         let mut store =
             Store::create(&dir, Schema::dense(DType::U32, &[16]).unwrap(), codec, None).unwrap();
-        let batch: Vec<u8> = (0..40u32 * 16).flat_map(|v| (v % 97).to_le_bytes()).collect();
+        let batch: Vec<u8> = (0..40u32 * 16)
+            .flat_map(|v| (v % 97).to_le_bytes())
+            .collect();
         store.append_dense(&batch).unwrap();
         store.sync().unwrap();
         store.append_dense(&batch[..64 * 3]).unwrap();
@@ -404,7 +431,10 @@ fn data_is_exactly_tail_offset_after_close() {
         // bytes past tail_offset (what an append interrupted by a crash
         // leaves) are cut off by the next close
         let tail = h.tail_offset;
-        let f = fs::OpenOptions::new().append(true).open(dir.join("data.zr")).unwrap();
+        let f = fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join("data.zr"))
+            .unwrap();
         std::io::Write::write_all(&mut &f, &[0xAB; 1000]).unwrap();
         drop(f);
         let store = Store::open(&dir).unwrap();
@@ -473,10 +503,19 @@ fn zstd_store_holds_valid_frames() {
     let tmp = tempfile::tempdir().unwrap();
     // dense: compressible u16 records
     let dir = tmp.path().join("dense");
-    let mut store =
-        Store::create(&dir, Schema::dense(DType::U16, &[64]).unwrap(), Codec::Zstd, None).unwrap();
+    let mut store = Store::create(
+        &dir,
+        Schema::dense(DType::U16, &[64]).unwrap(),
+        Codec::Zstd,
+        None,
+    )
+    .unwrap();
     let recs: Vec<Vec<u8>> = (0..25u16)
-        .map(|r| (0..64u16).flat_map(|k| (r * 3 + k / 8).to_le_bytes()).collect())
+        .map(|r| {
+            (0..64u16)
+                .flat_map(|k| (r * 3 + k / 8).to_le_bytes())
+                .collect()
+        })
         .collect();
     store.append_dense(&recs.concat()).unwrap();
     store.close().unwrap();
@@ -497,12 +536,16 @@ fn zstd_store_holds_valid_frames() {
             _ => vec![2, r],
         };
         let n: u64 = shape.iter().product();
-        let payload: Vec<u8> = (0..n).flat_map(|k| (k as f64 * 0.25).to_le_bytes()).collect();
+        let payload: Vec<u8> = (0..n)
+            .flat_map(|k| (k as f64 * 0.25).to_le_bytes())
+            .collect();
         packed.push(&shape, &payload);
     }
     store.append_ragged(&packed).unwrap();
     store.close().unwrap();
-    let expected: Vec<Vec<u8>> = (0..packed.len()).map(|i| packed.record(i).to_vec()).collect();
+    let expected: Vec<Vec<u8>> = (0..packed.len())
+        .map(|i| packed.record(i).to_vec())
+        .collect();
     assert_eq!(decode_frames(&dir, None), expected);
     assert_packed_and_trimmed(&dir);
 }
@@ -553,9 +596,16 @@ fn zstd_dict_store_holds_the_dictionary_and_dict_frames() {
 fn record_locations_match_the_engine() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("s");
-    let mut store =
-        Store::create(&dir, Schema::dense(DType::I64, &[3]).unwrap(), Codec::Zstd, None).unwrap();
-    let bytes: Vec<u8> = (0..30i64).flat_map(|v| (v * v - 100).to_le_bytes()).collect();
+    let mut store = Store::create(
+        &dir,
+        Schema::dense(DType::I64, &[3]).unwrap(),
+        Codec::Zstd,
+        None,
+    )
+    .unwrap();
+    let bytes: Vec<u8> = (0..30i64)
+        .flat_map(|v| (v * v - 100).to_le_bytes())
+        .collect();
     store.append_dense(&bytes).unwrap();
     store.delete(&[1u64, 4]).unwrap();
     store.sync().unwrap();
@@ -567,7 +617,10 @@ fn record_locations_match_the_engine() {
     assert_eq!(h.codec, 1);
     for (i, &(off, phys, logic)) in locs(&meta).iter().enumerate() {
         let loc = store.loc(i as u64).unwrap();
-        assert_eq!((loc.offset, loc.phys_length, loc.logic_length), (off, phys, logic));
+        assert_eq!(
+            (loc.offset, loc.phys_length, loc.logic_length),
+            (off, phys, logic)
+        );
         assert_eq!(logic, 24);
     }
     assert!(store.loc(store.len()).is_none());

@@ -8,7 +8,6 @@ Modules:
 * :mod:`loaderx.utils` — ``train_dict`` for the ``zstd_dict`` codec.
 """
 
-from . import _native
 from .zrecord import DICT_TIERS, Corrupted, DenseStore, RaggedStore, StoreBusy
 
 __all__ = ["DenseStore", "RaggedStore", "DICT_TIERS", "StoreBusy", "Corrupted"]

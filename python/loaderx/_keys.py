@@ -42,7 +42,9 @@ def normalize(key, length) -> tuple[int | np.ndarray, bool]:
     if kind == "b":
         n = length()
         if arr.shape[0] != n:
-            raise IndexError(f"boolean mask has length {arr.shape[0]}, expected {n} (the store length)")
+            raise IndexError(
+                f"boolean mask has length {arr.shape[0]}, expected {n} (the store length)"
+            )
         return np.flatnonzero(arr).astype(np.int64, copy=False), False
     if kind == "u" and arr.dtype.itemsize == 8 and arr.size and int(arr.max()) > _INT64_MAX:
         bad = int(arr.max())

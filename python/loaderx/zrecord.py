@@ -28,8 +28,10 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import weakref
+from collections.abc import Iterable
 from types import MappingProxyType
-from typing import Any, Iterable, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -294,7 +296,9 @@ class DenseStore(_Store):
             raise TypeError(f"data must be a numpy.ndarray, got {type(data).__name__}")
         shape = native.item_shape
         if data.dtype != self._dtype:
-            raise TypeError(f"data has dtype {data.dtype}, expected {self._dtype} (the store's dtype)")
+            raise TypeError(
+                f"data has dtype {data.dtype}, expected {self._dtype} (the store's dtype)"
+            )
         if data.ndim != len(shape) + 1 or tuple(data.shape[1:]) != shape:
             raise ValueError(
                 f"data must have shape (n, {', '.join(map(str, shape))}"
@@ -305,6 +309,23 @@ class DenseStore(_Store):
         if data.shape[0] == 0:
             return
         native.append_dense(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+
+
+_WRITERS: weakref.WeakSet = weakref.WeakSet()
+
+
+def _drain_writers_before_fork():
+    # A fork while a queued ragged batch is being written would hand the
+    # child a store mid-append; finish the queued writes first.
+    for writer in list(_WRITERS):
+        try:
+            writer.wait_idle()
+        except Exception:  # noqa: BLE001 - errors are reported to the owner later
+            pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_drain_writers_before_fork)
 
 
 class _Writer:
@@ -322,6 +343,11 @@ class _Writer:
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
         self._error: BaseException | None = None
+        _WRITERS.add(self)
+
+    def wait_idle(self):
+        if self._thread is not None and self._pid == os.getpid() and self._thread.is_alive():
+            self._slot.join()
 
     def _run(self):
         while True:
@@ -343,7 +369,9 @@ class _Writer:
             self._thread = None
             self._pid = os.getpid()
         if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._run, name="loaderx-ragged-writer", daemon=True)
+            self._thread = threading.Thread(
+                target=self._run, name="loaderx-ragged-writer", daemon=True
+            )
             self._thread.start()
 
     def raise_pending(self):
@@ -413,7 +441,9 @@ class RaggedStore(_Store):
 
                 return _arrow._append(self, records)
         if isinstance(records, (str, bytes)) or not hasattr(records, "__iter__"):
-            raise TypeError(f"records must be an iterable of numpy arrays, got {type(records).__name__}")
+            raise TypeError(
+                f"records must be an iterable of numpy arrays, got {type(records).__name__}"
+            )
         packed = native.pack(records)
         if len(packed) == 0:
             self._writer.raise_pending()

@@ -48,7 +48,8 @@ pub fn array_view<'py>(
         ));
     }
     let mut dims: Vec<npy_intp> = dims.iter().map(|&d| d as npy_intp).collect();
-    let flags = npyffi::NPY_ARRAY_C_CONTIGUOUS | npyffi::NPY_ARRAY_WRITEABLE | npyffi::NPY_ARRAY_ALIGNED;
+    let flags =
+        npyffi::NPY_ARRAY_C_CONTIGUOUS | npyffi::NPY_ARRAY_WRITEABLE | npyffi::NPY_ARRAY_ALIGNED;
     unsafe {
         let data = buf.as_ptr().add(offset) as *mut c_void;
         let subtype = npyffi::get_type_object(py, NpyTypes::PyArray_Type);
@@ -68,7 +69,9 @@ pub fn array_view<'py>(
         let arr = Bound::from_owned_ptr_or_err(py, arr)?;
         // SetBaseObject steals a reference to the owner.
         let base = owner.clone().into_any().into_ptr();
-        if PY_ARRAY_API.PyArray_SetBaseObject(py, arr.as_ptr() as *mut npyffi::PyArrayObject, base) < 0 {
+        if PY_ARRAY_API.PyArray_SetBaseObject(py, arr.as_ptr() as *mut npyffi::PyArrayObject, base)
+            < 0
+        {
             return Err(PyErr::fetch(py));
         }
         Ok(arr)

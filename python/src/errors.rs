@@ -36,7 +36,9 @@ pub fn to_py(err: Error) -> PyErr {
     match err {
         Error::Io { path, source } => match source.raw_os_error() {
             // OSError(errno, strerror, filename) picks the matching subclass.
-            Some(code) => PyOSError::new_err((code, source.to_string(), path.display().to_string())),
+            Some(code) => {
+                PyOSError::new_err((code, source.to_string(), path.display().to_string()))
+            }
             None => PyOSError::new_err(msg),
         },
         Error::Corrupted { .. } => raise_named("Corrupted", &CORRUPTED, msg),

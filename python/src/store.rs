@@ -7,7 +7,8 @@
 //! append, delete, compact, sync and close take it exclusively.
 
 use std::path::PathBuf;
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::{RwLock, RwLockWriteGuard};
 
 use loaderx::error::Kind;
 use loaderx::ragged::Packed;
@@ -22,9 +23,18 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use crate::arrays::{array_view, GatherBuffer};
 use crate::errors::IntoPyResult;
 
+/// Fork safety: a `fork()`ed child inherits the lock's state but none of
+/// the threads that held it, so in a child every read goes straight to the
+/// engine through `engine` (the child may only read, so nothing mutates it)
+/// and never touches the lock.
 #[pyclass(frozen, module = "loaderx._native")]
 pub struct Store {
-    inner: RwLock<Option<Engine>>,
+    inner: RwLock<Option<Box<Engine>>>,
+    /// The boxed engine; null once closed by its owner.
+    engine: AtomicPtr<Engine>,
+    owner_pid: u32,
+    /// Set when a forked child closes its copy of the handle.
+    child_closed: AtomicBool,
     path: PathBuf,
     kind: Kind,
     dtype: DType,
@@ -58,6 +68,8 @@ fn closed_error(path: &std::path::Path) -> PyErr {
 impl Store {
     fn wrap(py: Python<'_>, engine: Engine) -> PyResult<Store> {
         let schema = engine.schema().clone();
+        let mut engine = Box::new(engine);
+        let engine_ptr: *mut Engine = &mut *engine;
         let descr = PyArrayDescr::new(py, schema.dtype.numpy_str())?.unbind();
         Ok(Store {
             path: engine.path().to_path_buf(),
@@ -69,18 +81,24 @@ impl Store {
             codec: engine.codec(),
             descr,
             inner: RwLock::new(Some(engine)),
+            engine: AtomicPtr::new(engine_ptr),
+            owner_pid: std::process::id(),
+            child_closed: AtomicBool::new(false),
         })
     }
 
-    fn read(&self) -> PyResult<RwLockReadGuard<'_, Option<Engine>>> {
-        let guard = self.inner.read().unwrap_or_else(|e| e.into_inner());
-        if guard.is_none() {
-            return Err(closed_error(&self.path));
-        }
-        Ok(guard)
+    fn in_forked_child(&self) -> bool {
+        std::process::id() != self.owner_pid
     }
 
-    fn write(&self) -> PyResult<RwLockWriteGuard<'_, Option<Engine>>> {
+    fn write(&self) -> PyResult<RwLockWriteGuard<'_, Option<Box<Engine>>>> {
+        if self.in_forked_child() {
+            return Err(PyValueError::new_err(format!(
+                "store {} was opened by process {}; this forked child may only read it",
+                self.path.display(),
+                self.owner_pid
+            )));
+        }
         let guard = self.inner.write().unwrap_or_else(|e| e.into_inner());
         if guard.is_none() {
             return Err(closed_error(&self.path));
@@ -88,16 +106,32 @@ impl Store {
         Ok(guard)
     }
 
-    /// Runs `f` on the open engine with the GIL released, under the shared lock.
+    /// Runs `f` on the open engine under the shared lock (or, in a forked
+    /// child, directly).
+    fn read_engine<T>(&self, f: impl FnOnce(&Engine) -> PyResult<T>) -> PyResult<T> {
+        if self.in_forked_child() {
+            let ptr = self.engine.load(Ordering::Acquire);
+            if ptr.is_null() || self.child_closed.load(Ordering::Acquire) {
+                return Err(closed_error(&self.path));
+            }
+            // SAFETY: the pointer is the live boxed engine of the parent's
+            // image; a child never mutates or frees it (writes are refused).
+            return f(unsafe { &*ptr });
+        }
+        let guard = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        match guard.as_deref() {
+            Some(engine) => f(engine),
+            None => Err(closed_error(&self.path)),
+        }
+    }
+
+    /// Runs `f` on the open engine with the GIL released, for reading.
     fn with_read<T: Send>(
         &self,
         py: Python<'_>,
         f: impl FnOnce(&Engine) -> Result<T, Error> + Send,
     ) -> PyResult<T> {
-        py.detach(|| {
-            let guard = self.read()?;
-            f(guard.as_ref().unwrap()).py()
-        })
+        py.detach(|| self.read_engine(|e| f(e).py()))
     }
 
     /// Runs `f` on the open engine with the GIL released, under the exclusive lock.
@@ -245,21 +279,16 @@ impl Store {
 
     #[getter]
     fn closed(&self) -> bool {
-        self.inner.read().map(|g| g.is_none()).unwrap_or(true)
+        self.read_engine(|_| Ok(())).is_err()
     }
 
     fn __len__(&self) -> PyResult<usize> {
-        Ok(self.read()?.as_ref().unwrap().len() as usize)
+        self.read_engine(|e| Ok(e.len() as usize))
     }
 
     /// The zstd dictionary of a `zstd_dict` store, else None.
     fn dictionary<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let guard = self.read()?;
-        Ok(guard
-            .as_ref()
-            .unwrap()
-            .dictionary()
-            .map(|d| PyBytes::new(py, d)))
+        self.read_engine(|e| Ok(e.dictionary().map(|d| PyBytes::new(py, d))))
     }
 
     /// Appends dense records given as the raw bytes of a C-contiguous
@@ -276,12 +305,17 @@ impl Store {
     fn pack(&self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<PackedRecords> {
         let descr = self.descr.bind(py);
         let np = py.import("numpy")?;
+        let generic = np.getattr("generic")?;
         let mut arrays: Vec<Bound<'_, PyUntypedArray>> = Vec::new();
         let mut total = 0usize;
         for (i, item) in records.try_iter()?.enumerate() {
             let item = item?;
             let arr = match item.cast::<PyUntypedArray>() {
                 Ok(a) => a.clone(),
+                // A NumPy scalar is a 0-d record.
+                Err(_) if item.is_instance(&generic)? => np
+                    .call_method1("asarray", (&item,))?
+                    .cast_into::<PyUntypedArray>()?,
                 Err(_) => {
                     return Err(PyTypeError::new_err(format!(
                         "records[{i}] must be a numpy.ndarray of dtype {}, got {}",
@@ -326,8 +360,9 @@ impl Store {
             let nbytes = arr.shape().iter().product::<usize>() * self.dtype.itemsize();
             // SAFETY: the array is C-contiguous and alive; its data pointer
             // covers exactly nbytes bytes.
-            let payload =
-                unsafe { std::slice::from_raw_parts((*arr.as_array_ptr()).fields.data as *const u8, nbytes) };
+            let payload = unsafe {
+                std::slice::from_raw_parts((*arr.as_array_ptr()).fields.data as *const u8, nbytes)
+            };
             packed.push(&shape, payload);
         }
         Ok(PackedRecords { packed })
@@ -346,7 +381,9 @@ impl Store {
         py: Python<'py>,
         idx: PyReadonlyArray1<'py, i64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let idx = idx.as_slice().map_err(|_| PyValueError::new_err("indices must be contiguous"))?;
+        let idx = idx
+            .as_slice()
+            .map_err(|_| PyValueError::new_err("indices must be contiguous"))?;
         match self.kind {
             Kind::Dense => {
                 let buf = self.with_read(py, |s| s.gather_dense(idx))?;
@@ -376,7 +413,9 @@ impl Store {
 
     /// Deletes records (swap-last; duplicates delete once).
     fn delete(&self, py: Python<'_>, idx: PyReadonlyArray1<'_, i64>) -> PyResult<()> {
-        let idx = idx.as_slice().map_err(|_| PyValueError::new_err("indices must be contiguous"))?;
+        let idx = idx
+            .as_slice()
+            .map_err(|_| PyValueError::new_err("indices must be contiguous"))?;
         self.with_write(py, |s| s.delete(idx))
     }
 
@@ -389,7 +428,7 @@ impl Store {
     }
 
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let st = self.read()?.as_ref().unwrap().stats();
+        let st = self.read_engine(|e| Ok(e.stats()))?;
         let d = PyDict::new(py);
         d.set_item("records", st.records)?;
         d.set_item("live_bytes", st.live_bytes)?;
@@ -398,10 +437,16 @@ impl Store {
         Ok(d)
     }
 
-    /// Syncs and releases the handle; idempotent.
+    /// Syncs and releases the handle; idempotent. In a forked child it only
+    /// marks this process's copy closed (the parent still owns the store).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
+        if self.in_forked_child() {
+            self.child_closed.store(true, Ordering::Release);
+            return Ok(());
+        }
         py.detach(|| {
             let mut guard = self.inner.write().unwrap_or_else(|e| e.into_inner());
+            self.engine.store(std::ptr::null_mut(), Ordering::Release);
             match guard.take() {
                 Some(engine) => engine.close().py(),
                 None => Ok(()),
