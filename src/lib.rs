@@ -17,7 +17,9 @@ pub mod dict;
 pub mod error;
 pub mod executor;
 pub mod format;
+pub mod prefetch;
 pub mod ragged;
+pub mod sampler;
 pub mod schema;
 pub mod store;
 

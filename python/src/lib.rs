@@ -4,6 +4,8 @@
 
 mod arrays;
 mod errors;
+mod loader;
+mod sampler;
 mod store;
 
 use pyo3::prelude::*;
@@ -40,6 +42,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::Store>()?;
     m.add_class::<store::PackedRecords>()?;
     m.add_class::<arrays::GatherBuffer>()?;
+    m.add_class::<sampler::Sampler>()?;
+    m.add_class::<loader::Loader>()?;
     m.add_function(wrap_pyfunction!(train_dict, m)?)?;
     m.add("DICT_TIERS", dict_tiers(m.py())?)?;
     m.add("MIN_DICT_SAMPLES", loaderx::dict::MIN_SAMPLES)?;

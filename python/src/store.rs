@@ -107,12 +107,16 @@ impl Store {
     }
 
     /// Runs `f` on the open engine under the shared lock (or, in a forked
-    /// child, directly).
-    fn read_engine<T>(&self, f: impl FnOnce(&Engine) -> PyResult<T>) -> PyResult<T> {
+    /// child, directly). Needs no GIL: prefetch threads read through it.
+    pub(crate) fn engine_read<T>(
+        &self,
+        f: impl FnOnce(&Engine) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let closed = || Error::InvalidState(format!("store {} is closed", self.path.display()));
         if self.in_forked_child() {
             let ptr = self.engine.load(Ordering::Acquire);
             if ptr.is_null() || self.child_closed.load(Ordering::Acquire) {
-                return Err(closed_error(&self.path));
+                return Err(closed());
             }
             // SAFETY: the pointer is the live boxed engine of the parent's
             // image; a child never mutates or frees it (writes are refused).
@@ -121,8 +125,12 @@ impl Store {
         let guard = self.inner.read().unwrap_or_else(|e| e.into_inner());
         match guard.as_deref() {
             Some(engine) => f(engine),
-            None => Err(closed_error(&self.path)),
+            None => Err(closed()),
         }
+    }
+
+    fn read_engine<T>(&self, f: impl FnOnce(&Engine) -> Result<T, Error>) -> PyResult<T> {
+        self.engine_read(f).py()
     }
 
     /// Runs `f` on the open engine with the GIL released, for reading.
@@ -131,7 +139,7 @@ impl Store {
         py: Python<'_>,
         f: impl FnOnce(&Engine) -> Result<T, Error> + Send,
     ) -> PyResult<T> {
-        py.detach(|| self.read_engine(|e| f(e).py()))
+        py.detach(|| self.read_engine(f))
     }
 
     /// Runs `f` on the open engine with the GIL released, under the exclusive lock.
@@ -146,7 +154,7 @@ impl Store {
         })
     }
 
-    fn dense_array<'py>(
+    pub(crate) fn dense_array<'py>(
         &self,
         py: Python<'py>,
         buf: loaderx::Buffer,
@@ -160,7 +168,7 @@ impl Store {
         array_view(py, &owner, 0, self.descr.bind(py), &dims)
     }
 
-    fn ragged_arrays<'py>(
+    pub(crate) fn ragged_arrays<'py>(
         &self,
         py: Python<'py>,
         batch: loaderx::RaggedBatch,
@@ -288,7 +296,8 @@ impl Store {
 
     /// The zstd dictionary of a `zstd_dict` store, else None.
     fn dictionary<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        self.read_engine(|e| Ok(e.dictionary().map(|d| PyBytes::new(py, d))))
+        let dict = self.read_engine(|e| Ok(e.dictionary().map(|d| d.to_vec())))?;
+        Ok(dict.map(|d| PyBytes::new(py, &d)))
     }
 
     /// Appends dense records given as the raw bytes of a C-contiguous

@@ -1,0 +1,352 @@
+"""The endless, step-based DataLoader.
+
+A :class:`DataLoader` composes a dict of streams (``DenseStore`` and
+``RaggedStore`` of equal length), draws each step's indices with a
+:class:`~loaderx.zsampler.Sampler` and gathers every stream at the same
+indices. Gathers run ahead on native threads with the GIL released (up to
+``prefetch`` steps); the optional ``transform`` runs on ``workers`` Python
+threads; batches come out strictly in step order whatever the thread timing.
+
+There are no epochs: iterate as long as training runs, and resume bit-exactly
+with ``start_step=loader.state_dict()["step"]``.
+
+>>> loader = DataLoader({"image": images, "label": labels}, batch_size=32)  # doctest: +SKIP
+>>> batch = next(loader)                                                     # doctest: +SKIP
+>>> batch["image"].shape, batch["label"].shape                               # doctest: +SKIP
+((32, 3, 224, 224), (32,))
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any, Callable
+
+import numpy as np
+
+from . import _native
+from .zrecord import DenseStore, RaggedStore
+from .zsampler import Mode, _as_mode
+
+__all__ = ["DataLoader"]
+
+_OUTPUTS = ("numpy", "arrow")
+# Native threads gathering ahead; each gather itself fans out over the
+# store worker pool, so two are enough to keep it busy.
+_PRODUCERS = 2
+
+
+def _int(name, value, lo, hi=None):
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got bool")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
+    if v < lo or (hi is not None and v > hi):
+        bound = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+        raise ValueError(f"{name} must be {bound}, got {v}")
+    return v
+
+
+def _check_indices(indices, n: int) -> np.ndarray:
+    try:
+        arr = np.asarray(indices)
+    except Exception as exc:  # noqa: BLE001
+        raise TypeError(
+            f"indices must be an array of integers, got {type(indices).__name__}"
+        ) from exc
+    if arr.ndim != 1:
+        raise ValueError(f"indices must be one-dimensional, got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError("indices must not be empty")
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"indices must be integers, got dtype {arr.dtype}")
+    lo, hi = int(arr.min()), int(arr.max())
+    if lo < 0 or hi >= n:
+        bad = lo if lo < 0 else hi
+        raise IndexError(f"indices holds {bad}, out of range for streams of length {n}")
+    return np.ascontiguousarray(arr, dtype=np.uint64)
+
+
+class _Failure:
+    """A step whose gather or transform raised; re-raised by its ``next()``."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException):
+        self.exc = exc
+
+
+class DataLoader:
+    """Endless loader over a dict of equal-length streams.
+
+    Parameters
+    ----------
+    streams:
+        ``{name: DenseStore | RaggedStore}``; every stream is gathered at the
+        same indices, so record ``i`` lines up across them.
+    batch_size:
+        Records per batch (per rank when ``world_size > 1``).
+    transform:
+        ``f(batch) -> value``, the collate step: receives ``{name: ndarray |
+        list[ndarray]}`` (or a ``pyarrow.RecordBatch`` with ``output="arrow"``)
+        and its return value is what ``next()`` yields. Runs on ``workers``
+        threads; an exception is raised by the ``next()`` of the failing step.
+    mode:
+        ``"sequential"``, ``"iid"``, ``"cyclic"`` or a ``Sampler.Mode``.
+    seed, start_step:
+        Step ``k`` gathers ``Sampler(len(indices) or n, B, mode, seed).at(k)``;
+        pass ``start_step=state_dict()["step"]`` to resume exactly.
+    indices:
+        Optional subset to sample from (any integer array, e.g. the
+        ``record_id`` column of a SQL result).
+    prefetch:
+        Steps gathered ahead of the consumer (bounds memory).
+    workers:
+        Transform threads (0 runs the transform in ``next()``).
+    output:
+        ``"numpy"`` or ``"arrow"`` (``pyarrow.RecordBatch`` batches).
+    rank, world_size:
+        For data parallel training: every rank draws the same global batch
+        of ``batch_size * world_size`` indices (same seed) and keeps the
+        ``rank``-th equal, disjoint slice.
+    """
+
+    def __init__(
+        self,
+        streams: Mapping[str, DenseStore | RaggedStore],
+        batch_size: int = 256,
+        transform: Callable[[Any], Any] | None = None,
+        mode="cyclic",
+        seed: int = 0,
+        start_step: int = 0,
+        indices=None,
+        prefetch: int = 4,
+        workers: int = 4,
+        output: str = "numpy",
+        *,
+        rank: int = 0,
+        world_size: int = 1,
+    ):
+        self._closed = True  # until fully constructed
+        if not isinstance(streams, Mapping):
+            raise TypeError(
+                f"streams must be a dict of name -> store, got {type(streams).__name__}"
+            )
+        if not streams:
+            raise ValueError("streams must hold at least one store")
+        for name, store in streams.items():
+            if not isinstance(name, str):
+                raise TypeError(f"stream names must be str, got {name!r}")
+            if not isinstance(store, (DenseStore, RaggedStore)):
+                raise TypeError(
+                    f"streams[{name!r}] must be a DenseStore or RaggedStore, "
+                    f"got {type(store).__name__}"
+                )
+        lengths = {name: len(store) for name, store in streams.items()}
+        if len(set(lengths.values())) != 1:
+            detail = ", ".join(f"{k}={v}" for k, v in lengths.items())
+            raise ValueError(f"streams must all have the same length, got {detail}")
+        n = next(iter(lengths.values()))
+        if n == 0:
+            raise ValueError("streams are empty: nothing to sample")
+        batch_size = _int("batch_size", batch_size, 1)
+        if transform is not None and not callable(transform):
+            raise TypeError(f"transform must be callable, got {type(transform).__name__}")
+        mode = _as_mode(mode)
+        seed = _int("seed", seed, 0, (1 << 64) - 1)
+        start_step = _int("start_step", start_step, 0, (1 << 64) - 1)
+        prefetch = _int("prefetch", prefetch, 1)
+        workers = _int("workers", workers, 0)
+        world_size = _int("world_size", world_size, 1)
+        rank = _int("rank", rank, 0, world_size - 1)
+        if output not in _OUTPUTS:
+            raise ValueError(f"output must be 'numpy' or 'arrow', got {output!r}")
+        if output == "arrow":
+            from . import arrow as _arrow
+
+            _arrow._require_pyarrow()
+            self._to_arrow = _arrow._batch_to_arrow
+        else:
+            self._to_arrow = None
+        if indices is not None:
+            indices = _check_indices(indices, n)
+        space = n if indices is None else len(indices)
+        if mode is Mode.CYCLIC and batch_size * world_size > space:
+            raise ValueError(
+                f"batch_size * world_size ({batch_size * world_size}) exceeds the "
+                f"{'indices' if indices is not None else 'stream'} length {space}: "
+                "cyclic sampling draws without replacement"
+            )
+
+        self._streams = dict(streams)
+        self._names = list(streams)
+        self._batch_size = batch_size
+        self._transform = transform
+        self._mode = mode
+        self._seed = seed
+        self._indices = indices
+        self._prefetch = prefetch
+        self._workers = workers if transform is not None else 0
+        self._rank = rank
+        self._world_size = world_size
+        self._output = output
+        self._step = start_step
+        self._start()
+        self._closed = False
+
+    # -- machinery ---------------------------------------------------------
+
+    def _start(self):
+        """Creates the native prefetcher and the transform threads at ``self._step``."""
+        self._pid = os.getpid()
+        self._native = _native.Loader(
+            [self._streams[k]._drain() for k in self._names],
+            self._names,
+            self._batch_size,
+            self._mode.value,
+            self._seed,
+            self._step,
+            self._indices,
+            self._prefetch,
+            _PRODUCERS,
+            self._rank,
+            self._world_size,
+        )
+        self._cond = threading.Condition()
+        self._fetch_lock = threading.Lock()
+        self._results: dict[int, Any] = {}
+        self._fetch_step = self._step
+        self._stop = False
+        self._threads = [
+            threading.Thread(target=self._work, name=f"loaderx-transform-{i}", daemon=True)
+            for i in range(self._workers)
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _produce(self):
+        """One batch from the native prefetcher, converted and transformed."""
+        batch = self._native.next()
+        if self._to_arrow is not None:
+            batch = self._to_arrow(batch, self._names)
+        if self._transform is not None:
+            batch = self._transform(batch)
+        return batch
+
+    def _work(self):
+        while True:
+            with self._cond:
+                while not self._stop and self._fetch_step - self._step >= self._prefetch:
+                    self._cond.wait()
+                if self._stop:
+                    return
+            with self._fetch_lock:
+                if self._stop:
+                    return
+                step = self._fetch_step
+                try:
+                    batch = self._native.next()
+                except BaseException as exc:  # noqa: BLE001 - raised by next() of this step
+                    batch = _Failure(exc)
+                self._fetch_step += 1
+            if not isinstance(batch, _Failure):
+                try:
+                    if self._to_arrow is not None:
+                        batch = self._to_arrow(batch, self._names)
+                    batch = self._transform(batch)
+                except BaseException as exc:  # noqa: BLE001
+                    batch = _Failure(exc)
+            with self._cond:
+                self._results[step] = batch
+                self._cond.notify_all()
+
+    def _check_process(self):
+        if self._pid != os.getpid():
+            # A fork()ed child (a torch DataLoader worker, say) inherits no
+            # threads: start afresh here from the same step. The parent's
+            # native loader is dropped safely (it leaks its thread handles).
+            self._start()
+
+    # -- public API --------------------------------------------------------
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._closed:
+            raise ValueError("DataLoader is closed")
+        self._check_process()
+        if not self._threads:
+            step = self._step
+            try:
+                return self._produce()
+            finally:
+                if self._native.step > step:
+                    self._step = step + 1
+        with self._cond:
+            while self._step not in self._results:
+                if self._closed:
+                    raise ValueError("DataLoader is closed")
+                self._cond.wait()
+            result = self._results.pop(self._step)
+            self._step += 1
+            self._cond.notify_all()
+        if isinstance(result, _Failure):
+            raise result.exc
+        return result
+
+    next = __next__
+
+    def state_dict(self) -> dict:
+        """``{"step", "seed", "mode", "batch_size"}``: ``step`` counts batches
+        handed to the caller (not prefetched ones)."""
+        return {
+            "step": self._step,
+            "seed": self._seed,
+            "mode": self._mode.value,
+            "batch_size": self._batch_size,
+        }
+
+    @property
+    def step(self) -> int:
+        """The step the next ``next()`` returns."""
+        return self._step
+
+    def close(self) -> None:
+        """Stops prefetching and joins every thread. Idempotent; the streams
+        stay open (they belong to the caller)."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        self._native.close()
+        if self._pid == os.getpid():
+            for t in self._threads:
+                t.join()
+        self._threads = []
+        self._results.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"step={self._step}"
+        return (
+            f"DataLoader(streams={self._names}, batch_size={self._batch_size}, "
+            f"mode={self._mode.value!r}, seed={self._seed}, {state})"
+        )

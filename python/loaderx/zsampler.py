@@ -1,0 +1,125 @@
+"""Zsampler: step-addressed index batches.
+
+Every batch is a pure function of ``(n, batch_size, mode, seed, step)``, so a
+run resumes exactly by seeking to a step — there is no epoch to track.
+
+>>> from loaderx.zsampler import Sampler
+>>> s = Sampler(1_000_000, 256, Sampler.Mode.IID, seed=42)
+>>> batch = s.next()
+>>> batch.shape, batch.dtype
+((256,), dtype('int64'))
+>>> bool((s.at(0) == batch).all()), s.step
+(True, 1)
+
+Modes:
+
+* ``SEQUENTIAL`` — element ``j`` of step ``k`` is ``(k*B + j) mod n``: a
+  sliding window over a circular index space.
+* ``IID`` — uniform with replacement, unbiased (Lemire's method with
+  rejection) from a counter-based generator keyed by ``(seed, step)``.
+* ``CYCLIC`` — without replacement: cycle ``c = k // (n // B)`` walks a fresh
+  keyed Feistel permutation of ``0..n`` (cycle-walked from the next power of
+  two), so each cycle visits ``n - n % B`` distinct records and the remainder
+  is dropped (a different one each cycle). ``B > n`` raises ValueError.
+"""
+
+from __future__ import annotations
+
+import enum
+import operator
+
+import numpy as np
+
+from . import _native
+
+__all__ = ["Sampler", "Mode"]
+
+_MAX_N = 1 << 63
+_MAX_SEED = (1 << 64) - 1
+
+
+class Mode(enum.Enum):
+    """Sampling modes (also accepted by name: ``"sequential"``, ``"iid"``,
+    ``"cyclic"``)."""
+
+    SEQUENTIAL = "sequential"
+    IID = "iid"
+    CYCLIC = "cyclic"
+
+
+def _as_mode(mode) -> Mode:
+    if isinstance(mode, Mode):
+        return mode
+    if isinstance(mode, str):
+        try:
+            return Mode(mode.lower())
+        except ValueError:
+            pass
+    raise ValueError(
+        f"mode must be 'sequential', 'iid' or 'cyclic' (or a Sampler.Mode), got {mode!r}"
+    )
+
+
+def _as_int(name: str, value, lo: int, hi: int) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got bool")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
+    if not lo <= v <= hi:
+        raise ValueError(f"{name} must be in {lo}..{hi}, got {v}")
+    return v
+
+
+class Sampler:
+    """Index batches over ``0..n``: ``next()``, ``at(step)`` and a settable
+    ``step``. See the module docstring for the modes."""
+
+    Mode = Mode
+
+    def __init__(self, n: int, batch_size: int, mode, seed: int = 0):
+        n = _as_int("n", n, 1, _MAX_N)
+        batch_size = _as_int("batch_size", batch_size, 1, 1 << 40)
+        mode = _as_mode(mode)
+        seed = _as_int("seed", seed, 0, _MAX_SEED)
+        self._mode = mode
+        self._native = _native.Sampler(n, batch_size, mode.value, seed)
+
+    def next(self) -> np.ndarray:
+        """The int64 batch of the current step; then ``step += 1``."""
+        return self._native.next()
+
+    def at(self, step: int) -> np.ndarray:
+        """The batch of ``step`` (pure: the current step is unchanged)."""
+        return self._native.at(_as_int("step", step, 0, _MAX_SEED))
+
+    @property
+    def step(self) -> int:
+        return self._native.step
+
+    @step.setter
+    def step(self, value: int) -> None:
+        self._native.step = _as_int("step", value, 0, _MAX_SEED)
+
+    @property
+    def n(self) -> int:
+        return self._native.n
+
+    @property
+    def batch_size(self) -> int:
+        return self._native.batch_size
+
+    @property
+    def mode(self) -> Mode:
+        return self._mode
+
+    @property
+    def seed(self) -> int:
+        return self._native.seed
+
+    def __repr__(self) -> str:
+        return (
+            f"Sampler(n={self.n}, batch_size={self.batch_size}, "
+            f"mode=Sampler.Mode.{self._mode.name}, seed={self.seed}, step={self.step})"
+        )

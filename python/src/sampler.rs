@@ -1,0 +1,93 @@
+//! `loaderx._native.Sampler`: one native call per batch of indices.
+
+use loaderx::sampler::{Mode, Sampler as Core};
+use numpy::{PyArray1, PyArrayMethods};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+pub fn parse_mode(mode: &str) -> PyResult<Mode> {
+    Mode::from_name(mode).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "mode must be 'sequential', 'iid' or 'cyclic', got {mode:?}"
+        ))
+    })
+}
+
+#[pyclass(module = "loaderx._native")]
+pub struct Sampler {
+    inner: Core,
+}
+
+impl Sampler {
+    fn batch<'py>(&self, py: Python<'py>, step: u64) -> Bound<'py, PyArray1<i64>> {
+        let b = self.inner.batch_size();
+        // SAFETY: every element is written by fill_at before the array is used.
+        let arr = unsafe { PyArray1::<i64>::new(py, [b], false) };
+        {
+            let mut view = unsafe { arr.as_slice_mut().expect("a fresh array is contiguous") };
+            // Indices are < 2^63, so the u64 and i64 bit patterns agree.
+            let out: &mut [u64] = bytemuck_cast(&mut view);
+            self.inner.fill_at(step, out);
+        }
+        arr
+    }
+}
+
+fn bytemuck_cast<'a>(s: &'a mut &mut [i64]) -> &'a mut [u64] {
+    // SAFETY: i64 and u64 have the same size and alignment.
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut u64, s.len()) }
+}
+
+#[pymethods]
+impl Sampler {
+    #[new]
+    #[pyo3(signature = (n, batch_size, mode, seed=0))]
+    fn new(n: u64, batch_size: usize, mode: &str, seed: u64) -> PyResult<Sampler> {
+        let inner = Core::new(n, batch_size, parse_mode(mode)?, seed)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(Sampler { inner })
+    }
+
+    /// The batch of the current step; advances the step.
+    fn next<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
+        let step = self.inner.step();
+        let arr = self.batch(py, step);
+        self.inner.set_step(step.wrapping_add(1));
+        arr
+    }
+
+    /// The batch of `step` (pure; the current step is unchanged).
+    fn at<'py>(&self, py: Python<'py>, step: u64) -> Bound<'py, PyArray1<i64>> {
+        self.batch(py, step)
+    }
+
+    #[getter]
+    fn get_step(&self) -> u64 {
+        self.inner.step()
+    }
+
+    #[setter]
+    fn set_step(&mut self, step: u64) {
+        self.inner.set_step(step)
+    }
+
+    #[getter]
+    fn n(&self) -> u64 {
+        self.inner.n()
+    }
+
+    #[getter]
+    fn batch_size(&self) -> usize {
+        self.inner.batch_size()
+    }
+
+    #[getter]
+    fn mode(&self) -> &'static str {
+        self.inner.mode().name()
+    }
+
+    #[getter]
+    fn seed(&self) -> u64 {
+        self.inner.seed()
+    }
+}

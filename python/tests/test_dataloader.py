@@ -1,0 +1,263 @@
+"""DataLoader: alignment, order, resume, subsets, sharding, lifecycle."""
+
+import multiprocessing as mp
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from loaderx.dataloader import DataLoader
+from loaderx.zrecord import DenseStore, RaggedStore
+from loaderx.zsampler import Sampler
+
+N = 500
+
+
+def native_threads():
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.fixture
+def streams(root):
+    """Three streams where record i encodes i."""
+    ids = np.arange(N, dtype=np.int64)
+    img = np.broadcast_to(ids[:, None, None].astype(np.float32), (N, 4, 4)).copy()
+    with DenseStore.create(root / "id", np.int64, ()) as s:
+        s.append(ids)
+    with DenseStore.create(root / "img", np.float32, (4, 4), codec="raw") as s:
+        s.append(img)
+    with RaggedStore.create(root / "tok", np.int32) as s:
+        s.append(np.full(i % 13 + 1, i, np.int32) for i in range(N))
+    out = {
+        "id": DenseStore.open(root / "id"),
+        "img": DenseStore.open(root / "img"),
+        "tok": RaggedStore.open(root / "tok"),
+    }
+    yield out
+    for s in out.values():
+        s.close()
+
+
+def check_aligned(batch):
+    ids = batch["id"]
+    assert (batch["img"] == ids[:, None, None]).all()
+    for i, t in zip(ids, batch["tok"]):
+        assert t.shape == (i % 13 + 1,) and (t == i).all()
+
+
+@pytest.mark.parametrize("mode", ["sequential", "iid", "cyclic", Sampler.Mode.CYCLIC])
+def test_streams_aligned_and_batches_follow_the_sampler(streams, mode):
+    with DataLoader(streams, batch_size=32, mode=mode, seed=4) as loader:
+        m = Sampler.Mode(mode) if isinstance(mode, str) else mode
+        s = Sampler(N, 32, m, seed=4)
+        for k in range(30):
+            batch = next(loader)
+            assert list(batch) == ["id", "img", "tok"]
+            check_aligned(batch)
+            np.testing.assert_array_equal(batch["id"], s.at(k))
+        assert loader.state_dict() == {"step": 30, "seed": 4, "mode": m.value, "batch_size": 32}
+
+
+def test_unequal_lengths_raise(streams, root):
+    with DenseStore.create(root / "short", np.int64, ()) as s:
+        s.append(np.arange(10))
+    short = DenseStore.open(root / "short")
+    with pytest.raises(ValueError, match=r"id=500.*short=10"):
+        DataLoader({"id": streams["id"], "short": short})
+    short.close()
+
+
+def test_resume_is_bit_exact_after_1000_steps(streams):
+    with DataLoader(
+        streams, batch_size=16, mode="cyclic", seed=9, workers=2, transform=lambda b: b
+    ) as a:
+        for _ in range(1000):
+            next(a)
+        state = a.state_dict()
+        expect = [next(a) for _ in range(5)]
+    assert state["step"] == 1000
+    with DataLoader(
+        streams, batch_size=16, mode=state["mode"], seed=state["seed"], start_step=state["step"]
+    ) as b:
+        for e in expect:
+            got = next(b)
+            np.testing.assert_array_equal(got["id"], e["id"])
+            np.testing.assert_array_equal(got["img"], e["img"])
+            assert all(np.array_equal(x, y) for x, y in zip(got["tok"], e["tok"]))
+
+
+def slow_identity(batch):
+    # uneven work so transform threads finish out of order
+    time.sleep(0.001 * (int(batch["id"][0]) % 5))
+    return batch["id"].copy()
+
+
+def test_order_identical_for_1_and_4_workers(streams):
+    runs = []
+    for workers in (1, 4):
+        with DataLoader(
+            streams,
+            batch_size=8,
+            mode="iid",
+            seed=2,
+            transform=slow_identity,
+            workers=workers,
+            prefetch=3,
+        ) as loader:
+            runs.append([next(loader) for _ in range(60)])
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_threads_back_to_baseline_after_close(streams):
+    # warm the store worker pool so it is part of the baseline
+    streams["img"][np.arange(200)]
+    py_before, native_before = threading.active_count(), native_threads()
+    loader = DataLoader(streams, batch_size=8, transform=lambda b: b, workers=3)
+    next(loader)
+    assert threading.active_count() > py_before
+    assert native_threads() > native_before
+    loader.close()
+    loader.close()  # idempotent
+    assert threading.active_count() == py_before
+    assert native_threads() == native_before
+    with pytest.raises(ValueError, match="closed"):
+        next(loader)
+    assert loader.state_dict()["step"] == 1
+    assert "closed" in repr(loader)
+
+
+def test_subset_sampling(streams):
+    subset = np.array([3, 30, 300, 499, 7, 77], dtype=np.uint64)
+    with DataLoader(streams, batch_size=3, mode="cyclic", indices=subset) as loader:
+        seen = np.concatenate([next(loader)["id"] for _ in range(2)])
+    assert sorted(seen.tolist()) == sorted(subset.tolist())
+    with DataLoader(streams, batch_size=4, mode="iid", indices=[5, 6]) as loader:
+        assert set(next(loader)["id"].tolist()) <= {5, 6}
+    with pytest.raises(ValueError, match="empty"):
+        DataLoader(streams, indices=[])
+    with pytest.raises(IndexError, match="out of range"):
+        DataLoader(streams, indices=[0, N])
+    with pytest.raises(TypeError, match="integers"):
+        DataLoader(streams, indices=[0.5, 1.5])
+    with pytest.raises(ValueError, match="exceeds"):
+        DataLoader(streams, batch_size=10, indices=[1, 2, 3])
+
+
+@pytest.mark.parametrize("mode", ["cyclic", "iid", "sequential"])
+def test_rank_sharding_union_is_the_global_batch(streams, mode):
+    world, B = 4, 8
+    loaders = [
+        DataLoader(streams, batch_size=B, mode=mode, seed=1, rank=r, world_size=world)
+        for r in range(world)
+    ]
+    glob = Sampler(N, B * world, Sampler.Mode(mode), seed=1)
+    for k in range(10):
+        parts = [next(ld)["id"] for ld in loaders]
+        assert all(len(p) == B for p in parts)
+        np.testing.assert_array_equal(np.concatenate(parts), glob.at(k))
+        if mode == "cyclic":
+            assert len(np.unique(np.concatenate(parts))) == B * world  # disjoint
+    for ld in loaders:
+        ld.close()
+    with pytest.raises(ValueError, match="rank"):
+        DataLoader(streams, rank=2, world_size=2)
+
+
+def test_transform_error_surfaces_at_the_failing_step(streams):
+    def transform(batch):
+        if batch["id"][0] == 5 * 10:  # sequential, batch 10: step 5
+            raise KeyError("bad record")
+        return batch["id"]
+
+    with DataLoader(
+        streams, batch_size=10, mode="sequential", transform=transform, workers=3
+    ) as loader:
+        for k in range(5):
+            assert next(loader)[0] == k * 10
+        with pytest.raises(KeyError, match="bad record") as info:
+            next(loader)
+        assert any(fr.name == "transform" for fr in info.traceback)
+        assert next(loader)[0] == 60  # the loader goes on
+        assert loader.state_dict()["step"] == 7
+
+
+def test_inline_transform_with_zero_workers(streams):
+    with DataLoader(
+        streams, batch_size=5, mode="sequential", workers=0, transform=lambda b: int(b["id"].sum())
+    ) as loader:
+        assert next(loader) == sum(range(5))
+        assert next(loader) == sum(range(5, 10))
+
+
+def test_bad_arguments(streams):
+    with pytest.raises(ValueError, match="'sequential', 'iid' or 'cyclic'"):
+        DataLoader(streams, mode="shuffle")
+    with pytest.raises(TypeError, match="streams"):
+        DataLoader([streams["id"]])
+    with pytest.raises(TypeError, match="DenseStore or RaggedStore"):
+        DataLoader({"x": np.zeros(3)})
+    with pytest.raises(ValueError, match="batch_size"):
+        DataLoader(streams, batch_size=0)
+    with pytest.raises(ValueError, match="output"):
+        DataLoader(streams, output="torch")
+    with pytest.raises(ValueError, match="exceeds"):
+        DataLoader(streams, batch_size=N + 1, mode="cyclic")
+    with pytest.raises(TypeError, match="transform"):
+        DataLoader(streams, transform=3)
+
+
+def test_closed_stream_surfaces_at_next(streams, root):
+    loader = DataLoader(streams, batch_size=4, prefetch=1)
+    next(loader)
+    streams["img"].close()
+    with pytest.raises(ValueError, match="closed"):
+        for _ in range(5):
+            next(loader)
+    loader.close()
+
+
+def _child_uses_loader(loader, streams, q):
+    try:
+        out = []
+        # a loader inherited from the parent
+        for _ in range(3):
+            out.append(next(loader)["id"])
+        # and one created inside the child
+        with DataLoader(
+            streams, batch_size=8, mode="sequential", workers=2, transform=lambda b: b
+        ) as mine:
+            b = next(mine)
+            check_aligned(b)
+            out.append(b["id"])
+        q.put(out)
+    except Exception as e:  # noqa: BLE001
+        q.put(e)
+
+
+def test_loader_in_a_forked_worker_neither_hangs_nor_corrupts(streams):
+    loader = DataLoader(
+        streams, batch_size=8, mode="cyclic", seed=3, workers=2, transform=lambda b: b, prefetch=4
+    )
+    first = next(loader)  # parent threads running and prefetching
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_child_uses_loader, args=(loader, streams, q)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    expect = Sampler(N, 8, Sampler.Mode.CYCLIC, seed=3)
+    for _ in procs:
+        got = q.get(timeout=60)
+        assert not isinstance(got, Exception), got
+        for k, ids in enumerate(got[:3]):
+            np.testing.assert_array_equal(ids, expect.at(1 + k))
+        np.testing.assert_array_equal(got[3], np.arange(8))
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    # the parent goes on where it was
+    np.testing.assert_array_equal(first["id"], expect.at(0))
+    np.testing.assert_array_equal(next(loader)["id"], expect.at(1))
+    loader.close()

@@ -1,0 +1,93 @@
+"""Zsampler: purity, determinism, and each mode's definition."""
+
+import numpy as np
+import pytest
+
+from loaderx.zsampler import Sampler
+
+MODES = [Sampler.Mode.SEQUENTIAL, Sampler.Mode.IID, Sampler.Mode.CYCLIC]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_at_equals_the_steps_next(mode):
+    s = Sampler(1000, 64, mode, seed=3)
+    batches = [s.next() for _ in range(40)]
+    assert s.step == 40
+    for k, b in enumerate(batches):
+        assert b.dtype == np.int64 and b.shape == (64,)
+        np.testing.assert_array_equal(s.at(k), b)
+    assert s.step == 40  # at() is pure
+    s.step = 7
+    np.testing.assert_array_equal(s.next(), batches[7])
+    assert s.step == 8
+
+
+@pytest.mark.parametrize("mode", [Sampler.Mode.IID, Sampler.Mode.CYCLIC])
+def test_per_seed_determinism(mode):
+    a = Sampler(10_000, 128, mode, seed=11)
+    b = Sampler(10_000, 128, mode, seed=11)
+    c = Sampler(10_000, 128, mode, seed=12)
+    for k in (0, 1, 99, 12345):
+        np.testing.assert_array_equal(a.at(k), b.at(k))
+        assert not np.array_equal(a.at(k), c.at(k))
+
+
+def test_sequential_formula():
+    n, B = 10, 4
+    s = Sampler(n, B, "sequential")
+    for k in range(12):
+        np.testing.assert_array_equal(s.at(k), (k * B + np.arange(B)) % n)
+    big = Sampler(3, 7, Sampler.Mode.SEQUENTIAL)  # B > n is allowed
+    np.testing.assert_array_equal(big.at(1), (7 + np.arange(7)) % 3)
+    huge = Sampler(2**63, 2, "sequential")
+    np.testing.assert_array_equal(huge.at(2**62), [0, 1])
+
+
+@pytest.mark.parametrize("n,B", [(100, 10), (103, 10), (1000, 333), (7, 7), (5, 1), (4097, 64)])
+def test_cyclic_coverage(n, B):
+    s = Sampler(n, B, Sampler.Mode.CYCLIC, seed=5)
+    per_cycle = n // B
+    seen_cycles = []
+    for c in range(3):
+        picked = np.concatenate([s.at(c * per_cycle + b) for b in range(per_cycle)])
+        assert len(picked) == n - n % B
+        assert len(np.unique(picked)) == len(picked)  # no repeats
+        assert picked.min() >= 0 and picked.max() < n
+        seen_cycles.append(picked)
+    if n > B:
+        assert not np.array_equal(seen_cycles[0], seen_cycles[1])  # reshuffled per cycle
+
+
+def test_iid_in_range_and_unbiased():
+    n = 10
+    s = Sampler(n, 1000, Sampler.Mode.IID, seed=1)
+    draws = np.concatenate([s.at(k) for k in range(200)])
+    assert draws.min() >= 0 and draws.max() < n
+    counts = np.bincount(draws, minlength=n)
+    expected = len(draws) / n
+    chi2 = ((counts - expected) ** 2 / expected).sum()
+    assert chi2 < 40, (chi2, counts)  # 9 dof; p < 1e-5 would be ~38
+    big = Sampler(3, 10, "iid")  # B > n is allowed for IID
+    assert set(big.at(0)) <= {0, 1, 2}
+    top = Sampler(2**63, 64, "iid", seed=9).at(0)
+    assert top.min() >= 0
+
+
+def test_cyclic_rejects_batch_larger_than_n():
+    with pytest.raises(ValueError, match="batch_size"):
+        Sampler(10, 11, Sampler.Mode.CYCLIC)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="mode"):
+        Sampler(10, 2, "random")
+    with pytest.raises(ValueError, match="n must be"):
+        Sampler(0, 2, "iid")
+    with pytest.raises(ValueError, match="batch_size"):
+        Sampler(10, 0, "iid")
+    with pytest.raises(TypeError, match="n must be an int"):
+        Sampler(10.0, 2, "iid")
+    with pytest.raises(ValueError, match="seed"):
+        Sampler(10, 2, "iid", seed=-1)
+    with pytest.raises(ValueError, match="n must be"):
+        Sampler(2**63 + 1, 2, "iid")

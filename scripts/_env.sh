@@ -1,0 +1,21 @@
+# Shared set-up for the project scripts: a virtualenv with the dev
+# requirements and a cargo target dir that survives fresh clones.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/loaderx-target}"
+VENV="${LOADERX_VENV:-$ROOT/.venv}"
+PYTHON="${PYTHON:-python3}"
+if [ ! -x "$VENV/bin/python" ]; then
+    "$PYTHON" -m venv "$VENV"
+fi
+# Reinstall only when the requirements changed.
+stamp="$VENV/.requirements-dev.sha"
+want="$(sha256sum requirements-dev.txt | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    "$VENV/bin/python" -m pip install -q --upgrade pip
+    "$VENV/bin/python" -m pip install -q -r requirements-dev.txt
+    echo "$want" > "$stamp"
+fi
+# shellcheck disable=SC1091
+source "$VENV/bin/activate"

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Builds in the dev profile and runs every test: the Rust suites, then pytest
+# against the freshly built extension.
+source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
+cargo test -p loaderx
+maturin develop --quiet
+python -m pytest -q python/tests "$@"
