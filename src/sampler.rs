@@ -1280,44 +1280,4 @@ mod tests {
             }
         }
     }
-
-    /// Prints ns/index; meaningful with `cargo test --release -- --nocapture`.
-    /// Never asserts on timing.
-    #[test]
-    #[cfg_attr(debug_assertions, ignore = "timing is only meaningful in release mode")]
-    fn microbench_ns_per_index() {
-        use std::hint::black_box;
-        use std::time::Instant;
-        let cases: &[(Mode, u64, &str)] = &[
-            (Mode::Iid, 1_000_000_007, "n=1e9+7"),
-            (Mode::Iid, 10, "n=10"),
-            (Mode::Iid, (1 << 62) + 1, "n=2^62+1 (25% reject)"),
-            (Mode::Cyclic, 1_000_000_007, "n=1e9+7"),
-            (Mode::Cyclic, (1 << 30) + 1, "n=2^30+1 (worst walk)"),
-            (Mode::Cyclic, 1 << 30, "n=2^30 (no walk)"),
-            (Mode::Cyclic, 20_000, "n=2e4"),
-            (Mode::Sequential, 1_000_000_007, "n=1e9+7"),
-        ];
-        for &(mode, n, label) in cases {
-            for b in [256usize, 4096] {
-                let s = sampler(n, b, mode, 1);
-                let mut out = vec![0u64; b];
-                let steps = (1_000_000 / b) as u64;
-                let mut best = f64::INFINITY;
-                for rep in 0..6u64 {
-                    let t0 = Instant::now();
-                    for step in rep * steps..(rep + 1) * steps {
-                        s.fill_at(black_box(step), &mut out);
-                        black_box(&out);
-                    }
-                    let ns = t0.elapsed().as_nanos() as f64 / (steps as f64 * b as f64);
-                    best = best.min(ns);
-                }
-                println!(
-                    "microbench {:<10} B={b:<5} {label:<22} {best:6.2} ns/index (best of 6)",
-                    mode.name()
-                );
-            }
-        }
-    }
 }
