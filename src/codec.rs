@@ -147,6 +147,47 @@ pub fn compress_with<R>(
     })
 }
 
+/// Decodes one stored record held in memory (`src`, e.g. a slice of the
+/// mapped data file) into `dst` of exactly its logical size.
+pub fn decode_slice(
+    codec: Codec,
+    dict: Option<&Dictionary>,
+    src: &[u8],
+    dst: &mut [u8],
+) -> Result<(), String> {
+    if codec == Codec::Raw {
+        if src.len() != dst.len() {
+            return Err(format!(
+                "a raw record of {} bytes has a location of {} bytes",
+                dst.len(),
+                src.len()
+            ));
+        }
+        dst.copy_from_slice(src);
+        return Ok(());
+    }
+    LANE.with(|lane| {
+        let mut lane = lane.borrow_mut();
+        let dctx = lane.dctx.get_or_insert_with(DCtx::create);
+        let result = match (codec, dict) {
+            (Codec::Zstd, _) => dctx.decompress(dst, src),
+            (Codec::ZstdDict, Some(d)) => dctx.decompress_using_ddict(dst, src, &d.ddict),
+            _ => return Err(format!("codec {codec} has no dictionary")),
+        };
+        frame_result(result, dst.len())
+    })
+}
+
+fn frame_result(result: Result<usize, usize>, expected: usize) -> Result<(), String> {
+    match result {
+        Ok(n) if n == expected => Ok(()),
+        Ok(n) => Err(format!(
+            "a frame decodes to {n} bytes, but its location records {expected}"
+        )),
+        Err(code) => Err(format!("zstd frame does not decode ({})", zstd_error(code))),
+    }
+}
+
 /// Why a record could not be decoded.
 pub enum DecodeError {
     /// Reading the stored bytes failed.
@@ -186,16 +227,6 @@ pub fn decode_into(
                 )))
             }
         };
-        match result {
-            Ok(n) if n == dst.len() => Ok(()),
-            Ok(n) => Err(DecodeError::Frame(format!(
-                "a frame decodes to {n} bytes, but its location records {}",
-                dst.len()
-            ))),
-            Err(code) => Err(DecodeError::Frame(format!(
-                "zstd frame does not decode ({})",
-                zstd_error(code)
-            ))),
-        }
+        frame_result(result, dst.len()).map_err(DecodeError::Frame)
     })
 }

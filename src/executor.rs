@@ -7,11 +7,18 @@
 //! process builds a fresh pool instead of waiting forever on dead workers.
 
 use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::OnceLock;
 
 pub const THREADS_ENV: &str = "LOADERX_THREADS";
 
-/// The executor budget for this process.
+/// The executor budget for this process (read once: finding the CPUs
+/// available to a process reads cgroup files, far too slow for every gather).
 pub fn budget() -> usize {
+    static BUDGET: OnceLock<usize> = OnceLock::new();
+    *BUDGET.get_or_init(compute_budget)
+}
+
+fn compute_budget() -> usize {
     if let Some(n) = std::env::var(THREADS_ENV)
         .ok()
         .and_then(|v| v.trim().parse::<usize>().ok())

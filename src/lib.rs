@@ -11,6 +11,8 @@
 #[cfg(not(target_endian = "little"))]
 compile_error!("loaderx stores are little-endian; big-endian hosts are not supported");
 
+#[cfg(feature = "arrow")]
+pub mod arrow;
 pub mod buffer;
 pub mod codec;
 pub mod dict;

@@ -27,8 +27,14 @@ use crate::format::{
 use crate::ragged::{self, Packed, RaggedRecord};
 use crate::schema::{Layout, Schema};
 
-/// Below this many bytes per lane a gather is not worth fanning out.
-const MIN_LANE_BYTES: usize = 64 << 10;
+/// Below this many logical bytes per lane a gather is not worth fanning out
+/// (raw records are plain copies; decoding costs far more per byte).
+const MIN_LANE_BYTES_RAW: usize = 128 << 10;
+const MIN_LANE_BYTES_CODED: usize = 64 << 10;
+/// Records stored in fewer bytes than this are read through the mapping of
+/// data.zr (no syscall per record); larger ones with one positional read,
+/// which costs the same per byte and keeps their pages out of the process.
+const MAP_READ_MAX: u32 = 64 << 10;
 /// Largest single read/write while compacting.
 const COMPACT_CHUNK: u64 = 8 << 20;
 
@@ -111,10 +117,17 @@ pub struct Store {
     data_path: PathBuf,
     meta: File,
     data: File,
+    /// Read-only mapping of data.zr covering at least `0..tail` (None when
+    /// empty or when the file cannot be mapped: reads then use pread).
+    map: Option<memmap2::Mmap>,
     schema: Schema,
     codec: Codec,
     dict: Option<Dictionary>,
     locs: Vec<RecordLoc>,
+    /// Raw dense records lie back to back in index order (record `i` at
+    /// `i * width`), so a gather computes offsets instead of reading the
+    /// location table (a cache miss per record on large stores).
+    packed_dense: bool,
     /// In-process frontier of `data.zr`.
     tail: u64,
     live_bytes: u64,
@@ -271,16 +284,19 @@ impl Store {
             .and_then(|_| meta.sync_all())
             .map_err(io_at(&meta_path))?;
         sync_dir(dir)?;
+        let packed_dense = codec == Codec::Raw && schema.record_width().is_some();
         Ok(Store {
             dir: dir.to_path_buf(),
             meta_path,
             data_path,
             meta,
             data,
+            map: None,
             schema: schema.clone(),
             codec,
             dict,
             locs: Vec::new(),
+            packed_dense,
             tail: 0,
             live_bytes: 0,
             unsynced_from: 0,
@@ -393,16 +409,18 @@ impl Store {
                 .map_err(corrupt_meta)?;
             live_bytes += loc.phys_length as u64;
         }
-        Ok(Store {
+        let mut store = Store {
             dir: dir.to_path_buf(),
             meta_path,
             data_path,
             meta,
             data,
+            map: None,
             schema,
             codec: header.codec,
             dict,
             locs,
+            packed_dense: false,
             tail: header.tail_offset,
             live_bytes,
             unsynced_from: header.length,
@@ -410,7 +428,45 @@ impl Store {
             header_dirty: false,
             owner_pid: std::process::id(),
             closed: false,
-        })
+        };
+        store.packed_dense = store.compute_packed_dense();
+        store.ensure_map(data_len);
+        Ok(store)
+    }
+
+    /// Makes the mapping of data.zr cover `0..tail`. A new mapping covers
+    /// at least `hint` bytes and twice the old one, so appends remap rarely;
+    /// it may extend past the end of the file, but only bytes below `tail`
+    /// (which the file always holds) are ever touched.
+    fn ensure_map(&mut self, hint: u64) {
+        if self.tail == 0
+            || self
+                .map
+                .as_ref()
+                .is_some_and(|m| m.len() as u64 >= self.tail)
+        {
+            return;
+        }
+        let old = self.map.as_ref().map_or(0, |m| 2 * m.len() as u64);
+        let len = hint.max(self.tail).max(old);
+        // SAFETY: the store holds an exclusive lock on meta.zr and only this
+        // handle writes data.zr; committed bytes below tail are never
+        // rewritten while reads may use them (compact drops the map first).
+        self.map = usize::try_from(len)
+            .ok()
+            .and_then(|len| unsafe { memmap2::MmapOptions::new().len(len).map(&self.data) }.ok());
+    }
+
+    fn compute_packed_dense(&self) -> bool {
+        let Some(w) = self.schema.record_width() else {
+            return false;
+        };
+        self.codec == Codec::Raw
+            && self
+                .locs
+                .iter()
+                .enumerate()
+                .all(|(i, l)| l.offset == i as u64 * w && l.phys_length as u64 == w)
     }
 
     /// Opens a store that must be of `kind`.
@@ -607,6 +663,10 @@ impl Store {
             })?;
             locs
         };
+        if self.packed_dense {
+            let w = self.schema.record_width().unwrap_or(0);
+            self.packed_dense = start == self.len() * w;
+        }
         let added: u64 = new_locs.iter().map(|l| l.phys_length as u64).sum();
         let end = new_locs
             .iter()
@@ -617,6 +677,7 @@ impl Store {
         self.tail = end.max(start);
         self.live_bytes += added;
         self.header_dirty = true;
+        self.ensure_map(self.tail);
         Ok(())
     }
 
@@ -640,7 +701,25 @@ impl Store {
 
     /// Reads record `i` (already bounds-checked) into `dst` of its logical size.
     fn read_into(&self, i: u64, dst: &mut [u8]) -> Result<()> {
-        let loc = self.locs[i as usize];
+        self.read_loc(i, self.locs[i as usize], dst)
+    }
+
+    /// Location of dense record `i`: computed when the store is packed.
+    #[inline]
+    fn dense_loc(&self, i: u64, width: usize) -> RecordLoc {
+        if self.packed_dense {
+            RecordLoc {
+                offset: i * width as u64,
+                phys_length: width as u32,
+                logic_length: width as u32,
+            }
+        } else {
+            self.locs[i as usize]
+        }
+    }
+
+    /// Reads record `i`, stored at `loc`, into `dst` of its logical size.
+    fn read_loc(&self, i: u64, loc: RecordLoc, dst: &mut [u8]) -> Result<()> {
         if loc.logic_length as usize != dst.len() {
             return Err(self.corrupted_meta(format!(
                 "record {i} has logic_length {}, expected {}",
@@ -655,6 +734,18 @@ impl Store {
                     "record {i} at offset {} (+{}) lies past tail_offset {}",
                     loc.offset, loc.phys_length, self.tail
                 )))
+            }
+        }
+        if let Some(map) = &self.map {
+            let (start, end) = (
+                loc.offset as usize,
+                loc.offset as usize + loc.phys_length as usize,
+            );
+            if loc.phys_length < MAP_READ_MAX && end <= map.len() {
+                return codec::decode_slice(self.codec, self.dict.as_ref(), &map[start..end], dst)
+                    .map_err(|msg| {
+                        Error::corrupted(&self.data_path, format!("record {i}: {msg}"))
+                    });
             }
         }
         let data_path = &self.data_path;
@@ -689,10 +780,15 @@ impl Store {
     }
 
     /// How many lanes a gather of `records` records and `bytes` bytes uses.
-    fn lanes(records: usize, bytes: usize) -> usize {
+    fn lanes(&self, records: usize, bytes: usize) -> usize {
+        let min = if self.codec == Codec::Raw {
+            MIN_LANE_BYTES_RAW
+        } else {
+            MIN_LANE_BYTES_CODED
+        };
         executor::budget()
             .min(records)
-            .min(bytes.div_ceil(MIN_LANE_BYTES))
+            .min(bytes.div_ceil(min))
             .max(1)
     }
 
@@ -708,10 +804,18 @@ impl Store {
             )));
         }
         self.check_indices(idx)?;
-        let lanes = Store::lanes(idx.len(), dst.len());
+        let lanes = self.lanes(idx.len(), dst.len());
         let fill = |ids: &[I], out: &mut [u8]| -> Result<()> {
-            for (&i, rec) in ids.iter().zip(out.chunks_exact_mut(width)) {
-                self.read_into(i.to_u64().unwrap(), rec)?;
+            for (j, (&i, rec)) in ids.iter().zip(out.chunks_exact_mut(width)).enumerate() {
+                if !self.packed_dense {
+                    // The location table is far larger than the caches on
+                    // big stores: fetch a few entries ahead.
+                    if let Some(&ahead) = ids.get(j + 8) {
+                        prefetch(&self.locs[ahead.to_u64().unwrap() as usize]);
+                    }
+                }
+                let i = i.to_u64().unwrap();
+                self.read_loc(i, self.dense_loc(i, width), rec)?;
             }
             Ok(())
         };
@@ -746,7 +850,10 @@ impl Store {
         self.check_indices(idx)?;
         let mut spans = Vec::with_capacity(idx.len());
         let mut total = 0usize;
-        for &i in idx {
+        for (j, &i) in idx.iter().enumerate() {
+            if let Some(&ahead) = idx.get(j + 8) {
+                prefetch(&self.locs[ahead.to_u64().unwrap() as usize]);
+            }
             let len = self.locs[i.to_u64().unwrap() as usize].logic_length as usize;
             spans.push((total, len));
             total = (total + len).next_multiple_of(8);
@@ -763,7 +870,7 @@ impl Store {
             }
             Ok(())
         };
-        let lanes = Store::lanes(idx.len(), total);
+        let lanes = self.lanes(idx.len(), total);
         if lanes == 1 {
             fill(idx, &spans, buffer.as_mut_slice(), 0)?;
         } else {
@@ -816,6 +923,9 @@ impl Store {
         order.sort_unstable_by(|a, b| b.cmp(a));
         order.dedup();
         for &i in &order {
+            if i + 1 != self.len() {
+                self.packed_dense = false;
+            }
             let removed = self.locs.swap_remove(i as usize);
             self.live_bytes -= removed.phys_length as u64;
             if i < self.len() {
@@ -835,6 +945,8 @@ impl Store {
     /// truncates both files. Every index keeps its record.
     pub fn compact(&mut self) -> Result<()> {
         self.check_writable("compact")?;
+        // Records move and the file shrinks: no reads through the mapping.
+        self.map = None;
         let mut order: Vec<usize> = (0..self.locs.len()).collect();
         order.sort_unstable_by_key(|&i| self.locs[i].offset);
         let mut write_pos = 0u64;
@@ -868,7 +980,10 @@ impl Store {
         self.dirty_slots.clear();
         self.header_dirty = true;
         self.sync()?;
-        self.truncate_meta()
+        self.truncate_meta()?;
+        self.packed_dense = self.compute_packed_dense();
+        self.ensure_map(self.tail);
+        Ok(())
     }
 
     /// Copies `len` bytes of data.zr from `from` down to `to` (< `from`).
@@ -1003,6 +1118,21 @@ impl std::fmt::Debug for Store {
             .field("len", &self.len())
             .finish()
     }
+}
+
+/// Hints the CPU to fetch `value` into cache.
+#[inline(always)]
+fn prefetch<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is a hint and never faults.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(
+            value as *const T as *const i8,
+            std::arch::x86_64::_MM_HINT_T0,
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
 }
 
 fn read_locs(meta: &File, meta_path: &Path, length: u64) -> Result<Vec<RecordLoc>> {

@@ -47,7 +47,17 @@ pub fn array_view<'py>(
             "internal error: array view past the end of its gather buffer",
         ));
     }
-    let mut dims: Vec<npy_intp> = dims.iter().map(|&d| d as npy_intp).collect();
+    // NumPy arrays have at most 64 dimensions (as ragged prefixes do).
+    let mut shape = [0 as npy_intp; 64];
+    if dims.len() > shape.len() {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "a record of {} dimensions exceeds NumPy's limit of 64",
+            dims.len()
+        )));
+    }
+    for (s, &d) in shape.iter_mut().zip(dims) {
+        *s = d as npy_intp;
+    }
     let flags =
         npyffi::NPY_ARRAY_C_CONTIGUOUS | npyffi::NPY_ARRAY_WRITEABLE | npyffi::NPY_ARRAY_ALIGNED;
     unsafe {
@@ -60,7 +70,7 @@ pub fn array_view<'py>(
             subtype,
             descr_ptr,
             dims.len() as c_int,
-            dims.as_mut_ptr(),
+            shape.as_mut_ptr(),
             std::ptr::null_mut(),
             data,
             flags,

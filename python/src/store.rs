@@ -173,22 +173,26 @@ impl Store {
         py: Python<'py>,
         batch: loaderx::RaggedBatch,
     ) -> PyResult<Vec<Bound<'py, PyAny>>> {
-        let spans = batch.spans.clone();
-        let records: Vec<(usize, Vec<usize>)> = (0..batch.len())
-            .map(|i| {
-                let r = batch.record(i);
-                (
-                    spans[i].0 + r.payload_offset(),
-                    r.dims().map(|d| d as usize).collect(),
-                )
-            })
-            .collect();
+        // Flat per-batch tables (no allocation per record).
+        let n = batch.len();
+        let mut starts = Vec::with_capacity(n);
+        let mut ndims = Vec::with_capacity(n);
+        let mut dims = Vec::with_capacity(n * 2);
+        for i in 0..n {
+            let r = batch.record(i);
+            starts.push(batch.spans[i].0 + r.payload_offset());
+            ndims.push(r.ndim());
+            dims.extend(r.dims().map(|d| d as usize));
+        }
         let owner = GatherBuffer::new(py, batch.buffer)?;
         let descr = self.descr.bind(py);
-        records
-            .iter()
-            .map(|(offset, dims)| array_view(py, &owner, *offset, descr, dims))
-            .collect()
+        let mut out = Vec::with_capacity(n);
+        let mut at = 0;
+        for (start, nd) in starts.into_iter().zip(ndims) {
+            out.push(array_view(py, &owner, start, descr, &dims[at..at + nd])?);
+            at += nd;
+        }
+        Ok(out)
     }
 }
 
