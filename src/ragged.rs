@@ -100,10 +100,47 @@ impl Packed {
     pub fn with_capacity(records: usize, bytes: usize) -> Packed {
         let mut bounds = Vec::with_capacity(records + 1);
         bounds.push(0);
-        Packed {
-            bytes: Vec::with_capacity(bytes),
-            bounds,
+        let mut buf = Vec::with_capacity(bytes);
+        crate::buffer::advise_huge_pages(buf.as_mut_ptr(), bytes);
+        Packed { bytes: buf, bounds }
+    }
+
+    /// Lays out records of the given shapes and payload sizes (prefixes
+    /// written, payload bytes zeroed) so payloads can then be filled in
+    /// place, in parallel, through [`Packed::payload_mut`].
+    pub fn layout<'a>(
+        records: impl ExactSizeIterator<Item = (&'a [u64], usize)> + Clone,
+    ) -> Packed {
+        let total: usize = records
+            .clone()
+            .map(|(shape, n)| encoded_len(shape.len(), n))
+            .sum();
+        let mut packed = Packed::with_capacity(records.len(), total);
+        packed.bytes.resize(total, 0);
+        let mut at = 0;
+        for (shape, n) in records {
+            let header = 8 * (1 + shape.len());
+            write_prefix(shape, &mut packed.bytes[at..at + header]);
+            at += header + n;
+            packed.bounds.push(at);
         }
+        packed
+    }
+
+    /// The payload bytes of every record, for filling after [`Packed::layout`].
+    pub fn payloads_mut(&mut self) -> Vec<&mut [u8]> {
+        let mut out = Vec::with_capacity(self.len());
+        let mut rest: &mut [u8] = &mut self.bytes;
+        let mut consumed = 0;
+        for w in self.bounds.windows(2) {
+            let rec = &mut std::mem::take(&mut rest)[..];
+            let (head, tail) = rec.split_at_mut(w[1] - consumed);
+            let ndim = u64::from_le_bytes(head[0..8].try_into().unwrap()) as usize;
+            out.push(&mut head[8 * (1 + ndim)..]);
+            rest = tail;
+            consumed = w[1];
+        }
+        out
     }
 
     pub fn len(&self) -> usize {

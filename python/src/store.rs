@@ -320,7 +320,6 @@ impl Store {
         let np = py.import("numpy")?;
         let generic = np.getattr("generic")?;
         let mut arrays: Vec<Bound<'_, PyUntypedArray>> = Vec::new();
-        let mut total = 0usize;
         for (i, item) in records.try_iter()?.enumerate() {
             let item = item?;
             let arr = match item.cast::<PyUntypedArray>() {
@@ -362,22 +361,49 @@ impl Store {
                 np.call_method1("ascontiguousarray", (arr,))?
                     .cast_into::<PyUntypedArray>()?
             };
-            total += loaderx::ragged::encoded_len(arr.ndim(), nbytes);
             arrays.push(arr);
         }
-        let mut packed = Packed::with_capacity(arrays.len(), total);
-        let mut shape = Vec::new();
-        for arr in &arrays {
-            shape.clear();
-            shape.extend(arr.shape().iter().map(|&d| d as u64));
-            let nbytes = arr.shape().iter().product::<usize>() * self.dtype.itemsize();
-            // SAFETY: the array is C-contiguous and alive; its data pointer
-            // covers exactly nbytes bytes.
-            let payload = unsafe {
-                std::slice::from_raw_parts((*arr.as_array_ptr()).fields.data as *const u8, nbytes)
-            };
-            packed.push(&shape, payload);
-        }
+        let shapes: Vec<Vec<u64>> = arrays
+            .iter()
+            .map(|a| a.shape().iter().map(|&d| d as u64).collect())
+            .collect();
+        let itemsize = self.dtype.itemsize();
+        let sizes: Vec<usize> = arrays
+            .iter()
+            .map(|a| a.shape().iter().product::<usize>() * itemsize)
+            .collect();
+        // Source pointers as integers, so the copy can run without the GIL;
+        // `arrays` keeps every source alive until it is done.
+        let sources: Vec<usize> = arrays
+            .iter()
+            .map(|a| unsafe { (*a.as_array_ptr()).fields.data as usize })
+            .collect();
+        let packed = py.detach(|| {
+            let mut packed = Packed::layout(
+                shapes
+                    .iter()
+                    .map(|s| s.as_slice())
+                    .zip(sizes.iter().copied()),
+            );
+            let mut payloads = packed.payloads_mut();
+            loaderx::executor::pool().install(|| {
+                use rayon::prelude::*;
+                payloads
+                    .par_iter_mut()
+                    .zip(sources.par_iter())
+                    .with_min_len(16)
+                    .for_each(|(dst, &src)| {
+                        // SAFETY: each source is a live C-contiguous array of
+                        // exactly dst.len() bytes (checked above).
+                        let src =
+                            unsafe { std::slice::from_raw_parts(src as *const u8, dst.len()) };
+                        dst.copy_from_slice(src);
+                    });
+            });
+            drop(payloads);
+            packed
+        });
+        drop(arrays);
         Ok(PackedRecords { packed })
     }
 
