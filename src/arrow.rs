@@ -622,7 +622,7 @@ fn no_nulls(array: &dyn Array, what: &str) -> Result<()> {
 fn element_bytes<'a>(array: &'a dyn Array, dtype: DType, what: &str) -> Result<Cow<'a, [u8]>> {
     if array.data_type() != &arrow_type(dtype) {
         return Err(Error::InvalidType(format!(
-            "{what} has Arrow type {}, expected {} (the store's dtype {dtype})",
+            "{what}: Arrow type {}, expected {} (the store's dtype {dtype})",
             array.data_type(),
             arrow_type(dtype)
         )));

@@ -166,10 +166,9 @@ class DataLoader:
         if output not in _OUTPUTS:
             raise ValueError(f"output must be 'numpy' or 'arrow', got {output!r}")
         if output == "arrow":
-            from . import arrow as _arrow
+            from .arrow import _require_pyarrow
 
-            _arrow._require_pyarrow()
-            self._to_arrow = _arrow._batch_to_arrow
+            self._to_arrow = _require_pyarrow().record_batch
         else:
             self._to_arrow = None
         if indices is not None:
@@ -215,6 +214,7 @@ class DataLoader:
             _PRODUCERS,
             self._rank,
             self._world_size,
+            self._output == "arrow",
         )
         self._cond = threading.Condition()
         self._fetch_lock = threading.Lock()
@@ -232,7 +232,7 @@ class DataLoader:
         """One batch from the native prefetcher, converted and transformed."""
         batch = self._native.next()
         if self._to_arrow is not None:
-            batch = self._to_arrow(batch, self._names)
+            batch = self._to_arrow(batch)
         if self._transform is not None:
             batch = self._transform(batch)
         return batch
@@ -256,7 +256,7 @@ class DataLoader:
             if not isinstance(batch, _Failure):
                 try:
                     if self._to_arrow is not None:
-                        batch = self._to_arrow(batch, self._names)
+                        batch = self._to_arrow(batch)
                     batch = self._transform(batch)
                 except BaseException as exc:  # noqa: BLE001
                     batch = _Failure(exc)

@@ -227,6 +227,39 @@ class _Store:
         read the store from other threads meanwhile."""
         self._drain().compact()
 
+    # -- Arrow ---------------------------------------------------------------
+
+    @property
+    def _field_name(self) -> str:
+        return os.path.basename(os.path.normpath(self._path))
+
+    def __arrow_c_schema__(self):
+        """The Arrow field of the records (named after the store directory)."""
+        return _native.arrow_field(self._drain(), self._field_name)
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        """The whole store as an Arrow array stream (ChunkedArray semantics,
+        chunks bounded in bytes)."""
+        from .arrow import BATCH_BYTES
+
+        native = self._drain()
+        return _native.arrow_stream(native, self._field_name, requested_schema, BATCH_BYTES)
+
+    def to_arrow(self, key=None):
+        """The records as Arrow: a ``pyarrow.ChunkedArray`` of the whole store
+        (``key=None``) or a ``pyarrow.Array`` of the selected records (a key of
+        any indexing form; an int gives a length-1 array)."""
+        from .arrow import _require_pyarrow
+
+        pa = _require_pyarrow()
+        native = self._drain()
+        if key is None:
+            return pa.chunked_array(self)
+        index, scalar = normalize(key, lambda: len(native))
+        if scalar:
+            index = np.array([index], dtype=np.int64)
+        return pa.array(_native.arrow_gather(native, index, self._field_name))
+
     def __repr__(self) -> str:
         name = type(self).__name__
         if self._native is None:
@@ -423,6 +456,24 @@ class RaggedStore(_Store):
         native = self._live()
         self._writer.drain()
         return native
+
+    def to_arrow(self, key=None, variable_shape_tensor: bool = False):
+        """Like :meth:`DenseStore.to_arrow`; with ``variable_shape_tensor=True``
+        (and a key) the records come as the canonical
+        ``arrow.variable_shape_tensor``, which needs every selected record to
+        have the same ndim."""
+        if not variable_shape_tensor:
+            return super().to_arrow(key)
+        from .arrow import _require_pyarrow
+
+        pa = _require_pyarrow()
+        native = self._drain()
+        if key is None:
+            key = slice(None)
+        index, scalar = normalize(key, lambda: len(native))
+        if scalar:
+            index = np.array([index], dtype=np.int64)
+        return pa.array(_native.arrow_gather(native, index, self._field_name, True))
 
     def append(self, records: Iterable[Any]) -> None:
         """Appends records from any iterable of arrays of the store's dtype.

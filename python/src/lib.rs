@@ -3,6 +3,7 @@
 //! surface.
 
 mod arrays;
+mod arrow;
 mod errors;
 mod loader;
 mod sampler;
@@ -45,6 +46,13 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<loader::Loader>()?;
     m.add_function(wrap_pyfunction!(train_dict, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::arrow_field, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::arrow_stream, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::arrow_gather, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::arrow_table_reader, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::arrow_append, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::arrow_store_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::arrow_ingest, m)?)?;
     m.add("DICT_TIERS", dict_tiers(m.py())?)?;
     m.add("MIN_DICT_SAMPLES", loaderx::dict::MIN_SAMPLES)?;
     m.add("MIN_DICT_SAMPLE_BYTES", loaderx::dict::MIN_SAMPLE_BYTES)?;

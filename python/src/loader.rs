@@ -23,6 +23,8 @@ use crate::store::Store;
 enum Part {
     Dense(Buffer),
     Ragged(RaggedBatch),
+    /// `output="arrow"`: the column, gathered straight into Arrow buffers.
+    Arrow(arrow_schema::Field, arrow_array::ArrayRef),
 }
 
 type Batch = Result<Vec<Part>, Error>;
@@ -36,6 +38,8 @@ struct Plan {
     local_batch: usize,
     /// Optional subset the sampler's positions map through.
     indices: Option<Vec<u64>>,
+    /// Gather Arrow columns (named after the streams) instead of arrays.
+    arrow_names: Option<Vec<String>>,
 }
 
 impl Plan {
@@ -53,11 +57,17 @@ impl Plan {
         let idx = self.indices_at(step);
         self.stores
             .iter()
-            .map(|s| {
-                s.get().engine_read(|e| match e.kind() {
-                    Kind::Dense => e.gather_dense(&idx).map(Part::Dense),
-                    Kind::Ragged => e.gather_ragged(&idx).map(Part::Ragged),
-                })
+            .enumerate()
+            .map(|(k, s)| {
+                s.get()
+                    .engine_read(|e| match (&self.arrow_names, e.kind()) {
+                        (Some(names), _) => Ok(Part::Arrow(
+                            loaderx::arrow::field_for(e.schema(), &names[k]),
+                            loaderx::arrow::gather_array(e, &idx)?,
+                        )),
+                        (None, Kind::Dense) => e.gather_dense(&idx).map(Part::Dense),
+                        (None, Kind::Ragged) => e.gather_ragged(&idx).map(Part::Ragged),
+                    })
             })
             .collect()
     }
@@ -108,7 +118,7 @@ impl Loader {
     /// sampler draws global batches of `batch_size * world_size` over
     /// `len(indices)` (or the store length) and this rank takes slice `rank`.
     #[new]
-    #[pyo3(signature = (stores, names, batch_size, mode, seed, start_step, indices, depth, producers, rank, world_size))]
+    #[pyo3(signature = (stores, names, batch_size, mode, seed, start_step, indices, depth, producers, rank, world_size, arrow=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -123,6 +133,7 @@ impl Loader {
         producers: usize,
         rank: usize,
         world_size: usize,
+        arrow: bool,
     ) -> PyResult<Loader> {
         if stores.is_empty() || stores.len() != names.len() {
             return Err(PyValueError::new_err(
@@ -154,6 +165,7 @@ impl Loader {
             rank,
             local_batch: batch_size,
             indices,
+            arrow_names: arrow.then(|| names.clone()),
         });
         let producer_plan = Arc::clone(&plan);
         let prefetcher = py.detach(|| {
@@ -175,7 +187,7 @@ impl Loader {
 
     /// The next batch as `{name: array | list}`; blocks (GIL released) until
     /// it is ready.
-    fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         if std::process::id() != self.pid {
             return Err(PyValueError::new_err(
                 "this loader's threads belong to the process that created it; create a new one here",
@@ -196,16 +208,31 @@ impl Loader {
         let parts = produced
             .map_err(|panic| PyRuntimeError::new_err(format!("prefetch worker failed: {panic}")))?
             .map_err(to_py)?;
+        if self.plan.arrow_names.is_some() {
+            let columns = parts
+                .into_iter()
+                .map(|p| match p {
+                    Part::Arrow(field, array) => (field, array),
+                    _ => unreachable!("an arrow loader gathers arrow columns"),
+                })
+                .collect();
+            let batch = crate::arrow::record_batch(columns)
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            return Ok(pyo3_arrow::PyRecordBatch::new(batch)
+                .into_pyobject(py)?
+                .into_any());
+        }
         let batch = PyDict::new(py);
         for ((name, store), part) in self.names.iter().zip(&self.plan.stores).zip(parts) {
             let store = store.get();
             let value = match part {
                 Part::Dense(buf) => store.dense_array(py, buf, Some(self.plan.local_batch))?,
                 Part::Ragged(rb) => PyList::new(py, store.ragged_arrays(py, rb)?)?.into_any(),
+                Part::Arrow(..) => unreachable!("a numpy loader gathers arrays"),
             };
             batch.set_item(name, value)?;
         }
-        Ok(batch)
+        Ok(batch.into_any())
     }
 
     /// The step the next `next()` returns.

@@ -49,6 +49,12 @@ pub struct PackedRecords {
     packed: Packed,
 }
 
+impl From<Packed> for PackedRecords {
+    fn from(packed: Packed) -> Self {
+        PackedRecords { packed }
+    }
+}
+
 #[pymethods]
 impl PackedRecords {
     fn __len__(&self) -> usize {
@@ -143,7 +149,7 @@ impl Store {
     }
 
     /// Runs `f` on the open engine with the GIL released, under the exclusive lock.
-    fn with_write<T: Send>(
+    pub(crate) fn with_write<T: Send>(
         &self,
         py: Python<'_>,
         f: impl FnOnce(&mut Engine) -> Result<T, Error> + Send,

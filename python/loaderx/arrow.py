@@ -1,0 +1,124 @@
+"""Arrow interop: stores as Arrow tensor columns, and Arrow data into stores.
+
+Every store speaks the Arrow PyCapsule protocol (``__arrow_c_schema__`` and
+``__arrow_c_stream__``), so ``pa.chunked_array(store)`` and
+``pl.Series(store)`` read it directly. The mapping:
+
+* dense, ``item_shape == ()`` → a primitive column of the dtype;
+* dense, ``item_shape == S`` → ``FixedSizeList<T>[prod(S)]`` with the
+  canonical ``arrow.fixed_shape_tensor`` extension (pyarrow:
+  ``FixedShapeTensorType``);
+* ragged → ``struct{data: List<T>, shape: List<Int32>}`` (exact per-record
+  shapes), or ``arrow.variable_shape_tensor`` on request.
+
+Numeric columns are zero-copy: the buffer a gather fills becomes the Arrow
+values buffer. ``bool`` is bit-packed in Arrow, so it is converted.
+
+pyarrow is optional (``pip install 'loaderx[arrow]'``); it is needed only by
+the functions that return pyarrow objects (``table``, ``to_arrow``,
+``DataLoader(output="arrow")``). ``ingest`` and appending Arrow data need
+nothing but an object with the Arrow PyCapsule interface.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from . import _native
+
+__all__ = ["table", "ingest"]
+
+#: Upper bound of one batch (or chunk) that readers produce.
+BATCH_BYTES = 16 << 20
+
+
+def _require_pyarrow():
+    try:
+        import pyarrow
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "this needs pyarrow, an optional dependency: pip install 'loaderx[arrow]'"
+        ) from exc
+    return pyarrow
+
+
+def _check_streams(streams: Mapping) -> tuple[list, list[str]]:
+    from .zrecord import DenseStore, RaggedStore
+
+    if not isinstance(streams, Mapping):
+        raise TypeError(f"streams must be a dict of name -> store, got {type(streams).__name__}")
+    if not streams:
+        raise ValueError("streams must hold at least one store")
+    natives, names = [], []
+    for name, store in streams.items():
+        if not isinstance(name, str):
+            raise TypeError(f"stream names must be str, got {name!r}")
+        if not isinstance(store, (DenseStore, RaggedStore)):
+            raise TypeError(
+                f"streams[{name!r}] must be a DenseStore or RaggedStore, got {type(store).__name__}"
+            )
+        natives.append(store._drain())
+        names.append(name)
+    return natives, names
+
+
+def table(streams: Mapping, index_column: str | None = "record_id"):
+    """A lazy ``pyarrow.RecordBatchReader`` over equal-length streams.
+
+    One column per stream in dict order, preceded by a UInt64 index column
+    named ``index_column`` (omit it with ``None``). Batches are bounded in
+    bytes; records are gathered as the reader is consumed.
+
+    >>> reader = loaderx.arrow.table({"image": images, "label": labels})  # doctest: +SKIP
+    >>> pa.table(reader).num_rows                                         # doctest: +SKIP
+    """
+    pa = _require_pyarrow()
+    natives, names = _check_streams(streams)
+    if index_column is not None:
+        if not isinstance(index_column, str):
+            raise TypeError(
+                f"index_column must be a str or None, got {type(index_column).__name__}"
+            )
+        if index_column in names:
+            raise ValueError(f"index_column {index_column!r} collides with a stream name")
+    reader = _native.arrow_table_reader(natives, names, index_column, BATCH_BYTES)
+    return pa.RecordBatchReader.from_stream(reader)
+
+
+def ingest(source, root, codec: str = "zstd", dict_bytes: bytes | None = None) -> dict:
+    """Writes every column of ``source`` into its own new store under
+    ``root/<column>`` and returns ``{column: store}``, opened.
+
+    ``source`` is anything with ``__arrow_c_stream__`` (or
+    ``__arrow_c_array__``): a pyarrow Table or RecordBatchReader, a polars
+    DataFrame, a DuckDB result. It is streamed batch by batch, so memory stays
+    bounded. FixedSizeList (with or without ``arrow.fixed_shape_tensor``)
+    becomes a DenseStore, List/LargeList a RaggedStore of 1-D records, the
+    ragged struct a RaggedStore, and a primitive column a DenseStore of
+    scalars. On any error (an unsupported type, nulls) the stores created so
+    far are removed.
+    """
+    from .zrecord import DenseStore, RaggedStore, _check_codec, _check_path
+
+    root = _check_path(root)
+    blob = _check_codec(codec, dict_bytes)
+    if not (hasattr(source, "__arrow_c_stream__") or hasattr(source, "__arrow_c_array__")):
+        raise TypeError(
+            "source must support the Arrow PyCapsule interface (__arrow_c_stream__), "
+            f"got {type(source).__name__}"
+        )
+    os.makedirs(root, exist_ok=True)
+    made = _native.arrow_ingest(source, root, codec, blob)
+    out = {}
+    for name, kind in made:
+        cls = DenseStore if kind == "dense" else RaggedStore
+        out[name] = cls.open(os.path.join(root, name))
+    return out
+
+
+def _append(store, data) -> None:
+    """``store.append`` for Arrow arrays, chunked arrays and array streams."""
+    packed = _native.arrow_append(store._live(), data)
+    if packed is not None and len(packed):
+        store._writer.submit(packed)

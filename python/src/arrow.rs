@@ -1,0 +1,293 @@
+//! Arrow across the boundary: stores as Arrow arrays and streams (through the
+//! Arrow C Data Interface, via pyo3-arrow), and Arrow data into stores.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, RecordBatchReader};
+use arrow_schema::{ArrowError, Field, FieldRef};
+use loaderx::arrow::{self as la, StoreAccess};
+use loaderx::error::Kind;
+use loaderx::ragged::Packed;
+use loaderx::{Codec, Error, Schema, Store as Engine};
+use numpy::PyReadonlyArray1;
+use pyo3::exceptions::{PyFileExistsError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyCapsule;
+use pyo3_arrow::ffi::{to_schema_pycapsule, to_stream_pycapsule, ArrayIterator};
+use pyo3_arrow::input::{AnyArray, AnyRecordBatch};
+use pyo3_arrow::{PyArray, PyRecordBatchReader};
+
+use crate::errors::{to_py, IntoPyResult};
+use crate::store::{PackedRecords, Store};
+
+/// A store handle readers can hold after the call returns.
+pub struct Handle(pub Py<Store>);
+
+impl StoreAccess for Handle {
+    fn with<T>(&self, f: impl FnOnce(&Engine) -> Result<T, Error>) -> Result<T, Error> {
+        self.0.get().engine_read(f)
+    }
+}
+
+fn arrow_py(e: ArrowError) -> PyErr {
+    match e {
+        ArrowError::ExternalError(inner) => match inner.downcast::<Error>() {
+            Ok(err) => to_py(*err),
+            Err(other) => PyValueError::new_err(other.to_string()),
+        },
+        other => PyValueError::new_err(other.to_string()),
+    }
+}
+
+/// The Arrow field of a store's records, as an `arrow_schema` capsule.
+#[pyfunction]
+pub fn arrow_field<'py>(
+    py: Python<'py>,
+    store: &Bound<'py, Store>,
+    name: &str,
+) -> PyResult<Bound<'py, PyCapsule>> {
+    let field = store
+        .get()
+        .engine_read(|e| Ok(la::field_for(e.schema(), name)))
+        .py()?;
+    Ok(to_schema_pycapsule(py, &field)?)
+}
+
+/// The whole store as an array stream of byte-bounded chunks.
+#[pyfunction]
+#[pyo3(signature = (store, name, requested_schema=None, max_bytes=la::DEFAULT_BATCH_BYTES))]
+pub fn arrow_stream<'py>(
+    py: Python<'py>,
+    store: Py<Store>,
+    name: &str,
+    requested_schema: Option<Bound<'py, PyCapsule>>,
+    max_bytes: usize,
+) -> PyResult<Bound<'py, PyCapsule>> {
+    let reader = la::ColumnReader::new(Handle(store), name, max_bytes).py()?;
+    let field = reader.field();
+    let iter = ArrayIterator::new(reader, field);
+    Ok(to_stream_pycapsule(py, Box::new(iter), requested_schema)?)
+}
+
+/// Records at `idx` as one Arrow array (with its field).
+#[pyfunction]
+#[pyo3(signature = (store, idx, name, variable_shape_tensor=false))]
+pub fn arrow_gather(
+    py: Python<'_>,
+    store: &Bound<'_, Store>,
+    idx: PyReadonlyArray1<'_, i64>,
+    name: &str,
+    variable_shape_tensor: bool,
+) -> PyResult<PyArray> {
+    let idx = idx
+        .as_slice()
+        .map_err(|_| PyValueError::new_err("indices must be contiguous"))?;
+    let store = store.get();
+    let (array, field) = py
+        .detach(|| {
+            store.engine_read(|e| {
+                if variable_shape_tensor {
+                    la::gather_variable_shape_tensor(e, idx, name)
+                } else {
+                    Ok((la::gather_array(e, idx)?, la::field_for(e.schema(), name)))
+                }
+            })
+        })
+        .py()?;
+    PyArray::try_new(array, Arc::new(field)).map_err(arrow_py)
+}
+
+/// A lazy reader of a table of streams (record_id first when named).
+#[pyfunction]
+#[pyo3(signature = (stores, names, index_column, max_bytes=la::DEFAULT_BATCH_BYTES))]
+pub fn arrow_table_reader(
+    stores: Vec<Py<Store>>,
+    names: Vec<String>,
+    index_column: Option<String>,
+    max_bytes: usize,
+) -> PyResult<PyRecordBatchReader> {
+    let streams: Vec<(String, Handle)> = names
+        .into_iter()
+        .zip(stores.into_iter().map(Handle))
+        .collect();
+    let reader = la::TableReader::new(streams, index_column, max_bytes).py()?;
+    Ok(PyRecordBatchReader::new(Box::new(reader)))
+}
+
+/// Every chunk of an Arrow array / chunked array / stream, with its field.
+fn chunks(py: Python<'_>, data: AnyArray) -> PyResult<(Vec<ArrayRef>, FieldRef)> {
+    let reader = data.into_reader()?;
+    let field = reader.field();
+    let chunks = py
+        .detach(|| reader.collect::<Result<Vec<_>, ArrowError>>())
+        .map_err(arrow_py)?;
+    Ok((chunks, field))
+}
+
+fn pack_all(dtype: loaderx::DType, chunks: &[ArrayRef], field: &Field) -> Result<Packed, Error> {
+    let mut all = Packed::default();
+    for chunk in chunks {
+        let p = la::ragged_pack(dtype, chunk.as_ref(), field)?;
+        if all.is_empty() {
+            all = p;
+            continue;
+        }
+        let base = all.bytes.len();
+        all.bytes.extend_from_slice(&p.bytes);
+        all.bounds.extend(p.bounds[1..].iter().map(|b| b + base));
+    }
+    Ok(all)
+}
+
+/// Appends Arrow data to a store. Every chunk is validated before anything
+/// is written. Dense stores are written here; for ragged stores the packed
+/// batch is returned for the writer queue.
+#[pyfunction]
+pub fn arrow_append(
+    py: Python<'_>,
+    store: &Bound<'_, Store>,
+    data: AnyArray,
+) -> PyResult<Option<PackedRecords>> {
+    let (chunks, field) = chunks(py, data)?;
+    let store = store.get();
+    let schema = store.engine_read(|e| Ok(e.schema().clone())).py()?;
+    match schema.kind() {
+        Kind::Dense => {
+            // Validate all chunks first: a rejected append changes nothing.
+            for c in &chunks {
+                la::with_dense_bytes(&schema, c.as_ref(), &field, |_| Ok(())).py()?;
+            }
+            store.with_write(py, |e| {
+                for c in &chunks {
+                    la::with_dense_bytes(&schema, c.as_ref(), &field, |b| e.append_dense(b))?;
+                }
+                Ok(())
+            })?;
+            Ok(None)
+        }
+        Kind::Ragged => {
+            let packed = py.detach(|| pack_all(schema.dtype, &chunks, &field)).py()?;
+            Ok(Some(PackedRecords::from(packed)))
+        }
+    }
+}
+
+/// What store an Arrow field becomes: `(kind, dtype.str, item_shape)`.
+#[pyfunction]
+pub fn arrow_store_schema(field: AnyArray) -> PyResult<(String, String, Option<Vec<u64>>)> {
+    let f = field.field()?;
+    let schema = la::schema_for_field(&f).py()?;
+    Ok(describe(&schema))
+}
+
+fn describe(schema: &Schema) -> (String, String, Option<Vec<u64>>) {
+    (
+        schema.kind().to_string(),
+        schema.dtype.numpy_str().to_string(),
+        schema.item_shape().map(|s| s.to_vec()),
+    )
+}
+
+fn column_dir(root: &Path, name: &str) -> PyResult<PathBuf> {
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
+        return Err(PyValueError::new_err(format!(
+            "column name {name:?} cannot name a store directory"
+        )));
+    }
+    Ok(root.join(name))
+}
+
+/// Streams every batch of `source` into one new store per column under
+/// `root`. On any error the stores it created are removed. Returns
+/// `[(column, kind)]`.
+#[pyfunction]
+#[pyo3(signature = (source, root, codec="zstd", dict_bytes=None))]
+pub fn arrow_ingest(
+    py: Python<'_>,
+    source: AnyRecordBatch,
+    root: PathBuf,
+    codec: &str,
+    dict_bytes: Option<Vec<u8>>,
+) -> PyResult<Vec<(String, String)>> {
+    let codec = Codec::from_name(codec).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "codec must be one of 'raw', 'zstd', 'zstd_dict', got {codec:?}"
+        ))
+    })?;
+    let mut reader = source.into_reader()?;
+    let arrow_schema = reader.schema();
+    let mut plan = Vec::new();
+    for field in arrow_schema.fields() {
+        let dir = column_dir(&root, field.name())?;
+        let schema = la::schema_for_field(field).py()?;
+        if dir.join(loaderx::format::META_FILE).exists() {
+            return Err(PyFileExistsError::new_err(format!(
+                "{}: a store already exists here (column {:?})",
+                dir.display(),
+                field.name()
+            )));
+        }
+        plan.push((field.clone(), dir, schema));
+    }
+    let result = py.detach(|| -> Result<Vec<(String, String)>, Error> {
+        let mut stores: Vec<Engine> = Vec::new();
+        let written = (|| -> Result<(), Error> {
+            for (_, dir, schema) in &plan {
+                stores.push(Engine::create(
+                    dir,
+                    schema.clone(),
+                    codec,
+                    dict_bytes.as_deref(),
+                )?);
+            }
+            for batch in &mut reader {
+                let batch =
+                    batch.map_err(|e| Error::InvalidValue(format!("reading the source: {e}")))?;
+                for ((field, _, schema), (store, column)) in
+                    plan.iter().zip(stores.iter_mut().zip(batch.columns()))
+                {
+                    match schema.kind() {
+                        Kind::Dense => la::with_dense_bytes(schema, column.as_ref(), field, |b| {
+                            store.append_dense(b)
+                        })?,
+                        Kind::Ragged => {
+                            let packed = la::ragged_pack(schema.dtype, column.as_ref(), field)?;
+                            store.append_ragged(&packed)?;
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })();
+        match written {
+            Ok(()) => {
+                for s in stores {
+                    s.close()?;
+                }
+                Ok(plan
+                    .iter()
+                    .map(|(f, _, s)| (f.name().clone(), s.kind().to_string()))
+                    .collect())
+            }
+            Err(e) => {
+                // Nothing half-written: drop what this call created.
+                let created = stores.len();
+                drop(stores);
+                for (_, dir, _) in plan.iter().take(created) {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
+                Err(e)
+            }
+        }
+    });
+    result.py()
+}
+
+/// Converts one batch of gathered Arrow columns to a record batch object.
+pub fn record_batch(
+    columns: Vec<(Field, ArrayRef)>,
+) -> Result<arrow_array::RecordBatch, ArrowError> {
+    let (fields, arrays): (Vec<Field>, Vec<ArrayRef>) = columns.into_iter().unzip();
+    arrow_array::RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), arrays)
+}
