@@ -175,7 +175,73 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def describe_machine(store_dir: Path) -> dict:
+def _elf_section_names(path: Path) -> list[str]:
+    """Section names of a 64-bit ELF file ([] for anything else)."""
+    import struct
+
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2:
+            return []
+        end = "<" if head[5] == 1 else ">"
+        (shoff,) = struct.unpack_from(end + "Q", head, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from(end + "HHH", head, 0x3A)
+        f.seek(shoff)
+        table = f.read(shentsize * shnum)
+
+        def section(i: int) -> tuple[int, int, int]:
+            name, _, _, _, offset, size = struct.unpack_from(end + "IIQQQQ", table, i * shentsize)
+            return name, offset, size
+
+        _, offset, size = section(shstrndx)
+        f.seek(offset)
+        strtab = f.read(size)
+    names = []
+    for i in range(shnum):
+        at = section(i)[0]
+        names.append(strtab[at : strtab.index(b"\0", at)].decode(errors="replace"))
+    return names
+
+
+def native_build() -> dict:
+    """The loaderx extension module in use, and whether it looks like a dev build.
+
+    This repository's dev profile (``scripts/test.sh``, plain ``maturin
+    develop``) keeps DWARF line tables and compiles the loaderx crate itself
+    unoptimised; the release profile carries no ``.debug_*`` sections. A dev
+    build measures the wrong thing, so the reports flag it.
+    """
+    try:
+        from loaderx import _native
+    except ImportError as e:
+        return {"path": None, "error": str(e)}
+    path = Path(_native.__file__)
+    debug = sorted(n for n in _elf_section_names(path) if n.startswith(".debug_"))
+    return {
+        "path": str(path),
+        "bytes": path.stat().st_size,
+        "debug_sections": debug,
+        "likely_dev_build": bool(debug),
+    }
+
+
+def format_native_build(nb: dict) -> str:
+    if nb.get("path") is None:
+        return f"- loaderx extension: not importable ({nb.get('error')})"
+    text = f"- loaderx extension: {nb['path']} ({nb['bytes'] / MIB:.1f} MiB)"
+    if nb["likely_dev_build"]:
+        text += (
+            "; WARNING: it carries DWARF sections, the mark of a dev-profile build "
+            "(loaderx unoptimised): rebuild with `maturin develop --release` before measuring"
+        )
+    return text
+
+
+# The packages whose versions a machine description lists (when installed).
+STORE_PACKAGES = ("loaderx", "pyarrow", "lmdb", "pylance", "zstandard")
+
+
+def describe_machine(store_dir: Path, packages: Sequence[str] = STORE_PACKAGES) -> dict:
     affinity = _affinity()
     gil = getattr(sys, "_is_gil_enabled", lambda: True)()
     return {
@@ -191,9 +257,7 @@ def describe_machine(store_dir: Path) -> dict:
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "gil_enabled": gil,
         "numpy": np.__version__,
-        "packages": {
-            d: _version(d) for d in ("loaderx", "pyarrow", "lmdb", "pylance", "zstandard")
-        },
+        "packages": {d: _version(d) for d in packages},
         "store_dir": str(store_dir),
         "store_filesystem": _filesystem(store_dir),
     }

@@ -14,6 +14,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -28,6 +29,7 @@ use arrow_schema::{
     ArrowError, DataType, Field, FieldRef, Fields, Schema as ArrowSchema, SchemaRef,
 };
 
+use crate::codec::Codec;
 use crate::error::{Error, Kind, Result};
 use crate::ragged::Packed;
 use crate::schema::{DType, Layout, Schema};
@@ -66,7 +68,7 @@ pub fn dtype_of(data_type: &DataType) -> Option<DType> {
 }
 
 fn item_field(dtype: DType) -> FieldRef {
-    Arc::new(Field::new("item", arrow_type(dtype), false))
+    Arc::new(Field::new("item", arrow_type(dtype), true))
 }
 
 fn shape_json(shape: &[u64]) -> String {
@@ -79,7 +81,7 @@ fn ragged_fields(dtype: DType) -> Fields {
         Field::new("data", DataType::List(item_field(dtype)), false),
         Field::new(
             "shape",
-            DataType::List(Arc::new(Field::new("item", DataType::Int32, false))),
+            DataType::List(Arc::new(Field::new("item", DataType::Int32, true))),
             false,
         ),
     ])
@@ -91,7 +93,7 @@ fn tensor_fields(dtype: DType, ndim: usize) -> Fields {
         Field::new(
             "shape",
             DataType::FixedSizeList(
-                Arc::new(Field::new("item", DataType::Int32, false)),
+                Arc::new(Field::new("item", DataType::Int32, true)),
                 ndim as i32,
             ),
             false,
@@ -212,7 +214,7 @@ pub fn gather_array<I: RecordIndex>(store: &Store, idx: &[I]) -> Result<ArrayRef
                 shape_offsets.push(to_i32(acc, "shape count")?);
             }
             let shape = GenericListArray::<i32>::try_new(
-                Arc::new(Field::new("item", DataType::Int32, false)),
+                Arc::new(Field::new("item", DataType::Int32, true)),
                 OffsetBuffer::new(ScalarBuffer::from(shape_offsets)),
                 Arc::new(PrimitiveArray::<Int32Type>::from(shapes)),
                 None,
@@ -251,7 +253,7 @@ pub fn gather_variable_shape_tensor<I: RecordIndex>(
         )));
     }
     let shape = FixedSizeListArray::try_new(
-        Arc::new(Field::new("item", DataType::Int32, false)),
+        Arc::new(Field::new("item", DataType::Int32, true)),
         ndim as i32,
         Arc::new(PrimitiveArray::<Int32Type>::from(shapes)),
         None,
@@ -856,6 +858,99 @@ fn pack_list<O: OffsetSizeTrait>(
         }
     }
     Ok(packed)
+}
+
+/// Names the column in a validation error.
+fn in_column(e: Error, column: &str) -> Error {
+    match e {
+        Error::InvalidValue(m) => Error::InvalidValue(format!("column {column:?}: {m}")),
+        Error::InvalidType(m) => Error::InvalidType(format!("column {column:?}: {m}")),
+        other => other,
+    }
+}
+
+fn column_dir(root: &Path, name: &str) -> Result<PathBuf> {
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
+        return Err(Error::InvalidValue(format!(
+            "column name {name:?} cannot name a store directory"
+        )));
+    }
+    Ok(root.join(name))
+}
+
+/// Streams every batch of `reader` into one new store per column under
+/// `root/<column>`, with memory bounded by one batch. FixedSizeList (with or
+/// without the tensor extension) becomes a dense store, List/LargeList a
+/// ragged store of 1-D records, the ragged struct a ragged store, a primitive
+/// a dense store of scalars. `progress` sees the rows written so far. On any
+/// error the stores created by this call are removed. Returns each column's
+/// name and store kind; the stores are closed.
+pub fn ingest(
+    reader: impl RecordBatchReader,
+    root: &Path,
+    codec: Codec,
+    dict: Option<&[u8]>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Vec<(String, Kind)>> {
+    let arrow_schema = reader.schema();
+    let mut plan = Vec::new();
+    for field in arrow_schema.fields() {
+        let dir = column_dir(root, field.name())?;
+        let schema = schema_for_field(field)?;
+        if dir.join(crate::format::META_FILE).exists() {
+            return Err(Error::AlreadyExists {
+                path: dir,
+                reason: format!("a store already exists here (column {:?})", field.name()),
+            });
+        }
+        plan.push((Arc::clone(field), dir, schema));
+    }
+    let mut stores: Vec<Store> = Vec::with_capacity(plan.len());
+    let written = || -> Result<()> {
+        for (_, dir, schema) in &plan {
+            stores.push(Store::create(dir, schema.clone(), codec, dict)?);
+        }
+        let mut rows = 0u64;
+        for batch in reader {
+            let batch =
+                batch.map_err(|e| Error::InvalidValue(format!("reading the source: {e}")))?;
+            for ((field, _, schema), (store, column)) in
+                plan.iter().zip(stores.iter_mut().zip(batch.columns()))
+            {
+                let appended = match schema.kind() {
+                    Kind::Dense => {
+                        with_dense_bytes(schema, column.as_ref(), field, |b| store.append_dense(b))
+                    }
+                    Kind::Ragged => ragged_pack(schema.dtype, column.as_ref(), field)
+                        .and_then(|packed| store.append_ragged(&packed)),
+                };
+                appended.map_err(|e| in_column(e, field.name()))?;
+            }
+            rows += batch.num_rows() as u64;
+            progress(rows);
+        }
+        Ok(())
+    };
+    match written() {
+        Ok(()) => {
+            for s in stores {
+                s.close()?;
+            }
+            Ok(plan
+                .iter()
+                .map(|(f, _, s)| (f.name().clone(), s.kind()))
+                .collect())
+        }
+        Err(e) => {
+            // Nothing half-written: drop what this call created.
+            let created = stores.len();
+            drop(stores);
+            for (_, dir, _) in plan.iter().take(created) {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            Err(e)
+        }
+    }
 }
 
 #[cfg(test)]

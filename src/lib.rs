@@ -30,4 +30,4 @@ pub use codec::Codec;
 pub use error::{Error, Result};
 pub use format::{Header, RecordLoc};
 pub use schema::{DType, Layout, Schema};
-pub use store::{RaggedBatch, Stats, Store};
+pub use store::{RaggedBatch, ReadCounters, Stats, Store};

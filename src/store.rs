@@ -84,6 +84,16 @@ pub struct Stats {
     pub reclaimable: u64,
 }
 
+/// How much a handle has read (for tests and tooling: proves what a query
+/// touched, without timing).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadCounters {
+    /// Records gathered.
+    pub records: u64,
+    /// Logical bytes gathered.
+    pub bytes: u64,
+}
+
 /// The records of a ragged gather, packed into one buffer.
 #[derive(Debug)]
 pub struct RaggedBatch {
@@ -139,6 +149,8 @@ pub struct Store {
     header_dirty: bool,
     /// Process that opened the store; a forked child may only read.
     owner_pid: u32,
+    records_read: AtomicU64,
+    bytes_read: AtomicU64,
     closed: bool,
 }
 
@@ -303,6 +315,8 @@ impl Store {
             dirty_slots: BTreeSet::new(),
             header_dirty: false,
             owner_pid: std::process::id(),
+            records_read: AtomicU64::new(0),
+            bytes_read: AtomicU64::new(0),
             closed: false,
         })
     }
@@ -427,6 +441,8 @@ impl Store {
             dirty_slots: BTreeSet::new(),
             header_dirty: false,
             owner_pid: std::process::id(),
+            records_read: AtomicU64::new(0),
+            bytes_read: AtomicU64::new(0),
             closed: false,
         };
         store.packed_dense = store.compute_packed_dense();
@@ -527,6 +543,20 @@ impl Store {
             data_bytes: self.tail,
             reclaimable: self.tail - self.live_bytes,
         }
+    }
+
+    /// Records and logical bytes gathered through this handle so far.
+    pub fn read_counters(&self) -> ReadCounters {
+        ReadCounters {
+            records: self.records_read.load(Ordering::Relaxed),
+            bytes: self.bytes_read.load(Ordering::Relaxed),
+        }
+    }
+
+    fn count_read(&self, records: usize, bytes: usize) {
+        self.records_read
+            .fetch_add(records as u64, Ordering::Relaxed);
+        self.bytes_read.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
     /// Whether this handle belongs to the calling process (not a forked child).
@@ -804,6 +834,7 @@ impl Store {
             )));
         }
         self.check_indices(idx)?;
+        self.count_read(idx.len(), dst.len());
         let lanes = self.lanes(idx.len(), dst.len());
         let fill = |ids: &[I], out: &mut [u8]| -> Result<()> {
             for (j, (&i, rec)) in ids.iter().zip(out.chunks_exact_mut(width)).enumerate() {
@@ -833,7 +864,6 @@ impl Store {
     /// Gathers dense records into a new buffer.
     pub fn gather_dense<I: RecordIndex>(&self, idx: &[I]) -> Result<Buffer> {
         let width = self.dense_width()?;
-        self.check_indices(idx)?;
         let mut buf = Buffer::new(idx.len() * width);
         self.gather_dense_into(idx, buf.as_mut_slice())?;
         Ok(buf)
@@ -859,6 +889,7 @@ impl Store {
             total = (total + len).next_multiple_of(8);
         }
         let mut buffer = Buffer::new(total);
+        self.count_read(idx.len(), spans.iter().map(|s| s.1).sum());
         let itemsize = self.schema.dtype.itemsize();
         let fill = |ids: &[I], sp: &[(usize, usize)], out: &mut [u8], base: usize| -> Result<()> {
             for (&i, &(start, len)) in ids.iter().zip(sp) {

@@ -198,12 +198,22 @@ fn loc_past_tail_offset() {
         patch(&dir.join(META), loc_at(1, 0), &tail.to_le_bytes());
         assert_corrupted(Store::open(&dir), &dir, META);
 
-        // the last record one byte longer than the committed payload
+        // the physically last record one byte longer than the committed
+        // payload (compressed appends place records in completion order, so
+        // find the one that ends at tail_offset)
         let dir = dense_store(&base.join("b"), codec, 3);
-        let phys = read_u32(&dir.join(META), loc_at(2, 8) as usize);
-        patch(&dir.join(META), loc_at(2, 8), &(phys + 1).to_le_bytes());
+        let tail = read_u64(&dir.join(META), 8);
+        let last = (0..3u64)
+            .find(|&i| {
+                let off = read_u64(&dir.join(META), loc_at(i, 0) as usize);
+                let phys = read_u32(&dir.join(META), loc_at(i, 8) as usize) as u64;
+                off + phys == tail
+            })
+            .expect("one record ends at tail_offset");
+        let phys = read_u32(&dir.join(META), loc_at(last, 8) as usize);
+        patch(&dir.join(META), loc_at(last, 8), &(phys + 1).to_le_bytes());
         if codec == Codec::Raw {
-            patch(&dir.join(META), loc_at(2, 12), &(phys + 1).to_le_bytes());
+            patch(&dir.join(META), loc_at(last, 12), &(phys + 1).to_le_bytes());
         }
         assert_corrupted(Store::open(&dir), &dir, META);
 

@@ -6,8 +6,15 @@ Modules:
 * :mod:`loaderx.zrecord` — ``DenseStore``, ``RaggedStore``, ``DICT_TIERS``,
   ``StoreBusy``, ``Corrupted``.
 * :mod:`loaderx.utils` — ``train_dict`` for the ``zstd_dict`` codec.
+* :mod:`loaderx.zsampler` — the step-addressed ``Sampler``.
+* :mod:`loaderx.dataloader` — the endless, prefetching ``DataLoader``.
+* :mod:`loaderx.arrow` — Arrow tables, ingest and the tensor column mapping.
+* :func:`loaderx.sql` — SQL over stores (DataFusion), returning Arrow tables.
+* :mod:`loaderx.datafusion` — stores as datafusion-python tables.
+* :mod:`loaderx.parquet` — streaming Parquet export and ingest.
 """
 
+from ._sql import sql
 from .zrecord import DICT_TIERS, Corrupted, DenseStore, RaggedStore, StoreBusy
 
-__all__ = ["DenseStore", "RaggedStore", "DICT_TIERS", "StoreBusy", "Corrupted"]
+__all__ = ["DenseStore", "RaggedStore", "DICT_TIERS", "StoreBusy", "Corrupted", "sql"]

@@ -108,8 +108,14 @@ def ingest(source, root, codec: str = "zstd", dict_bytes: bytes | None = None) -
             "source must support the Arrow PyCapsule interface (__arrow_c_stream__), "
             f"got {type(source).__name__}"
         )
+    fresh_root = not os.path.exists(root)
     os.makedirs(root, exist_ok=True)
-    made = _native.arrow_ingest(source, root, codec, blob)
+    try:
+        made = _native.arrow_ingest(source, root, codec, blob)
+    except BaseException:
+        if fresh_root and not os.listdir(root):
+            os.rmdir(root)  # leave nothing behind
+        raise
     out = {}
     for name, kind in made:
         cls = DenseStore if kind == "dense" else RaggedStore

@@ -1,17 +1,17 @@
 //! Arrow across the boundary: stores as Arrow arrays and streams (through the
 //! Arrow C Data Interface, via pyo3-arrow), and Arrow data into stores.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, RecordBatchReader};
+use arrow_array::ArrayRef;
 use arrow_schema::{ArrowError, Field, FieldRef};
 use loaderx::arrow::{self as la, StoreAccess};
 use loaderx::error::Kind;
 use loaderx::ragged::Packed;
 use loaderx::{Codec, Error, Schema, Store as Engine};
 use numpy::PyReadonlyArray1;
-use pyo3::exceptions::{PyFileExistsError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 use pyo3_arrow::ffi::{to_schema_pycapsule, to_stream_pycapsule, ArrayIterator};
@@ -189,18 +189,8 @@ fn describe(schema: &Schema) -> (String, String, Option<Vec<u64>>) {
     )
 }
 
-fn column_dir(root: &Path, name: &str) -> PyResult<PathBuf> {
-    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
-        return Err(PyValueError::new_err(format!(
-            "column name {name:?} cannot name a store directory"
-        )));
-    }
-    Ok(root.join(name))
-}
-
 /// Streams every batch of `source` into one new store per column under
-/// `root`. On any error the stores it created are removed. Returns
-/// `[(column, kind)]`.
+/// `root` (see `loaderx::arrow::ingest`). Returns `[(column, kind)]`.
 #[pyfunction]
 #[pyo3(signature = (source, root, codec="zstd", dict_bytes=None))]
 pub fn arrow_ingest(
@@ -215,73 +205,11 @@ pub fn arrow_ingest(
             "codec must be one of 'raw', 'zstd', 'zstd_dict', got {codec:?}"
         ))
     })?;
-    let mut reader = source.into_reader()?;
-    let arrow_schema = reader.schema();
-    let mut plan = Vec::new();
-    for field in arrow_schema.fields() {
-        let dir = column_dir(&root, field.name())?;
-        let schema = la::schema_for_field(field).py()?;
-        if dir.join(loaderx::format::META_FILE).exists() {
-            return Err(PyFileExistsError::new_err(format!(
-                "{}: a store already exists here (column {:?})",
-                dir.display(),
-                field.name()
-            )));
-        }
-        plan.push((field.clone(), dir, schema));
-    }
-    let result = py.detach(|| -> Result<Vec<(String, String)>, Error> {
-        let mut stores: Vec<Engine> = Vec::new();
-        let written = (|| -> Result<(), Error> {
-            for (_, dir, schema) in &plan {
-                stores.push(Engine::create(
-                    dir,
-                    schema.clone(),
-                    codec,
-                    dict_bytes.as_deref(),
-                )?);
-            }
-            for batch in &mut reader {
-                let batch =
-                    batch.map_err(|e| Error::InvalidValue(format!("reading the source: {e}")))?;
-                for ((field, _, schema), (store, column)) in
-                    plan.iter().zip(stores.iter_mut().zip(batch.columns()))
-                {
-                    match schema.kind() {
-                        Kind::Dense => la::with_dense_bytes(schema, column.as_ref(), field, |b| {
-                            store.append_dense(b)
-                        })?,
-                        Kind::Ragged => {
-                            let packed = la::ragged_pack(schema.dtype, column.as_ref(), field)?;
-                            store.append_ragged(&packed)?;
-                        }
-                    }
-                }
-            }
-            Ok(())
-        })();
-        match written {
-            Ok(()) => {
-                for s in stores {
-                    s.close()?;
-                }
-                Ok(plan
-                    .iter()
-                    .map(|(f, _, s)| (f.name().clone(), s.kind().to_string()))
-                    .collect())
-            }
-            Err(e) => {
-                // Nothing half-written: drop what this call created.
-                let created = stores.len();
-                drop(stores);
-                for (_, dir, _) in plan.iter().take(created) {
-                    let _ = std::fs::remove_dir_all(dir);
-                }
-                Err(e)
-            }
-        }
-    });
-    result.py()
+    let reader = source.into_reader()?;
+    let made = py
+        .detach(|| la::ingest(reader, &root, codec, dict_bytes.as_deref(), &mut |_| {}))
+        .py()?;
+    Ok(made.into_iter().map(|(n, k)| (n, k.to_string())).collect())
 }
 
 /// Converts one batch of gathered Arrow columns to a record batch object.

@@ -6,7 +6,10 @@ mod arrays;
 mod arrow;
 mod errors;
 mod loader;
+mod parquet;
 mod sampler;
+#[cfg(feature = "sql")]
+mod sql;
 mod store;
 
 use pyo3::prelude::*;
@@ -57,5 +60,14 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MIN_DICT_SAMPLES", loaderx::dict::MIN_SAMPLES)?;
     m.add("MIN_DICT_SAMPLE_BYTES", loaderx::dict::MIN_SAMPLE_BYTES)?;
     m.add("THREADS", loaderx::executor::budget())?;
+    m.add_function(wrap_pyfunction!(parquet::parquet_export, m)?)?;
+    m.add_function(wrap_pyfunction!(parquet::parquet_ingest, m)?)?;
+    m.add_function(wrap_pyfunction!(parquet::parquet_rows, m)?)?;
+    #[cfg(feature = "sql")]
+    {
+        m.add_function(wrap_pyfunction!(sql::sql, m)?)?;
+        m.add_class::<sql::FfiTableProvider>()?;
+    }
+    m.add("HAS_SQL", cfg!(feature = "sql"))?;
     Ok(())
 }

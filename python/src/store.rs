@@ -464,6 +464,12 @@ impl Store {
         self.with_write(py, |s| s.delete(idx))
     }
 
+    /// `(records, bytes)` gathered through this handle so far.
+    fn read_counters(&self) -> PyResult<(u64, u64)> {
+        let c = self.read_engine(|e| Ok(e.read_counters()))?;
+        Ok((c.records, c.bytes))
+    }
+
     fn compact(&self, py: Python<'_>) -> PyResult<()> {
         self.with_write(py, |s| s.compact())
     }

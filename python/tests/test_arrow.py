@@ -82,10 +82,8 @@ def test_types_and_round_trip_every_dtype(root, dtype):
         rc = r.to_arrow()
         assert rc.type == pa.struct(
             [
-                pa.field("data", pa.list_(pa.field("item", t, nullable=False)), nullable=False),
-                pa.field(
-                    "shape", pa.list_(pa.field("item", pa.int32(), nullable=False)), nullable=False
-                ),
+                pa.field("data", pa.list_(pa.field("item", t)), nullable=False),
+                pa.field("shape", pa.list_(pa.field("item", pa.int32())), nullable=False),
             ]
         )
         for rec, row in zip(ragged, rc.to_pylist()):
@@ -237,9 +235,9 @@ def test_ingest_polars_large_list_and_streams(root):
 
 def test_ingest_failure_removes_what_it_created(root):
     src = pa.table({"ok": pa.array([1, 2, 3]), "bad": pa.array([1, None, 3])})
-    with pytest.raises(ValueError, match="null"):
+    with pytest.raises(ValueError, match='column "bad".*null'):
         la.ingest(src, root / "x")
-    assert not (root / "x" / "ok").exists() and not (root / "x" / "bad").exists()
+    assert not (root / "x").exists()
     with pytest.raises(TypeError, match="no store mapping"):
         la.ingest(pa.table({"s": pa.array(["a", "b"])}), root / "y")
     with pytest.raises(TypeError, match="PyCapsule"):

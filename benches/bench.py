@@ -1,0 +1,1049 @@
+"""Sampler and end-to-end loader benchmarks: loaderx against NumPy and torch.
+
+Subcommands (default ``all``, which runs both):
+
+- ``sampler``: index batches per second of ``loaderx.zsampler.Sampler`` in
+  IID and CYCLIC mode over an index space of 1,000,000, batch sizes 64, 256,
+  1024 and 4096, against NumPy's ``Generator``: IID is
+  ``rng.integers(0, n, size=B)``; CYCLIC is one ``rng.permutation(n)`` per
+  epoch, amortised over the epoch's ``n // B`` batches (batch ``k`` is a
+  slice of the permutation).
+- ``loader``: the whole input pipeline (sample, gather, collate, hand over a
+  batch) on 2,500 CHW RGB uint8 images of (3, 224, 224) from
+  ``_workloads.dense_vision`` plus an int64 label stream holding each
+  record's index, batch 256. Pipelines: ``loaderx-raw`` and ``loaderx-zstd``
+  (a ``DenseStore`` per stream, ``DataLoader`` in cyclic mode) against
+  ``torch.utils.data.DataLoader`` over ``.npy`` files opened with
+  ``mmap_mode="r"`` in each worker, with ``fork`` (``torch``) and ``spawn``
+  (``torch-spawn``) workers. Transforms: ``identity`` and ``heavy`` (a
+  Python-bound per-sample crop and flip, see :func:`heavy_sample`).
+
+Every pipeline runs in its own child process (this script re-invoked with a
+hidden ``--run-one``): it validates its first batch, warms up, times three
+rounds of 200 batches (median batches/s), then runs a separate steady
+memory pass during which the parent samples PSS and RSS of the child's whole
+process tree from ``/proc/<pid>/smaps_rollup`` every 100 ms.
+
+Run from the repository root with the project venv::
+
+    .venv/bin/python benches/bench.py                  # sampler + loader
+    .venv/bin/python benches/bench.py sampler
+    .venv/bin/python benches/bench.py loader --only loaderx-raw,torch --transform heavy
+    .venv/bin/python benches/bench.py --quick          # seconds-long smoke run
+
+The markdown tables go to stdout, progress to stderr and everything measured
+to ``benches/out/sampler.json`` and ``benches/out/loader.json`` (``-quick``
+appended for --quick).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gc
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+import _workloads as wl
+from _common import (
+    DEFAULT_OUT,
+    MIB,
+    _x,
+    describe_machine,
+    format_machine,
+    format_native_build,
+    log,
+    native_build,
+    write_json,
+)
+
+# torch warns once per worker that a read-only mmap view becomes a tensor; the
+# default collate only reads it (torch.stack copies into shared memory).
+warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+
+PACKAGES = ("loaderx", "torch")
+
+# --------------------------------------------------------------------------
+# Configuration
+# --------------------------------------------------------------------------
+
+SAMPLER_N = 1_000_000
+SAMPLER_BATCH_SIZES = (64, 256, 1024, 4096)
+SAMPLER_MODES = ("iid", "cyclic")
+# Target of the IID row: loaderx batches/s over NumPy's.
+SAMPLER_IID_TARGET = 1.5
+
+PIPELINES = ("loaderx-raw", "loaderx-zstd", "torch", "torch-spawn")
+TRANSFORMS = ("identity", "heavy")
+TORCH = "torch"
+# (pipeline, minimum batches/s ratio vs torch, maximum PSS ratio vs torch or None)
+LOADER_TARGETS = {
+    "loaderx-raw": (1.5, 0.5),
+    "loaderx-zstd": (0.9, None),
+}
+
+DEFAULTS = {
+    # name: (full run, --quick)
+    "images": (2500, 256),
+    "batch_size": (256, 32),
+    "batches": (200, 10),
+    "memory_seconds": (5.0, 1.0),
+    "min_time": (1.0, 0.05),
+}
+
+MEMORY_INTERVAL = 0.1  # seconds between two samples of the process tree
+CHILD_TIMEOUT = 1800.0  # seconds before a hung pipeline child is killed
+_PROTOCOL = "@@bench "  # prefix of the lines a --run-one child reports on stdout
+
+
+def _machine(path: Path) -> tuple[dict, str]:
+    """The machine description plus the loaderx build in use, and its text."""
+    machine = describe_machine(path, PACKAGES)
+    machine["loaderx_native"] = nb = native_build()
+    if nb.get("likely_dev_build"):
+        log(
+            f"warning: {nb['path']} carries DWARF sections, the mark of a dev-profile "
+            "build; measure a release build (maturin develop --release)"
+        )
+    return machine, format_machine(machine) + "\n" + format_native_build(nb)
+
+
+# --------------------------------------------------------------------------
+# Sampler
+# --------------------------------------------------------------------------
+
+
+class NumpyCyclic:
+    """Without replacement, NumPy-style: one permutation per epoch, sliced."""
+
+    def __init__(self, n: int, batch_size: int, seed: int):
+        self.n = n
+        self.batch_size = batch_size
+        self.per_epoch = n // batch_size
+        self.rng = np.random.default_rng(seed)
+        self.perm = None
+        self.k = self.per_epoch  # the first call draws the first permutation
+
+    def next(self) -> np.ndarray:
+        if self.k == self.per_epoch:
+            self.perm = self.rng.permutation(self.n)
+            self.k = 0
+        b = self.batch_size
+        out = self.perm[self.k * b : (self.k + 1) * b]
+        self.k += 1
+        return out
+
+
+def _check_indices(batch: object, n: int, batch_size: int, what: str) -> None:
+    if not isinstance(batch, np.ndarray):
+        raise AssertionError(f"{what}: expected numpy.ndarray, got {type(batch).__name__}")
+    if batch.dtype != np.int64 or batch.shape != (batch_size,):
+        raise AssertionError(f"{what}: got {batch.dtype} {batch.shape}, want int64 ({batch_size},)")
+    if batch.min() < 0 or batch.max() >= n:
+        raise AssertionError(f"{what}: index out of 0..{n - 1}: {batch.min()}..{batch.max()}")
+
+
+def _check_cycle(batches: list[np.ndarray], n: int, what: str) -> None:
+    """One cycle of batches: no index twice."""
+    flat = np.concatenate(batches)
+    distinct = np.unique(flat).size
+    if distinct != flat.size:
+        raise AssertionError(f"{what}: {flat.size - distinct} repeated indices within one cycle")
+
+
+def validate_sampler(mode: str, n: int, batch_size: int, seed: int) -> None:
+    """Shapes, dtypes, range, purity of ``at`` and (cyclic) one full cycle, both sides."""
+    from loaderx.zsampler import Sampler
+
+    lx = Sampler(n, batch_size, Sampler.Mode[mode.upper()], seed=seed)
+    first = lx.next()
+    what = f"loaderx {mode} B={batch_size}"
+    _check_indices(first, n, batch_size, what)
+    if not np.array_equal(lx.at(0), first) or lx.step != 1:
+        raise AssertionError(f"{what}: at(0) differs from the first next(), or step != 1")
+    if mode == "iid":
+        _check_indices(np.random.default_rng(seed).integers(0, n, size=batch_size), n,
+                       batch_size, f"numpy {mode} B={batch_size}")  # fmt: skip
+        return
+    per_epoch = n // batch_size
+    _check_cycle([lx.at(k) for k in range(per_epoch)], n, what)
+    ref = NumpyCyclic(n, batch_size, seed)
+    cycle = [ref.next() for _ in range(per_epoch)]
+    _check_indices(cycle[0], n, batch_size, f"numpy {mode} B={batch_size}")
+    _check_cycle(cycle, n, f"numpy {mode} B={batch_size}")
+
+
+def _calls_per_second(fn, chunk: int, min_time: float) -> float:
+    """Calls ``fn`` in chunks of ``chunk`` until ``min_time`` has passed."""
+    calls = 0
+    t0 = time.perf_counter()
+    while True:
+        for _ in range(chunk):
+            fn()
+        calls += chunk
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_time:
+            return calls / elapsed
+
+
+def bench_sampler_case(mode: str, batch_size: int, args) -> dict:
+    from loaderx.zsampler import Sampler
+
+    n = SAMPLER_N
+    validate_sampler(mode, n, batch_size, args.seed)
+    lx = Sampler(n, batch_size, Sampler.Mode[mode.upper()], seed=args.seed)
+    if mode == "iid":
+        rng = np.random.default_rng(args.seed)
+        numpy_next = functools.partial(rng.integers, 0, n, size=batch_size)
+        chunk = 256
+    else:
+        numpy_next = NumpyCyclic(n, batch_size, args.seed).next
+        chunk = n // batch_size  # whole epochs: every permutation is paid in full
+    contenders = {"loaderx": lx.next, "numpy": numpy_next}
+    for fn in contenders.values():  # warm-up
+        _calls_per_second(fn, chunk, min(0.1, args.min_time))
+    reps: dict[str, list[float]] = {k: [] for k in contenders}
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(args.reps):  # interleaved, so drift hits both sides alike
+            for name, fn in contenders.items():
+                reps[name].append(_calls_per_second(fn, chunk, args.min_time))
+    finally:
+        if was_enabled:
+            gc.enable()
+    lx_bps = float(np.median(reps["loaderx"]))
+    np_bps = float(np.median(reps["numpy"]))
+    ratio = lx_bps / np_bps
+    target = SAMPLER_IID_TARGET if mode == "iid" else None
+    return {
+        "mode": mode,
+        "batch_size": batch_size,
+        "loaderx_batches_s": lx_bps,
+        "numpy_batches_s": np_bps,
+        "loaderx_mindices_s": lx_bps * batch_size / 1e6,
+        "numpy_mindices_s": np_bps * batch_size / 1e6,
+        "ratio_loaderx_vs_numpy": ratio,
+        "target_ratio": target,
+        "target_met": None if target is None else ratio >= target,
+        "reps_batches_s": reps,
+    }
+
+
+def _target_cell(met: bool | None, text: str) -> str:
+    if met is None:
+        return text
+    return f"{text}: {'met' if met else 'MISSED'}"
+
+
+def format_sampler_table(rows: list[dict]) -> str:
+    head = [
+        "mode",
+        "batch",
+        "loaderx batches/s",
+        "NumPy batches/s",
+        "loaderx Mindex/s",
+        "NumPy Mindex/s",
+        "loaderx/NumPy",
+        "target",
+    ]
+    out = [head, ["---", "---:", "---:", "---:", "---:", "---:", "---:", "---"]]
+    for r in rows:
+        target = r["target_ratio"]
+        out.append(
+            [
+                r["mode"].upper(),
+                str(r["batch_size"]),
+                f"{r['loaderx_batches_s']:,.0f}",
+                f"{r['numpy_batches_s']:,.0f}",
+                f"{r['loaderx_mindices_s']:.1f}",
+                f"{r['numpy_mindices_s']:.1f}",
+                _x(r["ratio_loaderx_vs_numpy"]),
+                "—" if target is None else _target_cell(r["target_met"], f"≥ {target:g}×"),
+            ]
+        )
+    return "\n".join("| " + " | ".join(row) + " |" for row in out)
+
+
+SAMPLER_NOTES = """\
+- loaderx: `Sampler(n, B, mode, seed).next()`, a fresh int64 array per call.
+- NumPy IID: `rng.integers(0, n, size=B)` on `np.random.default_rng(seed)`.
+- NumPy CYCLIC: `rng.permutation(n)` once per epoch, batch k is the slice
+  `perm[k*B:(k+1)*B]` (a view); timing runs whole epochs of `n // B` batches
+  on both sides, so the permutation is amortised exactly.
+- batches/s: median over the repetitions, each at least the minimum time;
+  loaderx and NumPy repetitions alternate. The cyclic garbage collector is
+  paused while timing. Mindex/s = batches/s × B / 1e6."""
+
+
+def run_sampler(args) -> dict:
+    run_name = "sampler" + ("-quick" if args.quick else "")
+    machine, machine_text = _machine(Path(tempfile.gettempdir()))
+    rows = []
+    for batch_size in SAMPLER_BATCH_SIZES:
+        for mode in SAMPLER_MODES:
+            log(f"sampler: {mode} B={batch_size}")
+            rows.append(bench_sampler_case(mode, batch_size, args))
+    config = {
+        "kind": "sampler",
+        "quick": args.quick,
+        "n": SAMPLER_N,
+        "batch_sizes": list(SAMPLER_BATCH_SIZES),
+        "modes": list(SAMPLER_MODES),
+        "seed": args.seed,
+        "min_time_s": args.min_time,
+        "reps": args.reps,
+    }
+    payload = {"name": run_name, "config": config, "machine": machine, "results": rows}
+    path = write_json(args.out, run_name, payload)
+    print(f"## {run_name}\n")
+    print(
+        f"Index batches over 0..{SAMPLER_N:,}, loaderx `Sampler` against NumPy's "
+        f"`Generator`; median of {args.reps} repetitions of at least {args.min_time:g} s.\n"
+    )
+    print("Machine:\n" + machine_text + "\n")
+    print(format_sampler_table(rows) + "\n")
+    print(SAMPLER_NOTES + "\n")
+    print(f"JSON: {path}\n")
+    return payload
+
+
+# --------------------------------------------------------------------------
+# Loader: the transforms
+# --------------------------------------------------------------------------
+
+CROP = 200
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(state: int) -> tuple[int, int]:
+    state = (state + 0x9E3779B97F4A7C15) & _MASK64
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return state, z ^ (z >> 31)
+
+
+def heavy_sample(image: np.ndarray, key: int) -> np.ndarray:
+    """A Python-bound per-sample augmentation of one (3, H, W) uint8 image.
+
+    The decisions are drawn in pure Python (splitmix64) from ``key``, the
+    record index, so the output is a pure function of the record: a random
+    200x200 crop and a horizontal flip with probability 1/2. Returns a fresh
+    C-contiguous (3, 200, 200) uint8 array (torch cannot wrap the negative
+    strides of a flipped view).
+    """
+    state, dy = _splitmix64(key)
+    state, dx = _splitmix64(state)
+    _, flip = _splitmix64(state)
+    y = dy % (image.shape[1] - CROP + 1)
+    x = dx % (image.shape[2] - CROP + 1)
+    crop = image[:, y : y + CROP, x : x + CROP]
+    if flip & 1:
+        crop = crop[:, :, ::-1]
+    return np.ascontiguousarray(crop)
+
+
+def heavy_batch(batch: dict) -> dict:
+    """loaderx's transform: ``heavy_sample`` on every image of the batch, stacked."""
+    images, labels = batch["image"], batch["label"]
+    crops = [heavy_sample(images[j], int(labels[j])) for j in range(len(labels))]
+    return {"image": np.stack(crops), "label": labels}
+
+
+class NpyDataset:
+    """torch's map-style dataset: two .npy paths, mapped lazily in each worker.
+
+    ``__getitem__`` returns one ``(image, label)`` sample: the image is a view
+    of the mapped file (identity; the default collate copies it once) or the
+    result of :func:`heavy_sample`.
+    """
+
+    def __init__(self, images: str, labels: str, n: int, heavy: bool):
+        self.images_path = images
+        self.labels_path = labels
+        self.n = n
+        self.heavy = heavy
+        self._images = None
+        self._labels = None
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        if self._images is None:
+            self._images = np.load(self.images_path, mmap_mode="r")
+            self._labels = np.load(self.labels_path, mmap_mode="r")
+        label = int(self._labels[i])
+        image = self._images[i]
+        if self.heavy:
+            image = heavy_sample(image, label)
+        return image, label
+
+    def __getstate__(self):
+        return {**self.__dict__, "_images": None, "_labels": None}
+
+
+# --------------------------------------------------------------------------
+# Loader: one pipeline, in its own process (--run-one)
+# --------------------------------------------------------------------------
+
+
+def _rollup(pid: int | str = "self") -> dict[str, int] | None:
+    """Rss, Pss and the Pss split of one process, in KiB (None if it is gone)."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return None
+    out = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("Rss", "Pss", "Pss_Anon", "Pss_File", "Pss_Shmem"):
+            out[key] = int(rest.split()[0])
+    return out
+
+
+def _emit(kind: str, payload: object = None) -> None:
+    sys.stdout.write(_PROTOCOL + json.dumps({"kind": kind, "payload": payload}) + "\n")
+    sys.stdout.flush()
+
+
+def _loaderx_pipeline(spec: dict):
+    from loaderx.dataloader import DataLoader
+    from loaderx.zrecord import DenseStore
+
+    codec = spec["pipeline"].split("-", 1)[1]
+    data = Path(spec["data"])
+    streams = {
+        "image": DenseStore.open(data / f"images-{codec}"),
+        "label": DenseStore.open(data / f"labels-{codec}"),
+    }
+    loader = DataLoader(
+        streams,
+        batch_size=spec["batch_size"],
+        transform=heavy_batch if spec["transform"] == "heavy" else None,
+        mode="cyclic",
+        seed=spec["seed"],
+        prefetch=4,
+        workers=spec["workers"],
+    )
+
+    def unpack(batch):
+        return batch["image"], batch["label"]
+
+    def close():
+        loader.close()
+        for s in streams.values():
+            s.close()
+
+    return loader, unpack, close
+
+
+def _torch_pipeline(spec: dict):
+    import torch
+    from torch.utils.data import DataLoader, RandomSampler
+
+    data = Path(spec["data"])
+    dataset = NpyDataset(
+        str(data / "images.npy"),
+        str(data / "labels.npy"),
+        spec["images"],
+        spec["transform"] == "heavy",
+    )
+    generator = torch.Generator()
+    generator.manual_seed(spec["seed"])
+    loader = DataLoader(
+        dataset,
+        batch_size=spec["batch_size"],
+        sampler=RandomSampler(dataset, generator=generator),
+        num_workers=spec["torch_workers"],
+        multiprocessing_context="spawn" if spec["pipeline"] == "torch-spawn" else "fork",
+        persistent_workers=True,
+        prefetch_factor=2,
+        drop_last=True,
+    )
+
+    def endless():
+        while True:
+            yield from loader
+
+    it = endless()
+
+    def unpack(batch):
+        images, labels = batch
+        if not (isinstance(images, torch.Tensor) and isinstance(labels, torch.Tensor)):
+            raise AssertionError(
+                f"torch batch: expected tensors, got {type(images).__name__}, "
+                f"{type(labels).__name__}"
+            )
+        if images.dtype != torch.uint8 or labels.dtype != torch.int64:
+            raise AssertionError(f"torch batch: dtypes {images.dtype}, {labels.dtype}")
+        return images.numpy(), labels.numpy()
+
+    def close():
+        it.close()
+        iterator = loader._iterator  # persistent workers: shut them down now
+        if iterator is not None:
+            iterator._shutdown_workers()
+
+    return it, unpack, close
+
+
+def _expected_first_indices(spec: dict) -> np.ndarray:
+    n, b, seed = spec["images"], spec["batch_size"], spec["seed"]
+    if spec["pipeline"].startswith("loaderx"):
+        from loaderx.zsampler import Sampler
+
+        return Sampler(n, b, Sampler.Mode.CYCLIC, seed=seed).at(0)
+    import torch
+
+    g = torch.Generator()
+    g.manual_seed(seed)
+    return torch.randperm(n, generator=g)[:b].numpy()  # RandomSampler's first epoch
+
+
+def _validate_first(spec: dict, batch, unpack) -> None:
+    """Shapes, dtypes, the sampled indices and every image against the source."""
+    what = f"{spec['pipeline']}/{spec['transform']} first batch"
+    images, labels = unpack(batch)
+    b = spec["batch_size"]
+    heavy = spec["transform"] == "heavy"
+    shape = (b, 3, CROP, CROP) if heavy else (b, *wl.IMAGE_SHAPE)
+    if images.dtype != np.uint8 or images.shape != shape:
+        raise AssertionError(f"{what}: images {images.dtype} {images.shape}, want uint8 {shape}")
+    if labels.dtype != np.int64 or labels.shape != (b,):
+        raise AssertionError(f"{what}: labels {labels.dtype} {labels.shape}, want int64 ({b},)")
+    want_idx = _expected_first_indices(spec)
+    if not np.array_equal(labels, want_idx):
+        raise AssertionError(f"{what}: labels are not the sampler's first indices")
+    data = Path(spec["data"])
+    src_images = np.load(data / "images.npy", mmap_mode="r")
+    src_labels = np.load(data / "labels.npy", mmap_mode="r")
+    try:
+        if not np.array_equal(src_labels[labels], labels):
+            raise AssertionError(f"{what}: label stream does not hold the record index")
+        for j, i in enumerate(labels.tolist()):
+            want = heavy_sample(src_images[i], i) if heavy else src_images[i]
+            if not np.array_equal(images[j], want):
+                raise AssertionError(f"{what}: image at position {j} is not record {i}")
+    finally:
+        del src_images, src_labels  # unmapped before anything is measured
+        gc.collect()
+
+
+def run_one(spec: dict) -> None:
+    """One pipeline and transform; reports through protocol lines on stdout."""
+    name = f"{spec['pipeline']}/{spec['transform']}"
+    torch_side = spec["pipeline"].startswith("torch")
+    make = _torch_pipeline if torch_side else _loaderx_pipeline
+    if torch_side or spec["import_torch"]:
+        import torch.utils.data  # noqa: F401  (the import's memory, below)
+    if not torch_side:
+        import loaderx.dataloader  # noqa: F401
+    import_rollup = _rollup()
+
+    it, unpack, close = make(spec)
+    try:
+        t0 = time.perf_counter()
+        first = next(it)
+        first_s = time.perf_counter() - t0
+        _validate_first(spec, first, unpack)
+        del first
+        log(f"{name}: first batch valid ({first_s:.2f} s); warm-up {spec['warmup']} batches")
+        for _ in range(spec["warmup"]):
+            next(it)
+        rounds = []
+        for r in range(spec["rounds"]):
+            gc.collect()
+            t0 = time.perf_counter()
+            for _ in range(spec["batches"]):
+                next(it)
+            seconds = time.perf_counter() - t0
+            rounds.append(spec["batches"] / seconds)
+            log(f"{name}: round {r + 1}: {rounds[-1]:.2f} batches/s")
+
+        # The memory pass: the parent samples this process tree meanwhile.
+        gc.collect()
+        _emit("memory-begin", os.getpid())
+        t0 = time.perf_counter()
+        memory_batches = 0
+        while time.perf_counter() - t0 < spec["memory_seconds"]:
+            next(it)
+            memory_batches += 1
+        memory_s = time.perf_counter() - t0
+        _emit("memory-end")
+    finally:
+        close()
+    _emit(
+        "result",
+        {
+            "batches_s": float(np.median(rounds)),
+            "rounds_batches_s": rounds,
+            "first_batch_s": first_s,
+            "import_rollup_kib": import_rollup,
+            "memory_pass_batches": memory_batches,
+            "memory_pass_s": memory_s,
+            "memory_pass_batches_s": memory_batches / memory_s,
+        },
+    )
+
+
+# --------------------------------------------------------------------------
+# Loader: the parent (data, children, process-tree memory)
+# --------------------------------------------------------------------------
+
+
+def _parents() -> dict[int, int]:
+    """pid -> ppid of every process."""
+    out = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
+        out[int(entry.name)] = int(fields[1])
+    return out
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and every process whose ancestry leads to it."""
+    children: dict[int, list[int]] = {}
+    for pid, ppid in _parents().items():
+        children.setdefault(ppid, []).append(pid)
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, ()))
+    return tree
+
+
+class TreeMemory(threading.Thread):
+    """Samples summed Pss and Rss over a process tree every ``interval`` s."""
+
+    def __init__(self, root: int, interval: float = MEMORY_INTERVAL):
+        super().__init__(name="tree-memory", daemon=True)
+        self.root = root
+        self.interval = interval
+        self.halt = threading.Event()
+        self.samples = 0
+        self.peak_pss: dict | None = None
+        self.peak_rss_kib = 0
+        self.max_processes = 0
+
+    def sample(self) -> None:
+        totals = {"Rss": 0, "Pss": 0, "Pss_Anon": 0, "Pss_File": 0, "Pss_Shmem": 0}
+        procs = 0
+        for pid in process_tree(self.root):
+            r = _rollup(pid)
+            if r is None:
+                continue
+            procs += 1
+            for k in totals:
+                totals[k] += r.get(k, 0)
+        if procs == 0:
+            return
+        self.samples += 1
+        self.max_processes = max(self.max_processes, procs)
+        self.peak_rss_kib = max(self.peak_rss_kib, totals["Rss"])
+        if self.peak_pss is None or totals["Pss"] > self.peak_pss["Pss"]:
+            self.peak_pss = {**totals, "processes": procs}
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            t0 = time.perf_counter()
+            self.sample()
+            self.halt.wait(max(0.0, self.interval - (time.perf_counter() - t0)))
+
+    def stop(self) -> dict:
+        self.halt.set()
+        self.join()
+        peak = self.peak_pss or {}
+        return {
+            "samples": self.samples,
+            "interval_s": self.interval,
+            "max_processes": self.max_processes,
+            "peak_pss_mib": peak.get("Pss", 0) / 1024,
+            "peak_pss_split_mib": {
+                k: v / 1024 for k, v in peak.items() if k.startswith("Pss_")
+            },  # at the peak-PSS sample
+            "peak_aggregate_rss_mib": self.peak_rss_kib / 1024,
+        }
+
+
+def run_child(spec: dict) -> dict:
+    """Runs one pipeline in a fresh interpreter and samples its process tree."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--run-one", json.dumps(spec)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, bufsize=1)
+    watchdog = threading.Timer(CHILD_TIMEOUT, proc.kill)  # only this child, by its pid
+    watchdog.start()
+    monitor: TreeMemory | None = None
+    memory: dict | None = None
+    result: dict | None = None
+    try:
+        for line in proc.stdout:
+            if not line.startswith(_PROTOCOL):
+                sys.stderr.write(line)  # stray output of the child, kept visible
+                continue
+            msg = json.loads(line[len(_PROTOCOL) :])
+            if msg["kind"] == "memory-begin":
+                monitor = TreeMemory(proc.pid)
+                monitor.start()
+            elif msg["kind"] == "memory-end" and monitor is not None:
+                memory = monitor.stop()
+                monitor = None
+            elif msg["kind"] == "result":
+                result = msg["payload"]
+    finally:
+        if monitor is not None:
+            monitor.stop()
+        code = proc.wait()
+        timed_out = not watchdog.is_alive() and code < 0
+        watchdog.cancel()
+    if timed_out:
+        raise RuntimeError(f"child killed after {CHILD_TIMEOUT:g} s without finishing")
+    if code != 0 or result is None or memory is None:
+        raise RuntimeError(f"child exited with code {code} (its stderr is above)")
+    return {**result, "memory": memory}
+
+
+def prepare_data(root: Path, n: int, seed: int, codecs: list[str]) -> dict:
+    """The source arrays as .npy (torch's storage and the validation source)
+    and one DenseStore per stream and codec."""
+    from loaderx.zrecord import DenseStore
+
+    log(f"loader: generating {n} images (seed {seed})")
+    images = wl.dense_vision(n, seed)
+    labels = np.arange(n, dtype=np.int64)  # the record index: first batches check exactly
+    np.save(root / "images.npy", images)
+    np.save(root / "labels.npy", labels)
+    for codec in codecs:
+        log(f"loader: writing the {codec} stores")
+        for name, arr in (("images", images), ("labels", labels)):
+            store = DenseStore.create(root / f"{name}-{codec}", arr.dtype, arr.shape[1:], codec)
+            store.append(arr)
+            store.close()
+    return {"logical_bytes": int(images.nbytes), "batch_bytes": int(images[0].nbytes)}
+
+
+def compute_loader_ratios(results: dict) -> dict:
+    ratios = {}
+    for key, r in results.items():
+        pipeline, transform = key.split("/")
+        ref = results.get(f"{TORCH}/{transform}")
+        if pipeline == TORCH or ref is None or "error" in r or "error" in ref:
+            continue
+        bps = r["batches_s"] / ref["batches_s"]
+        pss = r["memory"]["peak_pss_mib"] / ref["memory"]["peak_pss_mib"]
+        q = {"batches_s_vs_torch": bps, "peak_pss_vs_torch": pss}
+        if pipeline in LOADER_TARGETS:
+            min_bps, max_pss = LOADER_TARGETS[pipeline]
+            q["target_met"] = bps >= min_bps and (max_pss is None or pss <= max_pss)
+        ratios[key] = q
+    return ratios
+
+
+def _loader_target_text(pipeline: str) -> str:
+    if pipeline not in LOADER_TARGETS:
+        return ""
+    min_bps, max_pss = LOADER_TARGETS[pipeline]
+    text = f"≥ {min_bps:g}× torch batches/s"
+    return text + (f" at ≤ {max_pss:g}× PSS" if max_pss is not None else "")
+
+
+def format_loader_table(results: dict, ratios: dict) -> str:
+    head = [
+        "pipeline",
+        "transform",
+        "batches/s",
+        "rounds",
+        "peak PSS MiB",
+        "peak aggregate RSS MiB",
+        "import PSS MiB",
+        "procs",
+        "vs torch batches/s",
+        "vs torch PSS",
+        "target",
+    ]
+    out = [head, ["---", "---"] + ["---:"] * 8 + ["---"]]
+    for key, r in results.items():
+        pipeline, transform = key.split("/")
+        if "error" in r:
+            out.append([pipeline, transform, "FAILED: " + r["error"]] + [""] * 8)
+            continue
+        q = ratios.get(key, {})
+        m = r["memory"]
+        imp = r["import_rollup_kib"]
+        target = _loader_target_text(pipeline)
+        out.append(
+            [
+                pipeline,
+                transform,
+                f"{r['batches_s']:.2f}",
+                " / ".join(f"{v:.1f}" for v in r["rounds_batches_s"]),
+                f"{m['peak_pss_mib']:.0f}",
+                f"{m['peak_aggregate_rss_mib']:.0f}",
+                f"{imp['Pss'] / 1024:.0f}" if imp else "—",
+                str(m["max_processes"]),
+                _x(q.get("batches_s_vs_torch")) if q else "",
+                _x(q.get("peak_pss_vs_torch")) if q else "",
+                _target_cell(q.get("target_met"), target) if target and q else target,
+            ]
+        )
+    return "\n".join("| " + " | ".join(row) + " |" for row in out)
+
+
+LOADER_NOTES = """\
+- Every pipeline runs in its own child process; stores and .npy files share
+  one temporary directory and a warm page cache. The first batch is validated
+  (shapes, dtypes, the sampler's indices, every image against the source
+  record, after the transform for `heavy`); then warm-up, then three timed
+  rounds. batches/s is the median round; `rounds` lists all three.
+- loaderx-*: `DataLoader({"image", "label"}, mode="cyclic", prefetch=4,
+  workers=W)` over one DenseStore per stream with that codec; `identity` is
+  `transform=None` (no transform threads), `heavy` runs on the W threads.
+- torch: `torch.utils.data.DataLoader` over .npy files mapped lazily in each
+  worker, `RandomSampler` with a seeded generator, default collate,
+  `drop_last=True`, persistent workers, prefetch_factor 2; `fork` (torch) or
+  `spawn` (torch-spawn) workers. Epochs restart endlessly.
+- heavy: per sample, a crop offset and a flip decision drawn in pure Python
+  from the record index, then the 200x200 crop (flipped with p = 1/2) copied
+  out; loaderx runs it over the batch in its transform and stacks the crops,
+  torch in `__getitem__` before the default collate stacks them.
+- Memory comes from a separate steady pass after the timed rounds: every
+  100 ms the parent sums Pss and Rss from /proc/<pid>/smaps_rollup over the
+  child and all its descendants (workers, resource tracker). Peak PSS
+  apportions shared pages (inherited, mapped files, shared memory); aggregate
+  RSS counts a shared page once per process that maps it. `procs` is the
+  largest number of processes in the tree.
+- import PSS: the child's own PSS after importing its pipeline's library
+  (loaderx or torch), before any data is opened. Unless `--import-torch` is
+  given, loaderx children never import torch, so a training process that
+  imports torch anyway adds about the torch row's import figure to the
+  loaderx rows' PSS."""
+
+
+def _loader_geometry(args) -> None:
+    if args.batch_size > args.images:
+        sys.exit(f"error: --batch-size {args.batch_size} exceeds --images {args.images}")
+    per_cycle = args.images // args.batch_size
+    if args.warmup is None:
+        # Cover every record at least twice (each cycle/epoch once) before timing.
+        args.warmup = max(3 if args.quick else 20, 2 * math.ceil(args.images / args.batch_size))
+    args.per_cycle = per_cycle
+
+
+def run_loader(args) -> dict:
+    _loader_geometry(args)
+    run_name = "loader" + ("-quick" if args.quick else "")
+    codecs = sorted({p.split("-", 1)[1] for p in args.selected if p.startswith("loaderx-")})
+    data = Path(tempfile.mkdtemp(prefix=f"loaderx-bench-{run_name}-", dir=args.tmp))
+    results: dict[str, dict] = {}
+    try:
+        machine, machine_text = _machine(data)
+        if machine["store_filesystem"]["type"] in ("tmpfs", "ramfs"):
+            log(f"warning: {data} is on {machine['store_filesystem']['type']}, not a disk")
+        sizes = prepare_data(data, args.images, args.seed, codecs)
+        gc.collect()
+        for pipeline in args.selected:
+            for transform in args.transforms:
+                key = f"{pipeline}/{transform}"
+                spec = {
+                    "pipeline": pipeline,
+                    "transform": transform,
+                    "data": str(data),
+                    "images": args.images,
+                    "batch_size": args.batch_size,
+                    "seed": args.seed,
+                    "workers": args.workers,
+                    "torch_workers": args.torch_workers,
+                    "warmup": args.warmup,
+                    "rounds": args.rounds,
+                    "batches": args.batches,
+                    "memory_seconds": args.memory_seconds,
+                    "import_torch": args.import_torch,
+                }
+                log(f"loader: {key}")
+                try:
+                    results[key] = run_child(spec)
+                except RuntimeError as e:
+                    log(f"loader: {key} FAILED: {e}")
+                    results[key] = {"error": str(e)}
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+    ratios = compute_loader_ratios(results)
+    batch_mib = sizes["batch_bytes"] * args.batch_size / MIB
+    config = {
+        "kind": "loader",
+        "quick": args.quick,
+        "images": args.images,
+        "item_shape": list(wl.IMAGE_SHAPE),
+        "dtype": "uint8",
+        "logical_mib": sizes["logical_bytes"] / MIB,
+        "batch_size": args.batch_size,
+        "batch_mib": batch_mib,
+        "pipelines": args.selected,
+        "transforms": args.transforms,
+        "loaderx_workers": args.workers,
+        "loaderx_prefetch": 4,
+        "torch_workers": args.torch_workers,
+        "torch_prefetch_factor": 2,
+        "warmup_batches": args.warmup,
+        "rounds": args.rounds,
+        "batches_per_round": args.batches,
+        "memory_seconds": args.memory_seconds,
+        "memory_interval_s": MEMORY_INTERVAL,
+        "loaderx_imports_torch": args.import_torch,
+        "seed": args.seed,
+        "targets": {
+            p: {"min_batches_s_vs_torch": b, "max_pss_vs_torch": m}
+            for p, (b, m) in LOADER_TARGETS.items()
+        },
+    }
+    payload = {
+        "name": run_name,
+        "config": config,
+        "machine": machine,
+        "results": results,
+        "ratios": ratios,
+    }
+    path = write_json(args.out, run_name, payload)
+    print(f"## {run_name}\n")
+    print(
+        f"End to end (sample, gather, collate, hand over): {args.images} CHW RGB uint8 "
+        f"images of {wl.IMAGE_SHAPE} ({sizes['logical_bytes'] / MIB:.1f} MiB) plus an int64 "
+        f"label stream, batch {args.batch_size} ({batch_mib:.1f} MiB of images); "
+        f"loaderx {args.workers} transform threads, torch {args.torch_workers} workers; "
+        f"{args.warmup} warm-up batches, then {args.rounds} rounds of {args.batches}; "
+        f"memory over a separate {args.memory_seconds:g} s pass; loaderx children "
+        f"{'import' if args.import_torch else 'do not import'} torch.\n"
+    )
+    print("Machine:\n" + machine_text + "\n")
+    print(format_loader_table(results, ratios) + "\n")
+    print(LOADER_NOTES + "\n")
+    print(f"JSON: {path}")
+    if any("error" in r for r in results.values()):
+        sys.exit("error: some pipelines failed (see the table and stderr)")
+    return payload
+
+
+# --------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------
+
+
+def _csv(value: str, choices: tuple[str, ...], flag: str, p: argparse.ArgumentParser) -> list:
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in choices]
+    if unknown or not names:
+        p.error(
+            f"{flag}: unknown {', '.join(unknown) or '(empty)'}; choose from {','.join(choices)}"
+        )
+    return [c for c in choices if c in names]
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="bench.py",
+        description="Sampler and end-to-end loader benchmarks of loaderx against NumPy and torch.",
+    )
+    p.add_argument(
+        "command",
+        nargs="?",
+        default="all",
+        choices=("sampler", "loader", "all"),
+        help="what to run (default: all)",
+    )
+    p.add_argument("--quick", action="store_true", help="seconds-long smoke run (not results)")
+    p.add_argument("--seed", type=int, default=0, help="data, sampler and plan seed (default 0)")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON directory")
+    p.add_argument(
+        "--tmp", type=Path, default=Path("/tmp"), help="parent of the data directory (/tmp)"
+    )
+    s = p.add_argument_group("sampler")
+    s.add_argument(
+        "--min-time", type=float, help="seconds per repetition (default 1.0; 0.05 with --quick)"
+    )
+    s.add_argument("--reps", type=int, default=3, help="repetitions, median reported (default 3)")
+    g = p.add_argument_group("loader")
+    g.add_argument("--only", help="comma-separated subset of pipelines: " + ",".join(PIPELINES))
+    g.add_argument(
+        "--transform", help="comma-separated subset of transforms: " + ",".join(TRANSFORMS)
+    )
+    g.add_argument("--images", type=int, help="records (default 2500; 256 with --quick)")
+    g.add_argument(
+        "--batch-size", type=int, help="records per batch (default 256; 32 with --quick)"
+    )
+    g.add_argument("--batches", type=int, help="batches per timed round (default 200; 10 --quick)")
+    g.add_argument("--rounds", type=int, default=3, help="timed rounds, median reported (3)")
+    g.add_argument(
+        "--warmup", type=int, help="warm-up batches (default: two passes over the records)"
+    )
+    g.add_argument(
+        "--memory-seconds",
+        type=float,
+        help="length of the memory pass (default 5; 1 with --quick)",
+    )
+    g.add_argument("--workers", type=int, default=4, help="loaderx transform threads (4)")
+    g.add_argument("--torch-workers", type=int, default=2, help="torch worker processes (2)")
+    g.add_argument(
+        "--import-torch",
+        action="store_true",
+        help="loaderx children import torch too, as a training process would, so that "
+        "PSS compares like with like (default: they do not)",
+    )
+    p.add_argument("--run-one", help=argparse.SUPPRESS)  # internal: one pipeline, as a child
+    args = p.parse_args(argv)
+    if args.run_one:
+        return args
+    args.selected = _csv(args.only, PIPELINES, "--only", p) if args.only else list(PIPELINES)
+    args.transforms = (
+        _csv(args.transform, TRANSFORMS, "--transform", p) if args.transform else list(TRANSFORMS)
+    )
+    k = 1 if args.quick else 0
+    for name, values in DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, values[k])
+    for flag in ("images", "batch_size", "batches", "rounds", "reps", "torch_workers"):
+        if getattr(args, flag) < 1:
+            p.error(f"--{flag.replace('_', '-')} must be positive")
+    if args.workers < 0 or args.min_time <= 0 or args.memory_seconds <= 0:
+        p.error("--workers must be >= 0, --min-time and --memory-seconds > 0")
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    if args.run_one:
+        spec = json.loads(args.run_one)
+        try:
+            run_one(spec)
+        except BaseException:
+            traceback.print_exc()
+            sys.exit(1)
+        return
+    if args.command in ("sampler", "all"):
+        run_sampler(args)
+    if args.command in ("loader", "all"):
+        run_loader(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,264 @@
+//! Parquet export and ingest for loaderx stores.
+//!
+//! Export streams a table of equal-length streams into one Parquet file:
+//! record batches bounded in bytes, row groups bounded in bytes, zstd pages,
+//! and the Arrow schema (with its tensor extension types) kept in the file's
+//! metadata, so pyarrow, polars and DuckDB read the columns back as written.
+//! The file appears only when complete (it is written beside the target and
+//! renamed). Ingest streams a Parquet file back into one store per column.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use loaderx::arrow::{self as la, StoreAccess};
+use loaderx::error::Kind;
+use loaderx::{Codec, Error, Result};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+/// Export settings.
+#[derive(Clone, Copy, Debug)]
+pub struct ExportOptions {
+    /// Upper bound of one record batch read from the stores.
+    pub batch_bytes: usize,
+    /// Upper bound of one row group, in encoded bytes.
+    pub row_group_bytes: usize,
+    /// zstd level of the pages.
+    pub zstd_level: i32,
+}
+
+impl Default for ExportOptions {
+    fn default() -> Self {
+        ExportOptions {
+            batch_bytes: 16 << 20,
+            row_group_bytes: 128 << 20,
+            zstd_level: 3,
+        }
+    }
+}
+
+/// What an export wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExportStats {
+    pub rows: u64,
+    pub row_groups: usize,
+    /// Logical bytes read from the stores.
+    pub logical_bytes: u64,
+}
+
+fn parquet_err(path: &Path) -> impl Fn(parquet::errors::ParquetError) -> Error + '_ {
+    move |e| Error::InvalidValue(format!("{}: {e}", path.display()))
+}
+
+fn temp_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "export".into());
+    path.with_file_name(format!(".{name}.{}.partial", std::process::id()))
+}
+
+/// Exports `streams` (one column each, `index_column` first when named) to
+/// the Parquet file `path`. `progress` sees the rows written so far.
+pub fn export<S: StoreAccess>(
+    streams: Vec<(String, S)>,
+    path: &Path,
+    index_column: Option<String>,
+    options: ExportOptions,
+    progress: &mut dyn FnMut(u64),
+) -> Result<ExportStats> {
+    // Batches no larger than a row group, so row groups can be cut between them.
+    let batch_bytes = options.batch_bytes.min(options.row_group_bytes).max(1);
+    let reader = la::TableReader::new(streams, index_column, batch_bytes)?;
+    let schema = arrow_array::RecordBatchReader::schema(&reader);
+    let level = ZstdLevel::try_new(options.zstd_level)
+        .map_err(|e| Error::InvalidValue(format!("zstd level {}: {e}", options.zstd_level)))?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(level))
+        .set_max_row_group_row_count(None)
+        .set_max_row_group_bytes(Some(options.row_group_bytes.max(1)))
+        .build();
+    let tmp = temp_path(path);
+    let file = File::create(&tmp).map_err(|e| Error::Io {
+        path: tmp.clone(),
+        source: e,
+    })?;
+    let result = (|| -> Result<ExportStats> {
+        let mut writer =
+            ArrowWriter::try_new(file, schema, Some(props)).map_err(parquet_err(path))?;
+        let mut stats = ExportStats {
+            rows: 0,
+            row_groups: 0,
+            logical_bytes: 0,
+        };
+        for batch in reader {
+            let batch = batch.map_err(|e| match e {
+                arrow_schema::ArrowError::ExternalError(inner) => match inner.downcast::<Error>() {
+                    Ok(err) => *err,
+                    Err(other) => Error::InvalidValue(other.to_string()),
+                },
+                other => Error::InvalidValue(other.to_string()),
+            })?;
+            stats.rows += batch.num_rows() as u64;
+            stats.logical_bytes += batch.get_array_memory_size() as u64;
+            writer.write(&batch).map_err(parquet_err(path))?;
+            if writer.in_progress_size() >= options.row_group_bytes {
+                writer.flush().map_err(parquet_err(path))?;
+            }
+            progress(stats.rows);
+        }
+        let meta = writer.close().map_err(parquet_err(path))?;
+        stats.row_groups = meta.num_row_groups();
+        Ok(stats)
+    })();
+    match result {
+        Ok(stats) => {
+            std::fs::rename(&tmp, path).map_err(|e| Error::Io {
+                path: path.to_path_buf(),
+                source: e,
+            })?;
+            Ok(stats)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// Rows of a Parquet file (from its footer).
+pub fn row_count(path: &Path) -> Result<u64> {
+    let file = File::open(path).map_err(|e| Error::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err(path))?;
+    Ok(builder.metadata().file_metadata().num_rows().max(0) as u64)
+}
+
+/// Ingests the Parquet file `path` into one new store per column under
+/// `root/<column>` (see `loaderx::arrow::ingest` for the column mapping and
+/// the all-or-nothing guarantee).
+pub fn ingest(
+    path: &Path,
+    root: &Path,
+    codec: Codec,
+    dict: Option<&[u8]>,
+    batch_rows: usize,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Vec<(String, Kind)>> {
+    let file = File::open(path).map_err(|e| Error::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(parquet_err(path))?
+        .with_batch_size(batch_rows.max(1))
+        .build()
+        .map_err(parquet_err(path))?;
+    std::fs::create_dir_all(root).map_err(|e| Error::Io {
+        path: root.to_path_buf(),
+        source: e,
+    })?;
+    la::ingest(reader, root, codec, dict, progress)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loaderx::ragged::Packed;
+    use loaderx::{DType, Schema, Store};
+
+    #[test]
+    fn export_and_ingest_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut img = Store::create(
+            dir.path().join("img"),
+            Schema::dense(DType::U8, &[2, 3]).unwrap(),
+            Codec::Raw,
+            None,
+        )
+        .unwrap();
+        img.append_dense(&(0..60u8).collect::<Vec<_>>()).unwrap();
+        let mut tok = Store::create(
+            dir.path().join("tok"),
+            Schema::ragged(DType::I32),
+            Codec::Zstd,
+            None,
+        )
+        .unwrap();
+        let mut p = Packed::default();
+        for i in 0..10u64 {
+            let v: Vec<u8> = (0..=i as i32).flat_map(|x| x.to_le_bytes()).collect();
+            p.push(&[i + 1], &v);
+        }
+        tok.append_ragged(&p).unwrap();
+        let out = dir.path().join("t.parquet");
+        let mut seen = 0;
+        let stats = export(
+            vec![("img".to_string(), &img), ("tok".to_string(), &tok)],
+            &out,
+            Some("record_id".into()),
+            ExportOptions::default(),
+            &mut |r| seen = r,
+        )
+        .unwrap();
+        assert_eq!((stats.rows, seen), (10, 10));
+        assert_eq!(row_count(&out).unwrap(), 10);
+        let made = ingest(
+            &out,
+            &dir.path().join("back"),
+            Codec::Zstd,
+            None,
+            4,
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(
+            made,
+            vec![
+                ("record_id".to_string(), Kind::Dense),
+                ("img".to_string(), Kind::Dense),
+                ("tok".to_string(), Kind::Ragged)
+            ]
+        );
+        let back = Store::open(dir.path().join("back/img")).unwrap();
+        assert_eq!(back.schema().item_shape(), Some(&[2u64, 3][..]));
+        assert_eq!(back.read_record(9).unwrap(), img.read_record(9).unwrap());
+        let back = Store::open(dir.path().join("back/tok")).unwrap();
+        assert_eq!(back.read_record(7).unwrap(), tok.read_record(7).unwrap());
+    }
+
+    #[test]
+    fn failed_export_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Store::create(
+            dir.path().join("a"),
+            Schema::dense(DType::U8, &[]).unwrap(),
+            Codec::Raw,
+            None,
+        )
+        .unwrap();
+        let mut b = Store::create(
+            dir.path().join("b"),
+            Schema::dense(DType::U8, &[]).unwrap(),
+            Codec::Raw,
+            None,
+        )
+        .unwrap();
+        b.append_dense(&[1]).unwrap();
+        let out = dir.path().join("x.parquet");
+        let err = export(
+            vec![("a".into(), &a), ("b".into(), &b)],
+            &out,
+            None,
+            ExportOptions::default(),
+            &mut |_| {},
+        );
+        assert!(err.is_err());
+        assert!(!out.exists());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
+}

@@ -1,0 +1,60 @@
+"""``loaderx.sql``: SQL over stores through an embedded DataFusion session."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from . import _native
+
+__all__ = ["sql"]
+
+
+def _tables(tables: Mapping[str, Mapping], index_column: str | None):
+    from .arrow import _check_streams
+
+    specs = []
+    for name, streams in tables.items():
+        if not isinstance(streams, Mapping):
+            raise TypeError(
+                f"table {name!r} must be a dict of stream name -> store, "
+                f"got {type(streams).__name__}"
+            )
+        natives, names = _check_streams(streams)
+        if index_column in names:
+            raise ValueError(
+                f"table {name!r}: stream {index_column!r} collides with the index column"
+            )
+        specs.append((name, natives, names, index_column))
+    return specs
+
+
+def _require_sql():
+    if not _native.HAS_SQL:
+        raise ImportError("this loaderx build has no SQL support (built without the 'sql' feature)")
+
+
+def sql(query: str, **tables: Mapping):
+    """Runs a SQL query over stores and returns a ``pyarrow.Table``.
+
+    Each keyword names a table: a dict of equal-length streams (open
+    ``DenseStore`` / ``RaggedStore``). Every table also has a UInt64
+    ``record_id`` column first. Joins across tables work. Scans read only
+    the projected streams; ``record_id`` ranges and IN-lists touch only
+    those rows; predicates on scalar streams are evaluated before heavy
+    streams are gathered, and those are gathered for the surviving rows only.
+
+    >>> t = loaderx.sql("SELECT label, count(*) AS n FROM train GROUP BY label",
+    ...                 train={"image": images, "label": labels})        # doctest: +SKIP
+    >>> ids = loaderx.sql("SELECT record_id FROM train WHERE label = 3",
+    ...                   train=streams)["record_id"]                     # doctest: +SKIP
+    >>> DataLoader(streams, indices=ids)                                  # doctest: +SKIP
+    """
+    from .arrow import _require_pyarrow
+
+    pa = _require_pyarrow()
+    _require_sql()
+    if not isinstance(query, str):
+        raise TypeError(f"query must be a str, got {type(query).__name__}")
+    if not tables:
+        raise ValueError("give at least one table, e.g. loaderx.sql(query, t={'x': store})")
+    return pa.table(_native.sql(query, _tables(tables, "record_id")))

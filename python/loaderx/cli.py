@@ -1,0 +1,357 @@
+"""The ``loaderx`` command line.
+
+    loaderx info PATH [--json]              kind, length, dtype, item_shape, codec
+    loaderx stats PATH [--json]             records, live_bytes, data_bytes, reclaimable
+    loaderx verify PATH [--json]            decode every record
+    loaderx sql QUERY --table NAME=DIR ...  SQL over stores (each DIR: one store per subdirectory)
+    loaderx export --out FILE --table DIR   a table of stores to Parquet
+    loaderx import FILE ROOT [--codec C]    Parquet to one store per column
+    loaderx bench                           a quick gather and sampler benchmark
+
+A table ``DIR`` is a directory whose subdirectories holding ``meta.zr`` are
+its streams, named after the subdirectories (a command-line convenience, not
+a persistent format). Exit status 0 on success; otherwise one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from . import _native
+
+BAD_INPUT = 1
+
+
+class CliError(Exception):
+    """A failure to report as one line on stderr."""
+
+
+# -- helpers -------------------------------------------------------------------
+
+
+class Progress:
+    """A one-line progress bar on stderr, shown only on a terminal."""
+
+    def __init__(self, label: str, total: int | None, stream=None):
+        self.label = label
+        self.total = total
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty()
+        self.start = time.perf_counter()
+        self.last = 0.0
+
+    def update(self, done: int) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if now - self.last < 0.1 and (self.total is None or done < self.total):
+            return
+        self.last = now
+        rate = done / max(now - self.start, 1e-9)
+        if self.total:
+            frac = min(done / self.total, 1.0)
+            bar = "#" * int(frac * 30)
+            line = f"{self.label} [{bar:<30}] {frac:6.1%} {done}/{self.total} ({rate:,.0f}/s)"
+        else:
+            line = f"{self.label} {done} ({rate:,.0f}/s)"
+        self.stream.write("\r" + line)
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _open_any(path: str):
+    """Opens the store at ``path`` with the class of its kind."""
+    from .zrecord import DenseStore, RaggedStore
+
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no store at {path}: the path does not exist")
+    native = _native.Store.open(path)
+    kind = native.kind
+    native.close()
+    return (DenseStore if kind == "dense" else RaggedStore).open(path)
+
+
+def _table_dir(spec: str) -> dict:
+    """Opens every store under a table directory, named by subdirectory."""
+    if not os.path.isdir(spec):
+        raise FileNotFoundError(f"table directory {spec} does not exist")
+    names = sorted(d for d in os.listdir(spec) if os.path.isfile(os.path.join(spec, d, "meta.zr")))
+    if not names:
+        raise CliError(f"table directory {spec} holds no stores (no subdirectory with meta.zr)")
+    streams = {}
+    try:
+        for name in names:
+            streams[name] = _open_any(os.path.join(spec, name))
+    except BaseException:
+        _close_all(streams)
+        raise
+    return streams
+
+
+def _close_all(streams: dict) -> None:
+    for s in streams.values():
+        s.close()
+
+
+def _emit(args, data: dict, text: str) -> None:
+    print(json.dumps(data) if args.json else text)
+
+
+# -- subcommands ---------------------------------------------------------------
+
+
+def cmd_info(args) -> int:
+    with _open_any(args.path) as s:
+        shape = list(s.item_shape) if hasattr(s, "item_shape") else None
+        data = {
+            "kind": s._kind,
+            "length": len(s),
+            "dtype": s.dtype.name,
+            "item_shape": shape,
+            "codec": s.codec,
+        }
+    text = "\n".join(
+        f"{k}: {tuple(v) if k == 'item_shape' and v is not None else v}" for k, v in data.items()
+    )
+    _emit(args, data, text)
+    return 0
+
+
+def cmd_stats(args) -> int:
+    with _open_any(args.path) as s:
+        data = s.stats()
+    _emit(args, data, "\n".join(f"{k}: {v}" for k, v in data.items()))
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from .zrecord import Corrupted
+
+    with _open_any(args.path) as s:
+        n = len(s)
+        progress = Progress("verify", n)
+        # Chunks of about 64 MiB (estimated from the stored sizes).
+        st = s.stats()
+        per = max(1, st["live_bytes"] // max(n, 1))
+        step = max(1, min(n, (64 << 20) // max(per, 1)))
+        records = 0
+        nbytes = 0
+        try:
+            for start in range(0, n, step):
+                out = s[np.arange(start, min(start + step, n))]
+                records += len(out)
+                nbytes += out.nbytes if isinstance(out, np.ndarray) else sum(r.nbytes for r in out)
+                progress.update(records)
+        except Corrupted as exc:
+            progress.close()
+            raise CliError(f"verify failed: {exc}") from exc
+        progress.close()
+    data = {"ok": True, "records": records, "logical_bytes": nbytes}
+    _emit(args, data, f"ok: {records} records decoded ({nbytes} logical bytes)")
+    return 0
+
+
+def _parse_tables(specs: Sequence[str]) -> dict:
+    tables = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise CliError(f"--table expects NAME=DIR, got {spec!r}")
+        if name in tables:
+            raise CliError(f"table {name!r} given twice")
+        tables[name] = path
+    return tables
+
+
+def cmd_sql(args) -> int:
+    from ._sql import sql
+
+    tables = _parse_tables(args.table)
+    if not tables:
+        raise CliError("give at least one --table NAME=DIR")
+    opened = {}
+    try:
+        for name, path in tables.items():
+            opened[name] = _table_dir(path)
+        result = sql(args.query, **opened)
+    finally:
+        for streams in opened.values():
+            _close_all(streams)
+    if args.json:
+        print(json.dumps({"columns": result.column_names, "rows": result.to_pylist()}, default=str))
+    else:
+        print(result.to_pandas().to_string(index=False) if _has_pandas() else result)
+    return 0
+
+
+def _has_pandas() -> bool:
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def cmd_export(args) -> int:
+    from .parquet import export
+
+    streams = _table_dir(args.table)
+    try:
+        total = len(next(iter(streams.values())))
+        progress = Progress("export", total)
+        t0 = time.perf_counter()
+        rows = export(streams, args.out, index_column=args.index_column, progress=progress.update)
+        progress.close()
+        seconds = time.perf_counter() - t0
+    finally:
+        _close_all(streams)
+    data = {"rows": rows, "path": args.out, "bytes": os.path.getsize(args.out), "seconds": seconds}
+    _emit(args, data, f"exported {rows} rows to {args.out} ({data['bytes']} bytes, {seconds:.2f}s)")
+    return 0
+
+
+def cmd_import(args) -> int:
+    from .parquet import ingest
+
+    total = _native.parquet_rows(args.file) if os.path.isfile(args.file) else None
+    progress = Progress("import", total)
+    stores = ingest(args.file, args.root, codec=args.codec, progress=progress.update)
+    progress.close()
+    data = {name: {"kind": s._kind, "length": len(s)} for name, s in stores.items()}
+    _close_all(stores)
+    lines = [f"{name}: {v['kind']} store of {v['length']} records" for name, v in data.items()]
+    _emit(args, {"root": args.root, "stores": data}, "\n".join(lines))
+    return 0
+
+
+def cmd_bench(args) -> int:
+    import shutil
+    import tempfile
+
+    from .zrecord import DenseStore
+    from .zsampler import Sampler
+
+    rng = np.random.default_rng(0)
+    n, batch = args.records, args.batch_size
+    yy, xx = np.mgrid[0:64, 0:64].astype(np.float32) / 64
+    images = np.empty((n, 3, 64, 64), np.uint8)
+    progress = Progress("generate", n)
+    for i in range(n):
+        f = rng.uniform(1, 5, 3)
+        for c in range(3):
+            images[i, c] = 128 + 100 * np.sin(2 * np.pi * f[c] * (xx + yy) + i)
+        progress.update(i + 1)
+    progress.close()
+    root = tempfile.mkdtemp(prefix="loaderx-bench-")
+    results = {}
+    try:
+        plans = [rng.integers(0, n, batch) for _ in range(20)]
+        for codec in ("raw", "zstd"):
+            path = os.path.join(root, codec)
+            t0 = time.perf_counter()
+            with DenseStore.create(path, np.uint8, (3, 64, 64), codec=codec) as ds:
+                ds.append(images)
+            write = time.perf_counter() - t0
+            with DenseStore.open(path) as ds:
+                assert np.array_equal(ds[plans[0]], images[plans[0]])
+                progress = Progress(f"gather {codec}", None)
+                done = 0
+                t0 = time.perf_counter()
+                while time.perf_counter() - t0 < args.seconds:
+                    for idx in plans:
+                        ds[idx]
+                        done += len(idx)
+                    progress.update(done)
+                dt = time.perf_counter() - t0
+                progress.close()
+                disk = sum(os.stat(os.path.join(path, f)).st_blocks * 512 for f in os.listdir(path))
+            results[codec] = {
+                "gather_gib_s": done * images[0].nbytes / dt / 2**30,
+                "krecords_s": done / dt / 1e3,
+                "write_s": write,
+                "ratio": images.nbytes / disk,
+            }
+        s = Sampler(1_000_000, 256, Sampler.Mode.IID)
+        t0 = time.perf_counter()
+        k = 0
+        while time.perf_counter() - t0 < min(args.seconds, 1.0):
+            s.next()
+            k += 1
+        results["sampler_iid_batches_s"] = k / (time.perf_counter() - t0)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    lines = [
+        f"{c}: {r['gather_gib_s']:.2f} GiB/s, {r['krecords_s']:.1f} krecords/s, "
+        f"ratio {r['ratio']:.2f}x, write {r['write_s']:.2f}s"
+        for c, r in results.items()
+        if isinstance(r, dict)
+    ]
+    lines.append(f"sampler (IID, batch 256): {results['sampler_iid_batches_s']:,.0f} batches/s")
+    _emit(args, results, "\n".join(lines))
+    return 0
+
+
+# -- entry point ----------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="loaderx", description="Inspect, query and convert loaderx stores."
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def add(name, func, help_text):
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        sp.add_argument("--json", action="store_true", help="machine-readable output")
+        sp.set_defaults(func=func)
+        return sp
+
+    add("info", cmd_info, "kind, length, dtype, item_shape and codec of a store").add_argument(
+        "path"
+    )
+    add("stats", cmd_stats, "space accounting of a store").add_argument("path")
+    add("verify", cmd_verify, "decode every record of a store").add_argument("path")
+    sp = add("sql", cmd_sql, "run SQL over tables of stores")
+    sp.add_argument("query")
+    sp.add_argument("--table", action="append", default=[], metavar="NAME=DIR")
+    sp = add("export", cmd_export, "export a table of stores to Parquet")
+    sp.add_argument("--out", required=True, metavar="FILE")
+    sp.add_argument("--table", required=True, metavar="DIR")
+    sp.add_argument("--index-column", default=None, metavar="NAME")
+    sp = add("import", cmd_import, "import a Parquet file as one store per column")
+    sp.add_argument("file")
+    sp.add_argument("root")
+    sp.add_argument("--codec", default="zstd", choices=["raw", "zstd"])
+    sp = add("bench", cmd_bench, "a quick gather and sampler benchmark on generated data")
+    sp.add_argument("--records", type=int, default=2000)
+    sp.add_argument("--batch-size", type=int, default=256)
+    sp.add_argument("--seconds", type=float, default=1.0)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("loaderx: interrupted", file=sys.stderr)
+        return 130
+    except (CliError, OSError, ValueError, TypeError, IndexError, ImportError) as exc:
+        message = str(exc).replace("\n", " ")
+        print(f"loaderx {args.command}: error: {message}", file=sys.stderr)
+        return BAD_INPUT
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

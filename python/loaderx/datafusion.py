@@ -1,0 +1,48 @@
+"""Stores as tables of datafusion-python (``pip install 'loaderx[datafusion]'``).
+
+>>> from datafusion import SessionContext                              # doctest: +SKIP
+>>> ctx = SessionContext()                                             # doctest: +SKIP
+>>> ctx.register_table("train", TableProvider({"image": images, "label": labels}))  # doctest: +SKIP
+>>> ctx.sql("SELECT label, count(*) FROM train GROUP BY label").to_arrow_table()   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from . import _native
+from ._sql import _require_sql
+
+__all__ = ["TableProvider"]
+
+
+class TableProvider:
+    """A DataFusion table over equal-length streams (shared open stores).
+
+    ``index_column`` names the UInt64 row-number column placed first
+    (``None`` for none). It implements ``__datafusion_table_provider__`` for
+    ``datafusion.SessionContext().register_table(name, provider)``; the
+    same pushdowns as :func:`loaderx.sql` apply.
+    """
+
+    def __init__(self, streams: Mapping, index_column: str | None = "record_id"):
+        from .arrow import _check_streams
+
+        _require_sql()
+        natives, names = _check_streams(streams)
+        if index_column is not None and not isinstance(index_column, str):
+            raise TypeError(
+                f"index_column must be a str or None, got {type(index_column).__name__}"
+            )
+        if index_column in names:
+            raise ValueError(f"index_column {index_column!r} collides with a stream name")
+        self._names = names
+        self._index_column = index_column
+        self._native = _native.FfiTableProvider(natives, names, index_column)
+
+    def __datafusion_table_provider__(self, session):
+        return self._native.__datafusion_table_provider__(session)
+
+    def __repr__(self) -> str:
+        cols = ([self._index_column] if self._index_column else []) + self._names
+        return f"TableProvider(columns={cols})"

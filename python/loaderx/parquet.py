@@ -1,0 +1,76 @@
+"""Streaming Parquet export and ingest.
+
+>>> loaderx.parquet.export({"image": images, "label": labels}, "train.parquet")   # doctest: +SKIP
+>>> pq.read_table("train.parquet").schema.field("image").type                     # doctest: +SKIP
+extension<arrow.fixed_shape_tensor[value_type=uint8, shape=[3,224,224]]>
+>>> stores = loaderx.parquet.ingest("train.parquet", "restored")                  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Callable
+
+from . import _native
+
+__all__ = ["export", "ingest"]
+
+
+def export(
+    streams: Mapping,
+    path,
+    index_column: str | None = None,
+    *,
+    row_group_bytes: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Writes equal-length streams to one Parquet file and returns its row count.
+
+    Streaming with bounded memory: record batches and row groups are bounded
+    in bytes; pages are zstd-compressed; the Arrow schema (tensor extension
+    types included) is kept, so pyarrow, polars and DuckDB read the columns
+    back as they were. ``index_column`` adds a UInt64 row-number column first
+    (none by default). The file appears only once it is complete.
+    """
+    from .arrow import _check_streams
+    from .zrecord import _check_path
+
+    natives, names = _check_streams(streams)
+    path = _check_path(path)
+    if index_column is not None:
+        if not isinstance(index_column, str):
+            raise TypeError(
+                f"index_column must be a str or None, got {type(index_column).__name__}"
+            )
+        if index_column in names:
+            raise ValueError(f"index_column {index_column!r} collides with a stream name")
+    rows, _ = _native.parquet_export(natives, names, path, index_column, row_group_bytes, progress)
+    return rows
+
+
+def ingest(
+    path, root, codec: str = "zstd", dict_bytes: bytes | None = None, *, progress=None
+) -> dict:
+    """Streams a Parquet file into one new store per column under
+    ``root/<column>`` and returns ``{column: store}``, opened. The column
+    mapping is that of :func:`loaderx.arrow.ingest`; a column with nulls or of
+    an unsupported type raises and leaves nothing behind."""
+    from .zrecord import DenseStore, RaggedStore, _check_codec, _check_path
+
+    path = _check_path(path)
+    root = _check_path(root)
+    blob = _check_codec(codec, dict_bytes)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no Parquet file at {path}")
+    fresh_root = not os.path.exists(root)
+    try:
+        made = _native.parquet_ingest(path, root, codec, blob, progress)
+    except BaseException:
+        if fresh_root and os.path.isdir(root) and not os.listdir(root):
+            os.rmdir(root)
+        raise
+    return {
+        name: (DenseStore if kind == "dense" else RaggedStore).open(os.path.join(root, name))
+        for name, kind in made
+    }
