@@ -87,7 +87,9 @@ def test_pushdowns_are_visible_in_read_counters(train):
     np.testing.assert_array_equal(got, img[out["record_id"].to_numpy()])
     # record_id ranges touch only those rows
     l0 = reads(streams["label"])
-    r = loaderx.sql("SELECT label FROM t WHERE record_id BETWEEN 10 AND 19", t=streams)
+    r = loaderx.sql(
+        "SELECT label FROM t WHERE record_id BETWEEN 10 AND 19 ORDER BY record_id", t=streams
+    )
     assert r["label"].to_pylist() == label[10:20].tolist()
     assert reads(streams["label"]) - l0 == 10
 
@@ -117,7 +119,7 @@ def test_joins_across_tables(train, root):
 
 def test_tensor_columns_survive_select_star(train):
     streams, img, _, _, toks = train
-    t = loaderx.sql("SELECT * FROM t WHERE record_id IN (3, 5)", t=streams)
+    t = loaderx.sql("SELECT * FROM t WHERE record_id IN (3, 5) ORDER BY record_id", t=streams)
     assert t.column_names == ["record_id", "image", "label", "weight", "tokens"]
     assert isinstance(t.schema.field("image").type, pa.FixedShapeTensorType)
     np.testing.assert_array_equal(t["image"].combine_chunks().to_numpy_ndarray(), img[[3, 5]])

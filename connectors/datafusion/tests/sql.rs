@@ -145,7 +145,7 @@ async fn record_id_ranges_and_in_lists_are_exact_and_read_only_those_rows() {
     let before = f.label.read_counters().records;
     let b = query(
         &ctx,
-        "SELECT record_id, label FROM t WHERE record_id >= 100 AND record_id < 110",
+        "SELECT record_id, label FROM t WHERE record_id >= 100 AND record_id < 110 ORDER BY record_id",
     )
     .await;
     assert_eq!(u64s(&b, 0), (100..110).collect::<Vec<_>>());
