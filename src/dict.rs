@@ -21,12 +21,12 @@ pub struct DictTier {
 pub const DICT_TIERS: [DictTier; 3] = [
     DictTier {
         name: "fast",
-        dict_size: 16 << 10,
+        dict_size: 32 << 10,
         sample_bytes: 4 << 20,
     },
     DictTier {
         name: "balanced",
-        dict_size: 64 << 10,
+        dict_size: 112 << 10,
         sample_bytes: 16 << 20,
     },
     DictTier {
@@ -134,7 +134,7 @@ mod tests {
             samples.extend_from_slice(&rec);
         }
         let d = train(&samples, &sizes, tier("fast").unwrap()).unwrap();
-        assert!(d.len() <= 16 << 10);
+        assert!(d.len() <= 32 << 10);
         assert!(d.len() <= samples.len() / 10);
         assert!(train(&samples[..100], &[100], tier("max").unwrap()).is_err());
         assert!(tier("huge").is_err());

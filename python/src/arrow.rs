@@ -9,7 +9,7 @@ use arrow_schema::{ArrowError, Field, FieldRef};
 use loaderx::arrow::{self as la, StoreAccess};
 use loaderx::error::Kind;
 use loaderx::ragged::Packed;
-use loaderx::{Codec, Error, Schema, Store as Engine};
+use loaderx::{Codec, Error, Store as Engine};
 use numpy::PyReadonlyArray1;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -171,22 +171,6 @@ pub fn arrow_append(
             Ok(Some(PackedRecords::from(packed)))
         }
     }
-}
-
-/// What store an Arrow field becomes: `(kind, dtype.str, item_shape)`.
-#[pyfunction]
-pub fn arrow_store_schema(field: AnyArray) -> PyResult<(String, String, Option<Vec<u64>>)> {
-    let f = field.field()?;
-    let schema = la::schema_for_field(&f).py()?;
-    Ok(describe(&schema))
-}
-
-fn describe(schema: &Schema) -> (String, String, Option<Vec<u64>>) {
-    (
-        schema.kind().to_string(),
-        schema.dtype.numpy_str().to_string(),
-        schema.item_shape().map(|s| s.to_vec()),
-    )
 }
 
 /// Streams every batch of `source` into one new store per column under
