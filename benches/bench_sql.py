@@ -27,6 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -85,7 +86,7 @@ def main() -> None:
     report: dict = {"workload": f"dense-vision {args.records} x (3, 224, 224) uint8 + int64 label"}
     try:
         report["machine"] = _common.describe_machine(
-            root, packages=("loaderx", "pyarrow", "duckdb")
+            Path(root), packages=("loaderx", "pyarrow", "duckdb")
         )
         with DenseStore.create(
             os.path.join(root, "image"), np.uint8, images.shape[1:], codec="raw"
@@ -182,7 +183,8 @@ def main() -> None:
         )
         assert [n for _, n in g] == grouped["n"].to_pylist()
         f_s, f = timed(
-            lambda: con.execute(Q_FILTER.replace("FROM t", f"FROM {src}")).arrow(), args.min_time
+            lambda: con.execute(Q_FILTER.replace("FROM t", f"FROM {src}")).to_arrow_table(),
+            args.min_time,
         )
         ours_g, _ = timed(lambda: loaderx.sql(Q_GROUP, t=streams), args.min_time)
         report["duckdb_parquet"] = {

@@ -1,4 +1,4 @@
-//! Gather destinations: 64-byte aligned byte buffers with a small recycling
+//! Gather destinations: 16-byte aligned byte buffers with a small recycling
 //! pool for large sizes.
 //!
 //! A batch of a few tens of MiB is larger than glibc's mmap threshold, so a
@@ -12,12 +12,16 @@ use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 use std::sync::Mutex;
 
-const ALIGN: usize = 64;
+/// Enough for every dtype (and what the C allocator gives for free: with a
+/// larger alignment a zeroed allocation is a malloc plus a memset that
+/// touches every page up front, instead of lazily zeroed fresh pages).
+const ALIGN: usize = 16;
 /// Buffers at least this large are recycled.
 const POOL_MIN_BYTES: usize = 64 << 10;
-/// At most this many bytes and buffers are kept idle.
-const POOL_MAX_BYTES: usize = 512 << 20;
-const POOL_MAX_BUFFERS: usize = 16;
+/// At most this many bytes and buffers are kept idle: enough for a loader's
+/// batches to cycle through warm memory, little enough not to matter.
+const POOL_MAX_BYTES: usize = 192 << 20;
+const POOL_MAX_BUFFERS: usize = 4;
 
 struct Idle {
     ptr: NonNull<u8>,
@@ -29,7 +33,7 @@ unsafe impl Send for Idle {}
 
 static POOL: Mutex<Vec<Idle>> = Mutex::new(Vec::new());
 
-/// An owned, 64-byte aligned, initialised byte buffer.
+/// An owned, 16-byte aligned, initialised byte buffer.
 pub struct Buffer {
     ptr: NonNull<u8>,
     len: usize,
@@ -162,6 +166,7 @@ mod tests {
     fn aligned_and_recycled() {
         // An odd size no other unit test asks for.
         let len = (37 << 20) + 123;
+        assert!(len <= POOL_MAX_BYTES);
         let mut a = Buffer::new(len);
         assert_eq!(a.as_ptr() as usize % ALIGN, 0);
         a.as_mut_slice()[5] = 42;

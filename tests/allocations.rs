@@ -74,11 +74,17 @@ fn gathers_allocate_only_their_result() {
         assert_eq!(allocs, 0, "{codec}: gather_dense_into allocated");
         for (k, &i) in idx.iter().enumerate() {
             let i = i as usize;
-            assert_eq!(&dst[k * width..(k + 1) * width], &data[i * width..(i + 1) * width]);
+            assert_eq!(
+                &dst[k * width..(k + 1) * width],
+                &data[i * width..(i + 1) * width]
+            );
         }
         drop(s.gather_dense(&idx).unwrap()); // leave a pooled buffer of this size
         let (buf, allocs) = count(|| s.gather_dense(&idx).unwrap());
-        assert!(allocs <= 1, "{codec}: gather_dense made {allocs} allocations");
+        assert!(
+            allocs <= 1,
+            "{codec}: gather_dense made {allocs} allocations"
+        );
         assert_eq!(buf.as_slice(), &dst[..]);
     }
 }

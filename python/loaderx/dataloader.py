@@ -240,7 +240,11 @@ class DataLoader:
     def _work(self):
         while True:
             with self._cond:
-                while not self._stop and self._fetch_step - self._step >= self._prefetch:
+                # Each worker fetches at most one batch ahead of the
+                # consumer's window: the native prefetcher already holds
+                # `prefetch` gathered batches, so memory stays bounded by
+                # about prefetch + 2 * workers batches.
+                while not self._stop and self._fetch_step - self._step >= self._workers:
                     self._cond.wait()
                 if self._stop:
                     return
