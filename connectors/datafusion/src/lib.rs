@@ -398,6 +398,7 @@ impl<S: StoreAccess + 'static> PartitionStream for Partition<S> {
             at: 0,
             pos: self.rows.0.first().map_or(0, |r| r.start),
             remaining: self.limit.unwrap_or(usize::MAX),
+            pending: std::collections::VecDeque::new(),
         };
         Box::pin(RecordBatchStreamAdapter::new(
             Arc::clone(&self.plan.out_schema),
@@ -412,33 +413,36 @@ struct PartitionIter<S> {
     /// Current range and position within the whole row set.
     at: usize,
     pos: u64,
+    /// Rows still allowed by the limit.
     remaining: usize,
+    /// Rows that passed the predicate but are not yet in an output batch.
+    pending: std::collections::VecDeque<u64>,
 }
 
+/// Rows whose predicate is evaluated at once (predicate columns are cheap
+/// scalars, so this is a few hundred KiB).
+const PREDICATE_ROWS: usize = 1 << 15;
+
 impl<S: StoreAccess + 'static> PartitionIter<S> {
-    /// The next candidate rows: contiguous within the row set, bounded in
-    /// output bytes.
-    fn next_candidates(&mut self) -> Result<Option<Vec<u64>>> {
+    /// The next rows of the row set, in order: as many as fit `max_bytes`
+    /// of output (`max_rows` at most), at least one.
+    fn next_rows(&mut self, max_bytes: usize, max_rows: usize) -> Result<Option<Vec<u64>>> {
         while self.at < self.ranges.len() && self.pos >= self.ranges[self.at].end {
             self.at += 1;
             if let Some(r) = self.ranges.get(self.at) {
                 self.pos = r.start;
             }
         }
-        if self.at >= self.ranges.len() || self.remaining == 0 {
+        if self.at >= self.ranges.len() {
             return Ok(None);
         }
-        let max = self.plan.table.options.batch_bytes;
         let mut ids = Vec::new();
         let mut bytes = 0usize;
         while self.at < self.ranges.len() {
             let end = self.ranges[self.at].end;
             while self.pos < end {
                 let b = self.plan.row_bytes(self.pos)?;
-                if !ids.is_empty()
-                    && (bytes + b > max
-                        || ids.len() >= self.remaining && self.plan.predicate.is_none())
-                {
+                if !ids.is_empty() && (bytes + b > max_bytes || ids.len() >= max_rows) {
                     return Ok(Some(ids));
                 }
                 bytes += b;
@@ -454,38 +458,73 @@ impl<S: StoreAccess + 'static> PartitionIter<S> {
         Ok(Some(ids))
     }
 
+    /// Evaluates the predicate on the next rows and queues the survivors;
+    /// false once the row set is exhausted.
+    fn refill(&mut self) -> Result<bool> {
+        let Some((expr, cols, schema)) = &self.plan.predicate else {
+            return Ok(false);
+        };
+        let (expr, cols, schema) = (Arc::clone(expr), cols.clone(), Arc::clone(schema));
+        let Some(ids) = self.next_rows(usize::MAX, PREDICATE_ROWS)? else {
+            return Ok(false);
+        };
+        // Late materialization: the predicate reads only its cheap columns.
+        let batch = self.plan.gather(&cols, &ids, &schema)?;
+        let mask = expr.evaluate(&batch)?.into_array(batch.num_rows())?;
+        let mask = mask
+            .as_any()
+            .downcast_ref::<BooleanArray>()
+            .ok_or_else(|| DataFusionError::Internal("a predicate did not give booleans".into()))?;
+        self.pending.extend(
+            ids.into_iter()
+                .zip(mask.iter())
+                .filter_map(|(id, keep)| keep.unwrap_or(false).then_some(id)),
+        );
+        Ok(true)
+    }
+
     fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
-        loop {
-            let Some(mut ids) = self.next_candidates()? else {
-                return Ok(None);
-            };
-            if let Some((expr, cols, schema)) = &self.plan.predicate {
-                // Late materialization: the predicate reads only its cheap
-                // columns; heavy columns are gathered for survivors alone.
-                let batch = self.plan.gather(cols, &ids, schema)?;
-                let mask = expr.evaluate(&batch)?.into_array(batch.num_rows())?;
-                let mask = mask
-                    .as_any()
-                    .downcast_ref::<BooleanArray>()
-                    .ok_or_else(|| {
-                        DataFusionError::Internal("a predicate did not give booleans".into())
-                    })?;
-                ids = ids
-                    .into_iter()
-                    .zip(mask.iter())
-                    .filter_map(|(id, keep)| keep.unwrap_or(false).then_some(id))
-                    .collect();
-                if ids.is_empty() {
-                    continue;
+        if self.remaining == 0 {
+            return Ok(None);
+        }
+        let max = self.plan.table.options.batch_bytes;
+        let ids = if self.plan.predicate.is_none() {
+            match self.next_rows(max, self.remaining)? {
+                Some(ids) => ids,
+                None => return Ok(None),
+            }
+        } else {
+            // Heavy columns are gathered for survivors only, in batches as
+            // large as the byte bound allows (few, large gathers).
+            let mut ids = Vec::new();
+            let mut bytes = 0usize;
+            loop {
+                while let Some(&id) = self.pending.front() {
+                    let b = self.plan.row_bytes(id)?;
+                    if !ids.is_empty() && (bytes + b > max || ids.len() >= self.remaining) {
+                        break;
+                    }
+                    bytes += b;
+                    ids.push(id);
+                    self.pending.pop_front();
+                }
+                if !self.pending.is_empty() || ids.len() >= self.remaining {
+                    break; // the batch is full
+                }
+                if !self.refill()? {
+                    break; // the row set is exhausted
                 }
             }
-            ids.truncate(self.remaining);
-            self.remaining -= ids.len();
-            let out = self
-                .plan
-                .gather(&self.plan.projection, &ids, &self.plan.out_schema)?;
-            return Ok(Some(out));
-        }
+            if ids.is_empty() {
+                return Ok(None);
+            }
+            ids
+        };
+        self.remaining -= ids.len();
+        let out = self
+            .plan
+            .gather(&self.plan.projection, &ids, &self.plan.out_schema)?;
+        Ok(Some(out))
     }
 }
 

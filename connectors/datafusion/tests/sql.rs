@@ -281,6 +281,14 @@ async fn limit_and_byte_bounded_batches() {
         b.iter().all(|b| b.num_rows() * 48 <= 4096),
         "every batch within the byte bound"
     );
+    // with a predicate: survivors are batched up to the bound as well
+    let b = query(&ctx, "SELECT image FROM t WHERE label = 3").await;
+    let survivors = f.labels.iter().filter(|&&l| l == 3).count();
+    assert_eq!(b.iter().map(|b| b.num_rows()).sum::<usize>(), survivors);
+    assert!(b.iter().all(|b| b.num_rows() * 48 <= 4096));
+    assert!(b.len() < survivors, "survivors of many predicate chunks share batches");
+    let b = query(&ctx, "SELECT record_id FROM t WHERE label = 3 LIMIT 5").await;
+    assert_eq!(b.iter().map(|b| b.num_rows()).sum::<usize>(), 5);
     let i0 = f.image.read_counters();
     let b = query(&ctx, "SELECT image FROM t LIMIT 7").await;
     assert_eq!(b.iter().map(|b| b.num_rows()).sum::<usize>(), 7);
