@@ -21,7 +21,7 @@ const POOL_MIN_BYTES: usize = 64 << 10;
 /// At most this many bytes and buffers are kept idle: enough for a loader's
 /// batches to cycle through warm memory, little enough not to matter.
 const POOL_MAX_BYTES: usize = 192 << 20;
-const POOL_MAX_BUFFERS: usize = 4;
+const POOL_MAX_BUFFERS: usize = 2;
 
 struct Idle {
     ptr: NonNull<u8>,

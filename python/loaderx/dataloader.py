@@ -104,7 +104,9 @@ class DataLoader:
         Optional subset to sample from (any integer array, e.g. the
         ``record_id`` column of a SQL result).
     prefetch:
-        Steps gathered ahead of the consumer (bounds memory).
+        Steps gathered ahead of the consumer, counting those being
+        transformed (bounds memory: about ``max(prefetch, workers + 1)``
+        batches are in flight).
     workers:
         Transform threads (0 runs the transform in ``next()``).
     output:
@@ -210,7 +212,9 @@ class DataLoader:
             self._seed,
             self._step,
             self._indices,
-            self._prefetch,
+            # Transform workers each hold a batch too: together with the
+            # native queue, about `prefetch` gathered batches are in flight.
+            max(1, self._prefetch - self._workers),
             _PRODUCERS,
             self._rank,
             self._world_size,
@@ -241,9 +245,9 @@ class DataLoader:
         while True:
             with self._cond:
                 # Each worker fetches at most one batch ahead of the
-                # consumer's window: the native prefetcher already holds
-                # `prefetch` gathered batches, so memory stays bounded by
-                # about prefetch + 2 * workers batches.
+                # consumer's window, so gathered batches in flight (native
+                # queue, workers, finished results) stay near
+                # max(prefetch, workers + 1).
                 while not self._stop and self._fetch_step - self._step >= self._workers:
                     self._cond.wait()
                 if self._stop:

@@ -286,7 +286,10 @@ async fn limit_and_byte_bounded_batches() {
     let survivors = f.labels.iter().filter(|&&l| l == 3).count();
     assert_eq!(b.iter().map(|b| b.num_rows()).sum::<usize>(), survivors);
     assert!(b.iter().all(|b| b.num_rows() * 48 <= 4096));
-    assert!(b.len() < survivors, "survivors of many predicate chunks share batches");
+    assert!(
+        b.len() < survivors,
+        "survivors of many predicate chunks share batches"
+    );
     let b = query(&ctx, "SELECT record_id FROM t WHERE label = 3 LIMIT 5").await;
     assert_eq!(b.iter().map(|b| b.num_rows()).sum::<usize>(), 5);
     let i0 = f.image.read_counters();
