@@ -63,6 +63,15 @@ def _check_streams(streams: Mapping) -> tuple[list, list[str]]:
     return natives, names
 
 
+def _check_index_column(index_column, names) -> None:
+    if index_column is None:
+        return
+    if not isinstance(index_column, str):
+        raise TypeError(f"index_column must be a str or None, got {type(index_column).__name__}")
+    if index_column in names:
+        raise ValueError(f"index_column {index_column!r} collides with a stream name")
+
+
 def table(streams: Mapping, index_column: str | None = "record_id"):
     """A lazy ``pyarrow.RecordBatchReader`` over equal-length streams.
 
@@ -75,13 +84,7 @@ def table(streams: Mapping, index_column: str | None = "record_id"):
     """
     pa = _require_pyarrow()
     natives, names = _check_streams(streams)
-    if index_column is not None:
-        if not isinstance(index_column, str):
-            raise TypeError(
-                f"index_column must be a str or None, got {type(index_column).__name__}"
-            )
-        if index_column in names:
-            raise ValueError(f"index_column {index_column!r} collides with a stream name")
+    _check_index_column(index_column, names)
     reader = _native.arrow_table_reader(natives, names, index_column, BATCH_BYTES)
     return pa.RecordBatchReader.from_stream(reader)
 

@@ -18,7 +18,6 @@ with ``start_step=loader.state_dict()["step"]``.
 
 from __future__ import annotations
 
-import operator
 import os
 import threading
 from collections.abc import Mapping
@@ -28,7 +27,7 @@ import numpy as np
 
 from . import _native
 from .zrecord import DenseStore, RaggedStore
-from .zsampler import Mode, _as_mode
+from .zsampler import Mode, _as_int, _as_mode
 
 __all__ = ["DataLoader"]
 
@@ -36,19 +35,6 @@ _OUTPUTS = ("numpy", "arrow")
 # Native threads gathering ahead; each gather itself fans out over the
 # store worker pool, so two are enough to keep it busy.
 _PRODUCERS = 2
-
-
-def _int(name, value, lo, hi=None):
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got bool")
-    try:
-        v = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
-    if v < lo or (hi is not None and v > hi):
-        bound = f">= {lo}" if hi is None else f"in {lo}..{hi}"
-        raise ValueError(f"{name} must be {bound}, got {v}")
-    return v
 
 
 def _check_indices(indices, n: int) -> np.ndarray:
@@ -155,16 +141,16 @@ class DataLoader:
         n = next(iter(lengths.values()))
         if n == 0:
             raise ValueError("streams are empty: nothing to sample")
-        batch_size = _int("batch_size", batch_size, 1)
+        batch_size = _as_int("batch_size", batch_size, 1)
         if transform is not None and not callable(transform):
             raise TypeError(f"transform must be callable, got {type(transform).__name__}")
         mode = _as_mode(mode)
-        seed = _int("seed", seed, 0, (1 << 64) - 1)
-        start_step = _int("start_step", start_step, 0, (1 << 64) - 1)
-        prefetch = _int("prefetch", prefetch, 1)
-        workers = _int("workers", workers, 0)
-        world_size = _int("world_size", world_size, 1)
-        rank = _int("rank", rank, 0, world_size - 1)
+        seed = _as_int("seed", seed, 0, (1 << 64) - 1)
+        start_step = _as_int("start_step", start_step, 0, (1 << 64) - 1)
+        prefetch = _as_int("prefetch", prefetch, 1)
+        workers = _as_int("workers", workers, 0)
+        world_size = _as_int("world_size", world_size, 1)
+        rank = _as_int("rank", rank, 0, world_size - 1)
         if output not in _OUTPUTS:
             raise ValueError(f"output must be 'numpy' or 'arrow', got {output!r}")
         if output == "arrow":

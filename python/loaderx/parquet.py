@@ -33,18 +33,12 @@ def export(
     back as they were. ``index_column`` adds a UInt64 row-number column first
     (none by default). The file appears only once it is complete.
     """
-    from .arrow import _check_streams
+    from .arrow import _check_index_column, _check_streams
     from .zrecord import _check_path
 
     natives, names = _check_streams(streams)
     path = _check_path(path)
-    if index_column is not None:
-        if not isinstance(index_column, str):
-            raise TypeError(
-                f"index_column must be a str or None, got {type(index_column).__name__}"
-            )
-        if index_column in names:
-            raise ValueError(f"index_column {index_column!r} collides with a stream name")
+    _check_index_column(index_column, names)
     rows, _ = _native.parquet_export(natives, names, path, index_column, row_group_bytes, progress)
     return rows
 

@@ -60,15 +60,17 @@ def _as_mode(mode) -> Mode:
     )
 
 
-def _as_int(name: str, value, lo: int, hi: int) -> int:
+def _as_int(name: str, value, lo: int, hi: int | None = None) -> int:
+    """``value`` as an int in ``lo..hi`` (no upper bound when ``hi`` is None)."""
     if isinstance(value, bool):
         raise TypeError(f"{name} must be an int, got bool")
     try:
         v = operator.index(value)
     except TypeError:
         raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
-    if not lo <= v <= hi:
-        raise ValueError(f"{name} must be in {lo}..{hi}, got {v}")
+    if v < lo or (hi is not None and v > hi):
+        bound = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+        raise ValueError(f"{name} must be {bound}, got {v}")
     return v
 
 

@@ -9,7 +9,7 @@ use arrow_schema::{ArrowError, Field, FieldRef};
 use loaderx::arrow::{self as la, StoreAccess};
 use loaderx::error::Kind;
 use loaderx::ragged::Packed;
-use loaderx::{Codec, Error, Store as Engine};
+use loaderx::{Error, Store as Engine};
 use numpy::PyReadonlyArray1;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -184,11 +184,7 @@ pub fn arrow_ingest(
     codec: &str,
     dict_bytes: Option<Vec<u8>>,
 ) -> PyResult<Vec<(String, String)>> {
-    let codec = Codec::from_name(codec).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "codec must be one of 'raw', 'zstd', 'zstd_dict', got {codec:?}"
-        ))
-    })?;
+    let codec = crate::store::parse_codec(codec)?;
     let reader = source.into_reader()?;
     let made = py
         .detach(|| la::ingest(reader, &root, codec, dict_bytes.as_deref(), &mut |_| {}))

@@ -2,9 +2,7 @@
 
 use std::path::PathBuf;
 
-use loaderx::Codec;
 use loaderx_parquet::{self as lp, ExportOptions};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::arrow::Handle;
@@ -63,11 +61,7 @@ pub fn parquet_ingest(
     dict_bytes: Option<Vec<u8>>,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Vec<(String, String)>> {
-    let codec = Codec::from_name(codec).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "codec must be one of 'raw', 'zstd', 'zstd_dict', got {codec:?}"
-        ))
-    })?;
+    let codec = crate::store::parse_codec(codec)?;
     let mut report = reporter(progress);
     let made = py
         .detach(|| {

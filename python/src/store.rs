@@ -202,7 +202,7 @@ impl Store {
     }
 }
 
-fn parse_codec(codec: &str) -> PyResult<Codec> {
+pub(crate) fn parse_codec(codec: &str) -> PyResult<Codec> {
     Codec::from_name(codec).ok_or_else(|| {
         PyValueError::new_err(format!(
             "codec must be one of 'raw', 'zstd', 'zstd_dict', got {codec:?}"
