@@ -33,7 +33,7 @@ use crate::codec::Codec;
 use crate::error::{Error, Kind, Result};
 use crate::ragged::Packed;
 use crate::schema::{DType, Layout, Schema};
-use crate::store::{RecordIndex, Store};
+use crate::store::{self, RecordIndex, Store};
 
 pub const EXTENSION_NAME: &str = "ARROW:extension:name";
 pub const EXTENSION_METADATA: &str = "ARROW:extension:metadata";
@@ -452,7 +452,7 @@ impl<S: StoreAccess> TableReader<S> {
         let rows = rows_within(&self.streams, self.next, self.end, self.max_bytes)?;
         let idx: Vec<u64> = (self.next..self.next + rows).collect();
         self.next += rows;
-        record_batch(&self.streams, &idx, self.index_column.as_deref())
+        store::streaming(|| record_batch(&self.streams, &idx, self.index_column.as_deref()))
     }
 }
 
@@ -513,7 +513,7 @@ impl<S: StoreAccess> Iterator for ColumnReader<S> {
         let result = rows_within(&one, self.next, self.end, self.max_bytes).and_then(|rows| {
             let idx: Vec<u64> = (self.next..self.next + rows).collect();
             self.next += rows;
-            self.store.with(|s| gather_array(s, &idx))
+            store::streaming(|| self.store.with(|s| gather_array(s, &idx)))
         });
         Some(result.map_err(|e| ArrowError::ExternalError(Box::new(e))))
     }

@@ -765,3 +765,70 @@ fn stats_accounting() {
         assert_eq!(Store::open(&dir).unwrap().stats(), c);
     }
 }
+
+/// Resident kilobytes of this process's mappings of `file` (from smaps).
+fn mapped_rss_kib(file: &Path) -> u64 {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let name = file.to_str().unwrap();
+    let mut inside = false;
+    let mut total = 0;
+    for line in smaps.lines() {
+        let head = line.split_whitespace().next().unwrap_or("");
+        if head.contains('-') && !head.ends_with(':') {
+            inside = line.ends_with(name);
+        } else if inside && head == "Rss:" {
+            total += line
+                .split_whitespace()
+                .nth(1)
+                .unwrap()
+                .parse::<u64>()
+                .unwrap();
+        }
+    }
+    total
+}
+
+#[test]
+fn large_records_read_through_the_mapping_except_when_streaming() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rng = Rng(99);
+    let width = 96 << 10; // above the large-record threshold
+    let recs: Vec<Vec<u8>> = (0..40)
+        .map(|_| elements(DType::U8, width, &mut rng))
+        .collect();
+    let schema = Schema::dense(DType::U8, &[width as u64]).unwrap();
+    let all: Vec<u64> = (0..40).rev().collect();
+    let want: Vec<u8> = all.iter().flat_map(|&i| recs[i as usize].clone()).collect();
+    for streaming in [true, false] {
+        let dir = tmp.path().join(format!("large-{streaming}"));
+        let mut store = create(&dir, schema.clone(), Codec::Raw, &[]);
+        store.append_dense(&recs.concat()).unwrap();
+        store.sync().unwrap();
+        let data = dir.canonicalize().unwrap().join("data.zr");
+        assert_eq!(mapped_rss_kib(&data), 0, "nothing is mapped before a read");
+        let got = if streaming {
+            loaderx::store::streaming(|| store.gather_dense(&all).unwrap())
+        } else {
+            store.gather_dense(&all).unwrap()
+        };
+        assert!(
+            got.as_slice() == want,
+            "streaming={streaming}: bytes differ"
+        );
+        let rss = mapped_rss_kib(&data);
+        if streaming {
+            assert_eq!(rss, 0, "streaming gathers leave no large record mapped");
+        } else {
+            assert!(
+                rss >= 40 * 96,
+                "direct gathers read through the mapping ({rss} KiB)"
+            );
+        }
+        check_dense(
+            &store,
+            &recs,
+            &mut rng,
+            &format!("large records, streaming={streaming}"),
+        );
+    }
+}

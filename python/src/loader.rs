@@ -55,6 +55,12 @@ impl Plan {
 
     fn produce(&self, step: u64) -> Batch {
         let idx = self.indices_at(step);
+        // An endless loader reads every page of a store sooner or later:
+        // large records bypass the mapping (see `loaderx::store::streaming`).
+        loaderx::store::streaming(|| self.gather(&idx))
+    }
+
+    fn gather(&self, idx: &[u64]) -> Batch {
         self.stores
             .iter()
             .enumerate()
@@ -63,10 +69,10 @@ impl Plan {
                     .engine_read(|e| match (&self.arrow_names, e.kind()) {
                         (Some(names), _) => Ok(Part::Arrow(
                             loaderx::arrow::field_for(e.schema(), &names[k]),
-                            loaderx::arrow::gather_array(e, &idx)?,
+                            loaderx::arrow::gather_array(e, idx)?,
                         )),
-                        (None, Kind::Dense) => e.gather_dense(&idx).map(Part::Dense),
-                        (None, Kind::Ragged) => e.gather_ragged(&idx).map(Part::Ragged),
+                        (None, Kind::Dense) => e.gather_dense(idx).map(Part::Dense),
+                        (None, Kind::Ragged) => e.gather_ragged(idx).map(Part::Ragged),
                     })
             })
             .collect()

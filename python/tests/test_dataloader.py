@@ -261,3 +261,37 @@ def test_loader_in_a_forked_worker_neither_hangs_nor_corrupts(streams):
     np.testing.assert_array_equal(first["id"], expect.at(0))
     np.testing.assert_array_equal(next(loader)["id"], expect.at(1))
     loader.close()
+
+
+def _mapped_kib(path):
+    """Resident KiB of this process's mappings of ``path`` (from smaps)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                inside = line.rstrip().endswith(str(path))
+            elif inside and head == "Rss:":
+                total += int(line.split()[1])
+    return total
+
+
+def test_loader_leaves_large_records_unmapped(root):
+    # 96 KiB records: direct gathers copy them out of the mapping of
+    # data.zr, the endless loader with positional reads, so a long run
+    # does not map the whole store into the process.
+    n, width = 64, 96 << 10
+    recs = (np.arange(n, dtype=np.uint64)[:, None] * 7 + np.arange(width)) % 251
+    recs = recs.astype(np.uint8)
+    with DenseStore.create(root / "big", np.uint8, (width,), codec="raw") as s:
+        s.append(recs)
+    data = (root / "big" / "data.zr").resolve()
+    with DenseStore.open(root / "big") as s:
+        with DataLoader({"x": s}, batch_size=16, mode="iid", seed=3) as dl:
+            for _ in range(8):
+                batch = next(dl)
+                assert batch["x"].shape == (16, width)
+            assert _mapped_kib(data) == 0
+        idx = np.arange(n)[::-1]
+        assert np.array_equal(s[idx], recs[idx])
+        assert _mapped_kib(data) >= n * 96

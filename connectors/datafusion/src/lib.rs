@@ -349,7 +349,10 @@ impl<S: StoreAccess + 'static> ScanPlan<S> {
                 arrays.push(Arc::new(UInt64Array::from(ids.to_vec())));
             } else {
                 let (_, store) = &t.streams[c - t.offset()];
-                arrays.push(store.with(|s| la::gather_array(s, ids)).map_err(external)?);
+                // A scan touches the whole table over time: keep large
+                // records out of the process's mapped pages.
+                let column = loaderx::store::streaming(|| store.with(|s| la::gather_array(s, ids)));
+                arrays.push(column.map_err(external)?);
             }
         }
         let opts = RecordBatchOptions::new().with_row_count(Some(ids.len()));
