@@ -238,7 +238,7 @@ def format_native_build(nb: dict) -> str:
 
 
 # The packages whose versions a machine description lists (when installed).
-STORE_PACKAGES = ("loaderx", "pyarrow", "lmdb", "pylance", "zstandard")
+STORE_PACKAGES = ("loaderx", "pyarrow", "lmdb", "pylance", "h5py", "zstandard")
 
 
 def describe_machine(store_dir: Path, packages: Sequence[str] = STORE_PACKAGES) -> dict:

@@ -1,4 +1,4 @@
-"""Sampler and end-to-end loader benchmarks: loaderx against NumPy and torch.
+"""Sampler and end-to-end loader benchmarks: loaderx against NumPy, torch and Grain.
 
 Subcommands (default ``all``, which runs both):
 
@@ -15,8 +15,15 @@ Subcommands (default ``all``, which runs both):
   (a ``DenseStore`` per stream, ``DataLoader`` in cyclic mode) against
   ``torch.utils.data.DataLoader`` over ``.npy`` files opened with
   ``mmap_mode="r"`` in each worker, with ``fork`` (``torch``) and ``spawn``
-  (``torch-spawn``) workers. Transforms: ``identity`` and ``heavy`` (a
-  Python-bound per-sample crop and flip, see :func:`heavy_sample`).
+  (``torch-spawn``) workers, and Google's Grain (``grain``:
+  ``grain.python.DataLoader`` over a ``RandomAccessDataSource`` on the same
+  ``.npy`` files, a shuffled ``IndexSampler`` and ``Batch``, with worker
+  processes). Transforms: ``identity`` and ``heavy`` (a Python-bound
+  per-sample crop and flip, see :func:`heavy_sample`).
+
+Grain is optional and is not in ``requirements.txt`` (nor is torch, which the
+loader needs): install it with ``.venv/bin/pip install grain`` (tested with
+0.2.18). Without it the ``grain`` pipeline is skipped with a line on stderr.
 
 Every pipeline runs in its own child process (this script re-invoked with a
 hidden ``--run-one``): it validates its first batch, warms up, times three
@@ -41,6 +48,7 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
+import importlib.util
 import json
 import math
 import os
@@ -73,7 +81,7 @@ from _common import (
 # default collate only reads it (torch.stack copies into shared memory).
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 
-PACKAGES = ("loaderx", "torch")
+PACKAGES = ("loaderx", "torch", "grain")
 
 # --------------------------------------------------------------------------
 # Configuration
@@ -85,9 +93,17 @@ SAMPLER_MODES = ("iid", "cyclic")
 # Target of the IID row: loaderx batches/s over NumPy's.
 SAMPLER_IID_TARGET = 1.5
 
-PIPELINES = ("loaderx-raw", "loaderx-zstd", "torch", "torch-spawn")
+PIPELINES = ("loaderx-raw", "loaderx-zstd", "torch", "torch-spawn", "grain")
 TRANSFORMS = ("identity", "heavy")
-TORCH = "torch"
+TORCH = "torch"  # the reference row of every ratio; Grain is an extra reference, no target
+GRAIN = "grain"
+# Grain's per-worker output buffer, in batches: the counterpart of torch's prefetch_factor.
+GRAIN_WORKER_BUFFER = 2
+# Reader threads per Grain worker (ReadOptions.num_threads; Grain's default is 16 with a
+# 500-record buffer, tuned for remote storage). Grain recommends 0 for data already in
+# memory, as here (a warm page cache): each worker then reads its records itself, like a
+# torch worker; in a quick check on a busy 2-CPU box the default was ~1.5x slower.
+GRAIN_READ_THREADS = 0
 # (pipeline, minimum batches/s ratio vs torch, maximum PSS ratio vs torch or None)
 LOADER_TARGETS = {
     "loaderx-raw": (1.5, 0.5),
@@ -397,6 +413,42 @@ class NpyDataset:
         return {**self.__dict__, "_images": None, "_labels": None}
 
 
+class NpySource:
+    """Grain's ``RandomAccessDataSource`` over the same two .npy files.
+
+    A structural protocol: ``__len__`` and ``__getitem__`` (plus ``__repr__``,
+    which Grain's checkpoint validation compares). ``__getitem__`` returns one
+    record as ``{"image": view of the mapped file, "label": numpy.int64}``;
+    the transform, if any, is a separate ``grain.MapTransform``. The files are
+    mapped lazily in each worker process (Grain pickles the source into spawned
+    workers); with Grain reader threads (``ReadOptions.num_threads > 0``) several
+    threads may open them at once, hence the assignment order.
+    """
+
+    def __init__(self, images: str, labels: str, n: int):
+        self.images_path = images
+        self.labels_path = labels
+        self.n = n
+        self._images = None
+        self._labels = None
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> dict:
+        if self._images is None:
+            # Labels first: a thread that sees _images set also sees _labels.
+            self._labels = np.load(self.labels_path, mmap_mode="r")
+            self._images = np.load(self.images_path, mmap_mode="r")
+        return {"image": self._images[i], "label": self._labels[i]}
+
+    def __repr__(self) -> str:
+        return f"NpySource({self.images_path!r}, {self.labels_path!r}, n={self.n})"
+
+    def __getstate__(self):
+        return {**self.__dict__, "_images": None, "_labels": None}
+
+
 # --------------------------------------------------------------------------
 # Loader: one pipeline, in its own process (--run-one)
 # --------------------------------------------------------------------------
@@ -502,12 +554,78 @@ def _torch_pipeline(spec: dict):
     return it, unpack, close
 
 
+def _grain_sampler(spec: dict):
+    import grain.python as grain
+
+    return grain.IndexSampler(
+        num_records=spec["images"],
+        shard_options=grain.NoSharding(),
+        shuffle=True,
+        num_epochs=None,  # endless: epochs follow each other, each reshuffled
+        seed=spec["seed"],
+    )
+
+
+def _grain_pipeline(spec: dict):
+    import grain.python as grain
+
+    class HeavySample(grain.MapTransform):
+        """``heavy_sample`` on one record, keyed by its label (the record index).
+
+        Defined here so that Grain stays an optional import of this script;
+        Grain ships its pipeline to the workers with cloudpickle, which pickles
+        a local class by value.
+        """
+
+        def map(self, element: dict) -> dict:
+            label = element["label"]
+            return {"image": heavy_sample(element["image"], int(label)), "label": label}
+
+    data = Path(spec["data"])
+    source = NpySource(str(data / "images.npy"), str(data / "labels.npy"), spec["images"])
+    operations = [HeavySample()] if spec["transform"] == "heavy" else []
+    operations.append(grain.Batch(batch_size=spec["batch_size"], drop_remainder=True))
+    loader = grain.DataLoader(
+        data_source=source,
+        sampler=_grain_sampler(spec),
+        operations=operations,
+        worker_count=spec["torch_workers"],
+        worker_buffer_size=GRAIN_WORKER_BUFFER,
+        shard_options=grain.NoSharding(),
+        read_options=grain.ReadOptions(num_threads=GRAIN_READ_THREADS),
+    )
+    it = iter(loader)
+
+    def unpack(batch):
+        if not isinstance(batch, dict) or set(batch) != {"image", "label"}:
+            raise AssertionError(f"grain batch: expected dict of image, label, got {batch!r:.80}")
+        images, labels = batch["image"], batch["label"]
+        if not (isinstance(images, np.ndarray) and isinstance(labels, np.ndarray)):
+            raise AssertionError(
+                f"grain batch: expected arrays, got {type(images).__name__}, "
+                f"{type(labels).__name__}"
+            )
+        return images, labels
+
+    def close():
+        it._iterator.close()  # stops the worker processes now, not at garbage collection
+
+    return it, unpack, close
+
+
 def _expected_first_indices(spec: dict) -> np.ndarray:
     n, b, seed = spec["images"], spec["batch_size"], spec["seed"]
     if spec["pipeline"].startswith("loaderx"):
         from loaderx.zsampler import Sampler
 
         return Sampler(n, b, Sampler.Mode.CYCLIC, seed=seed).at(0)
+    if spec["pipeline"] == GRAIN:
+        # With W > 1 workers, worker w batches sampler positions w, w + W, ...
+        # (mp_prefetch's slice(w, None, W)) and the first batch is worker 0's.
+        w = spec["torch_workers"]
+        stride = w if w > 1 else 1
+        sampler = _grain_sampler(spec)
+        return np.array([sampler[k * stride].record_key for k in range(b)], dtype=np.int64)
     import torch
 
     g = torch.Generator()
@@ -548,11 +666,20 @@ def run_one(spec: dict) -> None:
     """One pipeline and transform; reports through protocol lines on stdout."""
     name = f"{spec['pipeline']}/{spec['transform']}"
     torch_side = spec["pipeline"].startswith("torch")
-    make = _torch_pipeline if torch_side else _loaderx_pipeline
-    if torch_side or spec["import_torch"]:
-        import torch.utils.data  # noqa: F401  (the import's memory, below)
-    if not torch_side:
-        import loaderx.dataloader  # noqa: F401
+    grain_side = spec["pipeline"] == GRAIN
+    if grain_side:
+        make = _grain_pipeline
+        import logging  # here, so that no other child pays for it
+
+        # Grain warns on import (and in each worker) that there is no JAX profiler.
+        logging.getLogger("absl").setLevel(logging.ERROR)
+        import grain.python  # noqa: F401  (the import's memory, below)
+    else:
+        make = _torch_pipeline if torch_side else _loaderx_pipeline
+        if torch_side or spec["import_torch"]:
+            import torch.utils.data  # noqa: F401  (the import's memory, below)
+        if not torch_side:
+            import loaderx.dataloader  # noqa: F401
     import_rollup = _rollup()
 
     it, unpack, close = make(spec)
@@ -767,7 +894,7 @@ def _loader_target_text(pipeline: str) -> str:
     return text + (f" at ≤ {max_pss:g}× PSS" if max_pss is not None else "")
 
 
-def format_loader_table(results: dict, ratios: dict) -> str:
+def format_loader_table(results: dict, ratios: dict, skipped: dict | None = None) -> str:
     head = [
         "pipeline",
         "transform",
@@ -806,6 +933,8 @@ def format_loader_table(results: dict, ratios: dict) -> str:
                 _target_cell(q.get("target_met"), target) if target and q else target,
             ]
         )
+    for pipeline, reason in (skipped or {}).items():
+        out.append([pipeline, "—", "skipped: " + reason] + [""] * 8)
     return "\n".join("| " + " | ".join(row) + " |" for row in out)
 
 
@@ -822,10 +951,22 @@ LOADER_NOTES = """\
   worker, `RandomSampler` with a seeded generator, default collate,
   `drop_last=True`, persistent workers, prefetch_factor 2; `fork` (torch) or
   `spawn` (torch-spawn) workers. Epochs restart endlessly.
+- grain (an extra reference, ratios against torch, no target):
+  `grain.python.DataLoader` over a `RandomAccessDataSource` on the same .npy
+  files (mapped lazily in each worker and read from each worker's own
+  thread, `ReadOptions(num_threads=0)` as Grain advises for data in memory;
+  one `{"image", "label"}` dict per record), `IndexSampler(shuffle=True,
+  seed, num_epochs=None)` (endless, reshuffled per epoch, so a batch may
+  straddle two epochs), `NoSharding`, `Batch(drop_remainder=True)`,
+  `worker_count` = the torch worker count (`spawn` processes; batches come
+  back through shared memory), `worker_buffer_size=2`. The first batch's
+  expected indices are the sampler's positions 0, W, 2W, ... (worker 0's
+  slice) for W > 1 workers.
 - heavy: per sample, a crop offset and a flip decision drawn in pure Python
   from the record index, then the 200x200 crop (flipped with p = 1/2) copied
   out; loaderx runs it over the batch in its transform and stacks the crops,
-  torch in `__getitem__` before the default collate stacks them.
+  torch in `__getitem__` before the default collate stacks them, Grain in a
+  `MapTransform` before `Batch` (`identity` has no `MapTransform`).
 - Memory comes from a separate steady pass after the timed rounds: every
   100 ms the parent sums Pss and Rss from /proc/<pid>/smaps_rollup over the
   child and all its descendants (workers, resource tracker). Peak PSS
@@ -833,10 +974,10 @@ LOADER_NOTES = """\
   RSS counts a shared page once per process that maps it. `procs` is the
   largest number of processes in the tree.
 - import PSS: the child's own PSS after importing its pipeline's library
-  (loaderx or torch), before any data is opened. Unless `--import-torch` is
-  given, loaderx children never import torch, so a training process that
-  imports torch anyway adds about the torch row's import figure to the
-  loaderx rows' PSS."""
+  (loaderx, torch or grain), before any data is opened. Unless
+  `--import-torch` is given, loaderx children never import torch, so a
+  training process that imports torch anyway adds about the torch row's
+  import figure to the loaderx rows' PSS. Grain children never import torch."""
 
 
 def _loader_geometry(args) -> None:
@@ -849,8 +990,22 @@ def _loader_geometry(args) -> None:
     args.per_cycle = per_cycle
 
 
+def _skip_unavailable(args) -> dict[str, str]:
+    """Drops the optional pipelines whose package is missing; their reasons."""
+    skipped = {}
+    if GRAIN in args.selected and importlib.util.find_spec("grain") is None:
+        reason = "grain is not installed (.venv/bin/pip install grain)"
+        log(f"loader: skipping the {GRAIN} pipeline: {reason}")
+        args.selected = [p for p in args.selected if p != GRAIN]
+        skipped[GRAIN] = reason
+    if not args.selected:
+        sys.exit("error: no loader pipeline left to run")
+    return skipped
+
+
 def run_loader(args) -> dict:
     _loader_geometry(args)
+    skipped = _skip_unavailable(args)
     run_name = "loader" + ("-quick" if args.quick else "")
     codecs = sorted({p.split("-", 1)[1] for p in args.selected if p.startswith("loaderx-")})
     data = Path(tempfile.mkdtemp(prefix=f"loaderx-bench-{run_name}-", dir=args.tmp))
@@ -900,11 +1055,15 @@ def run_loader(args) -> dict:
         "batch_size": args.batch_size,
         "batch_mib": batch_mib,
         "pipelines": args.selected,
+        "skipped_pipelines": skipped,
         "transforms": args.transforms,
         "loaderx_workers": args.workers,
         "loaderx_prefetch": 4,
         "torch_workers": args.torch_workers,
         "torch_prefetch_factor": 2,
+        "grain_workers": args.torch_workers,
+        "grain_worker_buffer_size": GRAIN_WORKER_BUFFER,
+        "grain_read_threads": GRAIN_READ_THREADS,
         "warmup_batches": args.warmup,
         "rounds": args.rounds,
         "batches_per_round": args.batches,
@@ -930,13 +1089,14 @@ def run_loader(args) -> dict:
         f"End to end (sample, gather, collate, hand over): {args.images} CHW RGB uint8 "
         f"images of {wl.IMAGE_SHAPE} ({sizes['logical_bytes'] / MIB:.1f} MiB) plus an int64 "
         f"label stream, batch {args.batch_size} ({batch_mib:.1f} MiB of images); "
-        f"loaderx {args.workers} transform threads, torch {args.torch_workers} workers; "
+        f"loaderx {args.workers} transform threads, torch and Grain {args.torch_workers} "
+        "worker processes; "
         f"{args.warmup} warm-up batches, then {args.rounds} rounds of {args.batches}; "
         f"memory over a separate {args.memory_seconds:g} s pass; loaderx children "
         f"{'import' if args.import_torch else 'do not import'} torch.\n"
     )
     print("Machine:\n" + machine_text + "\n")
-    print(format_loader_table(results, ratios) + "\n")
+    print(format_loader_table(results, ratios, skipped) + "\n")
     print(LOADER_NOTES + "\n")
     print(f"JSON: {path}")
     if any("error" in r for r in results.values()):
@@ -962,7 +1122,8 @@ def _csv(value: str, choices: tuple[str, ...], flag: str, p: argparse.ArgumentPa
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="bench.py",
-        description="Sampler and end-to-end loader benchmarks of loaderx against NumPy and torch.",
+        description="Sampler and end-to-end loader benchmarks of loaderx against NumPy, torch "
+        "and Grain.",
     )
     p.add_argument(
         "command",
@@ -1001,8 +1162,15 @@ def parse_args(argv=None) -> argparse.Namespace:
         type=float,
         help="length of the memory pass (default 5; 1 with --quick)",
     )
-    g.add_argument("--workers", type=int, default=4, help="loaderx transform threads (4)")
-    g.add_argument("--torch-workers", type=int, default=2, help="torch worker processes (2)")
+    g.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="loaderx transform threads (2, as torch's workers; DataLoader defaults to 4)",
+    )
+    g.add_argument(
+        "--torch-workers", type=int, default=2, help="torch and Grain worker processes (2)"
+    )
     g.add_argument(
         "--import-torch",
         action="store_true",
