@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds in the dev profile and runs every test: the Rust suites, then pytest
-# against the freshly built extension.
+# Builds in the dev profile and runs every test: the Rust suites and the Rust
+# example, then pytest (which also runs every Python example) against the
+# freshly built extension.
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 cargo test -p loaderx -p loaderx-datafusion -p loaderx-parquet
+cargo run -q -p loaderx --example quickstart
 maturin develop --quiet
 python -m pytest -q python/tests "$@"

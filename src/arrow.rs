@@ -513,7 +513,7 @@ impl<S: StoreAccess> Iterator for ColumnReader<S> {
         let result = rows_within(&one, self.next, self.end, self.max_bytes).and_then(|rows| {
             let idx: Vec<u64> = (self.next..self.next + rows).collect();
             self.next += rows;
-            store::streaming(|| self.store.with(|s| gather_array(s, &idx)))
+            self.store.with(|s| gather_array(s, &idx))
         });
         Some(result.map_err(|e| ArrowError::ExternalError(Box::new(e))))
     }

@@ -47,10 +47,11 @@ thread_local! {
 
 /// Runs `f` with every gather it starts on this thread reading large records
 /// with positional reads rather than through the mapping, so they leave no
-/// pages mapped in the process. The DataLoader, whole-store Arrow readers,
-/// Parquet export and SQL scans use it: they run for long or touch every
-/// record, and would otherwise map the whole store. Results are the same
-/// either way.
+/// pages mapped in the process. The DataLoader, lazy table readers
+/// ([`crate::arrow::TableReader`]: `loaderx.arrow.table`, Parquet export) and
+/// SQL scans use it: they run for long or stream over every record, and
+/// would otherwise leave the whole store mapped. Results are the same either
+/// way.
 pub fn streaming<R>(f: impl FnOnce() -> R) -> R {
     struct Restore(bool);
     impl Drop for Restore {

@@ -5,7 +5,7 @@
     loaderx verify PATH [--json]            decode every record
     loaderx sql QUERY --table NAME=DIR ...  SQL over stores (each DIR: one store per subdirectory)
     loaderx export --out FILE --table DIR   a table of stores to Parquet
-    loaderx import FILE ROOT [--codec C]    Parquet to one store per column
+    loaderx import FILE ROOT [--codec C]    Parquet or Arrow IPC to one store per column
     loaderx bench                           a quick gather and sampler benchmark
 
 A table ``DIR`` is a directory whose subdirectories holding ``meta.zr`` are
@@ -329,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", required=True, metavar="FILE")
     sp.add_argument("--table", required=True, metavar="DIR")
     sp.add_argument("--index-column", default=None, metavar="NAME")
-    sp = add("import", cmd_import, "import a Parquet file as one store per column")
+    sp = add("import", cmd_import, "import a Parquet or Arrow IPC file as one store per column")
     sp.add_argument("file")
     sp.add_argument("root")
     sp.add_argument("--codec", default="zstd", choices=["raw", "zstd"])

@@ -47,7 +47,9 @@ def ingest(
     path, root, codec: str = "zstd", dict_bytes: bytes | None = None, *, progress=None
 ) -> dict:
     """Streams a Parquet file into one new store per column under
-    ``root/<column>`` and returns ``{column: store}``, opened. The column
+    ``root/<column>`` and returns ``{column: store}``, opened. An Arrow IPC
+    file or stream (``.arrow``, ``.feather`` v2, ``.arrows``) is read the
+    same way; the format is told by the file's magic bytes. The column
     mapping is that of :func:`loaderx.arrow.ingest`; a column with nulls or of
     an unsupported type raises and leaves nothing behind."""
     from .zrecord import DenseStore, RaggedStore, _check_codec, _check_path
@@ -56,7 +58,7 @@ def ingest(
     root = _check_path(root)
     blob = _check_codec(codec, dict_bytes)
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"no Parquet file at {path}")
+        raise FileNotFoundError(f"no Parquet or Arrow IPC file at {path}")
     fresh_root = not os.path.exists(root)
     try:
         made = _native.parquet_ingest(path, root, codec, blob, progress)

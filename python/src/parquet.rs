@@ -78,8 +78,8 @@ pub fn parquet_ingest(
     Ok(made.into_iter().map(|(n, k)| (n, k.to_string())).collect())
 }
 
-/// Rows of a Parquet file, from its footer.
+/// Rows of a Parquet file, from its footer; `None` for Arrow IPC.
 #[pyfunction]
-pub fn parquet_rows(py: Python<'_>, path: PathBuf) -> PyResult<u64> {
+pub fn parquet_rows(py: Python<'_>, path: PathBuf) -> PyResult<Option<u64>> {
     py.detach(|| lp::row_count(&path)).py()
 }

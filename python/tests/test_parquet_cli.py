@@ -90,6 +90,36 @@ def test_ingest_round_trip(table_dir, root):
         s.close()
 
 
+def test_ingest_and_import_arrow_ipc(table_dir, root):
+    import pyarrow.ipc as ipc
+
+    import loaderx.arrow as lxa
+
+    t, img, label, toks = table_dir
+    streams = open_table(t)
+    table = pa.table(lxa.table(streams, index_column=None))
+    for s in streams.values():
+        s.close()
+    with ipc.new_file(root / "t.arrow", table.schema) as w:
+        w.write_table(table, max_chunksize=40)
+    with ipc.new_stream(root / "t.arrows", table.schema) as w:
+        w.write_table(table)
+    for name in ("t.arrow", "t.arrows"):
+        back = lpq.ingest(root / name, root / f"back-{name}", codec="zstd")
+        np.testing.assert_array_equal(back["image"][:], img)
+        np.testing.assert_array_equal(back["label"][:], label)
+        assert all(np.array_equal(a, b) for a, b in zip(back["tokens"][:], toks))
+        for s in back.values():
+            s.close()
+    r = cli("import", root / "t.arrow", root / "cli-back", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["stores"]["image"] == {"kind": "dense", "length": len(img)}
+    (root / "notes.txt").write_text("not a table\n")
+    r = cli("import", root / "notes.txt", root / "txt-back")
+    assert r.returncode != 0 and "expected a Parquet file" in r.stderr
+    assert not (root / "txt-back").exists()
+
+
 def test_ingest_bad_parquet_writes_nothing(root):
     p = root / "nulls.parquet"
     pq.write_table(pa.table({"a": pa.array([1, 2]), "b": pa.array([1.0, None])}), p)

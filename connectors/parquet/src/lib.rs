@@ -8,6 +8,7 @@
 //! renamed). Ingest streams a Parquet file back into one store per column.
 
 use std::fs::File;
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use loaderx::arrow::{self as la, StoreAccess};
@@ -17,6 +18,8 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
+use arrow_ipc::reader::{FileReader, StreamReader};
+use arrow_schema::ArrowError;
 use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowRowGroupWriterFactory};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
@@ -188,19 +191,70 @@ fn encode_group(
     Ok(chunks)
 }
 
-/// Rows of a Parquet file (from its footer).
-pub fn row_count(path: &Path) -> Result<u64> {
-    let file = File::open(path).map_err(|e| Error::Io {
+/// What a file to import holds, from its first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Parquet,
+    /// The Arrow IPC file format (`.arrow`, `.feather` v2).
+    IpcFile,
+    /// The Arrow IPC stream format (`.arrows`).
+    IpcStream,
+}
+
+fn open(path: &Path) -> Result<File> {
+    File::open(path).map_err(|e| Error::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })
+}
+
+/// Recognises a Parquet file (`PAR1`), an Arrow IPC file (`ARROW1`) or an
+/// Arrow IPC stream (a continuation marker) by its magic bytes.
+pub fn sniff(path: &Path) -> Result<Format> {
+    let mut head = [0u8; 8];
+    let n = open(path)?.read(&mut head).map_err(|e| Error::Io {
         path: path.to_path_buf(),
         source: e,
     })?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err(path))?;
-    Ok(builder.metadata().file_metadata().num_rows().max(0) as u64)
+    let head = &head[..n];
+    if head.starts_with(b"PAR1") {
+        Ok(Format::Parquet)
+    } else if head.starts_with(b"ARROW1") {
+        Ok(Format::IpcFile)
+    } else if head.starts_with(&[0xFF, 0xFF, 0xFF, 0xFF]) {
+        Ok(Format::IpcStream)
+    } else {
+        Err(Error::InvalidValue(format!(
+            "{}: expected a Parquet file (PAR1) or an Arrow IPC file (ARROW1) or stream, \
+             found the bytes {head:02x?}",
+            path.display()
+        )))
+    }
 }
 
-/// Ingests the Parquet file `path` into one new store per column under
-/// `root/<column>` (see `loaderx::arrow::ingest` for the column mapping and
-/// the all-or-nothing guarantee).
+/// Rows of a Parquet file (from its footer); `None` for Arrow IPC, whose row
+/// counts are spread over the batches.
+pub fn row_count(path: &Path) -> Result<Option<u64>> {
+    match sniff(path)? {
+        Format::Parquet => {
+            let builder =
+                ParquetRecordBatchReaderBuilder::try_new(open(path)?).map_err(parquet_err(path))?;
+            Ok(Some(
+                builder.metadata().file_metadata().num_rows().max(0) as u64
+            ))
+        }
+        // Batch lengths live in each batch's header, not in the footer.
+        Format::IpcFile | Format::IpcStream => Ok(None),
+    }
+}
+
+fn ipc_err(path: &Path) -> impl Fn(ArrowError) -> Error + '_ {
+    move |e| Error::InvalidValue(format!("{}: {e}", path.display()))
+}
+
+/// Ingests the Parquet or Arrow IPC file `path` (see [`sniff`]) into one new
+/// store per column under `root/<column>` (see `loaderx::arrow::ingest` for
+/// the column mapping and the all-or-nothing guarantee).
 pub fn ingest(
     path: &Path,
     root: &Path,
@@ -209,20 +263,36 @@ pub fn ingest(
     batch_rows: usize,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Vec<(String, Kind)>> {
-    let file = File::open(path).map_err(|e| Error::Io {
-        path: path.to_path_buf(),
-        source: e,
-    })?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(parquet_err(path))?
-        .with_batch_size(batch_rows.max(1))
-        .build()
-        .map_err(parquet_err(path))?;
-    std::fs::create_dir_all(root).map_err(|e| Error::Io {
-        path: root.to_path_buf(),
-        source: e,
-    })?;
-    la::ingest(reader, root, codec, dict, progress)
+    let format = sniff(path)?;
+    let file = open(path)?;
+    let mkroot = || {
+        std::fs::create_dir_all(root).map_err(|e| Error::Io {
+            path: root.to_path_buf(),
+            source: e,
+        })
+    };
+    match format {
+        Format::Parquet => {
+            let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+                .map_err(parquet_err(path))?
+                .with_batch_size(batch_rows.max(1))
+                .build()
+                .map_err(parquet_err(path))?;
+            mkroot()?;
+            la::ingest(reader, root, codec, dict, progress)
+        }
+        Format::IpcFile => {
+            let reader = FileReader::try_new(BufReader::new(file), None).map_err(ipc_err(path))?;
+            mkroot()?;
+            la::ingest(reader, root, codec, dict, progress)
+        }
+        Format::IpcStream => {
+            let reader =
+                StreamReader::try_new(BufReader::new(file), None).map_err(ipc_err(path))?;
+            mkroot()?;
+            la::ingest(reader, root, codec, dict, progress)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -266,7 +336,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!((stats.rows, seen), (10, 10));
-        assert_eq!(row_count(&out).unwrap(), 10);
+        assert_eq!(row_count(&out).unwrap(), Some(10));
         let made = ingest(
             &out,
             &dir.path().join("back"),
@@ -320,5 +390,83 @@ mod tests {
         assert!(err.is_err());
         assert!(!out.exists());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
+
+    #[test]
+    fn ingest_reads_arrow_ipc_files_and_streams() {
+        use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+        use arrow_ipc::writer::{FileWriter, StreamWriter};
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut img = Store::create(
+            dir.path().join("img"),
+            Schema::dense(DType::U8, &[2, 3]).unwrap(),
+            Codec::Raw,
+            None,
+        )
+        .unwrap();
+        img.append_dense(&(0..60u8).collect::<Vec<_>>()).unwrap();
+        let idx: Vec<u64> = (0..10).collect();
+        let image = la::gather_array(&img, &idx).unwrap();
+        let label: ArrayRef =
+            Arc::new(Int64Array::from((0..10).map(|i| i * 3).collect::<Vec<_>>()));
+        let schema = Arc::new(arrow_schema::Schema::new(vec![
+            la::field_for(img.schema(), "image"),
+            arrow_schema::Field::new("label", arrow_schema::DataType::Int64, false),
+        ]));
+        let batch = RecordBatch::try_new(schema.clone(), vec![image, label]).unwrap();
+
+        let file = dir.path().join("t.arrow");
+        let mut w = FileWriter::try_new(File::create(&file).unwrap(), &schema).unwrap();
+        w.write(&batch.slice(0, 4)).unwrap();
+        w.write(&batch.slice(4, 6)).unwrap();
+        w.finish().unwrap();
+        let stream = dir.path().join("t.arrows");
+        let mut w = StreamWriter::try_new(File::create(&stream).unwrap(), &schema).unwrap();
+        w.write(&batch).unwrap();
+        w.finish().unwrap();
+
+        assert_eq!(sniff(&file).unwrap(), Format::IpcFile);
+        assert_eq!(sniff(&stream).unwrap(), Format::IpcStream);
+        assert_eq!(row_count(&file).unwrap(), None);
+        for (src, name) in [(&file, "from-file"), (&stream, "from-stream")] {
+            let root = dir.path().join(name);
+            let mut rows = 0;
+            let made = ingest(src, &root, Codec::Zstd, None, 1024, &mut |r| rows = r).unwrap();
+            assert_eq!(
+                made,
+                vec![
+                    ("image".to_string(), Kind::Dense),
+                    ("label".to_string(), Kind::Dense)
+                ]
+            );
+            assert_eq!(rows, 10, "{name}: progress counts every row");
+            let back = Store::open(root.join("image")).unwrap();
+            assert_eq!(back.len(), 10);
+            for i in 0..10 {
+                assert_eq!(back.read_record(i).unwrap(), img.read_record(i).unwrap());
+            }
+            let labels = Store::open(root.join("label")).unwrap();
+            assert_eq!(labels.read_record(7).unwrap(), 21i64.to_le_bytes());
+        }
+    }
+
+    #[test]
+    fn ingest_refuses_a_file_of_another_format() {
+        let dir = tempfile::tempdir().unwrap();
+        let csv = dir.path().join("t.csv");
+        std::fs::write(&csv, b"a,b\n1,2\n").unwrap();
+        let err = ingest(
+            &csv,
+            &dir.path().join("out"),
+            Codec::Zstd,
+            None,
+            16,
+            &mut |_| {},
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("expected a Parquet file"), "{err}");
+        assert!(!dir.path().join("out").exists(), "nothing is created");
     }
 }
