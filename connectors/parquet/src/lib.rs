@@ -301,17 +301,23 @@ mod tests {
     use loaderx::ragged::Packed;
     use loaderx::{DType, Schema, Store};
 
-    #[test]
-    fn export_and_ingest_round_trip() {
-        let dir = tempfile::tempdir().unwrap();
+    /// Ten raw (2, 3) uint8 records holding 0..60, at `dir/img`.
+    fn image_store(dir: &Path) -> Store {
         let mut img = Store::create(
-            dir.path().join("img"),
+            dir.join("img"),
             Schema::dense(DType::U8, &[2, 3]).unwrap(),
             Codec::Raw,
             None,
         )
         .unwrap();
         img.append_dense(&(0..60u8).collect::<Vec<_>>()).unwrap();
+        img
+    }
+
+    #[test]
+    fn export_and_ingest_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = image_store(dir.path());
         let mut tok = Store::create(
             dir.path().join("tok"),
             Schema::ragged(DType::I32),
@@ -398,14 +404,7 @@ mod tests {
         use arrow_ipc::writer::{FileWriter, StreamWriter};
 
         let dir = tempfile::tempdir().unwrap();
-        let mut img = Store::create(
-            dir.path().join("img"),
-            Schema::dense(DType::U8, &[2, 3]).unwrap(),
-            Codec::Raw,
-            None,
-        )
-        .unwrap();
-        img.append_dense(&(0..60u8).collect::<Vec<_>>()).unwrap();
+        let img = image_store(dir.path());
         let idx: Vec<u64> = (0..10).collect();
         let image = la::gather_array(&img, &idx).unwrap();
         let label: ArrayRef =
