@@ -37,7 +37,7 @@ const MIN_LANE_BYTES_RAW: usize = 256 << 10;
 const MIN_LANE_BYTES_CODED: usize = 64 << 10;
 /// Gathers read records through a shared, read-only mapping of data.zr: no
 /// syscall per record, and the kernel maps the page cache's large folios
-/// whole, so copying a large record out of the mapping runs 1.2–1.6× faster
+/// whole, so copying a large record out of the mapping runs 1.1–1.6× faster
 /// than a positional read. Mapped pages count in the process's RSS and PSS
 /// (a 2 MiB folio as soon as one byte of it is read), so scans that touch a
 /// whole store over time run under [`streaming`], which reads records of at
@@ -71,6 +71,7 @@ pub fn streaming<R>(f: impl FnOnce() -> R) -> R {
 fn map_large_records() -> bool {
     !STREAMING.with(Cell::get)
 }
+
 /// Largest single read/write while compacting.
 const COMPACT_CHUNK: u64 = 8 << 20;
 
