@@ -60,6 +60,21 @@ _LENGTH_SIGMA_LOWER = 0.9
 _LENGTH_RANGE = (16, 512)
 
 
+# Record counts and plan sizes shared by every benchmark of a workload
+# (full run, then --quick).
+VISION_SIZES = dict(
+    records=2500, batch_size=256, batches=50, quick_records=64, quick_batch_size=16, quick_batches=4
+)
+TOKEN_SIZES = dict(
+    records=200_000,
+    batch_size=256,
+    batches=100,
+    quick_records=4000,
+    quick_batch_size=64,
+    quick_batches=8,
+)
+
+
 def _rng(seed: int, stream: int, *key: int) -> np.random.Generator:
     return np.random.default_rng([seed, stream, *key])
 

@@ -86,24 +86,14 @@ WORKLOADS = {
     "vision": Workload(
         name="vision",
         make=wl.dense_vision,
-        records=2500,
-        batch_size=256,
-        batches=50,
-        quick_records=64,
-        quick_batch_size=16,
-        quick_batches=4,
+        **wl.VISION_SIZES,
         describe="vision: {records} CHW RGB uint8 images of (3, 224, 224) in a DenseStore, "
         "{logical_mib:.1f} MiB logical; batches of {batch_size}.",
     ),
     "tokens": Workload(
         name="tokens",
         make=wl.ragged_tokens,
-        records=200_000,
-        batch_size=256,
-        batches=100,
-        quick_records=4000,
-        quick_batch_size=64,
-        quick_batches=8,
+        **wl.TOKEN_SIZES,
         describe="tokens: {records} int32 records of 16..512 synthetic GPT-2-vocabulary tokens "
         "in a RaggedStore, {logical_mib:.1f} MiB logical; batches of {batch_size}.",
     ),

@@ -29,24 +29,14 @@ WORKLOADS = {
     "vision": Workload(
         name="vision",
         make=wl.ragged_vision,
-        records=2500,
-        batch_size=256,
-        batches=50,
-        quick_records=64,
-        quick_batch_size=16,
-        quick_batches=4,
+        **wl.VISION_SIZES,
         describe="{records} CHW RGB uint8 images of (3, H, W), H and W lognormal in 64..512, "
         "{logical_mib:.1f} MiB logical; {batches} random batches of {batch_size}.",
     ),
     "tokens": Workload(
         name="tokens",
         make=wl.ragged_tokens,
-        records=200_000,
-        batch_size=256,
-        batches=100,
-        quick_records=4000,
-        quick_batch_size=64,
-        quick_batches=8,
+        **wl.TOKEN_SIZES,
         describe="{records} int32 token records of 16..512 tokens from a synthetic "
         "GPT-2-vocabulary stream, {logical_mib:.1f} MiB logical; {batches} random batches "
         "of {batch_size}.",
