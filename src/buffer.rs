@@ -47,20 +47,30 @@ unsafe impl Sync for Buffer {}
 impl Buffer {
     /// A buffer of `len` bytes. Its contents are initialised but unspecified
     /// (zero when fresh, an earlier batch when recycled): callers overwrite it.
+    /// Aborts when the allocation fails, as `Vec` does; sizes that come
+    /// from a file use [`Buffer::try_new`].
     pub fn new(len: usize) -> Buffer {
+        Buffer::try_new(len).unwrap_or_else(|| {
+            let layout = Layout::from_size_align(len.max(1), ALIGN).expect("buffer size overflows");
+            alloc::handle_alloc_error(layout)
+        })
+    }
+
+    /// [`Buffer::new`], or `None` when `len` bytes cannot be allocated.
+    pub fn try_new(len: usize) -> Option<Buffer> {
         if len >= POOL_MIN_BYTES {
             if let Some(b) = Buffer::from_pool(len) {
-                return b;
+                return Some(b);
             }
         }
         let cap = len.max(1);
-        let layout = Layout::from_size_align(cap, ALIGN).expect("buffer size overflows");
+        let layout = Layout::from_size_align(cap, ALIGN).ok()?;
         // alloc_zeroed: large sizes come straight from fresh zero pages, so
         // this costs no more than an uninitialised allocation.
-        let ptr = unsafe { alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(ptr).unwrap_or_else(|| alloc::handle_alloc_error(layout));
+        // SAFETY: `layout` has a non-zero size.
+        let ptr = NonNull::new(unsafe { alloc::alloc_zeroed(layout) })?;
         advise_huge_pages(ptr.as_ptr(), cap);
-        Buffer { ptr, len, cap }
+        Some(Buffer { ptr, len, cap })
     }
 
     fn from_pool(len: usize) -> Option<Buffer> {
@@ -178,5 +188,11 @@ mod tests {
         let small = Buffer::new(10);
         assert_eq!(small.as_slice(), &[0u8; 10]);
         assert!(Buffer::new(0).is_empty());
+    }
+
+    #[test]
+    fn impossible_sizes_fail_without_aborting() {
+        assert!(Buffer::try_new(usize::MAX - 3).is_none());
+        assert!(Buffer::try_new(isize::MAX as usize).is_none());
     }
 }

@@ -120,10 +120,12 @@ fn zstd_error(code: usize) -> String {
 }
 
 /// Compresses `src` with the calling thread's context into the thread's
-/// output buffer and hands the frame to `f`.
+/// output buffer and hands the frame to `f`. With `checksum` the frame
+/// carries zstd's content checksum (XXH64), which every decoder verifies.
 pub fn compress_with<R>(
     codec: Codec,
     dict: Option<&Dictionary>,
+    checksum: bool,
     src: &[u8],
     f: impl FnOnce(&[u8]) -> R,
 ) -> Result<R, String> {
@@ -134,17 +136,48 @@ pub fn compress_with<R>(
         out.clear();
         out.reserve(zstd_safe::compress_bound(src.len()));
         let cctx = lane.cctx.get_or_insert_with(CCtx::create);
-        let written = match (codec, dict) {
-            (Codec::Zstd, _) => cctx.compress(out, src, ZSTD_LEVEL),
+        let cdict = match (codec, dict) {
+            (Codec::Zstd, _) => None,
             (Codec::ZstdDict, Some(d)) => match d.cdict() {
-                Some(cdict) => cctx.compress_using_cdict(out, src, cdict),
+                Some(cdict) => Some(cdict),
                 None => return Err("zstd cannot load the dictionary for compression".into()),
             },
             _ => return Err(format!("codec {codec} does not compress")),
         };
+        let written = if checksum {
+            // The one-shot calls below take no frame parameters: set them
+            // on the context (reset first: the context is shared by every
+            // store this thread writes).
+            cctx.reset(zstd_safe::ResetDirective::SessionAndParameters)
+                .map_err(zstd_error)?;
+            cctx.set_parameter(zstd_safe::CParameter::ChecksumFlag(true))
+                .map_err(zstd_error)?;
+            match cdict {
+                Some(cdict) => cctx.ref_cdict(cdict).map_err(zstd_error)?,
+                None => cctx
+                    .set_parameter(zstd_safe::CParameter::CompressionLevel(ZSTD_LEVEL))
+                    .map_err(zstd_error)?,
+            };
+            let written = cctx.compress2(out, src);
+            cctx.reset(zstd_safe::ResetDirective::SessionAndParameters)
+                .map_err(zstd_error)?;
+            written
+        } else {
+            match cdict {
+                Some(cdict) => cctx.compress_using_cdict(out, src, cdict),
+                None => cctx.compress(out, src, ZSTD_LEVEL),
+            }
+        };
         written.map_err(zstd_error)?;
         Ok(f(out))
     })
+}
+
+/// Whether a stored zstd frame (its first bytes) carries a content
+/// checksum: bit 2 of the frame header descriptor after the magic number.
+pub fn frame_has_checksum(head: &[u8]) -> bool {
+    const MAGIC: [u8; 4] = 0xFD2F_B528u32.to_le_bytes();
+    head.len() >= 5 && head[..4] == MAGIC && head[4] & 0x04 != 0
 }
 
 /// Decodes one stored record held in memory (`src`, e.g. a slice of the

@@ -65,6 +65,9 @@ pub enum Error {
     /// The operation is not allowed in this state (closed handle, forked child).
     #[error("{0}")]
     InvalidState(String),
+    /// A result too large to allocate (maps to MemoryError).
+    #[error("cannot allocate {bytes} bytes for {what}")]
+    OutOfMemory { bytes: u64, what: String },
 }
 
 impl Error {

@@ -36,7 +36,15 @@ pub struct Header {
     /// Bytes of MsgPack schema following the header (1..=4064).
     pub schema_length: u32,
     pub codec: Codec,
+    /// Format extension 1: the offset in `meta.zr` of a committed journal
+    /// that has not been applied to the record table yet (see
+    /// [`crate::journal`]). `None` in every store with nothing pending, which
+    /// keeps bytes 20..31 zero as in the seed's format.
+    pub journal: Option<u64>,
 }
+
+/// Header byte 20 when a committed journal is pending.
+pub const EXT_JOURNAL: u8 = 1;
 
 impl Header {
     pub fn encode(&self) -> [u8; HEADER_SIZE] {
@@ -44,7 +52,12 @@ impl Header {
         out[0..8].copy_from_slice(&self.length.to_le_bytes());
         out[8..16].copy_from_slice(&self.tail_offset.to_le_bytes());
         out[16..20].copy_from_slice(&self.schema_length.to_le_bytes());
-        // bytes 20..31 are reserved and stay zero
+        // bytes 20..31 are reserved and stay zero, except while a committed
+        // journal is pending: byte 20 is EXT_JOURNAL, bytes 21..29 its offset.
+        if let Some(at) = self.journal {
+            out[20] = EXT_JOURNAL;
+            out[21..29].copy_from_slice(&at.to_le_bytes());
+        }
         out[31] = self.codec as u8;
         out
     }
@@ -54,9 +67,28 @@ impl Header {
         let length = u64::from_le_bytes(bytes[0..8].try_into().unwrap());
         let tail_offset = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
         let schema_length = u32::from_le_bytes(bytes[16..20].try_into().unwrap());
-        if bytes[20..31].iter().any(|&b| b != 0) {
-            return Err("header bytes 20..31 are reserved and must be zero".into());
-        }
+        let journal = match bytes[20] {
+            0 if bytes[21..31].iter().all(|&b| b == 0) => None,
+            0 => return Err("header bytes 20..31 are reserved and must be zero".into()),
+            EXT_JOURNAL if bytes[29..31].iter().all(|&b| b == 0) => {
+                let at = u64::from_le_bytes(bytes[21..29].try_into().unwrap());
+                let table_end = meta_size_for(length).ok_or_else(|| {
+                    format!("header length {length} overflows the record table")
+                })?;
+                if at < table_end {
+                    return Err(format!(
+                        "reserved header byte 20 marks a pending journal, but its offset {at} overlaps the record table (ends at {table_end})"
+                    ));
+                }
+                Some(at)
+            }
+            EXT_JOURNAL => return Err("header bytes 29..31 are reserved and must be zero".into()),
+            other => {
+                return Err(format!(
+                    "header byte 20 is {other}: reserved bytes must be zero (or 1 for a pending journal)"
+                ))
+            }
+        };
         let codec = Codec::from_tag(bytes[31])
             .ok_or_else(|| format!("unknown codec tag {} in header byte 31", bytes[31]))?;
         if schema_length == 0 || schema_length as usize > SCHEMA_CAPACITY {
@@ -69,6 +101,7 @@ impl Header {
             tail_offset,
             schema_length,
             codec,
+            journal,
         })
     }
 }
@@ -125,6 +158,7 @@ mod tests {
             tail_offset: 1234,
             schema_length: 33,
             codec: Codec::ZstdDict,
+            journal: None,
         };
         let bytes = h.encode();
         assert_eq!(bytes[31], 2);
@@ -138,6 +172,7 @@ mod tests {
             tail_offset: 0,
             schema_length: 10,
             codec: Codec::Raw,
+            journal: None,
         };
         let mut b = h.encode();
         b[31] = 9;
@@ -146,11 +181,35 @@ mod tests {
         b[25] = 1;
         assert!(Header::decode(&b).unwrap_err().contains("reserved"));
         let mut b = h.encode();
+        b[20] = 7;
+        assert!(Header::decode(&b).unwrap_err().contains("byte 20"));
+        // A pending journal must lie past the record table.
+        let mut b = h.encode();
+        b[20] = EXT_JOURNAL;
+        b[21..29].copy_from_slice(&100u64.to_le_bytes());
+        assert!(Header::decode(&b).unwrap_err().contains("overlaps"));
+        let mut b = h.encode();
         b[16..20].copy_from_slice(&4065u32.to_le_bytes());
         assert!(Header::decode(&b).unwrap_err().contains("schema_length"));
         let mut b = h.encode();
         b[16..20].copy_from_slice(&0u32.to_le_bytes());
         assert!(Header::decode(&b).unwrap_err().contains("schema_length"));
+    }
+
+    #[test]
+    fn header_with_pending_journal_round_trips() {
+        let h = Header {
+            length: 3,
+            tail_offset: 99,
+            schema_length: 12,
+            codec: Codec::Zstd,
+            journal: Some(5000),
+        };
+        let bytes = h.encode();
+        assert_eq!(bytes[20], EXT_JOURNAL);
+        assert_eq!(Header::decode(&bytes).unwrap(), h);
+        let clean = Header { journal: None, ..h }.encode();
+        assert!(clean[20..31].iter().all(|&b| b == 0));
     }
 
     #[test]

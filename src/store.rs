@@ -21,10 +21,12 @@ use crate::buffer::Buffer;
 use crate::codec::{self, Codec, DecodeError, Dictionary};
 use crate::error::{Error, Kind, Result};
 use crate::executor;
+use crate::fileio;
 use crate::format::{
     self, Header, RecordLoc, DATA_FILE, DICT_FILE, HEADER_SIZE, LOC_SIZE, MAX_RECORD_BYTES,
     META_FILE, PAGE_SIZE,
 };
+use crate::journal::{self, Journal, Move};
 use crate::ragged::{self, Packed, RaggedRecord};
 use crate::schema::{Layout, Schema};
 
@@ -72,8 +74,26 @@ fn map_large_records() -> bool {
     !STREAMING.with(Cell::get)
 }
 
-/// Largest single read/write while compacting.
-const COMPACT_CHUNK: u64 = 8 << 20;
+/// Compaction moves at most this many bytes per committed step (more when
+/// a single record is larger).
+const COMPACT_CHUNK: u64 = 32 << 20;
+
+static COMPACT_CHUNK_BYTES: AtomicU64 = AtomicU64::new(COMPACT_CHUNK);
+
+/// Sets the compaction step size, so that crash tests reach every kind of
+/// step with small stores.
+#[cfg(feature = "fault-injection")]
+#[doc(hidden)]
+pub fn set_compact_chunk_for_tests(bytes: u64) {
+    COMPACT_CHUNK_BYTES.store(bytes.max(1), Ordering::Relaxed);
+}
+
+/// A zstd frame never decodes to more than this many times its size: each
+/// block holds at most 128 KiB and takes at least 4 bytes (an RLE block).
+const MAX_ZSTD_RATIO: u64 = 32 << 10;
+
+/// The name meta.zr has while `create` builds it.
+const CREATE_TEMP: &str = ".meta.zr.creating";
 
 /// An index into a store: `u64` or a signed integer that must not be negative.
 pub trait RecordIndex: Copy + Send + Sync {
@@ -170,6 +190,8 @@ pub struct Store {
     schema: Schema,
     codec: Codec,
     dict: Option<Dictionary>,
+    /// Whether new zstd frames carry a content checksum.
+    checksum: bool,
     locs: Vec<RecordLoc>,
     /// Raw dense records lie back to back in index order (record `i` at
     /// `i * width`), so a gather computes offsets instead of reading the
@@ -178,12 +200,19 @@ pub struct Store {
     /// In-process frontier of `data.zr`.
     tail: u64,
     live_bytes: u64,
+    /// Length of the record table the header on disk commits: slots below
+    /// it are only ever rewritten through the journal.
+    committed_len: u64,
     /// Location entries `unsynced_from..len` are not yet on disk.
     unsynced_from: u64,
     /// Slots below `unsynced_from` rewritten by deletes since the last sync.
     dirty_slots: BTreeSet<u64>,
     /// Whether the header on disk is behind.
     header_dirty: bool,
+    /// Set when a write of committed state failed halfway (an fsync error
+    /// leaves the page cache in an unknown state): later writes refuse, and
+    /// reopening the store recovers its last commit.
+    failed: Option<String>,
     /// Process that opened the store; a forked child may only read.
     owner_pid: u32,
     records_read: AtomicU64,
@@ -204,9 +233,7 @@ fn lock(meta: &File, dir: &Path, meta_path: &Path) -> Result<()> {
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_at(dir))
+    fileio::sync_dir(dir).map_err(io_at(dir))
 }
 
 impl Store {
@@ -218,7 +245,27 @@ impl Store {
         codec: Codec,
         dict: Option<&[u8]>,
     ) -> Result<Store> {
+        Store::create_with_checksum(dir, schema, codec, dict, false)
+    }
+
+    /// [`Store::create`]; with `checksum` every zstd frame written through
+    /// this handle carries its content checksum, so a damaged payload fails
+    /// to decode instead of returning wrong bytes. The frames stay plain
+    /// zstd frames. Raw records are stored as they are, with no checksum:
+    /// `checksum` needs a compressed codec.
+    pub fn create_with_checksum(
+        dir: impl AsRef<Path>,
+        schema: Schema,
+        codec: Codec,
+        dict: Option<&[u8]>,
+        checksum: bool,
+    ) -> Result<Store> {
         let dir = dir.as_ref();
+        if checksum && !codec.is_compressed() {
+            return Err(Error::InvalidValue(format!(
+                "checksum=True needs a compressed codec ('zstd' or 'zstd_dict'), got codec '{codec}': raw records are stored as they are, without checksums"
+            )));
+        }
         match (codec, dict) {
             (Codec::ZstdDict, None) => {
                 return Err(Error::InvalidValue(
@@ -255,34 +302,37 @@ impl Store {
             });
         }
         let meta_path = dir.join(META_FILE);
+        let exists = || Error::AlreadyExists {
+            path: dir.to_path_buf(),
+            reason: "a store already exists here".into(),
+        };
         if meta_path.exists() {
-            return Err(Error::AlreadyExists {
-                path: dir.to_path_buf(),
-                reason: "a store already exists here".into(),
-            });
+            return Err(exists());
         }
         fs::create_dir_all(dir).map_err(io_at(dir))?;
-        let meta = match OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&meta_path)
-        {
-            Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                return Err(Error::AlreadyExists {
-                    path: dir.to_path_buf(),
-                    reason: "a store already exists here".into(),
-                })
-            }
-            Err(e) => return Err(Error::io(&meta_path, e)),
-        };
-        let result = Store::initialise(dir, meta, &schema, &schema_bytes, codec, dictionary);
+        // meta.zr is built under a temporary name and renamed into place
+        // last, so a create killed at any instant leaves either no store
+        // (create may run again) or a valid empty one. The temporary file's
+        // lock excludes concurrent creates; it follows the file through the
+        // rename and becomes the store's lock.
+        let temp_path = dir.join(CREATE_TEMP);
+        let meta = fileio::open_rw(&temp_path, false).map_err(io_at(&temp_path))?;
+        lock(&meta, dir, &temp_path)?;
+        if meta_path.exists() {
+            let _ = fs::remove_file(&temp_path);
+            return Err(exists());
+        }
+        let result = Store::initialise(dir, meta, &schema, &schema_bytes, codec, dictionary).map(
+            |mut store| {
+                store.checksum = checksum;
+                store
+            },
+        );
         if result.is_err() {
             // Leave nothing half-written behind.
             let _ = fs::remove_file(dir.join(DATA_FILE));
             let _ = fs::remove_file(dir.join(DICT_FILE));
-            let _ = fs::remove_file(&meta_path);
+            let _ = fs::remove_file(&temp_path);
         }
         result
     }
@@ -296,22 +346,30 @@ impl Store {
         dict: Option<Dictionary>,
     ) -> Result<Store> {
         let meta_path = dir.join(META_FILE);
+        let temp_path = dir.join(CREATE_TEMP);
         let data_path = dir.join(DATA_FILE);
         let dict_path = dir.join(DICT_FILE);
-        lock(&meta, dir, &meta_path)?;
-        let data = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&data_path)
+        let header = Header {
+            length: 0,
+            tail_offset: 0,
+            schema_length: schema_bytes.len() as u32,
+            codec,
+            journal: None,
+        };
+        let mut page = vec![0u8; PAGE_SIZE as usize];
+        page[..HEADER_SIZE].copy_from_slice(&header.encode());
+        page[HEADER_SIZE..HEADER_SIZE + schema_bytes.len()].copy_from_slice(schema_bytes);
+        fileio::set_len(&meta, 0)
+            .and_then(|_| fileio::pwrite(&meta, &page, 0))
+            .and_then(|_| fileio::sync_all(&meta))
+            .map_err(io_at(&temp_path))?;
+        let data = fileio::open_rw(&data_path, true)
+            .and_then(|f| fileio::sync_all(&f).map(|_| f))
             .map_err(io_at(&data_path))?;
-        data.sync_all().map_err(io_at(&data_path))?;
         match dict.as_ref().map(|d| d.bytes()) {
             Some(bytes) => {
-                let f = File::create(&dict_path).map_err(io_at(&dict_path))?;
-                f.write_all_at(bytes, 0)
-                    .and_then(|_| f.sync_all())
+                fileio::open_rw(&dict_path, true)
+                    .and_then(|f| fileio::pwrite(&f, bytes, 0).and_then(|_| fileio::sync_all(&f)))
                     .map_err(io_at(&dict_path))?;
             }
             None => match fs::remove_file(&dict_path) {
@@ -320,19 +378,21 @@ impl Store {
                 Err(e) => return Err(Error::io(&dict_path, e)),
             },
         }
-        let header = Header {
-            length: 0,
-            tail_offset: 0,
-            schema_length: schema_bytes.len() as u32,
-            codec,
-        };
-        let mut page = vec![0u8; PAGE_SIZE as usize];
-        page[..HEADER_SIZE].copy_from_slice(&header.encode());
-        page[HEADER_SIZE..HEADER_SIZE + schema_bytes.len()].copy_from_slice(schema_bytes);
-        meta.write_all_at(&page, 0)
-            .and_then(|_| meta.sync_all())
-            .map_err(io_at(&meta_path))?;
         sync_dir(dir)?;
+        fileio::rename_noreplace(&temp_path, &meta_path).map_err(|e| {
+            if e.kind() == ErrorKind::AlreadyExists {
+                Error::AlreadyExists {
+                    path: dir.to_path_buf(),
+                    reason: "a store already exists here".into(),
+                }
+            } else {
+                Error::io(&meta_path, e)
+            }
+        })?;
+        if let Err(e) = sync_dir(dir) {
+            let _ = fs::remove_file(&meta_path);
+            return Err(e);
+        }
         let packed_dense = codec == Codec::Raw && schema.record_width().is_some();
         Ok(Store {
             dir: dir.to_path_buf(),
@@ -344,13 +404,16 @@ impl Store {
             schema: schema.clone(),
             codec,
             dict,
+            checksum: false,
             locs: Vec::new(),
             packed_dense,
             tail: 0,
             live_bytes: 0,
+            committed_len: 0,
             unsynced_from: 0,
             dirty_slots: BTreeSet::new(),
             header_dirty: false,
+            failed: None,
             owner_pid: std::process::id(),
             records_read: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
@@ -452,13 +515,33 @@ impl Store {
             }
         };
 
-        let locs = read_locs(&meta, &meta_path, header.length)?;
+        let mut locs = read_locs(&meta, &meta_path, header.length)?;
+        // A journal committed by a sync or compaction step that did not
+        // finish applying it: its locations are part of the committed state.
+        let journal = match header.journal {
+            Some(at) => {
+                let journal = read_journal(&meta, &meta_path, at, meta_len, &header)?;
+                for &(slot, loc) in &journal.locs {
+                    locs[slot as usize] = loc;
+                }
+                Some(journal)
+            }
+            None => None,
+        };
         let width = schema.record_width();
         let mut live_bytes = 0u64;
         for (i, loc) in locs.iter().enumerate() {
             check_loc(i as u64, loc, header.codec, width, header.tail_offset)
                 .map_err(corrupt_meta)?;
             live_bytes += loc.phys_length as u64;
+        }
+        // Records never share bytes, so their stored lengths cannot add up
+        // to more than the committed payload.
+        if live_bytes > header.tail_offset {
+            return Err(corrupt_meta(format!(
+                "the records' stored lengths add up to {live_bytes} bytes, more than tail_offset {}: location entries overlap",
+                header.tail_offset
+            )));
         }
         let mut store = Store {
             dir: dir.to_path_buf(),
@@ -470,18 +553,25 @@ impl Store {
             schema,
             codec: header.codec,
             dict,
+            checksum: false,
             locs,
             packed_dense: false,
             tail: header.tail_offset,
             live_bytes,
+            committed_len: header.length,
             unsynced_from: header.length,
             dirty_slots: BTreeSet::new(),
             header_dirty: false,
+            failed: None,
             owner_pid: std::process::id(),
             records_read: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
             closed: false,
         };
+        if let Some(journal) = journal {
+            store.apply_journal(&journal)?;
+        }
+        store.checksum = store.last_frame_has_checksum();
         store.packed_dense = store.compute_packed_dense();
         store.ensure_map(data_len);
         Ok(store)
@@ -508,6 +598,24 @@ impl Store {
         self.map = usize::try_from(len)
             .ok()
             .and_then(|len| unsafe { memmap2::MmapOptions::new().len(len).map(&self.data) }.ok());
+    }
+
+    /// Whether the newest record is a zstd frame with a content checksum:
+    /// a store keeps writing frames the way its last one was written.
+    fn last_frame_has_checksum(&self) -> bool {
+        let Some(loc) = self.locs.iter().max_by_key(|l| l.offset) else {
+            return false;
+        };
+        let mut head = [0u8; 5];
+        self.codec.is_compressed()
+            && loc.phys_length as usize >= head.len()
+            && self.data.read_exact_at(&mut head, loc.offset).is_ok()
+            && codec::frame_has_checksum(&head)
+    }
+
+    /// Whether zstd frames written through this handle carry a checksum.
+    pub fn checksum(&self) -> bool {
+        self.checksum
     }
 
     fn compute_packed_dense(&self) -> bool {
@@ -578,7 +686,8 @@ impl Store {
             records: self.len(),
             live_bytes: self.live_bytes,
             data_bytes: self.tail,
-            reclaimable: self.tail - self.live_bytes,
+            // Open rejects overlapping entries, so this never saturates.
+            reclaimable: self.tail.saturating_sub(self.live_bytes),
         }
     }
 
@@ -602,6 +711,15 @@ impl Store {
     }
 
     fn check_writable(&self, op: &str) -> Result<()> {
+        if let Some(why) = &self.failed {
+            return Err(Error::io(
+                &self.meta_path,
+                io::Error::other(format!(
+                    "cannot {op} {}: an earlier write failed ({why}); reopen the store to recover its last sync",
+                    self.dir.display()
+                )),
+            ));
+        }
         if !self.is_owner() {
             return Err(Error::InvalidState(format!(
                 "cannot {op} {}: the store was opened by process {} and this forked child may only read it",
@@ -689,9 +807,7 @@ impl Store {
         let start = self.tail;
         let new_locs: Vec<RecordLoc> = if self.codec == Codec::Raw {
             // The source is already the exact byte run to store.
-            self.data
-                .write_all_at(src, start)
-                .map_err(io_at(&self.data_path))?;
+            fileio::pwrite(&self.data, src, start).map_err(io_at(&self.data_path))?;
             (0..n)
                 .map(|i| {
                     let r = record(i);
@@ -705,26 +821,38 @@ impl Store {
         } else {
             let frontier = AtomicU64::new(start);
             let mut locs = vec![RecordLoc::default(); n];
-            let (codec, dict, data, data_path) =
-                (self.codec, self.dict.as_ref(), &self.data, &self.data_path);
+            let (codec, dict, checksum, data, data_path) = (
+                self.codec,
+                self.dict.as_ref(),
+                self.checksum,
+                &self.data,
+                &self.data_path,
+            );
             executor::pool().install(|| {
                 locs.par_iter_mut()
                     .enumerate()
                     .try_for_each(|(i, loc)| -> Result<()> {
                         let r = record(i);
                         let logic = r.len() as u32;
-                        codec::compress_with(codec, dict, &src[r], |frame| -> Result<()> {
-                            // Offsets are reserved in completion order.
-                            let offset = frontier.fetch_add(frame.len() as u64, Ordering::Relaxed);
-                            data.write_all_at(frame, offset)
-                                .map_err(|e| Error::io(data_path, e))?;
-                            *loc = RecordLoc {
-                                offset,
-                                phys_length: frame.len() as u32,
-                                logic_length: logic,
-                            };
-                            Ok(())
-                        })
+                        codec::compress_with(
+                            codec,
+                            dict,
+                            checksum,
+                            &src[r],
+                            |frame| -> Result<()> {
+                                // Offsets are reserved in completion order.
+                                let offset =
+                                    frontier.fetch_add(frame.len() as u64, Ordering::Relaxed);
+                                fileio::pwrite(data, frame, offset)
+                                    .map_err(|e| Error::io(data_path, e))?;
+                                *loc = RecordLoc {
+                                    offset,
+                                    phys_length: frame.len() as u32,
+                                    logic_length: logic,
+                                };
+                                Ok(())
+                            },
+                        )
                         .map_err(|e| Error::InvalidValue(format!("compressing record {i}: {e}")))?
                     })
             })?;
@@ -903,7 +1031,14 @@ impl Store {
     /// Gathers dense records into a new buffer.
     pub fn gather_dense<I: RecordIndex>(&self, idx: &[I]) -> Result<Buffer> {
         let width = self.dense_width()?;
-        let mut buf = Buffer::new(idx.len() * width);
+        let mut buf = idx
+            .len()
+            .checked_mul(width)
+            .and_then(Buffer::try_new)
+            .ok_or_else(|| Error::OutOfMemory {
+                bytes: (idx.len() as u64).saturating_mul(width as u64),
+                what: format!("a gather of {} records", idx.len()),
+            })?;
         self.gather_dense_into(idx, buf.as_mut_slice())?;
         Ok(buf)
     }
@@ -925,9 +1060,18 @@ impl Store {
             }
             let len = self.locs[i.to_u64().unwrap() as usize].logic_length as usize;
             spans.push((total, len));
-            total = (total + len).next_multiple_of(8);
+            total = total
+                .checked_add(len)
+                .and_then(|t| t.checked_next_multiple_of(8))
+                .ok_or_else(|| Error::OutOfMemory {
+                    bytes: u64::MAX,
+                    what: format!("a gather of {} ragged records", idx.len()),
+                })?;
         }
-        let mut buffer = Buffer::new(total);
+        let mut buffer = Buffer::try_new(total).ok_or_else(|| Error::OutOfMemory {
+            bytes: total as u64,
+            what: format!("a gather of {} ragged records", idx.len()),
+        })?;
         self.count_read(idx.len(), spans.iter().map(|s| s.1).sum());
         let itemsize = self.schema.dtype.itemsize();
         let map_large = map_large_records();
@@ -974,7 +1118,13 @@ impl Store {
     /// The logical bytes of one record.
     pub fn read_record(&self, i: u64) -> Result<Vec<u8>> {
         self.check_indices(&[i])?;
-        let mut out = vec![0u8; self.locs[i as usize].logic_length as usize];
+        let len = self.locs[i as usize].logic_length as usize;
+        let mut out = Vec::new();
+        out.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
+            bytes: len as u64,
+            what: format!("record {i}"),
+        })?;
+        out.resize(len, 0);
         self.read_into(i, &mut out, map_large_records())?;
         if self.kind() == Kind::Ragged {
             ragged::parse(&out, self.schema.dtype.itemsize())
@@ -1014,114 +1164,274 @@ impl Store {
 
     /// Rewrites live records densely in physical order, in place, then
     /// truncates both files. Every index keeps its record.
+    ///
+    /// Crash-safe: records move in steps of at most [`COMPACT_CHUNK`]
+    /// bytes, each committed on its own, so a store killed mid-compaction
+    /// reopens with every record intact (partly compacted). A step whose
+    /// destination is free space (holes, and bytes of records moved by
+    /// earlier steps) copies within data.zr before its commit; a step whose
+    /// destination overlaps its own records' bytes carries them in the
+    /// commit's journal instead, so no record ever moves to a higher address.
     pub fn compact(&mut self) -> Result<()> {
         self.check_writable("compact")?;
+        self.sync()?;
         // Records move and the file shrinks: no reads through the mapping.
         self.map = None;
-        let mut order: Vec<usize> = (0..self.locs.len()).collect();
-        order.sort_unstable_by_key(|&i| self.locs[i].offset);
-        let mut write_pos = 0u64;
-        let mut buf = Vec::new();
-        let mut k = 0;
-        while k < order.len() {
-            // A run of physically adjacent records moves as one block.
-            let run_start = self.locs[order[k]].offset;
-            let mut run_end = run_start + self.locs[order[k]].phys_length as u64;
-            let mut j = k + 1;
-            while j < order.len() && self.locs[order[j]].offset == run_end {
-                run_end += self.locs[order[j]].phys_length as u64;
-                j += 1;
-            }
-            if run_start != write_pos {
-                debug_assert!(run_start > write_pos);
-                self.move_bytes(run_start, write_pos, run_end - run_start, &mut buf)?;
-                let shift = run_start - write_pos;
-                for &i in &order[k..j] {
-                    self.locs[i].offset -= shift;
-                }
-            }
-            write_pos += run_end - run_start;
-            k = j;
+        self.check_no_overlap()?;
+        let result = self.compact_steps();
+        if let Err(e) = &result {
+            self.fail(e);
         }
-        self.data
-            .set_len(write_pos)
-            .map_err(io_at(&self.data_path))?;
-        self.tail = write_pos;
-        self.unsynced_from = 0;
-        self.dirty_slots.clear();
-        self.header_dirty = true;
-        self.sync()?;
-        self.truncate_meta()?;
         self.packed_dense = self.compute_packed_dense();
         self.ensure_map(self.tail);
+        result
+    }
+
+    /// Live records in physical order.
+    fn physical_order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.locs.len()).collect();
+        order.sort_unstable_by_key(|&i| self.locs[i].offset);
+        order
+    }
+
+    fn check_no_overlap(&self) -> Result<()> {
+        let order = self.physical_order();
+        for w in order.windows(2) {
+            let (a, b) = (self.locs[w[0]], self.locs[w[1]]);
+            if a.offset + a.phys_length as u64 > b.offset {
+                return Err(self.corrupted_meta(format!(
+                    "records {} (offset {}, +{}) and {} (offset {}) overlap in data.zr",
+                    w[0], a.offset, a.phys_length, w[1], b.offset
+                )));
+            }
+        }
         Ok(())
     }
 
-    /// Copies `len` bytes of data.zr from `from` down to `to` (< `from`).
-    /// Chunks go in ascending order, so a chunk's destination never covers
-    /// source bytes not yet read.
-    fn move_bytes(&self, from: u64, to: u64, len: u64, buf: &mut Vec<u8>) -> Result<()> {
-        let mut done = 0u64;
-        while done < len {
-            let n = (len - done).min(COMPACT_CHUNK) as usize;
-            buf.resize(n, 0);
+    fn compact_steps(&mut self) -> Result<()> {
+        let order = self.physical_order();
+        let chunk = COMPACT_CHUNK_BYTES.load(Ordering::Relaxed);
+        let mut write_pos = 0u64;
+        let mut k = 0;
+        // Records already in place stay where they are.
+        while k < order.len() && self.locs[order[k]].offset == write_pos {
+            write_pos += self.locs[order[k]].phys_length as u64;
+            k += 1;
+        }
+        let mut buf = Vec::new();
+        while k < order.len() {
+            let first = self.locs[order[k]].offset;
+            // Every hole below `first` is free: once it is as large as a
+            // step, steps copy straight into it.
+            let gap = first - write_pos;
+            let limit = if gap >= chunk / 4 {
+                gap.min(chunk)
+            } else {
+                chunk
+            };
+            let mut j = k;
+            let mut bytes = 0u64;
+            while j < order.len() {
+                let len = self.locs[order[j]].phys_length as u64;
+                if j > k && bytes + len > limit {
+                    break;
+                }
+                bytes += len;
+                j += 1;
+            }
+            self.read_runs(&order[k..j], bytes, &mut buf)?;
+            let mut pos = write_pos;
+            for &i in &order[k..j] {
+                self.locs[i].offset = pos;
+                pos += self.locs[i].phys_length as u64;
+                self.dirty_slots.insert(i as u64);
+            }
+            if write_pos + bytes <= first {
+                fileio::pwrite(&self.data, &buf, write_pos).map_err(io_at(&self.data_path))?;
+                self.commit(Vec::new(), Vec::new())?;
+            } else {
+                let moves = vec![Move {
+                    dest: write_pos,
+                    len: bytes,
+                }];
+                buf = self.commit(moves, std::mem::take(&mut buf))?;
+            }
+            write_pos += bytes;
+            k = j;
+        }
+        if self.tail != write_pos {
+            self.tail = write_pos;
+            self.header_dirty = true;
+            self.commit(Vec::new(), Vec::new())?;
+        }
+        let data_len = self.data.metadata().map_err(io_at(&self.data_path))?.len();
+        if data_len != self.tail {
+            fileio::set_len(&self.data, self.tail).map_err(io_at(&self.data_path))?;
+        }
+        self.truncate_meta()
+    }
+
+    /// Reads the stored bytes of `records` (ascending offsets, `bytes` in
+    /// all) into `buf`, one read per run of adjacent records.
+    fn read_runs(&self, records: &[usize], bytes: u64, buf: &mut Vec<u8>) -> Result<()> {
+        buf.clear();
+        buf.resize(bytes as usize, 0);
+        let mut at = 0usize;
+        let mut k = 0;
+        while k < records.len() {
+            let start = self.locs[records[k]].offset;
+            let mut end = start + self.locs[records[k]].phys_length as u64;
+            let mut j = k + 1;
+            while j < records.len() && self.locs[records[j]].offset == end {
+                end += self.locs[records[j]].phys_length as u64;
+                j += 1;
+            }
+            let n = (end - start) as usize;
             self.data
-                .read_exact_at(&mut buf[..n], from + done)
+                .read_exact_at(&mut buf[at..at + n], start)
                 .map_err(io_at(&self.data_path))?;
-            self.data
-                .write_all_at(&buf[..n], to + done)
-                .map_err(io_at(&self.data_path))?;
-            done += n as u64;
+            at += n;
+            k = j;
         }
         Ok(())
     }
 
     fn truncate_meta(&self) -> Result<()> {
         let size = format::meta_size_for(self.len()).expect("table size fits u64");
-        self.meta
-            .set_len(size)
-            .and_then(|_| self.meta.sync_all())
+        fileio::set_len(&self.meta, size)
+            .and_then(|_| fileio::sync_all(&self.meta))
             .map_err(io_at(&self.meta_path))
     }
 
     // ------------------------------------------------------- sync and close
 
-    /// Durability barrier: fsync data.zr, write the pending record locations
-    /// and the header, fsync meta.zr.
+    /// Durability barrier: after it returns, a crash reopens the store at
+    /// exactly this state; a crash during it, at this state or the last one.
     pub fn sync(&mut self) -> Result<()> {
         self.check_writable("sync")?;
         let len = self.len();
         if !self.header_dirty && self.dirty_slots.is_empty() && self.unsynced_from >= len {
             return Ok(());
         }
-        self.data.sync_data().map_err(io_at(&self.data_path))?;
-        // Slots rewritten by deletes, coalesced into runs.
-        let slots: Vec<u64> = std::mem::take(&mut self.dirty_slots).into_iter().collect();
-        let mut k = 0;
-        while k < slots.len() {
-            let mut j = k + 1;
-            while j < slots.len() && slots[j] == slots[j - 1] + 1 {
-                j += 1;
+        self.commit(Vec::new(), Vec::new()).map(drop)
+    }
+
+    /// Commits the in-memory state, plus `moves` of `payload` bytes into
+    /// data.zr, and returns the payload buffer for reuse. A failure marks
+    /// the handle failed: the state on disk is then the last commit or
+    /// this one, and only a reopen tells which.
+    fn commit(&mut self, moves: Vec<Move>, payload: Vec<u8>) -> Result<Vec<u8>> {
+        let result = self.commit_inner(moves, payload);
+        if let Err(e) = &result {
+            self.fail(e);
+        }
+        result
+    }
+
+    fn commit_inner(&mut self, moves: Vec<Move>, payload: Vec<u8>) -> Result<Vec<u8>> {
+        let len = self.len();
+        let committed = self.committed_len;
+        fileio::sync_data(&self.data).map_err(io_at(&self.data_path))?;
+        // Slots past the committed table are referenced by nothing on disk:
+        // they are written in place.
+        if len > committed {
+            self.write_locs(committed, len)?;
+        }
+        // Committed slots that change go through the journal.
+        let rewrites: Vec<(u64, RecordLoc)> = self
+            .dirty_slots
+            .iter()
+            .copied()
+            .chain(self.unsynced_from..committed.min(len))
+            .filter(|&i| i < committed.min(len))
+            .collect::<BTreeSet<u64>>()
+            .into_iter()
+            .map(|i| (i, self.locs[i as usize]))
+            .collect();
+        let payload = if rewrites.is_empty() && moves.is_empty() {
+            if len > committed {
+                // The new entries reach the disk before the header that
+                // commits them.
+                fileio::sync_data(&self.meta).map_err(io_at(&self.meta_path))?;
             }
-            self.write_locs(slots[k], slots[j - 1] + 1)?;
-            k = j;
-        }
-        if self.unsynced_from < len {
-            self.write_locs(self.unsynced_from, len)?;
-        }
+            self.write_header(None)?;
+            payload
+        } else {
+            let journal = Journal {
+                length: len,
+                tail_offset: self.tail,
+                locs: rewrites,
+                moves,
+                payload,
+            };
+            let at = format::meta_size_for(committed.max(len)).expect("table size fits u64");
+            let (prefix, crc) = journal.encode_parts();
+            let meta_err = io_at(&self.meta_path);
+            fileio::pwrite(&self.meta, &prefix, at)
+                .and_then(|_| {
+                    fileio::pwrite(&self.meta, &journal.payload, at + prefix.len() as u64)
+                })
+                .and_then(|_| {
+                    let end = at + prefix.len() as u64 + journal.payload.len() as u64;
+                    fileio::pwrite(&self.meta, &crc, end)
+                })
+                .and_then(|_| fileio::sync_data(&self.meta))
+                .map_err(&meta_err)?;
+            // The commit point: one header write names the journal.
+            self.write_header(Some(at))?;
+            self.apply_journal(&journal)?;
+            journal.payload
+        };
+        self.committed_len = len;
+        self.unsynced_from = len;
+        self.dirty_slots.clear();
+        self.header_dirty = false;
+        Ok(payload)
+    }
+
+    /// Writes the header for the in-memory length and tail (naming a
+    /// pending journal or none) and makes it durable.
+    fn write_header(&self, journal: Option<u64>) -> Result<()> {
         let header = Header {
-            length: len,
+            length: self.len(),
             tail_offset: self.tail,
             schema_length: self.schema.encode().len() as u32,
             codec: self.codec,
+            journal,
         };
-        self.meta
-            .write_all_at(&header.encode(), 0)
-            .and_then(|_| self.meta.sync_data())
+        fileio::pwrite(&self.meta, &header.encode(), 0)
+            .and_then(|_| fileio::sync_data(&self.meta))
+            .map_err(io_at(&self.meta_path))
+    }
+
+    /// Applies a committed journal in place (its moves into data.zr, its
+    /// locations into the table), then clears it from the header. Applying
+    /// it twice is the same as once.
+    fn apply_journal(&self, journal: &Journal) -> Result<()> {
+        if !journal.moves.is_empty() {
+            for (dest, bytes) in journal.moves_with_bytes() {
+                fileio::pwrite(&self.data, bytes, dest).map_err(io_at(&self.data_path))?;
+            }
+            fileio::sync_data(&self.data).map_err(io_at(&self.data_path))?;
+        }
+        let slots = &journal.locs;
+        let mut k = 0;
+        while k < slots.len() {
+            let mut j = k + 1;
+            while j < slots.len() && slots[j].0 == slots[j - 1].0 + 1 {
+                j += 1;
+            }
+            let run: Vec<RecordLoc> = slots[k..j].iter().map(|&(_, loc)| loc).collect();
+            fileio::pwrite(
+                &self.meta,
+                &format::encode_locs(&run),
+                format::loc_position(slots[k].0),
+            )
             .map_err(io_at(&self.meta_path))?;
-        self.unsynced_from = len;
-        self.header_dirty = false;
-        Ok(())
+            k = j;
+        }
+        fileio::sync_data(&self.meta).map_err(io_at(&self.meta_path))?;
+        self.write_header(None)
     }
 
     fn write_locs(&self, from: u64, to: u64) -> Result<()> {
@@ -1131,12 +1441,18 @@ impl Store {
         while i < to {
             let j = (i + CHUNK).min(to);
             let bytes = format::encode_locs(&self.locs[i as usize..j as usize]);
-            self.meta
-                .write_all_at(&bytes, format::loc_position(i))
+            fileio::pwrite(&self.meta, &bytes, format::loc_position(i))
                 .map_err(io_at(&self.meta_path))?;
             i = j;
         }
         Ok(())
+    }
+
+    /// Marks the handle failed after a write of committed state failed.
+    fn fail(&mut self, e: &Error) {
+        if self.failed.is_none() {
+            self.failed = Some(e.to_string());
+        }
     }
 
     /// Syncs, trims both files to their committed size and releases the lock.
@@ -1150,16 +1466,17 @@ impl Store {
             return Ok(());
         }
         self.closed = true;
-        if !self.is_owner() {
+        // A forked child never writes; a failed handle leaves the disk at
+        // its last commit, which the next open recovers.
+        if !self.is_owner() || self.failed.is_some() {
             return Ok(());
         }
         self.closed = false;
         self.sync()?;
         let data_len = self.data.metadata().map_err(io_at(&self.data_path))?.len();
         if data_len != self.tail {
-            self.data
-                .set_len(self.tail)
-                .and_then(|_| self.data.sync_all())
+            fileio::set_len(&self.data, self.tail)
+                .and_then(|_| fileio::sync_all(&self.data))
                 .map_err(io_at(&self.data_path))?;
         }
         let meta_len = self.meta.metadata().map_err(io_at(&self.meta_path))?.len();
@@ -1221,6 +1538,45 @@ fn read_locs(meta: &File, meta_path: &Path, length: u64) -> Result<Vec<RecordLoc
     Ok(locs)
 }
 
+/// Reads and validates the journal a header names as pending.
+fn read_journal(
+    meta: &File,
+    meta_path: &Path,
+    at: u64,
+    meta_len: u64,
+    header: &Header,
+) -> Result<Journal> {
+    let corrupt = |msg: String| Error::corrupted(meta_path, msg);
+    let room = meta_len.saturating_sub(at);
+    if room < journal::HEAD_SIZE {
+        return Err(corrupt(format!(
+            "the header names a pending journal at offset {at}, but the file is {meta_len} bytes"
+        )));
+    }
+    let mut head = [0u8; journal::HEAD_SIZE as usize];
+    meta.read_exact_at(&mut head, at)
+        .map_err(io_at(meta_path))?;
+    let head = journal::Head::decode(&head, room).map_err(corrupt)?;
+    if head.length != header.length || head.tail_offset != header.tail_offset {
+        return Err(corrupt(format!(
+            "the pending journal at offset {at} commits length {} and tail_offset {}, but the header says {} and {}",
+            head.length, head.tail_offset, header.length, header.tail_offset
+        )));
+    }
+    // The size is bounded by the file's size, checked by Head::decode.
+    let size = head.size().unwrap_or(0) as usize;
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(size).map_err(|_| {
+        corrupt(format!(
+            "the pending journal at offset {at} is {size} bytes, more than can be allocated"
+        ))
+    })?;
+    bytes.resize(size, 0);
+    meta.read_exact_at(&mut bytes, at)
+        .map_err(io_at(meta_path))?;
+    Journal::decode(&bytes, &head).map_err(|e| corrupt(format!("{e} (offset {at})")))
+}
+
 fn check_loc(
     i: u64,
     loc: &RecordLoc,
@@ -1255,6 +1611,13 @@ fn check_loc(
             ))
         }
         _ => {}
+    }
+    // The densest a zstd frame can be is an RLE block: 4 bytes for 128 KiB.
+    if codec != Codec::Raw && logic > (loc.phys_length as u64) * MAX_ZSTD_RATIO {
+        return Err(format!(
+            "record {i} has logic_length {logic}, more than a {}-byte zstd frame can hold",
+            loc.phys_length
+        ));
     }
     if codec == Codec::Raw && loc.phys_length != loc.logic_length {
         return Err(format!(
