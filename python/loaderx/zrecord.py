@@ -97,6 +97,12 @@ def _check_codec(codec, dict_bytes):
     return None
 
 
+def _check_checksum(checksum) -> bool:
+    if not isinstance(checksum, (bool, np.bool_)):
+        raise TypeError(f"checksum must be a bool, got {type(checksum).__name__}")
+    return bool(checksum)
+
+
 def _check_path(path) -> str:
     try:
         return os.fspath(path)
@@ -180,6 +186,13 @@ class _Store:
     def codec(self) -> str:
         """``"raw"``, ``"zstd"`` or ``"zstd_dict"``."""
         return self._live().codec
+
+    @property
+    def checksum(self) -> bool:
+        """Whether new zstd frames carry a content checksum: set by
+        ``create(..., checksum=True)`` and kept on reopen by looking at the
+        store's newest frame."""
+        return self._live().checksum
 
     @property
     def closed(self) -> bool:
@@ -282,11 +295,16 @@ class DenseStore(_Store):
     _kind = "dense"
 
     @classmethod
-    def create(cls, path, dtype, item_shape, codec: str = "zstd", dict_bytes=None) -> DenseStore:
+    def create(
+        cls, path, dtype, item_shape, codec: str = "zstd", dict_bytes=None, checksum: bool = False
+    ) -> DenseStore:
         """Creates an empty dense store at ``path`` (parents are created).
 
         ``codec`` is ``"zstd"`` (level 3, the default), ``"raw"`` or
-        ``"zstd_dict"`` (level 19 against ``dict_bytes``). Raises
+        ``"zstd_dict"`` (level 19 against ``dict_bytes``). With
+        ``checksum=True`` every zstd frame carries its content checksum, so a
+        damaged payload raises :class:`Corrupted` instead of decoding to wrong
+        bytes (raw records carry none: it needs a compressed codec). Raises
         FileExistsError if ``path`` already holds a store.
         """
         path = _check_path(path)
@@ -300,7 +318,8 @@ class DenseStore(_Store):
         if any(d <= 0 for d in shape):
             raise ValueError(f"item_shape must have positive dimensions, got {shape}")
         blob = _check_codec(codec, dict_bytes)
-        return cls(_native.Store.create(path, dt.str, list(shape), codec, blob), path)
+        checksum = _check_checksum(checksum)
+        return cls(_native.Store.create(path, dt.str, list(shape), codec, blob, checksum), path)
 
     @property
     def item_shape(self) -> tuple:
@@ -445,12 +464,16 @@ class RaggedStore(_Store):
         self._writer = _Writer(native)
 
     @classmethod
-    def create(cls, path, dtype, codec: str = "zstd", dict_bytes=None) -> RaggedStore:
-        """Creates an empty ragged store at ``path`` (parents are created)."""
+    def create(
+        cls, path, dtype, codec: str = "zstd", dict_bytes=None, checksum: bool = False
+    ) -> RaggedStore:
+        """Creates an empty ragged store at ``path`` (parents are created);
+        ``codec``, ``dict_bytes`` and ``checksum`` as in :meth:`DenseStore.create`."""
         path = _check_path(path)
         dt = _check_dtype(dtype)
         blob = _check_codec(codec, dict_bytes)
-        return cls(_native.Store.create(path, dt.str, None, codec, blob), path)
+        checksum = _check_checksum(checksum)
+        return cls(_native.Store.create(path, dt.str, None, codec, blob, checksum), path)
 
     def _drain(self):
         native = self._live()

@@ -6,7 +6,8 @@
 
 use loaderx::Error;
 use pyo3::exceptions::{
-    PyFileExistsError, PyFileNotFoundError, PyIndexError, PyOSError, PyTypeError, PyValueError,
+    PyFileExistsError, PyFileNotFoundError, PyIndexError, PyMemoryError, PyOSError, PyTypeError,
+    PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -50,6 +51,7 @@ pub fn to_py(err: Error) -> PyErr {
         }
         Error::InvalidType(_) => PyTypeError::new_err(msg),
         Error::IndexOutOfRange { .. } => PyIndexError::new_err(msg),
+        Error::OutOfMemory { .. } => PyMemoryError::new_err(msg),
         _ => PyOSError::new_err(msg),
     }
 }

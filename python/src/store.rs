@@ -223,7 +223,7 @@ impl Store {
     /// Creates a store. `dtype` is NumPy's `dtype.str`; `item_shape` is
     /// given for dense stores and `None` for ragged ones.
     #[staticmethod]
-    #[pyo3(signature = (path, dtype, item_shape, codec, dict_bytes=None))]
+    #[pyo3(signature = (path, dtype, item_shape, codec, dict_bytes=None, checksum=false))]
     fn create(
         py: Python<'_>,
         path: PathBuf,
@@ -231,6 +231,7 @@ impl Store {
         item_shape: Option<Vec<u64>>,
         codec: &str,
         dict_bytes: Option<Vec<u8>>,
+        checksum: bool,
     ) -> PyResult<Store> {
         let dtype = parse_dtype(dtype)?;
         let codec = parse_codec(codec)?;
@@ -239,7 +240,9 @@ impl Store {
             None => Schema::ragged(dtype),
         };
         let engine = py
-            .detach(|| Engine::create(&path, schema, codec, dict_bytes.as_deref()))
+            .detach(|| {
+                Engine::create_with_checksum(&path, schema, codec, dict_bytes.as_deref(), checksum)
+            })
             .py()?;
         Store::wrap(py, engine)
     }
@@ -293,6 +296,12 @@ impl Store {
     #[getter]
     fn codec(&self) -> &'static str {
         self.codec.name()
+    }
+
+    /// Whether zstd frames written through this handle carry a checksum.
+    #[getter]
+    fn checksum(&self) -> PyResult<bool> {
+        self.read_engine(|e| Ok(e.checksum()))
     }
 
     #[getter]
