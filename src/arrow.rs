@@ -860,6 +860,21 @@ fn pack_list<O: OffsetSizeTrait>(
     Ok(packed)
 }
 
+/// A failure of the ingest source: the loaderx error it carries (an I/O
+/// failure on the source file, as a connector reports it) keeps its class.
+fn source_error(e: ArrowError) -> Error {
+    match e {
+        ArrowError::ExternalError(inner) => match inner.downcast::<Error>() {
+            Ok(err) => *err,
+            Err(other) => Error::InvalidValue(format!(
+                "reading the source: {}",
+                ArrowError::ExternalError(other)
+            )),
+        },
+        other => Error::InvalidValue(format!("reading the source: {other}")),
+    }
+}
+
 /// Names the column in a validation error.
 fn in_column(e: Error, column: &str) -> Error {
     match e {
@@ -912,8 +927,7 @@ pub fn ingest(
         }
         let mut rows = 0u64;
         for batch in reader {
-            let batch =
-                batch.map_err(|e| Error::InvalidValue(format!("reading the source: {e}")))?;
+            let batch = batch.map_err(source_error)?;
             for ((field, _, schema), (store, column)) in
                 plan.iter().zip(stores.iter_mut().zip(batch.columns()))
             {

@@ -85,3 +85,104 @@ impl Error {
         }
     }
 }
+
+/// The failure at the root of a wrapper error, for bindings and connectors
+/// that must keep its class (see [`cause`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Cause<'a> {
+    /// A loaderx error (an I/O failure on a named file, a corrupted store...).
+    Store(&'a Error),
+    /// An operating-system error (it has an errno) with no file attached.
+    Os(&'a io::Error),
+}
+
+/// Walks the `source()` chain of a wrapper error (`ArrowError::ExternalError`
+/// and `IoError`, `ParquetError::External`, DataFusion's `External`,
+/// `Context`, `Shared`, `ArrowError`, `IoError`...) and returns the first
+/// loaderx [`Error`] or OS-level `io::Error` (one with an errno) it carries.
+///
+/// An `io::Error` without an errno that wraps another error (`io::Error::other`)
+/// is looked through; one that wraps nothing (an unexpected end of file, bad
+/// data) is no OS failure, and neither is anything else: `None` for those.
+pub fn cause<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<Cause<'a>> {
+    let mut next = Some(err);
+    while let Some(e) = next {
+        if let Some(store) = e.downcast_ref::<Error>() {
+            return Some(Cause::Store(store));
+        }
+        if let Some(io) = e.downcast_ref::<io::Error>() {
+            if io.raw_os_error().is_some() {
+                return Some(Cause::Os(io));
+            }
+            // io::Error::source() skips the wrapped error itself.
+            return match io.get_ref() {
+                Some(inner) => cause(inner),
+                None => None,
+            };
+        }
+        next = e.source();
+    }
+    None
+}
+
+/// [`cause`], as the [`Error::Io`] of `path` when the root is an OS error.
+/// Returns `None` when the root is a loaderx error or no OS failure.
+pub fn os_error_at(err: &(dyn std::error::Error + 'static), path: &Path) -> Option<Error> {
+    match cause(err)? {
+        Cause::Os(io) => Some(Error::io(
+            path,
+            io::Error::from_raw_os_error(io.raw_os_error()?),
+        )),
+        Cause::Store(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Wrapper(Box<dyn std::error::Error + Send + Sync>);
+
+    impl fmt::Display for Wrapper {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "wrapped: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Wrapper {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(self.0.as_ref())
+        }
+    }
+
+    #[test]
+    fn cause_finds_os_and_store_errors_through_wrappers() {
+        let enospc = Wrapper(Box::new(Wrapper(Box::new(io::Error::from_raw_os_error(
+            libc::ENOSPC,
+        )))));
+        match cause(&enospc) {
+            Some(Cause::Os(io)) => assert_eq!(io.raw_os_error(), Some(libc::ENOSPC)),
+            other => panic!("{other:?}"),
+        }
+        let at = os_error_at(&enospc, Path::new("/x/out.parquet")).unwrap();
+        assert!(matches!(&at, Error::Io { path, source }
+            if path == Path::new("/x/out.parquet") && source.raw_os_error() == Some(libc::ENOSPC)));
+
+        // A loaderx error wins over the io::Error it holds, even inside io::Error::other.
+        let store = Wrapper(Box::new(io::Error::other(Error::io(
+            Path::new("/s/data.zr"),
+            io::Error::from_raw_os_error(libc::EIO),
+        ))));
+        match cause(&store) {
+            Some(Cause::Store(Error::Io { path, .. })) => assert!(path.ends_with("data.zr")),
+            other => panic!("{other:?}"),
+        }
+        assert!(os_error_at(&store, Path::new("/elsewhere")).is_none());
+
+        let eof = Wrapper(Box::new(io::Error::from(io::ErrorKind::UnexpectedEof)));
+        assert!(cause(&eof).is_none());
+        let text = Wrapper("not an I/O failure".into());
+        assert!(cause(&text).is_none());
+    }
+}

@@ -8,6 +8,7 @@ extension<arrow.fixed_shape_tensor[value_type=uint8, shape=[3,224,224]]>
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Mapping
 from typing import Callable
@@ -57,8 +58,9 @@ def ingest(
     path = _check_path(path)
     root = _check_path(root)
     blob = _check_codec(codec, dict_bytes)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no Parquet or Arrow IPC file at {path}")
+    if not os.path.exists(path):
+        # A directory or an unreadable file fails with its own errno below.
+        raise FileNotFoundError(errno.ENOENT, "no Parquet or Arrow IPC file", path)
     fresh_root = not os.path.exists(root)
     try:
         made = _native.parquet_ingest(path, root, codec, blob, progress)

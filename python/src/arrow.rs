@@ -18,8 +18,9 @@ use pyo3_arrow::ffi::{to_schema_pycapsule, to_stream_pycapsule, ArrayIterator};
 use pyo3_arrow::input::{AnyArray, AnyRecordBatch};
 use pyo3_arrow::{PyArray, PyRecordBatchReader};
 
-use crate::errors::{to_py, IntoPyResult};
+use crate::errors::{wrapped, IntoPyResult};
 use crate::store::{PackedRecords, Store};
+use loaderx::error::{cause, Cause};
 
 /// A store handle readers can hold after the call returns.
 pub struct Handle(pub Py<Store>);
@@ -31,13 +32,56 @@ impl StoreAccess for Handle {
 }
 
 fn arrow_py(e: ArrowError) -> PyErr {
+    if let Some(err) = wrapped(&e) {
+        return err;
+    }
     match e {
-        ArrowError::ExternalError(inner) => match inner.downcast::<Error>() {
-            Ok(err) => to_py(*err),
-            Err(other) => PyValueError::new_err(other.to_string()),
-        },
+        ArrowError::ExternalError(inner) => PyValueError::new_err(inner.to_string()),
         other => PyValueError::new_err(other.to_string()),
     }
+}
+
+/// Errors of a reader handed to Python through the Arrow C stream interface,
+/// which carries only an errno-like code and a message: an I/O failure
+/// (including a corrupted or busy store) becomes `ArrowError::IoError`,
+/// which the stream reports as EIO and pyarrow raises as `OSError`, instead
+/// of EINVAL (`ArrowInvalid`, a `ValueError`).
+struct IoClassed<I>(I);
+
+impl<I, T> Iterator for IoClassed<I>
+where
+    I: Iterator<Item = Result<T, ArrowError>>,
+{
+    type Item = Result<T, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(self.0.next()?.map_err(io_classed))
+    }
+}
+
+impl<I: arrow_array::RecordBatchReader> arrow_array::RecordBatchReader for IoClassed<I> {
+    fn schema(&self) -> arrow_schema::SchemaRef {
+        self.0.schema()
+    }
+}
+
+fn io_classed(e: ArrowError) -> ArrowError {
+    let io = match cause(&e) {
+        Some(Cause::Os(_)) => true,
+        Some(Cause::Store(err)) => matches!(
+            err,
+            Error::Io { .. } | Error::Corrupted { .. } | Error::Busy(_)
+        ),
+        None => false,
+    };
+    if !io {
+        return e;
+    }
+    let msg = match &e {
+        ArrowError::ExternalError(inner) => inner.to_string(),
+        other => other.to_string(),
+    };
+    ArrowError::IoError(msg, std::io::Error::other(e))
 }
 
 /// The Arrow field of a store's records, as an `arrow_schema` capsule.
@@ -66,7 +110,7 @@ pub fn arrow_stream<'py>(
 ) -> PyResult<Bound<'py, PyCapsule>> {
     let reader = la::ColumnReader::new(Handle(store), name, max_bytes).py()?;
     let field = reader.field();
-    let iter = ArrayIterator::new(reader, field);
+    let iter = ArrayIterator::new(IoClassed(reader), field);
     Ok(to_stream_pycapsule(py, Box::new(iter), requested_schema)?)
 }
 
@@ -112,7 +156,7 @@ pub fn arrow_table_reader(
         .zip(stores.into_iter().map(Handle))
         .collect();
     let reader = la::TableReader::new(streams, index_column, max_bytes).py()?;
-    Ok(PyRecordBatchReader::new(Box::new(reader)))
+    Ok(PyRecordBatchReader::new(Box::new(IoClassed(reader))))
 }
 
 /// Every chunk of an Arrow array / chunked array / stream, with its field.

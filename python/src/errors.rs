@@ -4,6 +4,10 @@
 //! that they pickle and document like any Python exception; everything else
 //! maps to the builtin a NumPy user expects.
 
+use std::io;
+use std::path::Path;
+
+use loaderx::error::{cause, Cause};
 use loaderx::Error;
 use pyo3::exceptions::{
     PyFileExistsError, PyFileNotFoundError, PyIndexError, PyMemoryError, PyOSError, PyTypeError,
@@ -33,15 +37,14 @@ static STORE_BUSY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static CORRUPTED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 pub fn to_py(err: Error) -> PyErr {
+    store_error(&err)
+}
+
+/// The exception of a loaderx error.
+pub fn store_error(err: &Error) -> PyErr {
     let msg = err.to_string();
     match err {
-        Error::Io { path, source } => match source.raw_os_error() {
-            // OSError(errno, strerror, filename) picks the matching subclass.
-            Some(code) => {
-                PyOSError::new_err((code, source.to_string(), path.display().to_string()))
-            }
-            None => PyOSError::new_err(msg),
-        },
+        Error::Io { path, source } => os_error(source, Some(path)),
         Error::Corrupted { .. } => raise_named("Corrupted", &CORRUPTED, msg),
         Error::Busy(_) => raise_named("StoreBusy", &STORE_BUSY, msg),
         Error::NotFound { .. } => PyFileNotFoundError::new_err(msg),
@@ -54,6 +57,42 @@ pub fn to_py(err: Error) -> PyErr {
         Error::OutOfMemory { .. } => PyMemoryError::new_err(msg),
         _ => PyOSError::new_err(msg),
     }
+}
+
+/// `OSError(errno, strerror[, filename])`, which picks the matching subclass
+/// (`FileNotFoundError`, `PermissionError`...); a plain `OSError(message)`
+/// for an `io::Error` without an errno.
+pub fn os_error(source: &io::Error, path: Option<&Path>) -> PyErr {
+    let Some(code) = source.raw_os_error() else {
+        return PyOSError::new_err(match path {
+            Some(p) => format!("{}: {source}", p.display()),
+            None => source.to_string(),
+        });
+    };
+    // std spells it "No space left on device (os error 28)"; Python's own
+    // OSError says "[Errno 28] No space left on device".
+    let text = source.to_string();
+    let suffix = format!(" (os error {code})");
+    let strerror = text.strip_suffix(&suffix).unwrap_or(&text).to_string();
+    match path {
+        Some(p) => PyOSError::new_err((code, strerror, p.display().to_string())),
+        None => PyOSError::new_err((code, strerror)),
+    }
+}
+
+/// The exception of the loaderx error or OS error that a wrapper error
+/// (`ArrowError`, `ParquetError`, `DataFusionError`, at any depth) carries;
+/// `None` when it carries neither, for the caller's own mapping.
+pub fn wrapped(err: &(dyn std::error::Error + 'static)) -> Option<PyErr> {
+    Some(match cause(err)? {
+        Cause::Store(e) => store_error(e),
+        Cause::Os(io) => os_error(io, None),
+    })
+}
+
+/// Whether `err` is an `OSError` (I/O failures, `Corrupted`, `StoreBusy`).
+pub fn is_os_error(err: &PyErr) -> bool {
+    Python::attach(|py| err.is_instance_of::<PyOSError>(py))
 }
 
 /// `?`-friendly conversion.

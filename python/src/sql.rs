@@ -9,13 +9,13 @@ use datafusion::prelude::SessionContext;
 use datafusion_ffi::proto::logical_extension_codec::FFI_LogicalExtensionCodec;
 use datafusion_ffi::table_provider::FFI_TableProvider;
 use loaderx_datafusion::{Options, StoreTable};
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 use pyo3_arrow::PyTable;
 
 use crate::arrow::Handle;
-use crate::errors::{to_py, IntoPyResult};
+use crate::errors::{is_os_error, wrapped, IntoPyResult};
 use crate::store::Store;
 
 struct Runtime {
@@ -55,22 +55,29 @@ fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
     }
 }
 
-/// Maps a DataFusion error to the exception a user expects.
+/// Maps a DataFusion error to the exception a user expects: the loaderx
+/// error or OS error it wraps (at any depth) keeps its class.
 pub fn df_error(e: DataFusionError) -> PyErr {
     match e {
-        DataFusionError::External(inner) => match inner.downcast::<loaderx::Error>() {
-            Ok(err) => to_py(*err),
-            Err(other) => PyValueError::new_err(other.to_string()),
-        },
         DataFusionError::Context(msg, inner) => {
             let err = df_error(*inner);
+            if is_os_error(&err) {
+                // Keep errno and filename (the message names the file).
+                return err;
+            }
             Python::attach(|py| {
                 let text = format!("{msg}: {}", err.value(py));
                 PyErr::from_type(err.get_type(py), text)
             })
         }
-        DataFusionError::IoError(io) => pyo3::exceptions::PyOSError::new_err(io.to_string()),
-        other => PyValueError::new_err(format!("SQL: {other}")),
+        other => match wrapped(&other) {
+            Some(err) => err,
+            None => match other {
+                DataFusionError::External(inner) => PyValueError::new_err(inner.to_string()),
+                DataFusionError::IoError(io) => PyOSError::new_err(io.to_string()),
+                other => PyValueError::new_err(format!("SQL: {other}")),
+            },
+        },
     }
 }
 

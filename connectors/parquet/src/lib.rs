@@ -8,11 +8,13 @@
 //! renamed). Ingest streams a Parquet file back into one store per column.
 
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
+use arrow_array::RecordBatchReader;
 use loaderx::arrow::{self as la, StoreAccess};
-use loaderx::error::Kind;
+use loaderx::error::{Cause, Kind};
 use loaderx::{Codec, Error, Result};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::sync::Arc;
@@ -23,7 +25,9 @@ use arrow_schema::ArrowError;
 use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowRowGroupWriterFactory};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
+use parquet::errors::ParquetError;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::reader::{ChunkReader, Length};
 use rayon::prelude::*;
 
 /// Export settings.
@@ -56,8 +60,14 @@ pub struct ExportStats {
     pub logical_bytes: u64,
 }
 
-fn parquet_err(path: &Path) -> impl Fn(parquet::errors::ParquetError) -> Error + '_ {
-    move |e| Error::InvalidValue(format!("{}: {e}", path.display()))
+/// A Parquet failure on the file `path`: an OS error it carries (a full
+/// disk, a failing read) stays an I/O error naming `path`; anything else is
+/// bad data.
+fn parquet_err(path: &Path) -> impl Fn(ParquetError) -> Error + '_ {
+    move |e| {
+        loaderx::error::os_error_at(&e, path)
+            .unwrap_or_else(|| Error::InvalidValue(format!("{}: {e}", path.display())))
+    }
 }
 
 fn temp_path(path: &Path) -> PathBuf {
@@ -95,8 +105,10 @@ pub fn export<S: StoreAccess>(
         .set_max_row_group_row_count(None)
         .build();
     let tmp = temp_path(path);
+    // Failures name the file the caller asked for; the temporary one is
+    // removed on any error.
     let file = File::create(&tmp).map_err(|e| Error::Io {
-        path: tmp.clone(),
+        path: path.to_path_buf(),
         source: e,
     })?;
     let perr = parquet_err(path);
@@ -248,8 +260,127 @@ pub fn row_count(path: &Path) -> Result<Option<u64>> {
     }
 }
 
+/// [`parquet_err`] for the Arrow IPC reader.
 fn ipc_err(path: &Path) -> impl Fn(ArrowError) -> Error + '_ {
-    move |e| Error::InvalidValue(format!("{}: {e}", path.display()))
+    move |e| {
+        loaderx::error::os_error_at(&e, path)
+            .unwrap_or_else(|| Error::InvalidValue(format!("{}: {e}", path.display())))
+    }
+}
+
+/// The batches of a source file, with a read failure reported as the
+/// [`Error::Io`] of that file (`loaderx::arrow::ingest` keeps its class).
+struct SourceBatches<R> {
+    inner: R,
+    path: PathBuf,
+    /// The errno of a failed read the reader itself reports only as text
+    /// (the Parquet reader flattens its errors into strings).
+    failed: Option<Arc<ReadFailure>>,
+}
+
+impl<R> SourceBatches<R> {
+    fn new(inner: R, path: &Path) -> Self {
+        SourceBatches {
+            inner,
+            path: path.to_path_buf(),
+            failed: None,
+        }
+    }
+}
+
+impl<R: RecordBatchReader> Iterator for SourceBatches<R> {
+    type Item = std::result::Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let item = self.inner.next()?;
+        Some(item.map_err(|e| {
+            let os = loaderx::error::os_error_at(&e, &self.path).or_else(|| {
+                let code = self.failed.as_ref()?.errno()?;
+                Some(Error::Io {
+                    path: self.path.clone(),
+                    source: io::Error::from_raw_os_error(code),
+                })
+            });
+            match os {
+                Some(err) => ArrowError::ExternalError(Box::new(err)),
+                None => e,
+            }
+        }))
+    }
+}
+
+impl<R: RecordBatchReader> RecordBatchReader for SourceBatches<R> {
+    fn schema(&self) -> arrow_schema::SchemaRef {
+        self.inner.schema()
+    }
+}
+
+/// The first OS error (errno) a [`Tracked`] reader met.
+#[derive(Default)]
+struct ReadFailure(Mutex<Option<i32>>);
+
+impl ReadFailure {
+    fn note(&self, err: &(dyn std::error::Error + 'static)) {
+        if let Some(Cause::Os(io)) = loaderx::error::cause(err) {
+            if let Some(code) = io.raw_os_error() {
+                let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
+                slot.get_or_insert(code);
+            }
+        }
+    }
+
+    fn errno(&self) -> Option<i32> {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A [`ChunkReader`] that remembers the errno of a failed read, which the
+/// Parquet record batch reader would otherwise turn into text.
+struct Tracked<C> {
+    inner: C,
+    failed: Arc<ReadFailure>,
+}
+
+impl<C: Length> Length for Tracked<C> {
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+}
+
+impl<C: ChunkReader> ChunkReader for Tracked<C> {
+    type T = TrackedRead<C::T>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        match self.inner.get_read(start) {
+            Ok(inner) => Ok(TrackedRead {
+                inner,
+                failed: Arc::clone(&self.failed),
+            }),
+            Err(e) => {
+                self.failed.note(&e);
+                Err(e)
+            }
+        }
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<bytes::Bytes> {
+        self.inner.get_bytes(start, length).inspect_err(|e| {
+            self.failed.note(e);
+        })
+    }
+}
+
+struct TrackedRead<R> {
+    inner: R,
+    failed: Arc<ReadFailure>,
+}
+
+impl<R: Read> Read for TrackedRead<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner.read(buf).inspect_err(|e| {
+            self.failed.note(e);
+        })
+    }
 }
 
 /// Ingests the Parquet or Arrow IPC file `path` (see [`sniff`]) into one new
@@ -265,34 +396,67 @@ pub fn ingest(
 ) -> Result<Vec<(String, Kind)>> {
     let format = sniff(path)?;
     let file = open(path)?;
-    let mkroot = || {
-        std::fs::create_dir_all(root).map_err(|e| Error::Io {
-            path: root.to_path_buf(),
-            source: e,
-        })
-    };
     match format {
-        Format::Parquet => {
-            let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-                .map_err(parquet_err(path))?
-                .with_batch_size(batch_rows.max(1))
-                .build()
-                .map_err(parquet_err(path))?;
-            mkroot()?;
-            la::ingest(reader, root, codec, dict, progress)
-        }
+        Format::Parquet => ingest_parquet(file, path, root, codec, dict, batch_rows, progress),
         Format::IpcFile => {
             let reader = FileReader::try_new(BufReader::new(file), None).map_err(ipc_err(path))?;
-            mkroot()?;
-            la::ingest(reader, root, codec, dict, progress)
+            make_root(root)?;
+            la::ingest(
+                SourceBatches::new(reader, path),
+                root,
+                codec,
+                dict,
+                progress,
+            )
         }
         Format::IpcStream => {
             let reader =
                 StreamReader::try_new(BufReader::new(file), None).map_err(ipc_err(path))?;
-            mkroot()?;
-            la::ingest(reader, root, codec, dict, progress)
+            make_root(root)?;
+            la::ingest(
+                SourceBatches::new(reader, path),
+                root,
+                codec,
+                dict,
+                progress,
+            )
         }
     }
+}
+
+fn make_root(root: &Path) -> Result<()> {
+    std::fs::create_dir_all(root).map_err(|e| Error::Io {
+        path: root.to_path_buf(),
+        source: e,
+    })
+}
+
+/// [`ingest`] of the Parquet data `chunks`, read from the file `path`.
+fn ingest_parquet<C: ChunkReader + 'static>(
+    chunks: C,
+    path: &Path,
+    root: &Path,
+    codec: Codec,
+    dict: Option<&[u8]>,
+    batch_rows: usize,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Vec<(String, Kind)>> {
+    let failed = Arc::new(ReadFailure::default());
+    let chunks = Tracked {
+        inner: chunks,
+        failed: Arc::clone(&failed),
+    };
+    let reader = ParquetRecordBatchReaderBuilder::try_new(chunks)
+        .map_err(parquet_err(path))?
+        .with_batch_size(batch_rows.max(1))
+        .build()
+        .map_err(parquet_err(path))?;
+    make_root(root)?;
+    let source = SourceBatches {
+        failed: Some(failed),
+        ..SourceBatches::new(reader, path)
+    };
+    la::ingest(source, root, codec, dict, progress)
 }
 
 #[cfg(test)]
@@ -448,6 +612,120 @@ mod tests {
             let labels = Store::open(root.join("label")).unwrap();
             assert_eq!(labels.read_record(7).unwrap(), 21i64.to_le_bytes());
         }
+    }
+
+    /// Parquet bytes whose reads fail with `errno` below `fail_below`.
+    struct FailingChunks {
+        bytes: bytes::Bytes,
+        fail_below: u64,
+        errno: i32,
+    }
+
+    impl Length for FailingChunks {
+        fn len(&self) -> u64 {
+            self.bytes.len() as u64
+        }
+    }
+
+    impl ChunkReader for FailingChunks {
+        type T = <bytes::Bytes as ChunkReader>::T;
+
+        fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+            if start < self.fail_below {
+                return Err(io::Error::from_raw_os_error(self.errno).into());
+            }
+            self.bytes.get_read(start)
+        }
+
+        fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<bytes::Bytes> {
+            if start < self.fail_below {
+                return Err(io::Error::from_raw_os_error(self.errno).into());
+            }
+            self.bytes.get_bytes(start, length)
+        }
+    }
+
+    fn assert_io_error(err: Error, path: &Path, errno: i32) {
+        match err {
+            Error::Io { path: p, source } => {
+                assert_eq!(p, path);
+                assert_eq!(source.raw_os_error(), Some(errno), "{source}");
+            }
+            other => panic!("expected an I/O error on {}, got {other:?}", path.display()),
+        }
+    }
+
+    #[test]
+    fn a_failing_parquet_read_is_an_io_error_naming_the_file() {
+        use arrow_array::{ArrayRef, Int64Array};
+
+        let dir = tempfile::tempdir().unwrap();
+        let values: ArrayRef = Arc::new(Int64Array::from_iter_values(0..10_000));
+        let batch = RecordBatch::try_from_iter([("v", values)]).unwrap();
+        let mut buf = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        // Everything before the footer (the column chunks) fails to read.
+        let n = buf.len();
+        let meta_len = u32::from_le_bytes(buf[n - 8..n - 4].try_into().unwrap()) as u64;
+        let chunks = FailingChunks {
+            bytes: bytes::Bytes::from(buf),
+            fail_below: n as u64 - 8 - meta_len,
+            errno: 5, // EIO
+        };
+        let src = dir.path().join("src.parquet");
+        let root = dir.path().join("out");
+        let err =
+            ingest_parquet(chunks, &src, &root, Codec::Zstd, None, 1024, &mut |_| {}).unwrap_err();
+        assert_io_error(err, &src, 5);
+        assert!(
+            std::fs::read_dir(&root).map_or(true, |mut d| d.next().is_none()),
+            "no store is left behind"
+        );
+    }
+
+    #[test]
+    fn a_failing_source_batch_is_an_io_error_naming_the_file() {
+        use arrow_array::{ArrayRef, Int64Array, RecordBatchIterator};
+
+        let dir = tempfile::tempdir().unwrap();
+        let values: ArrayRef = Arc::new(Int64Array::from_iter_values(0..10));
+        let batch = RecordBatch::try_from_iter([("v", values)]).unwrap();
+        let schema = batch.schema();
+        let failing = ArrowError::IoError(
+            "reading a batch".into(),
+            io::Error::from_raw_os_error(5), // EIO
+        );
+        let reader = RecordBatchIterator::new([Ok(batch), Err(failing)], schema);
+        let src = dir.path().join("src.arrows");
+        let root = dir.path().join("out");
+        let err = la::ingest(
+            SourceBatches::new(reader, &src),
+            &root,
+            Codec::Zstd,
+            None,
+            &mut |_| {},
+        )
+        .unwrap_err();
+        assert_io_error(err, &src, 5);
+        assert!(!root.join("v").exists(), "the partial store is removed");
+    }
+
+    #[test]
+    fn export_to_a_missing_directory_names_the_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = image_store(dir.path());
+        let out = dir.path().join("missing/t.parquet");
+        let err = export(
+            vec![("img".to_string(), &img)],
+            &out,
+            None,
+            ExportOptions::default(),
+            &mut |_| {},
+        )
+        .unwrap_err();
+        assert_io_error(err, &out, 2); // ENOENT
     }
 
     #[test]
