@@ -19,6 +19,7 @@ pub mod dict;
 pub mod error;
 pub mod executor;
 pub mod format;
+mod lock;
 pub mod prefetch;
 pub mod ragged;
 pub mod sampler;

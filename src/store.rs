@@ -25,6 +25,7 @@ use crate::format::{
     self, Header, RecordLoc, DATA_FILE, DICT_FILE, HEADER_SIZE, LOC_SIZE, MAX_RECORD_BYTES,
     META_FILE, PAGE_SIZE,
 };
+use crate::lock::LockedMeta;
 use crate::ragged::{self, Packed, RaggedRecord};
 use crate::schema::{Layout, Schema};
 
@@ -162,7 +163,8 @@ pub struct Store {
     dir: PathBuf,
     meta_path: PathBuf,
     data_path: PathBuf,
-    meta: File,
+    /// Holds the store's lock (a forked child's copy does not keep it).
+    meta: LockedMeta,
     data: File,
     /// Read-only mapping of data.zr covering at least `0..tail` (None when
     /// empty or when the file cannot be mapped: reads then use pread).
@@ -195,12 +197,11 @@ fn io_at(path: &Path) -> impl Fn(io::Error) -> Error + '_ {
     move |e| Error::io(path, e)
 }
 
-fn lock(meta: &File, dir: &Path, meta_path: &Path) -> Result<()> {
-    match meta.try_lock() {
-        Ok(()) => Ok(()),
-        Err(fs::TryLockError::WouldBlock) => Err(Error::Busy(dir.to_path_buf())),
-        Err(fs::TryLockError::Error(e)) => Err(Error::io(meta_path, e)),
-    }
+fn lock(meta: File, dir: &Path, meta_path: &Path) -> Result<LockedMeta> {
+    LockedMeta::try_exclusive(meta).map_err(|e| match e {
+        fs::TryLockError::WouldBlock => Error::Busy(dir.to_path_buf()),
+        fs::TryLockError::Error(e) => Error::io(meta_path, e),
+    })
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {
@@ -298,7 +299,7 @@ impl Store {
         let meta_path = dir.join(META_FILE);
         let data_path = dir.join(DATA_FILE);
         let dict_path = dir.join(DICT_FILE);
-        lock(&meta, dir, &meta_path)?;
+        let meta = lock(meta, dir, &meta_path)?;
         let data = OpenOptions::new()
             .read(true)
             .write(true)
@@ -386,7 +387,7 @@ impl Store {
             }
             Err(e) => return Err(Error::io(&meta_path, e)),
         };
-        lock(&meta, dir, &meta_path)?;
+        let meta = lock(meta, dir, &meta_path)?;
         let corrupt_meta = |msg: String| Error::corrupted(&meta_path, msg);
         let meta_len = meta.metadata().map_err(io_at(&meta_path))?.len();
         if meta_len < PAGE_SIZE {
