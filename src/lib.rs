@@ -21,6 +21,7 @@ pub mod executor;
 pub mod fileio;
 pub mod format;
 pub mod journal;
+mod lock;
 pub mod prefetch;
 pub mod ragged;
 pub mod sampler;

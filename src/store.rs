@@ -27,6 +27,7 @@ use crate::format::{
     META_FILE, PAGE_SIZE,
 };
 use crate::journal::{self, Journal, Move};
+use crate::lock::LockedMeta;
 use crate::ragged::{self, Packed, RaggedRecord};
 use crate::schema::{Layout, Schema};
 
@@ -182,7 +183,7 @@ pub struct Store {
     dir: PathBuf,
     meta_path: PathBuf,
     data_path: PathBuf,
-    meta: File,
+    meta: LockedMeta,
     data: File,
     /// Read-only mapping of data.zr covering at least `0..tail` (None when
     /// empty or when the file cannot be mapped: reads then use pread).
@@ -224,12 +225,11 @@ fn io_at(path: &Path) -> impl Fn(io::Error) -> Error + '_ {
     move |e| Error::io(path, e)
 }
 
-fn lock(meta: &File, dir: &Path, meta_path: &Path) -> Result<()> {
-    match meta.try_lock() {
-        Ok(()) => Ok(()),
-        Err(fs::TryLockError::WouldBlock) => Err(Error::Busy(dir.to_path_buf())),
-        Err(fs::TryLockError::Error(e)) => Err(Error::io(meta_path, e)),
-    }
+fn lock(meta: File, dir: &Path, meta_path: &Path) -> Result<LockedMeta> {
+    LockedMeta::try_exclusive(meta).map_err(|e| match e {
+        fs::TryLockError::WouldBlock => Error::Busy(dir.to_path_buf()),
+        fs::TryLockError::Error(e) => Error::io(meta_path, e),
+    })
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {
@@ -317,7 +317,7 @@ impl Store {
         // rename and becomes the store's lock.
         let temp_path = dir.join(CREATE_TEMP);
         let meta = fileio::open_rw(&temp_path, false).map_err(io_at(&temp_path))?;
-        lock(&meta, dir, &temp_path)?;
+        let meta = lock(meta, dir, &temp_path)?;
         if meta_path.exists() {
             let _ = fs::remove_file(&temp_path);
             return Err(exists());
@@ -339,7 +339,7 @@ impl Store {
 
     fn initialise(
         dir: &Path,
-        meta: File,
+        meta: LockedMeta,
         schema: &Schema,
         schema_bytes: &[u8],
         codec: Codec,
@@ -449,7 +449,7 @@ impl Store {
             }
             Err(e) => return Err(Error::io(&meta_path, e)),
         };
-        lock(&meta, dir, &meta_path)?;
+        let meta = lock(meta, dir, &meta_path)?;
         let corrupt_meta = |msg: String| Error::corrupted(&meta_path, msg);
         let meta_len = meta.metadata().map_err(io_at(&meta_path))?.len();
         if meta_len < PAGE_SIZE {

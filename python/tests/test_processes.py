@@ -8,6 +8,8 @@ import pytest
 
 from loaderx.zrecord import DenseStore, RaggedStore, StoreBusy
 
+from conftest import snapshot
+
 TIMEOUT = 60
 
 
@@ -96,6 +98,7 @@ def _child_mutates(dense, q):
 def test_forked_child_cannot_write_the_parents_store(root):
     dense = DenseStore.create(root / "d", np.uint8, (4,))
     dense.append(np.ones((3, 4), np.uint8))
+    before = snapshot(root / "d")  # the 3 records are not synced yet
     ctx = mp.get_context("fork")
     q = ctx.Queue()
     p = ctx.Process(target=_child_mutates, args=(dense, q))
@@ -103,6 +106,10 @@ def test_forked_child_cannot_write_the_parents_store(root):
     msg = q.get(timeout=TIMEOUT)
     p.join(TIMEOUT)
     assert msg.startswith("ValueError") and "forked child" in msg
+    # the child's close wrote nothing and left the parent's lock in place
+    assert snapshot(root / "d") == before
+    with pytest.raises(StoreBusy):
+        DenseStore.open(root / "d")
     dense.append(np.ones((2, 4), np.uint8))
     assert len(dense) == 5
     dense.close()
@@ -130,3 +137,121 @@ def test_store_opened_inside_a_spawned_child(root):
     p.join(TIMEOUT)
     assert not isinstance(got, Exception), got
     np.testing.assert_array_equal(got, data[[0, 9]])
+
+
+# -- the lock and forked children -------------------------------------------
+#
+# flock belongs to the open file description, which a forked child shares:
+# the parent's close must still release the store while the child lives.
+
+
+def _read_then_wait(dense, q, release):
+    try:
+        q.put(dense[[3, 7]])
+    except Exception as e:  # noqa: BLE001
+        q.put(e)
+    release.wait(TIMEOUT)  # stay alive, holding the inherited descriptors
+
+
+def _stop(p, release=None):
+    if release is not None:
+        release.set()
+    p.join(TIMEOUT)
+    if p.is_alive():
+        p.terminate()
+        p.join(TIMEOUT)
+
+
+def test_parent_reopens_its_store_while_a_forked_child_lives(root):
+    path = str(root / "d")
+    data = np.arange(40, dtype=np.int32).reshape(10, 4)
+    dense = DenseStore.create(path, np.int32, (4,))
+    dense.append(data)
+    ctx = mp.get_context("fork")
+    q, release = ctx.Queue(), ctx.Event()
+    p = ctx.Process(target=_read_then_wait, args=(dense, q, release))
+    p.start()
+    try:
+        got = q.get(timeout=TIMEOUT)
+        assert not isinstance(got, Exception), got
+        np.testing.assert_array_equal(got, data[[3, 7]])
+        dense.close()
+        assert p.is_alive()
+        with DenseStore.open(path) as again:
+            np.testing.assert_array_equal(again[:], data)
+            # the new handle owns the store, here and for other processes
+            with pytest.raises(StoreBusy):
+                DenseStore.open(path)
+            spawn = mp.get_context("spawn")
+            sq = spawn.Queue()
+            other = spawn.Process(target=_try_open, args=(path, sq))
+            other.start()
+            try:
+                assert sq.get(timeout=TIMEOUT).startswith("busy")
+            finally:
+                _stop(other)
+            again.append(data[:1])
+        assert p.is_alive()
+        with DenseStore.open(path) as again:
+            assert len(again) == 11
+    finally:
+        _stop(p, release)
+    assert p.exitcode == 0
+
+
+def _persistent_worker(store, tasks, results):
+    # A torch-style persistent worker: serves index batches until told to stop.
+    while (idx := tasks.get(timeout=TIMEOUT)) is not None:
+        try:
+            results.put(store[idx])
+        except Exception as e:  # noqa: BLE001
+            results.put(e)
+
+
+@pytest.mark.parametrize("kind", ["dense", "ragged"])
+def test_persistent_forked_worker_outlives_close_and_reopen(root, kind):
+    path = str(root / kind)
+    if kind == "dense":
+        recs = np.arange(64, dtype=np.int64).reshape(16, 4)
+        store = DenseStore.create(path, np.int64, (4,), codec="zstd")
+        store.append(recs)
+        cls = DenseStore
+    else:
+        recs = [np.arange(i + 1, dtype=np.int64) for i in range(16)]
+        store = RaggedStore.create(path, np.int64, codec="zstd")
+        store.append(recs)
+        cls = RaggedStore
+
+    def check(got, idx):
+        assert not isinstance(got, Exception), got
+        expected = [recs[i] for i in idx]
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            np.testing.assert_array_equal(g, e)
+
+    ctx = mp.get_context("fork")
+    tasks, results = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=_persistent_worker, args=(store, tasks, results))
+    p.start()
+    try:
+        for epoch in range(3):
+            idx = [epoch, 15 - epoch, 5]
+            tasks.put(idx)
+            check(results.get(timeout=TIMEOUT), idx)
+            # between epochs the parent closes, reopens and appends
+            store.close()
+            store = cls.open(path)
+            store.append(recs[:1])
+            assert len(store) == 17 + epoch
+            assert p.is_alive()
+        # the worker still reads the records it was forked with
+        tasks.put([0, 15])
+        check(results.get(timeout=TIMEOUT), [0, 15])
+        tasks.put(None)
+        p.join(TIMEOUT)
+        assert p.exitcode == 0
+    finally:
+        store.close()
+        _stop(p)
+    with cls.open(path) as s:
+        assert len(s) == 19
