@@ -3,7 +3,8 @@
 # example, then pytest (which also runs every Python example) against the
 # freshly built extension.
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
-cargo test -p loaderx -p loaderx-datafusion -p loaderx-parquet
+# fault-injection numbers every write for the crash-point sweeps (tests/crash.rs).
+cargo test -p loaderx -p loaderx-datafusion -p loaderx-parquet --features loaderx/fault-injection
 cargo run -q -p loaderx --example quickstart
 maturin develop --quiet
 python -m pytest -q python/tests "$@"
