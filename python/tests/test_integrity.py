@@ -89,10 +89,14 @@ def test_without_checksum_some_flips_decode_to_wrong_bytes(root):
 
 def test_checksum_with_a_dictionary_and_ragged_records(root):
     rng = np.random.default_rng(3)
-    sample = [rng.integers(0, 50, size=int(rng.integers(20, 200)), dtype=np.int32) for _ in range(400)]
+    sample = [
+        rng.integers(0, 50, size=int(rng.integers(20, 200)), dtype=np.int32) for _ in range(400)
+    ]
     blob = train_dict(sample, tier="fast")
     path = str(root / "rag")
-    with RaggedStore.create(path, np.int32, codec="zstd_dict", dict_bytes=blob, checksum=True) as rs:
+    with RaggedStore.create(
+        path, np.int32, codec="zstd_dict", dict_bytes=blob, checksum=True
+    ) as rs:
         rs.append(sample[:20])
     offsets = [loc[0] for loc in locations(path)]
     assert all(frame_has_checksum(path, o) for o in offsets)
