@@ -78,15 +78,21 @@ fn map_large_records() -> bool {
 /// Compaction moves at most this many bytes per committed step (more when
 /// a single record is larger).
 const COMPACT_CHUNK: u64 = 32 << 20;
+/// A compaction step copies straight into the free space below it once that
+/// holds this much: a commit costs a few fsyncs, worth a few MiB of copying.
+/// Below it, steps carry their bytes in the journal, writing them twice.
+const COMPACT_DIRECT_MIN: u64 = 2 << 20;
 
 static COMPACT_CHUNK_BYTES: AtomicU64 = AtomicU64::new(COMPACT_CHUNK);
+static COMPACT_DIRECT_BYTES: AtomicU64 = AtomicU64::new(COMPACT_DIRECT_MIN);
 
-/// Sets the compaction step size, so that crash tests reach every kind of
-/// step with small stores.
+/// Sets the compaction step size and the free space from which steps copy
+/// directly, so that crash tests reach every kind of step with small stores.
 #[cfg(feature = "fault-injection")]
 #[doc(hidden)]
-pub fn set_compact_chunk_for_tests(bytes: u64) {
-    COMPACT_CHUNK_BYTES.store(bytes.max(1), Ordering::Relaxed);
+pub fn set_compact_steps_for_tests(chunk: u64, direct_min: u64) {
+    COMPACT_CHUNK_BYTES.store(chunk.max(1), Ordering::Relaxed);
+    COMPACT_DIRECT_BYTES.store(direct_min, Ordering::Relaxed);
 }
 
 /// A zstd frame never decodes to more than this many times its size: each
@@ -1211,6 +1217,7 @@ impl Store {
     fn compact_steps(&mut self) -> Result<()> {
         let order = self.physical_order();
         let chunk = COMPACT_CHUNK_BYTES.load(Ordering::Relaxed);
+        let direct_min = COMPACT_DIRECT_BYTES.load(Ordering::Relaxed);
         let mut write_pos = 0u64;
         let mut k = 0;
         // Records already in place stay where they are.
@@ -1221,10 +1228,9 @@ impl Store {
         let mut buf = Vec::new();
         while k < order.len() {
             let first = self.locs[order[k]].offset;
-            // Every hole below `first` is free: once it is as large as a
-            // step, steps copy straight into it.
+            // Every hole below `first` is free.
             let gap = first - write_pos;
-            let limit = if gap >= chunk / 4 {
+            let limit = if gap >= direct_min {
                 gap.min(chunk)
             } else {
                 chunk

@@ -28,15 +28,17 @@ use std::time::Duration;
 
 use loaderx::fileio::fault;
 use loaderx::ragged::Packed;
-use loaderx::store::set_compact_chunk_for_tests;
+use loaderx::store::set_compact_steps_for_tests;
 use loaderx::{Codec, DType, Error, Schema, Store};
 
 const SCENARIO_ENV: &str = "LOADERX_SWEEP_SCENARIO";
 const DIR_ENV: &str = "LOADERX_SWEEP_DIR";
 const SEED_ENV: &str = "LOADERX_RANDOM_SEED";
 /// Small compaction steps, so a compaction of a few KiB takes many steps of
-/// both kinds (copied into free space, and carried in the journal).
+/// both kinds: carried in the journal while the free space below is under
+/// `COMPACT_DIRECT`, copied into it after.
 const COMPACT_STEP: u64 = 700;
+const COMPACT_DIRECT: u64 = 400;
 
 // ------------------------------------------------- self-identifying records
 
@@ -268,7 +270,7 @@ fn sweep_child() {
     let Ok(spec) = std::env::var(SCENARIO_ENV) else {
         return;
     };
-    set_compact_chunk_for_tests(COMPACT_STEP);
+    set_compact_steps_for_tests(COMPACT_STEP, COMPACT_DIRECT);
     let (scenario, flavour) = spec.split_once(':').unwrap();
     let (scenario, f) = (Scenario::parse(scenario), Flavour::parse(flavour));
     let dir = PathBuf::from(std::env::var(DIR_ENV).unwrap());
@@ -537,7 +539,7 @@ fn random_worker() {
     let Ok(seed) = std::env::var(SEED_ENV) else {
         return;
     };
-    set_compact_chunk_for_tests(4 << 10);
+    set_compact_steps_for_tests(4 << 10, 1 << 10);
     let dir = PathBuf::from(std::env::var(DIR_ENV).unwrap());
     let store_dir = dir.join("store");
     let f = Flavour::RaggedZstd;
