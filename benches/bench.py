@@ -65,17 +65,8 @@ from pathlib import Path
 import numpy as np
 
 import _workloads as wl
-from _common import (
-    DEFAULT_OUT,
-    MIB,
-    _x,
-    describe_machine,
-    format_machine,
-    format_native_build,
-    log,
-    native_build,
-    write_json,
-)
+from _machine import describe_machine, format_machine, format_native_build, native_build
+from _report import DEFAULT_OUT, MIB, _x, log, write_json
 
 # torch warns once per worker that a read-only mmap view becomes a tensor; the
 # default collate only reads it (torch.stack copies into shared memory).

@@ -60,26 +60,17 @@ from typing import Callable
 import numpy as np
 
 import _workloads as wl
-from _common import (
-    DEFAULT_OUT,
-    GIB,
-    MIB,
-    StoreMappings,
-    ValidationError,
-    Workload,
+from _common import StoreMappings, ValidationError, Workload, _check_array
+from _machine import (
     _affinity,
-    _check_array,
     _rates,
     _repeat,
     describe_machine,
     format_machine,
-    format_records,
-    log,
     measure_batch_copy,
     measure_memcpy,
-    workload_stats,
-    write_json,
 )
+from _report import DEFAULT_OUT, GIB, MIB, format_records, log, workload_stats, write_json
 from _workloads import index_plan
 
 WORKLOADS = {

@@ -40,7 +40,7 @@ from loaderx import _native  # noqa: E402
 from loaderx._sql import _tables  # noqa: E402
 from loaderx.zrecord import DenseStore  # noqa: E402
 
-import _common  # noqa: E402
+import _machine  # noqa: E402
 import _workloads  # noqa: E402
 
 Q_GROUP = "SELECT label, count(*) AS n FROM t GROUP BY label ORDER BY label"
@@ -85,7 +85,7 @@ def main() -> None:
     root = tempfile.mkdtemp(prefix="loaderx-bench-sql-", dir=args.tmp)
     report: dict = {"workload": f"dense-vision {args.records} x (3, 224, 224) uint8 + int64 label"}
     try:
-        report["machine"] = _common.describe_machine(
+        report["machine"] = _machine.describe_machine(
             Path(root), packages=("loaderx", "pyarrow", "duckdb")
         )
         with DenseStore.create(
