@@ -256,6 +256,24 @@ def format_machine(m: dict) -> str:
     )
 
 
+# The packages whose versions the sampler and loader reports list (when installed).
+LOADER_PACKAGES = ("loaderx", "torch", "grain")
+
+
+def describe_machine_and_build(
+    path: Path, packages: Sequence[str] = LOADER_PACKAGES
+) -> tuple[dict, str]:
+    """The machine description plus the loaderx build in use, and its text."""
+    machine = describe_machine(path, packages)
+    machine["loaderx_native"] = nb = native_build()
+    if nb.get("likely_dev_build"):
+        log(
+            f"warning: {nb['path']} carries DWARF sections, the mark of a dev-profile "
+            "build; measure a release build (maturin develop --release)"
+        )
+    return machine, format_machine(machine) + "\n" + format_native_build(nb)
+
+
 # --------------------------------------------------------------------------
 # Physical limits
 # --------------------------------------------------------------------------

@@ -86,6 +86,12 @@ def _x(v: float | None, suffix: str = "") -> str:
     return "—" if v is None else f"{v:.2f}×{suffix}"
 
 
+def _target_cell(met: bool | None, text: str) -> str:
+    if met is None:
+        return text
+    return f"{text}: {'met' if met else 'MISSED'}"
+
+
 def format_table(results: dict, ratios: dict, logical_bytes: int) -> str:
     head = [
         "backend",

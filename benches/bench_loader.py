@@ -1,25 +1,17 @@
-"""Sampler and end-to-end loader benchmarks: loaderx against NumPy, torch and Grain.
+"""End-to-end loader benchmark: loaderx's DataLoader against torch and Grain.
 
-Subcommands (default ``all``, which runs both):
-
-- ``sampler``: index batches per second of ``loaderx.zsampler.Sampler`` in
-  IID and CYCLIC mode over an index space of 1,000,000, batch sizes 64, 256,
-  1024 and 4096, against NumPy's ``Generator``: IID is
-  ``rng.integers(0, n, size=B)``; CYCLIC is one ``rng.permutation(n)`` per
-  epoch, amortised over the epoch's ``n // B`` batches (batch ``k`` is a
-  slice of the permutation).
-- ``loader``: the whole input pipeline (sample, gather, collate, hand over a
-  batch) on 2,500 CHW RGB uint8 images of (3, 224, 224) from
-  ``_workloads.dense_vision`` plus an int64 label stream holding each
-  record's index, batch 256. Pipelines: ``loaderx-raw`` and ``loaderx-zstd``
-  (a ``DenseStore`` per stream, ``DataLoader`` in cyclic mode) against
-  ``torch.utils.data.DataLoader`` over ``.npy`` files opened with
-  ``mmap_mode="r"`` in each worker, with ``fork`` (``torch``) and ``spawn``
-  (``torch-spawn``) workers, and Google's Grain (``grain``:
-  ``grain.python.DataLoader`` over a ``RandomAccessDataSource`` on the same
-  ``.npy`` files, a shuffled ``IndexSampler`` and ``Batch``, with worker
-  processes). Transforms: ``identity`` and ``heavy`` (a Python-bound
-  per-sample crop and flip, see :func:`heavy_sample`).
+The whole input pipeline (sample, gather, collate, hand over a batch) on
+2,500 CHW RGB uint8 images of (3, 224, 224) from ``_workloads.dense_vision``
+plus an int64 label stream holding each record's index, batch 256.
+Pipelines: ``loaderx-raw`` and ``loaderx-zstd`` (a ``DenseStore`` per
+stream, ``DataLoader`` in cyclic mode) against ``torch.utils.data.DataLoader``
+over ``.npy`` files opened with ``mmap_mode="r"`` in each worker, with
+``fork`` (``torch``) and ``spawn`` (``torch-spawn``) workers, and Google's
+Grain (``grain``: ``grain.python.DataLoader`` over a
+``RandomAccessDataSource`` on the same ``.npy`` files, a shuffled
+``IndexSampler`` and ``Batch``, with worker processes). Transforms:
+``identity`` and ``heavy`` (a Python-bound per-sample crop and flip, see
+:func:`heavy_sample`).
 
 Grain is optional and is not in ``requirements.txt`` (nor is torch, which the
 loader needs): install it with ``.venv/bin/pip install grain`` (tested with
@@ -33,20 +25,17 @@ process tree from ``/proc/<pid>/smaps_rollup`` every 100 ms.
 
 Run from the repository root with the project venv::
 
-    .venv/bin/python benches/bench.py                  # sampler + loader
-    .venv/bin/python benches/bench.py sampler
-    .venv/bin/python benches/bench.py loader --only loaderx-raw,torch --transform heavy
-    .venv/bin/python benches/bench.py --quick          # seconds-long smoke run
+    .venv/bin/python benches/bench_loader.py
+    .venv/bin/python benches/bench_loader.py --only loaderx-raw,torch --transform heavy
+    .venv/bin/python benches/bench_loader.py --quick     # seconds-long smoke run
 
-The markdown tables go to stdout, progress to stderr and everything measured
-to ``benches/out/sampler.json`` and ``benches/out/loader.json`` (``-quick``
-appended for --quick).
+The markdown table goes to stdout, progress to stderr and everything measured
+to ``benches/out/loader.json`` (``-quick`` appended for --quick).
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import gc
 import importlib.util
 import json
@@ -65,24 +54,16 @@ from pathlib import Path
 import numpy as np
 
 import _workloads as wl
-from _machine import describe_machine, format_machine, format_native_build, native_build
-from _report import DEFAULT_OUT, MIB, _x, log, write_json
+from _machine import describe_machine_and_build
+from _report import DEFAULT_OUT, MIB, _target_cell, _x, log, write_json
 
 # torch warns once per worker that a read-only mmap view becomes a tensor; the
 # default collate only reads it (torch.stack copies into shared memory).
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 
-PACKAGES = ("loaderx", "torch", "grain")
-
 # --------------------------------------------------------------------------
 # Configuration
 # --------------------------------------------------------------------------
-
-SAMPLER_N = 1_000_000
-SAMPLER_BATCH_SIZES = (64, 256, 1024, 4096)
-SAMPLER_MODES = ("iid", "cyclic")
-# Target of the IID row: loaderx batches/s over NumPy's.
-SAMPLER_IID_TARGET = 1.5
 
 PIPELINES = ("loaderx-raw", "loaderx-zstd", "torch", "torch-spawn", "grain")
 TRANSFORMS = ("identity", "heavy")
@@ -107,225 +88,11 @@ DEFAULTS = {
     "batch_size": (256, 32),
     "batches": (200, 10),
     "memory_seconds": (5.0, 1.0),
-    "min_time": (1.0, 0.05),
 }
 
 MEMORY_INTERVAL = 0.1  # seconds between two samples of the process tree
 CHILD_TIMEOUT = 1800.0  # seconds before a hung pipeline child is killed
 _PROTOCOL = "@@bench "  # prefix of the lines a --run-one child reports on stdout
-
-
-def _machine(path: Path) -> tuple[dict, str]:
-    """The machine description plus the loaderx build in use, and its text."""
-    machine = describe_machine(path, PACKAGES)
-    machine["loaderx_native"] = nb = native_build()
-    if nb.get("likely_dev_build"):
-        log(
-            f"warning: {nb['path']} carries DWARF sections, the mark of a dev-profile "
-            "build; measure a release build (maturin develop --release)"
-        )
-    return machine, format_machine(machine) + "\n" + format_native_build(nb)
-
-
-# --------------------------------------------------------------------------
-# Sampler
-# --------------------------------------------------------------------------
-
-
-class NumpyCyclic:
-    """Without replacement, NumPy-style: one permutation per epoch, sliced."""
-
-    def __init__(self, n: int, batch_size: int, seed: int):
-        self.n = n
-        self.batch_size = batch_size
-        self.per_epoch = n // batch_size
-        self.rng = np.random.default_rng(seed)
-        self.perm = None
-        self.k = self.per_epoch  # the first call draws the first permutation
-
-    def next(self) -> np.ndarray:
-        if self.k == self.per_epoch:
-            self.perm = self.rng.permutation(self.n)
-            self.k = 0
-        b = self.batch_size
-        out = self.perm[self.k * b : (self.k + 1) * b]
-        self.k += 1
-        return out
-
-
-def _check_indices(batch: object, n: int, batch_size: int, what: str) -> None:
-    if not isinstance(batch, np.ndarray):
-        raise AssertionError(f"{what}: expected numpy.ndarray, got {type(batch).__name__}")
-    if batch.dtype != np.int64 or batch.shape != (batch_size,):
-        raise AssertionError(f"{what}: got {batch.dtype} {batch.shape}, want int64 ({batch_size},)")
-    if batch.min() < 0 or batch.max() >= n:
-        raise AssertionError(f"{what}: index out of 0..{n - 1}: {batch.min()}..{batch.max()}")
-
-
-def _check_cycle(batches: list[np.ndarray], n: int, what: str) -> None:
-    """One cycle of batches: no index twice."""
-    flat = np.concatenate(batches)
-    distinct = np.unique(flat).size
-    if distinct != flat.size:
-        raise AssertionError(f"{what}: {flat.size - distinct} repeated indices within one cycle")
-
-
-def validate_sampler(mode: str, n: int, batch_size: int, seed: int) -> None:
-    """Shapes, dtypes, range, purity of ``at`` and (cyclic) one full cycle, both sides."""
-    from loaderx.zsampler import Sampler
-
-    lx = Sampler(n, batch_size, Sampler.Mode[mode.upper()], seed=seed)
-    first = lx.next()
-    what = f"loaderx {mode} B={batch_size}"
-    _check_indices(first, n, batch_size, what)
-    if not np.array_equal(lx.at(0), first) or lx.step != 1:
-        raise AssertionError(f"{what}: at(0) differs from the first next(), or step != 1")
-    if mode == "iid":
-        _check_indices(np.random.default_rng(seed).integers(0, n, size=batch_size), n,
-                       batch_size, f"numpy {mode} B={batch_size}")  # fmt: skip
-        return
-    per_epoch = n // batch_size
-    _check_cycle([lx.at(k) for k in range(per_epoch)], n, what)
-    ref = NumpyCyclic(n, batch_size, seed)
-    cycle = [ref.next() for _ in range(per_epoch)]
-    _check_indices(cycle[0], n, batch_size, f"numpy {mode} B={batch_size}")
-    _check_cycle(cycle, n, f"numpy {mode} B={batch_size}")
-
-
-def _calls_per_second(fn, chunk: int, min_time: float) -> float:
-    """Calls ``fn`` in chunks of ``chunk`` until ``min_time`` has passed."""
-    calls = 0
-    t0 = time.perf_counter()
-    while True:
-        for _ in range(chunk):
-            fn()
-        calls += chunk
-        elapsed = time.perf_counter() - t0
-        if elapsed >= min_time:
-            return calls / elapsed
-
-
-def bench_sampler_case(mode: str, batch_size: int, args) -> dict:
-    from loaderx.zsampler import Sampler
-
-    n = SAMPLER_N
-    validate_sampler(mode, n, batch_size, args.seed)
-    lx = Sampler(n, batch_size, Sampler.Mode[mode.upper()], seed=args.seed)
-    if mode == "iid":
-        rng = np.random.default_rng(args.seed)
-        numpy_next = functools.partial(rng.integers, 0, n, size=batch_size)
-        chunk = 256
-    else:
-        numpy_next = NumpyCyclic(n, batch_size, args.seed).next
-        chunk = n // batch_size  # whole epochs: every permutation is paid in full
-    contenders = {"loaderx": lx.next, "numpy": numpy_next}
-    for fn in contenders.values():  # warm-up
-        _calls_per_second(fn, chunk, min(0.1, args.min_time))
-    reps: dict[str, list[float]] = {k: [] for k in contenders}
-    gc.collect()
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for _ in range(args.reps):  # interleaved, so drift hits both sides alike
-            for name, fn in contenders.items():
-                reps[name].append(_calls_per_second(fn, chunk, args.min_time))
-    finally:
-        if was_enabled:
-            gc.enable()
-    lx_bps = float(np.median(reps["loaderx"]))
-    np_bps = float(np.median(reps["numpy"]))
-    ratio = lx_bps / np_bps
-    target = SAMPLER_IID_TARGET if mode == "iid" else None
-    return {
-        "mode": mode,
-        "batch_size": batch_size,
-        "loaderx_batches_s": lx_bps,
-        "numpy_batches_s": np_bps,
-        "loaderx_mindices_s": lx_bps * batch_size / 1e6,
-        "numpy_mindices_s": np_bps * batch_size / 1e6,
-        "ratio_loaderx_vs_numpy": ratio,
-        "target_ratio": target,
-        "target_met": None if target is None else ratio >= target,
-        "reps_batches_s": reps,
-    }
-
-
-def _target_cell(met: bool | None, text: str) -> str:
-    if met is None:
-        return text
-    return f"{text}: {'met' if met else 'MISSED'}"
-
-
-def format_sampler_table(rows: list[dict]) -> str:
-    head = [
-        "mode",
-        "batch",
-        "loaderx batches/s",
-        "NumPy batches/s",
-        "loaderx Mindex/s",
-        "NumPy Mindex/s",
-        "loaderx/NumPy",
-        "target",
-    ]
-    out = [head, ["---", "---:", "---:", "---:", "---:", "---:", "---:", "---"]]
-    for r in rows:
-        target = r["target_ratio"]
-        out.append(
-            [
-                r["mode"].upper(),
-                str(r["batch_size"]),
-                f"{r['loaderx_batches_s']:,.0f}",
-                f"{r['numpy_batches_s']:,.0f}",
-                f"{r['loaderx_mindices_s']:.1f}",
-                f"{r['numpy_mindices_s']:.1f}",
-                _x(r["ratio_loaderx_vs_numpy"]),
-                "—" if target is None else _target_cell(r["target_met"], f"≥ {target:g}×"),
-            ]
-        )
-    return "\n".join("| " + " | ".join(row) + " |" for row in out)
-
-
-SAMPLER_NOTES = """\
-- loaderx: `Sampler(n, B, mode, seed).next()`, a fresh int64 array per call.
-- NumPy IID: `rng.integers(0, n, size=B)` on `np.random.default_rng(seed)`.
-- NumPy CYCLIC: `rng.permutation(n)` once per epoch, batch k is the slice
-  `perm[k*B:(k+1)*B]` (a view); timing runs whole epochs of `n // B` batches
-  on both sides, so the permutation is amortised exactly.
-- batches/s: median over the repetitions, each at least the minimum time;
-  loaderx and NumPy repetitions alternate. The cyclic garbage collector is
-  paused while timing. Mindex/s = batches/s × B / 1e6."""
-
-
-def run_sampler(args) -> dict:
-    run_name = "sampler" + ("-quick" if args.quick else "")
-    machine, machine_text = _machine(Path(tempfile.gettempdir()))
-    rows = []
-    for batch_size in SAMPLER_BATCH_SIZES:
-        for mode in SAMPLER_MODES:
-            log(f"sampler: {mode} B={batch_size}")
-            rows.append(bench_sampler_case(mode, batch_size, args))
-    config = {
-        "kind": "sampler",
-        "quick": args.quick,
-        "n": SAMPLER_N,
-        "batch_sizes": list(SAMPLER_BATCH_SIZES),
-        "modes": list(SAMPLER_MODES),
-        "seed": args.seed,
-        "min_time_s": args.min_time,
-        "reps": args.reps,
-    }
-    payload = {"name": run_name, "config": config, "machine": machine, "results": rows}
-    path = write_json(args.out, run_name, payload)
-    print(f"## {run_name}\n")
-    print(
-        f"Index batches over 0..{SAMPLER_N:,}, loaderx `Sampler` against NumPy's "
-        f"`Generator`; median of {args.reps} repetitions of at least {args.min_time:g} s.\n"
-    )
-    print("Machine:\n" + machine_text + "\n")
-    print(format_sampler_table(rows) + "\n")
-    print(SAMPLER_NOTES + "\n")
-    print(f"JSON: {path}\n")
-    return payload
 
 
 # --------------------------------------------------------------------------
@@ -1002,7 +769,7 @@ def run_loader(args) -> dict:
     data = Path(tempfile.mkdtemp(prefix=f"loaderx-bench-{run_name}-", dir=args.tmp))
     results: dict[str, dict] = {}
     try:
-        machine, machine_text = _machine(data)
+        machine, machine_text = describe_machine_and_build(data)
         if machine["store_filesystem"]["type"] in ("tmpfs", "ramfs"):
             log(f"warning: {data} is on {machine['store_filesystem']['type']}, not a disk")
         sizes = prepare_data(data, args.images, args.seed, codecs)
@@ -1112,57 +879,43 @@ def _csv(value: str, choices: tuple[str, ...], flag: str, p: argparse.ArgumentPa
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="bench.py",
-        description="Sampler and end-to-end loader benchmarks of loaderx against NumPy, torch "
-        "and Grain.",
-    )
-    p.add_argument(
-        "command",
-        nargs="?",
-        default="all",
-        choices=("sampler", "loader", "all"),
-        help="what to run (default: all)",
+        prog="bench_loader.py",
+        description="End-to-end loader benchmark of loaderx against torch and Grain.",
     )
     p.add_argument("--quick", action="store_true", help="seconds-long smoke run (not results)")
-    p.add_argument("--seed", type=int, default=0, help="data, sampler and plan seed (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="data and sampler seed (default 0)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON directory")
     p.add_argument(
         "--tmp", type=Path, default=Path("/tmp"), help="parent of the data directory (/tmp)"
     )
-    s = p.add_argument_group("sampler")
-    s.add_argument(
-        "--min-time", type=float, help="seconds per repetition (default 1.0; 0.05 with --quick)"
-    )
-    s.add_argument("--reps", type=int, default=3, help="repetitions, median reported (default 3)")
-    g = p.add_argument_group("loader")
-    g.add_argument("--only", help="comma-separated subset of pipelines: " + ",".join(PIPELINES))
-    g.add_argument(
+    p.add_argument("--only", help="comma-separated subset of pipelines: " + ",".join(PIPELINES))
+    p.add_argument(
         "--transform", help="comma-separated subset of transforms: " + ",".join(TRANSFORMS)
     )
-    g.add_argument("--images", type=int, help="records (default 2500; 256 with --quick)")
-    g.add_argument(
+    p.add_argument("--images", type=int, help="records (default 2500; 256 with --quick)")
+    p.add_argument(
         "--batch-size", type=int, help="records per batch (default 256; 32 with --quick)"
     )
-    g.add_argument("--batches", type=int, help="batches per timed round (default 200; 10 --quick)")
-    g.add_argument("--rounds", type=int, default=3, help="timed rounds, median reported (3)")
-    g.add_argument(
+    p.add_argument("--batches", type=int, help="batches per timed round (default 200; 10 --quick)")
+    p.add_argument("--rounds", type=int, default=3, help="timed rounds, median reported (3)")
+    p.add_argument(
         "--warmup", type=int, help="warm-up batches (default: two passes over the records)"
     )
-    g.add_argument(
+    p.add_argument(
         "--memory-seconds",
         type=float,
         help="length of the memory pass (default 5; 1 with --quick)",
     )
-    g.add_argument(
+    p.add_argument(
         "--workers",
         type=int,
         default=2,
         help="loaderx transform threads (2, as torch's workers; DataLoader defaults to 4)",
     )
-    g.add_argument(
+    p.add_argument(
         "--torch-workers", type=int, default=2, help="torch and Grain worker processes (2)"
     )
-    g.add_argument(
+    p.add_argument(
         "--import-torch",
         action="store_true",
         help="loaderx children import torch too, as a training process would, so that "
@@ -1180,11 +933,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     for name, values in DEFAULTS.items():
         if getattr(args, name) is None:
             setattr(args, name, values[k])
-    for flag in ("images", "batch_size", "batches", "rounds", "reps", "torch_workers"):
+    for flag in ("images", "batch_size", "batches", "rounds", "torch_workers"):
         if getattr(args, flag) < 1:
             p.error(f"--{flag.replace('_', '-')} must be positive")
-    if args.workers < 0 or args.min_time <= 0 or args.memory_seconds <= 0:
-        p.error("--workers must be >= 0, --min-time and --memory-seconds > 0")
+    if args.workers < 0 or args.memory_seconds <= 0:
+        p.error("--workers must be >= 0, --memory-seconds > 0")
     return args
 
 
@@ -1198,10 +951,7 @@ def main(argv=None) -> None:
             traceback.print_exc()
             sys.exit(1)
         return
-    if args.command in ("sampler", "all"):
-        run_sampler(args)
-    if args.command in ("loader", "all"):
-        run_loader(args)
+    run_loader(args)
 
 
 if __name__ == "__main__":
