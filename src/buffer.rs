@@ -40,8 +40,11 @@ pub struct Buffer {
     cap: usize,
 }
 
-// SAFETY: Buffer uniquely owns its allocation.
+// SAFETY: Buffer uniquely owns its allocation; moving it to another thread
+// moves that ownership.
 unsafe impl Send for Buffer {}
+// SAFETY: shared references only read the bytes (`as_slice`); writing needs
+// `&mut Buffer`.
 unsafe impl Sync for Buffer {}
 
 impl Buffer {
@@ -108,10 +111,13 @@ impl Buffer {
     }
 
     pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ptr` is a live allocation of `cap >= len` initialised
+        // bytes (zeroed at allocation, or an earlier batch), owned by self.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`, and `&mut self` makes the slice unique.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 
@@ -158,6 +164,8 @@ impl Drop for Buffer {
             }
         }
         let layout = Layout::from_size_align(self.cap, ALIGN).unwrap();
+        // SAFETY: `ptr` was allocated (and possibly recycled through the
+        // pool) with exactly this layout, and this drop is its only owner.
         unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
     }
 }

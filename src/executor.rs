@@ -43,7 +43,9 @@ static POOL: AtomicPtr<Pool> = AtomicPtr::new(std::ptr::null_mut());
 pub fn pool() -> &'static rayon::ThreadPool {
     let pid = std::process::id();
     let current = POOL.load(Ordering::Acquire);
-    // SAFETY: every pointer stored in POOL comes from Box::leak and is never freed.
+    // SAFETY: every pointer stored in POOL comes from Box::into_raw and is
+    // never freed (a pool left by a parent process is leaked on purpose), so
+    // it is null or points to a live Pool for the rest of the process.
     if let Some(p) = unsafe { current.as_ref() } {
         if p.pid == pid {
             return &p.pool;
@@ -59,10 +61,16 @@ pub fn pool() -> &'static rayon::ThreadPool {
     match POOL.compare_exchange(current, fresh, Ordering::AcqRel, Ordering::Acquire) {
         // The previous pool (if any) belongs to a parent process whose threads
         // do not exist here; it is deliberately leaked, never dropped.
+        // SAFETY: `fresh` came from Box::into_raw above and is now owned by
+        // POOL, which never frees it: the reference lives as long as the process.
         Ok(_) => unsafe { &(*fresh).pool },
         Err(winner) => {
             // Another thread of this process installed a pool first.
+            // SAFETY: the exchange failed, so `fresh` was never published:
+            // this thread still owns the box and no one else can see it.
             drop(unsafe { Box::from_raw(fresh) });
+            // SAFETY: `winner` is a pointer stored in POOL: from
+            // Box::into_raw, never freed.
             unsafe { &(*winner).pool }
         }
     }

@@ -1,4 +1,4 @@
-//! One handle per store (DESIGN.md §4): a second open, in this process or
+//! One handle per store (docs/format.md, "Locking"): a second open, in this process or
 //! another, fails with `Error::Busy` while the first handle lives; the lock
 //! goes with close, drop or the death of the holder. And one `&Store`
 //! serves gathers from many threads at once.

@@ -1,4 +1,4 @@
-//! Crash consistency (DESIGN.md §4): a process killed with SIGKILL leaves a
+//! Crash consistency (docs/format.md, "Durability"): a process killed with SIGKILL leaves a
 //! store that reopens at its last `sync()`, with every synced record intact
 //! and none of the later ones.
 //!

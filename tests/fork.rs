@@ -1,4 +1,4 @@
-//! The lock and `fork()` (DESIGN.md §4): a forked child shares the parent's
+//! The lock and `fork()` (docs/format.md, "Locking"): a forked child shares the parent's
 //! descriptor of `meta.zr`, and with it the `flock`, but must not keep the
 //! store locked once the parent closes it (persistent torch DataLoader
 //! workers outlive many such closes). The child may still read; it never

@@ -1,4 +1,4 @@
-//! Golden bytes of the persistent format (DESIGN.md §3, §10): the exact
+//! Golden bytes of the persistent format (docs/format.md): the exact
 //! contents of `meta.zr`, `data.zr` and `dict.zr` for known stores.
 
 use std::fs;

@@ -1,5 +1,5 @@
 //! Malformed stores and bad inputs fail with a typed error, never a panic
-//! (DESIGN.md §3 invariants, §9, §10).
+//! (docs/format.md, "Invariants checked on open and on every read").
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -60,6 +60,12 @@ pub fn array_view<'py>(
     }
     let flags =
         npyffi::NPY_ARRAY_C_CONTIGUOUS | npyffi::NPY_ARRAY_WRITEABLE | npyffi::NPY_ARRAY_ALIGNED;
+    // SAFETY: `offset..offset + bytes` lies inside the owner's buffer
+    // (checked above) and is aligned for the dtype (buffers are 16-byte
+    // aligned, ragged records start at multiples of 8, itemsizes are <= 8);
+    // the array keeps `owner` alive as its base object, so the memory
+    // outlives every view; `shape` holds `dims.len()` valid dimensions; the
+    // two references the calls steal are handed over with into_*_ptr.
     unsafe {
         let data = buf.as_ptr().add(offset) as *mut c_void;
         let subtype = npyffi::get_type_object(py, NpyTypes::PyArray_Type);

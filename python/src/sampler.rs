@@ -24,6 +24,8 @@ impl Sampler {
         // SAFETY: every element is written by fill_at before the array is used.
         let arr = unsafe { PyArray1::<i64>::new(py, [b], false) };
         {
+            // SAFETY: the array was just created by this thread and no other
+            // reference to its data exists while the view lives.
             let mut view = unsafe { arr.as_slice_mut().expect("a fresh array is contiguous") };
             // Indices are < 2^63, so the u64 and i64 bit patterns agree.
             let out: &mut [u64] = bytemuck_cast(&mut view);

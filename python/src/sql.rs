@@ -45,11 +45,17 @@ fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
         .map_err(|e| PyRuntimeError::new_err(format!("starting the SQL runtime: {e}")))?;
     let fresh = Box::into_raw(Box::new(Runtime { pid, rt }));
     match RUNTIME.compare_exchange(current, fresh, Ordering::AcqRel, Ordering::Acquire) {
+        // SAFETY: `fresh` came from Box::into_raw and is now owned by
+        // RUNTIME, which never frees it.
         Ok(_) => Ok(unsafe { &(*fresh).rt }),
         Err(winner) => {
             // Lost a race in this process: shut ours down, use the winner's.
+            // SAFETY: the exchange failed, so `fresh` was never published
+            // and this thread still owns the box.
             let ours = unsafe { Box::from_raw(fresh) };
             ours.rt.shutdown_background();
+            // SAFETY: `winner` was stored in RUNTIME: from Box::into_raw,
+            // never freed.
             Ok(unsafe { &(*winner).rt })
         }
     }

@@ -391,6 +391,8 @@ impl Store {
         // `arrays` keeps every source alive until it is done.
         let sources: Vec<usize> = arrays
             .iter()
+            // SAFETY: `a` is a live NumPy array (held by `arrays`); reading
+            // its data pointer field does not dereference the data.
             .map(|a| unsafe { (*a.as_array_ptr()).fields.data as usize })
             .collect();
         let packed = py.detach(|| {
