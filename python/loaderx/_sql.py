@@ -5,32 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from . import _native
+from ._streams import check_table, require_pyarrow, require_sql
 
 __all__ = ["sql"]
 
 
 def _tables(tables: Mapping[str, Mapping], index_column: str | None):
-    from .arrow import _check_streams
-
+    """The native table specs ``[(name, natives, names, index_column)]``."""
     specs = []
     for name, streams in tables.items():
-        if not isinstance(streams, Mapping):
-            raise TypeError(
-                f"table {name!r} must be a dict of stream name -> store, "
-                f"got {type(streams).__name__}"
-            )
-        natives, names = _check_streams(streams)
-        if index_column in names:
-            raise ValueError(
-                f"table {name!r}: stream {index_column!r} collides with the index column"
-            )
+        natives, names = check_table(name, streams, index_column)
         specs.append((name, natives, names, index_column))
     return specs
-
-
-def _require_sql():
-    if not _native.HAS_SQL:
-        raise ImportError("this loaderx build has no SQL support (built without the 'sql' feature)")
 
 
 def sql(query: str, **tables: Mapping):
@@ -49,10 +35,8 @@ def sql(query: str, **tables: Mapping):
     ...                   train=streams)["record_id"]                     # doctest: +SKIP
     >>> DataLoader(streams, indices=ids)                                  # doctest: +SKIP
     """
-    from .arrow import _require_pyarrow
-
-    pa = _require_pyarrow()
-    _require_sql()
+    pa = require_pyarrow()
+    require_sql()
     if not isinstance(query, str):
         raise TypeError(f"query must be a str, got {type(query).__name__}")
     if not tables:

@@ -26,50 +26,17 @@ import os
 from collections.abc import Mapping
 
 from . import _native
+from ._streams import (
+    BATCH_BYTES,
+    check_codec,
+    check_index_column,
+    check_path,
+    drain_streams,
+    require_pyarrow,
+)
+from .zrecord import DenseStore, RaggedStore
 
 __all__ = ["table", "ingest"]
-
-#: Upper bound of one batch (or chunk) that readers produce.
-BATCH_BYTES = 16 << 20
-
-
-def _require_pyarrow():
-    try:
-        import pyarrow
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "this needs pyarrow, an optional dependency: pip install 'loaderx[arrow]'"
-        ) from exc
-    return pyarrow
-
-
-def _check_streams(streams: Mapping) -> tuple[list, list[str]]:
-    from .zrecord import DenseStore, RaggedStore
-
-    if not isinstance(streams, Mapping):
-        raise TypeError(f"streams must be a dict of name -> store, got {type(streams).__name__}")
-    if not streams:
-        raise ValueError("streams must hold at least one store")
-    natives, names = [], []
-    for name, store in streams.items():
-        if not isinstance(name, str):
-            raise TypeError(f"stream names must be str, got {name!r}")
-        if not isinstance(store, (DenseStore, RaggedStore)):
-            raise TypeError(
-                f"streams[{name!r}] must be a DenseStore or RaggedStore, got {type(store).__name__}"
-            )
-        natives.append(store._drain())
-        names.append(name)
-    return natives, names
-
-
-def _check_index_column(index_column, names) -> None:
-    if index_column is None:
-        return
-    if not isinstance(index_column, str):
-        raise TypeError(f"index_column must be a str or None, got {type(index_column).__name__}")
-    if index_column in names:
-        raise ValueError(f"index_column {index_column!r} collides with a stream name")
 
 
 def table(streams: Mapping, index_column: str | None = "record_id"):
@@ -82,9 +49,9 @@ def table(streams: Mapping, index_column: str | None = "record_id"):
     >>> reader = loaderx.arrow.table({"image": images, "label": labels})  # doctest: +SKIP
     >>> pa.table(reader).num_rows                                         # doctest: +SKIP
     """
-    pa = _require_pyarrow()
-    natives, names = _check_streams(streams)
-    _check_index_column(index_column, names)
+    pa = require_pyarrow()
+    natives, names = drain_streams(streams)
+    check_index_column(index_column, names)
     reader = _native.arrow_table_reader(natives, names, index_column, BATCH_BYTES)
     return pa.RecordBatchReader.from_stream(reader)
 
@@ -102,10 +69,8 @@ def ingest(source, root, codec: str = "zstd", dict_bytes: bytes | None = None) -
     scalars. On any error (an unsupported type, nulls) the stores created so
     far are removed.
     """
-    from .zrecord import DenseStore, RaggedStore, _check_codec, _check_path
-
-    root = _check_path(root)
-    blob = _check_codec(codec, dict_bytes)
+    root = check_path(root)
+    blob = check_codec(codec, dict_bytes)
     if not (hasattr(source, "__arrow_c_stream__") or hasattr(source, "__arrow_c_array__")):
         raise TypeError(
             "source must support the Arrow PyCapsule interface (__arrow_c_stream__), "
@@ -124,10 +89,3 @@ def ingest(source, root, codec: str = "zstd", dict_bytes: bytes | None = None) -
         cls = DenseStore if kind == "dense" else RaggedStore
         out[name] = cls.open(os.path.join(root, name))
     return out
-
-
-def _append(store, data) -> None:
-    """``store.append`` for Arrow arrays, chunked arrays and array streams."""
-    packed = _native.arrow_append(store._live(), data)
-    if packed is not None and len(packed):
-        store._writer.submit(packed)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from . import _native
-from ._sql import _require_sql
+from ._streams import check_index_column, drain_streams, require_sql
 
 __all__ = ["TableProvider"]
 
@@ -26,16 +26,9 @@ class TableProvider:
     """
 
     def __init__(self, streams: Mapping, index_column: str | None = "record_id"):
-        from .arrow import _check_streams
-
-        _require_sql()
-        natives, names = _check_streams(streams)
-        if index_column is not None and not isinstance(index_column, str):
-            raise TypeError(
-                f"index_column must be a str or None, got {type(index_column).__name__}"
-            )
-        if index_column in names:
-            raise ValueError(f"index_column {index_column!r} collides with a stream name")
+        require_sql()
+        natives, names = drain_streams(streams)
+        check_index_column(index_column, names)
         self._names = names
         self._index_column = index_column
         self._native = _native.FfiTableProvider(natives, names, index_column)

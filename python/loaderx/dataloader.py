@@ -26,6 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _native
+from ._streams import check_streams, require_pyarrow
 from .zrecord import DenseStore, RaggedStore
 from .zsampler import Mode, _as_int, _as_mode
 
@@ -120,20 +121,7 @@ class DataLoader:
         world_size: int = 1,
     ):
         self._closed = True  # until fully constructed
-        if not isinstance(streams, Mapping):
-            raise TypeError(
-                f"streams must be a dict of name -> store, got {type(streams).__name__}"
-            )
-        if not streams:
-            raise ValueError("streams must hold at least one store")
-        for name, store in streams.items():
-            if not isinstance(name, str):
-                raise TypeError(f"stream names must be str, got {name!r}")
-            if not isinstance(store, (DenseStore, RaggedStore)):
-                raise TypeError(
-                    f"streams[{name!r}] must be a DenseStore or RaggedStore, "
-                    f"got {type(store).__name__}"
-                )
+        check_streams(streams)
         lengths = {name: len(store) for name, store in streams.items()}
         if len(set(lengths.values())) != 1:
             detail = ", ".join(f"{k}={v}" for k, v in lengths.items())
@@ -154,9 +142,7 @@ class DataLoader:
         if output not in _OUTPUTS:
             raise ValueError(f"output must be 'numpy' or 'arrow', got {output!r}")
         if output == "arrow":
-            from .arrow import _require_pyarrow
-
-            self._to_arrow = _require_pyarrow().record_batch
+            self._to_arrow = require_pyarrow().record_batch
         else:
             self._to_arrow = None
         if indices is not None:

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from typing import Callable
 
 from . import _native
+from ._streams import check_codec, check_index_column, check_path, drain_streams
+from .zrecord import DenseStore, RaggedStore
 
 __all__ = ["export", "ingest"]
 
@@ -34,12 +36,9 @@ def export(
     back as they were. ``index_column`` adds a UInt64 row-number column first
     (none by default). The file appears only once it is complete.
     """
-    from .arrow import _check_index_column, _check_streams
-    from .zrecord import _check_path
-
-    natives, names = _check_streams(streams)
-    path = _check_path(path)
-    _check_index_column(index_column, names)
+    natives, names = drain_streams(streams)
+    path = check_path(path)
+    check_index_column(index_column, names)
     rows, _ = _native.parquet_export(natives, names, path, index_column, row_group_bytes, progress)
     return rows
 
@@ -53,11 +52,9 @@ def ingest(
     same way; the format is told by the file's magic bytes. The column
     mapping is that of :func:`loaderx.arrow.ingest`; a column with nulls or of
     an unsupported type raises and leaves nothing behind."""
-    from .zrecord import DenseStore, RaggedStore, _check_codec, _check_path
-
-    path = _check_path(path)
-    root = _check_path(root)
-    blob = _check_codec(codec, dict_bytes)
+    path = check_path(path)
+    root = check_path(root)
+    blob = check_codec(codec, dict_bytes)
     if not os.path.exists(path):
         # A directory or an unreadable file fails with its own errno below.
         raise FileNotFoundError(errno.ENOENT, "no Parquet or Arrow IPC file", path)

@@ -38,10 +38,9 @@ import numpy as np
 from . import _native
 from ._errors import Corrupted, StoreBusy
 from ._keys import normalize
+from ._streams import BATCH_BYTES, StoreBase, check_codec, check_path, require_pyarrow
 
 __all__ = ["DenseStore", "RaggedStore", "DICT_TIERS", "DictTier", "StoreBusy", "Corrupted"]
-
-CODECS = ("raw", "zstd", "zstd_dict")
 
 
 class DictTier(NamedTuple):
@@ -78,39 +77,13 @@ def _check_dtype(dtype) -> np.dtype:
     return dt.newbyteorder("<") if dt.byteorder == "=" else dt
 
 
-def _check_codec(codec, dict_bytes):
-    if not isinstance(codec, str) or codec not in CODECS:
-        raise ValueError(f"codec must be one of 'raw', 'zstd', 'zstd_dict', got {codec!r}")
-    if codec == "zstd_dict":
-        if dict_bytes is None:
-            raise ValueError(
-                "dict_bytes is required for codec 'zstd_dict'; "
-                "train one with loaderx.utils.train_dict(...)"
-            )
-        if not isinstance(dict_bytes, (bytes, bytearray, memoryview)):
-            raise TypeError(f"dict_bytes must be bytes, got {type(dict_bytes).__name__}")
-        if len(dict_bytes) == 0:
-            raise ValueError("dict_bytes must be a non-empty zstd dictionary, got 0 bytes")
-        return bytes(dict_bytes)
-    if dict_bytes is not None:
-        raise ValueError(f"dict_bytes is only valid with codec 'zstd_dict', got codec {codec!r}")
-    return None
-
-
 def _check_checksum(checksum) -> bool:
     if not isinstance(checksum, (bool, np.bool_)):
         raise TypeError(f"checksum must be a bool, got {type(checksum).__name__}")
     return bool(checksum)
 
 
-def _check_path(path) -> str:
-    try:
-        return os.fspath(path)
-    except TypeError as exc:
-        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}") from exc
-
-
-class _Store:
+class _Store(StoreBase):
     """Behaviour shared by both store contracts."""
 
     _kind = ""
@@ -131,7 +104,7 @@ class _Store:
         it holds a store of the other kind, :class:`StoreBusy` when another
         handle has it open and :class:`Corrupted` when it is malformed.
         """
-        path = _check_path(path)
+        path = check_path(path)
         return cls(_native.Store.open(path, cls._kind), path)
 
     def _live(self):
@@ -253,8 +226,6 @@ class _Store:
     def __arrow_c_stream__(self, requested_schema=None):
         """The whole store as an Arrow array stream (ChunkedArray semantics,
         chunks bounded in bytes)."""
-        from .arrow import BATCH_BYTES
-
         native = self._drain()
         return _native.arrow_stream(native, self._field_name, requested_schema, BATCH_BYTES)
 
@@ -262,9 +233,7 @@ class _Store:
         """The records as Arrow: a ``pyarrow.ChunkedArray`` of the whole store
         (``key=None``) or a ``pyarrow.Array`` of the selected records (a key of
         any indexing form; an int gives a length-1 array)."""
-        from .arrow import _require_pyarrow
-
-        pa = _require_pyarrow()
+        pa = require_pyarrow()
         native = self._drain()
         if key is None:
             return pa.chunked_array(self)
@@ -307,7 +276,7 @@ class DenseStore(_Store):
         bytes (raw records carry none: it needs a compressed codec). Raises
         FileExistsError if ``path`` already holds a store.
         """
-        path = _check_path(path)
+        path = check_path(path)
         dt = _check_dtype(dtype)
         try:
             shape = tuple(int(d) for d in item_shape)
@@ -317,7 +286,7 @@ class DenseStore(_Store):
             ) from exc
         if any(d <= 0 for d in shape):
             raise ValueError(f"item_shape must have positive dimensions, got {shape}")
-        blob = _check_codec(codec, dict_bytes)
+        blob = check_codec(codec, dict_bytes)
         checksum = _check_checksum(checksum)
         return cls(_native.Store.create(path, dt.str, list(shape), codec, blob, checksum), path)
 
@@ -342,9 +311,10 @@ class DenseStore(_Store):
         native = self._live()
         if not isinstance(data, np.ndarray):
             if hasattr(data, "__arrow_c_array__") or hasattr(data, "__arrow_c_stream__"):
-                from . import arrow as _arrow
-
-                return _arrow._append(self, data)
+                # Arrow arrays, chunked arrays and array streams: checked in
+                # full, then written synchronously.
+                _native.arrow_append(native, data)
+                return
             raise TypeError(f"data must be a numpy.ndarray, got {type(data).__name__}")
         shape = native.item_shape
         if data.dtype != self._dtype:
@@ -469,9 +439,9 @@ class RaggedStore(_Store):
     ) -> RaggedStore:
         """Creates an empty ragged store at ``path`` (parents are created);
         ``codec``, ``dict_bytes`` and ``checksum`` as in :meth:`DenseStore.create`."""
-        path = _check_path(path)
+        path = check_path(path)
         dt = _check_dtype(dtype)
-        blob = _check_codec(codec, dict_bytes)
+        blob = check_codec(codec, dict_bytes)
         checksum = _check_checksum(checksum)
         return cls(_native.Store.create(path, dt.str, None, codec, blob, checksum), path)
 
@@ -487,9 +457,7 @@ class RaggedStore(_Store):
         have the same ndim."""
         if not variable_shape_tensor:
             return super().to_arrow(key)
-        from .arrow import _require_pyarrow
-
-        pa = _require_pyarrow()
+        pa = require_pyarrow()
         native = self._drain()
         if key is None:
             key = slice(None)
@@ -511,9 +479,12 @@ class RaggedStore(_Store):
         native = self._live()
         if hasattr(records, "__arrow_c_array__") or hasattr(records, "__arrow_c_stream__"):
             if not isinstance(records, np.ndarray):
-                from . import arrow as _arrow
-
-                return _arrow._append(self, records)
+                # Arrow arrays, chunked arrays and array streams: checked and
+                # packed here, written by the writer queue.
+                packed = _native.arrow_append(native, records)
+                if len(packed):
+                    self._writer.submit(packed)
+                return
         if isinstance(records, (str, bytes)) or not hasattr(records, "__iter__"):
             raise TypeError(
                 f"records must be an iterable of numpy arrays, got {type(records).__name__}"

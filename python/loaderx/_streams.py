@@ -1,0 +1,146 @@
+"""Argument checks shared by the store, loader, Arrow, SQL and Parquet entry
+points, and the optional-dependency requirements they raise.
+
+A leaf: it imports no other module of the package but the native one, so any
+module can use it without an import circle. The store classes live in
+:mod:`loaderx.zrecord`; they derive from :class:`StoreBase`, which is what the
+stream checks test for.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from . import _native
+
+__all__ = [
+    "BATCH_BYTES",
+    "CODECS",
+    "StoreBase",
+    "require_pyarrow",
+    "require_sql",
+    "check_path",
+    "check_codec",
+    "check_streams",
+    "drain_streams",
+    "check_index_column",
+    "check_table",
+]
+
+#: Upper bound of one batch (or chunk) that readers produce.
+BATCH_BYTES = 16 << 20
+
+CODECS = ("raw", "zstd", "zstd_dict")
+
+
+class StoreBase:
+    """The base of ``DenseStore`` and ``RaggedStore``."""
+
+    __slots__ = ()
+
+    def _drain(self):
+        """Waits for queued writes and returns the open native store."""
+        raise NotImplementedError
+
+
+def require_pyarrow():
+    """The ``pyarrow`` module, or ImportError naming the ``loaderx[arrow]`` extra."""
+    try:
+        import pyarrow
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "this needs pyarrow, an optional dependency: pip install 'loaderx[arrow]'"
+        ) from exc
+    return pyarrow
+
+
+def require_sql() -> None:
+    if not _native.HAS_SQL:
+        raise ImportError("this loaderx build has no SQL support (built without the 'sql' feature)")
+
+
+def check_path(path) -> str:
+    try:
+        return os.fspath(path)
+    except TypeError as exc:
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}") from exc
+
+
+def check_codec(codec, dict_bytes) -> bytes | None:
+    """Checks ``codec`` and ``dict_bytes`` together; returns the dictionary
+    bytes for ``zstd_dict``, else None."""
+    if not isinstance(codec, str) or codec not in CODECS:
+        raise ValueError(f"codec must be one of 'raw', 'zstd', 'zstd_dict', got {codec!r}")
+    if codec == "zstd_dict":
+        if dict_bytes is None:
+            raise ValueError(
+                "dict_bytes is required for codec 'zstd_dict'; "
+                "train one with loaderx.utils.train_dict(...)"
+            )
+        if not isinstance(dict_bytes, (bytes, bytearray, memoryview)):
+            raise TypeError(f"dict_bytes must be bytes, got {type(dict_bytes).__name__}")
+        if len(dict_bytes) == 0:
+            raise ValueError("dict_bytes must be a non-empty zstd dictionary, got 0 bytes")
+        return bytes(dict_bytes)
+    if dict_bytes is not None:
+        raise ValueError(f"dict_bytes is only valid with codec 'zstd_dict', got codec {codec!r}")
+    return None
+
+
+def _check_mapping(streams) -> None:
+    if not isinstance(streams, Mapping):
+        raise TypeError(f"streams must be a dict of name -> store, got {type(streams).__name__}")
+    if not streams:
+        raise ValueError("streams must hold at least one store")
+
+
+def _check_stream(name, store) -> None:
+    if not isinstance(name, str):
+        raise TypeError(f"stream names must be str, got {name!r}")
+    if not isinstance(store, StoreBase):
+        raise TypeError(
+            f"streams[{name!r}] must be a DenseStore or RaggedStore, got {type(store).__name__}"
+        )
+
+
+def check_streams(streams) -> list[str]:
+    """Checks a dict of name -> store and returns its names; touches no store."""
+    _check_mapping(streams)
+    for name, store in streams.items():
+        _check_stream(name, store)
+    return list(streams)
+
+
+def drain_streams(streams) -> tuple[list, list[str]]:
+    """Checks a dict of name -> store and returns ``(natives, names)``, each
+    store drained (queued writes written, a closed store raising) in turn."""
+    _check_mapping(streams)
+    natives, names = [], []
+    for name, store in streams.items():
+        _check_stream(name, store)
+        natives.append(store._drain())
+        names.append(name)
+    return natives, names
+
+
+def check_index_column(index_column, names) -> None:
+    if index_column is None:
+        return
+    if not isinstance(index_column, str):
+        raise TypeError(f"index_column must be a str or None, got {type(index_column).__name__}")
+    if index_column in names:
+        raise ValueError(f"index_column {index_column!r} collides with a stream name")
+
+
+def check_table(name, streams, index_column: str | None) -> tuple[list, list[str]]:
+    """``drain_streams`` for one named SQL table, whose streams must not be
+    named ``index_column``."""
+    if not isinstance(streams, Mapping):
+        raise TypeError(
+            f"table {name!r} must be a dict of stream name -> store, got {type(streams).__name__}"
+        )
+    natives, names = drain_streams(streams)
+    if index_column in names:
+        raise ValueError(f"table {name!r}: stream {index_column!r} collides with the index column")
+    return natives, names

@@ -1,0 +1,101 @@
+"""The package's import graph: no module imports a sibling that imports it
+back (counting imports inside functions), and every module imports alone."""
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import loaderx
+
+PACKAGE = Path(loaderx.__file__).resolve().parent
+MODULES = sorted(p.stem for p in PACKAGE.glob("*.py"))
+
+
+def sibling_imports(path: Path) -> set[str]:
+    """The sibling modules ``path`` imports anywhere in its body."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 1 and node.module is None:  # from . import x
+                out.update(alias.name for alias in node.names)
+            elif node.level == 1:  # from .x import y
+                out.add(node.module.split(".")[0])
+            elif node.level == 0 and (node.module or "").startswith("loaderx."):
+                out.add(node.module.split(".")[1])
+            elif node.level == 0 and node.module == "loaderx":
+                out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("loaderx."):
+                    out.add(alias.name.split(".")[1])
+    return out - {"__init__"}
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {m: sibling_imports(PACKAGE / f"{m}.py") for m in MODULES}
+
+
+def find_cycle(graph):
+    """One import cycle as a list of modules, or None."""
+    state: dict[str, str] = {}  # "open" while on the DFS path, then "done"
+    path: list[str] = []
+
+    def visit(m):
+        state[m] = "open"
+        path.append(m)
+        for dep in sorted(graph.get(m, ())):
+            if state.get(dep) == "open":
+                return path[path.index(dep) :] + [dep]
+            if dep not in state:
+                found = visit(dep)
+                if found:
+                    return found
+        path.pop()
+        state[m] = "done"
+        return None
+
+    for m in sorted(graph):
+        if m not in state:
+            found = visit(m)
+            if found:
+                return found
+    return None
+
+
+def test_find_cycle_sees_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_import_graph_is_acyclic():
+    graph = import_graph()
+    assert {"_native", "_streams"} <= graph["zrecord"]  # imports at module level
+    assert "zrecord" in graph["cli"]  # and inside functions
+    assert find_cycle(graph) is None, f"import cycle: {' -> '.join(find_cycle(graph))}"
+
+
+def test_checks_module_is_a_leaf():
+    assert import_graph()["_streams"] <= {"_native"}
+
+
+def test_no_module_imports_the_arrow_facade():
+    graph = import_graph()
+    assert [m for m in MODULES if "arrow" in graph[m]] == []
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if m != "__main__"])
+def test_module_imports_in_a_fresh_interpreter(module):
+    paths = [str(PACKAGE.parent), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    r = subprocess.run(
+        [sys.executable, "-c", f"import loaderx.{module}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
