@@ -8,14 +8,15 @@
 
 use std::cell::RefCell;
 use std::fmt;
-use std::sync::OnceLock;
 
-use zstd::zstd_safe::{self, CCtx, CDict, DCtx, DDict};
+use zstd::zstd_safe::{self, CCtx, DCtx};
+
+pub use crate::dict::Dictionary;
 
 /// zstd level of the `zstd` codec.
 pub const ZSTD_LEVEL: i32 = 3;
 /// zstd level of the `zstd_dict` codec.
-pub const ZSTD_DICT_LEVEL: i32 = 19;
+pub const ZSTD_DICT_LEVEL: i32 = crate::dict::ZSTD_DICT_LEVEL;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -57,45 +58,6 @@ impl Codec {
 impl fmt::Display for Codec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-/// A trained zstd dictionary, prepared once for both directions.
-pub struct Dictionary {
-    bytes: Vec<u8>,
-    ddict: DDict<'static>,
-    /// Preparing a level-19 compression dictionary is costly and only
-    /// writers need it, so it is built on first use.
-    /// `None` when zstd cannot load the dictionary for compression.
-    cdict: OnceLock<Option<CDict<'static>>>,
-}
-
-impl Dictionary {
-    /// Prepares `bytes` for decompression; fails (instead of panicking) when
-    /// zstd cannot load them, e.g. a dictionary header whose entropy tables
-    /// do not parse.
-    pub fn new(bytes: Vec<u8>) -> Result<Dictionary, String> {
-        let ddict = DDict::try_create(&bytes).ok_or_else(|| {
-            format!(
-                "zstd cannot load the {}-byte dictionary (its header or entropy tables do not parse)",
-                bytes.len()
-            )
-        })?;
-        Ok(Dictionary {
-            bytes,
-            ddict,
-            cdict: OnceLock::new(),
-        })
-    }
-
-    pub fn bytes(&self) -> &[u8] {
-        &self.bytes
-    }
-
-    fn cdict(&self) -> Option<&CDict<'static>> {
-        self.cdict
-            .get_or_init(|| CDict::try_create(&self.bytes, ZSTD_DICT_LEVEL))
-            .as_ref()
     }
 }
 
@@ -204,7 +166,7 @@ pub fn decode_slice(
         let dctx = lane.dctx.get_or_insert_with(DCtx::create);
         let result = match (codec, dict) {
             (Codec::Zstd, _) => dctx.decompress(dst, src),
-            (Codec::ZstdDict, Some(d)) => dctx.decompress_using_ddict(dst, src, &d.ddict),
+            (Codec::ZstdDict, Some(d)) => dctx.decompress_using_ddict(dst, src, d.ddict()),
             _ => return Err(format!("codec {codec} has no dictionary")),
         };
         frame_result(result, dst.len())
@@ -253,7 +215,7 @@ pub fn decode_into(
         let dctx = lane.dctx.get_or_insert_with(DCtx::create);
         let result = match (codec, dict) {
             (Codec::Zstd, _) => dctx.decompress(dst, src),
-            (Codec::ZstdDict, Some(d)) => dctx.decompress_using_ddict(dst, src, &d.ddict),
+            (Codec::ZstdDict, Some(d)) => dctx.decompress_using_ddict(dst, src, d.ddict()),
             _ => {
                 return Err(DecodeError::Frame(format!(
                     "codec {codec} has no dictionary"

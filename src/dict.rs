@@ -1,10 +1,64 @@
-//! Dictionary training for the `zstd_dict` codec.
+//! Everything about the dictionaries of the `zstd_dict` codec: the tiers,
+//! sampling records and training, and loading (and validating) a dictionary
+//! for use.
 //!
 //! A tier fixes the dictionary size and the training byte budget; the sample
 //! is a strided subset of the records, so each tier costs about the same
 //! training time whatever the record size.
 
+use std::sync::OnceLock;
+
+use zstd::zstd_safe::{CDict, DDict};
+
 use crate::error::{Error, Result};
+use crate::store::Store;
+
+/// zstd level of the `zstd_dict` codec (the dictionary's compression side
+/// is prepared at this level).
+pub const ZSTD_DICT_LEVEL: i32 = 19;
+
+/// A trained zstd dictionary, prepared once for both directions.
+pub struct Dictionary {
+    bytes: Vec<u8>,
+    ddict: DDict<'static>,
+    /// Preparing a level-19 compression dictionary is costly and only
+    /// writers need it, so it is built on first use.
+    /// `None` when zstd cannot load the dictionary for compression.
+    cdict: OnceLock<Option<CDict<'static>>>,
+}
+
+impl Dictionary {
+    /// Prepares `bytes` for decompression; fails (instead of panicking) when
+    /// zstd cannot load them, e.g. a dictionary header whose entropy tables
+    /// do not parse.
+    pub fn new(bytes: Vec<u8>) -> Result<Dictionary, String> {
+        let ddict = DDict::try_create(&bytes).ok_or_else(|| {
+            format!(
+                "zstd cannot load the {}-byte dictionary (its header or entropy tables do not parse)",
+                bytes.len()
+            )
+        })?;
+        Ok(Dictionary {
+            bytes,
+            ddict,
+            cdict: OnceLock::new(),
+        })
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    pub(crate) fn ddict(&self) -> &DDict<'static> {
+        &self.ddict
+    }
+
+    pub(crate) fn cdict(&self) -> Option<&CDict<'static>> {
+        self.cdict
+            .get_or_init(|| CDict::try_create(&self.bytes, ZSTD_DICT_LEVEL))
+            .as_ref()
+    }
+}
 
 /// A named preset: dictionary size and how many sample bytes train it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,9 +101,24 @@ pub fn tier(name: &str) -> Result<DictTier> {
         .find(|t| t.name == name)
         .ok_or_else(|| {
             Error::InvalidValue(format!(
-                "tier must be one of 'fast', 'balanced', 'max', got {name:?}"
+                "tier must be one of 'fast', 'balanced', 'max', got '{name}'"
             ))
         })
+}
+
+/// A strided sample of a store's records (their logical bytes, back to back,
+/// and each one's size) within `budget` bytes, for [`train`].
+pub fn sample_store(store: &Store, budget: usize) -> Result<(Vec<u8>, Vec<usize>)> {
+    let n = store.len() as usize;
+    let plan = sample_plan(n, |i| store.logical_len(i as u64).unwrap_or(0), budget);
+    let mut bytes = Vec::new();
+    let mut sizes = Vec::with_capacity(plan.len());
+    for i in plan {
+        let rec = store.read_record(i as u64)?;
+        sizes.push(rec.len());
+        bytes.extend_from_slice(&rec);
+    }
+    Ok((bytes, sizes))
 }
 
 /// Picks which of `count` records of `sizes(i)` bytes to sample: an even

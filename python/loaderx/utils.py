@@ -5,15 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import _native
-from .zrecord import DICT_TIERS, DenseStore, RaggedStore
+from .zrecord import DenseStore, RaggedStore
 
 __all__ = ["train_dict"]
-
-
-def _tier(tier):
-    if tier not in DICT_TIERS:
-        raise ValueError(f"tier must be one of {', '.join(map(repr, DICT_TIERS))}, got {tier!r}")
-    return DICT_TIERS[tier]
 
 
 def _sample_array(arr: np.ndarray, budget: int):
@@ -61,22 +55,19 @@ def train_dict(source, tier: str = "balanced") -> bytes:
     Raises ValueError for an unknown tier or a sample too small to train on
     (fewer than 8 records or 1024 bytes).
     """
-    t = _tier(tier)
+    if not isinstance(tier, str):
+        raise ValueError(f"tier must be one of 'fast', 'balanced', 'max', got {tier!r}")
+    # The tiers, the training and its minimums live in the core (loaderx::dict).
+    _, budget = _native.dict_tier(tier)
     if isinstance(source, (DenseStore, RaggedStore)):
-        samples, sizes = source._drain().dict_sample(t.sample_bytes)
+        samples, sizes = source._drain().dict_sample(budget)
     elif isinstance(source, np.ndarray):
-        samples, sizes = _sample_array(source, t.sample_bytes)
+        samples, sizes = _sample_array(source, budget)
     elif hasattr(source, "__iter__") and not isinstance(source, (str, bytes)):
-        samples, sizes = _sample_iterable(source, t.sample_bytes)
+        samples, sizes = _sample_iterable(source, budget)
     else:
         raise TypeError(
             "source must be an ndarray, an iterable of arrays or a store, "
             f"got {type(source).__name__}"
         )
-    if len(sizes) < _native.MIN_DICT_SAMPLES or sum(sizes) < _native.MIN_DICT_SAMPLE_BYTES:
-        raise ValueError(
-            f"train_dict needs at least {_native.MIN_DICT_SAMPLES} records and "
-            f"{_native.MIN_DICT_SAMPLE_BYTES} bytes of sample, got {len(sizes)} records "
-            f"and {sum(sizes)} bytes"
-        )
-    return _native.train_dict(samples, sizes, t.name)
+    return _native.train_dict(samples, sizes, tier)

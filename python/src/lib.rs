@@ -32,6 +32,14 @@ fn train_dict<'py>(
     Ok(pyo3::types::PyBytes::new(py, &dict))
 }
 
+/// One tier by name: `(dict_size, sample_bytes)`; ValueError naming the
+/// tiers for any other name.
+#[pyfunction]
+fn dict_tier(tier: &str) -> PyResult<(usize, usize)> {
+    let t = loaderx::dict::tier(tier).py()?;
+    Ok((t.dict_size, t.sample_bytes))
+}
+
 /// The dictionary tiers: name → (dict_size, sample_bytes).
 fn dict_tiers(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
@@ -49,6 +57,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<loader::Loader>()?;
     m.add_function(wrap_pyfunction!(train_dict, m)?)?;
+    m.add_function(wrap_pyfunction!(dict_tier, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_field, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_stream, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_gather, m)?)?;

@@ -523,18 +523,7 @@ impl Store {
         py: Python<'py>,
         budget: usize,
     ) -> PyResult<(Bound<'py, PyBytes>, Vec<usize>)> {
-        let (bytes, sizes) = self.with_read(py, |s| {
-            let n = s.len() as usize;
-            let plan = loaderx::dict::sample_plan(n, |i| s.logical_len(i as u64).unwrap(), budget);
-            let mut bytes = Vec::new();
-            let mut sizes = Vec::with_capacity(plan.len());
-            for i in plan {
-                let rec = s.read_record(i as u64)?;
-                sizes.push(rec.len());
-                bytes.extend_from_slice(&rec);
-            }
-            Ok((bytes, sizes))
-        })?;
+        let (bytes, sizes) = self.with_read(py, |s| loaderx::dict::sample_store(s, budget))?;
         Ok((PyBytes::new(py, &bytes), sizes))
     }
 }
