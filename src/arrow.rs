@@ -860,18 +860,20 @@ fn pack_list<O: OffsetSizeTrait>(
     Ok(packed)
 }
 
-/// A failure of the ingest source: the loaderx error it carries (an I/O
-/// failure on the source file, as a connector reports it) keeps its class.
-fn source_error(e: ArrowError) -> Error {
+/// The loaderx error an Arrow error carries (a store read failing inside a
+/// batch stream, an I/O failure a connector reports) with its class kept;
+/// any other Arrow error becomes `InvalidValue`, its message after
+/// `context`. The one unwrapping of `ArrowError` for the core and the
+/// connectors.
+pub fn from_arrow_error(e: ArrowError, context: &str) -> Error {
     match e {
         ArrowError::ExternalError(inner) => match inner.downcast::<Error>() {
             Ok(err) => *err,
-            Err(other) => Error::InvalidValue(format!(
-                "reading the source: {}",
-                ArrowError::ExternalError(other)
-            )),
+            Err(other) => {
+                Error::InvalidValue(format!("{context}{}", ArrowError::ExternalError(other)))
+            }
         },
-        other => Error::InvalidValue(format!("reading the source: {other}")),
+        other => Error::InvalidValue(format!("{context}{other}")),
     }
 }
 
@@ -927,7 +929,7 @@ pub fn ingest(
         }
         let mut rows = 0u64;
         for batch in reader {
-            let batch = batch.map_err(source_error)?;
+            let batch = batch.map_err(|e| from_arrow_error(e, "reading the source: "))?;
             for ((field, _, schema), (store, column)) in
                 plan.iter().zip(stores.iter_mut().zip(batch.columns()))
             {

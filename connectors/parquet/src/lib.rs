@@ -125,7 +125,7 @@ pub fn export<S: StoreAccess>(
             // A wave of up to `lanes` row groups, read in order...
             let mut wave: Vec<RecordBatch> = Vec::with_capacity(lanes);
             for batch in reader.by_ref().take(lanes) {
-                wave.push(batch.map_err(unwrap_arrow)?);
+                wave.push(batch.map_err(|e| loaderx::arrow::from_arrow_error(e, ""))?);
             }
             if wave.is_empty() {
                 break;
@@ -167,16 +167,6 @@ pub fn export<S: StoreAccess>(
             let _ = std::fs::remove_file(&tmp);
             Err(e)
         }
-    }
-}
-
-fn unwrap_arrow(e: arrow_schema::ArrowError) -> Error {
-    match e {
-        arrow_schema::ArrowError::ExternalError(inner) => match inner.downcast::<Error>() {
-            Ok(err) => *err,
-            Err(other) => Error::InvalidValue(other.to_string()),
-        },
-        other => Error::InvalidValue(other.to_string()),
     }
 }
 
