@@ -252,11 +252,14 @@ pub fn gather_variable_shape_tensor<I: RecordIndex>(
             ndims[bad]
         )));
     }
-    let shape = FixedSizeListArray::try_new(
+    // With the length given: a batch of 0-d records has ndim 0, and a
+    // FixedSizeList of size 0 cannot infer its length from its values.
+    let shape = FixedSizeListArray::try_new_with_length(
         Arc::new(Field::new("item", DataType::Int32, true)),
         ndim as i32,
         Arc::new(PrimitiveArray::<Int32Type>::from(shapes)),
         None,
+        ndims.len(),
     )
     .map_err(arrow_err)?;
     let s = StructArray::try_new(
@@ -985,6 +988,26 @@ mod tests {
         );
         assert_eq!(parse_shape_json("{}"), None);
         assert_eq!(parse_shape_json("{\"shape\":[-1]}"), None);
+    }
+
+    #[test]
+    fn variable_shape_tensor_of_scalar_records() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = Store::create(
+            tmp.path().join("s"),
+            Schema::ragged(DType::I32),
+            Codec::Raw,
+            None,
+        )
+        .unwrap();
+        let mut packed = Packed::default();
+        packed.push(&[], &7i32.to_le_bytes());
+        packed.push(&[], &9i32.to_le_bytes());
+        store.append_ragged(&packed).unwrap();
+        let (array, _) = gather_variable_shape_tensor(&store, &[0u64, 1], "x").unwrap();
+        assert_eq!(array.len(), 2);
+        let s = array.as_any().downcast_ref::<StructArray>().unwrap();
+        assert_eq!(s.column(1).len(), 2);
     }
 
     #[test]
