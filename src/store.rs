@@ -521,26 +521,25 @@ impl Store {
             }
         };
 
-        let mut locs = read_locs(&meta, &meta_path, header.length)?;
         // A journal committed by a sync or compaction step that did not
         // finish applying it: its locations are part of the committed state.
-        let journal = match header.journal {
-            Some(at) => {
-                let journal = read_journal(&meta, &meta_path, at, meta_len, &header)?;
-                for &(slot, loc) in &journal.locs {
-                    locs[slot as usize] = loc;
-                }
-                Some(journal)
-            }
-            None => None,
-        };
+        let journal = header
+            .journal
+            .map(|at| read_journal(&meta, &meta_path, at, meta_len, &header))
+            .transpose()?;
         let width = schema.record_width();
         let mut live_bytes = 0u64;
-        for (i, loc) in locs.iter().enumerate() {
-            check_loc(i as u64, loc, header.codec, width, header.tail_offset)
-                .map_err(corrupt_meta)?;
-            live_bytes += loc.phys_length as u64;
-        }
+        let locs = read_locs(
+            &meta,
+            &meta_path,
+            header.length,
+            journal.as_ref().map_or(&[][..], |j| &j.locs[..]),
+            |i, loc| {
+                check_loc(i, loc, header.codec, width, header.tail_offset)?;
+                live_bytes = live_bytes.saturating_add(loc.phys_length as u64);
+                Ok(())
+            },
+        )?;
         // Records never share bytes, so their stored lengths cannot add up
         // to more than the committed payload.
         if live_bytes > header.tail_offset {
@@ -1529,16 +1528,51 @@ fn prefetch<T>(value: &T) {
     let _ = value;
 }
 
-fn read_locs(meta: &File, meta_path: &Path, length: u64) -> Result<Vec<RecordLoc>> {
-    let mut locs = Vec::with_capacity(length as usize);
-    let mut chunk = vec![0u8; (LOC_SIZE as usize) * 4096];
+/// Reads the committed location table, with a pending journal's entries
+/// (`overlay`) in place of the slots they rewrite, checking each entry as
+/// it is read: a table whose header claims far more entries than are real
+/// (a sparse file of zeros, say) fails at its first bad entry, and memory
+/// grows only with the entries read.
+fn read_locs(
+    meta: &File,
+    meta_path: &Path,
+    length: u64,
+    overlay: &[(u64, RecordLoc)],
+    mut check: impl FnMut(u64, &RecordLoc) -> Result<(), String>,
+) -> Result<Vec<RecordLoc>> {
+    const CHUNK: u64 = 4096;
+    let mut overlay = overlay.to_vec();
+    overlay.sort_unstable_by_key(|&(slot, _)| slot);
+    let mut next = overlay.iter().peekable();
+    let mut locs = Vec::new();
+    let mut chunk = vec![0u8; (LOC_SIZE * CHUNK) as usize];
     let mut i = 0u64;
     while i < length {
-        let n = (length - i).min(4096) as usize;
+        let n = (length - i).min(CHUNK) as usize;
         let bytes = &mut chunk[..n * LOC_SIZE as usize];
         meta.read_exact_at(bytes, format::loc_position(i))
             .map_err(io_at(meta_path))?;
-        locs.extend(bytes.chunks_exact(LOC_SIZE as usize).map(RecordLoc::decode));
+        locs.try_reserve(n).map_err(|_| {
+            Error::corrupted(
+                meta_path,
+                format!("header length {length} is more record locations than fit in memory"),
+            )
+        })?;
+        for (k, entry) in bytes.chunks_exact(LOC_SIZE as usize).enumerate() {
+            let slot = i + k as u64;
+            let mut loc = RecordLoc::decode(entry);
+            while let Some(&&(s, l)) = next.peek() {
+                if s > slot {
+                    break;
+                }
+                if s == slot {
+                    loc = l;
+                }
+                next.next();
+            }
+            check(slot, &loc).map_err(|e| Error::corrupted(meta_path, e))?;
+            locs.push(loc);
+        }
         i += n as u64;
     }
     Ok(locs)
@@ -1618,12 +1652,22 @@ fn check_loc(
         }
         _ => {}
     }
-    // The densest a zstd frame can be is an RLE block: 4 bytes for 128 KiB.
-    if codec != Codec::Raw && logic > (loc.phys_length as u64) * MAX_ZSTD_RATIO {
-        return Err(format!(
-            "record {i} has logic_length {logic}, more than a {}-byte zstd frame can hold",
-            loc.phys_length
-        ));
+    if codec != Codec::Raw {
+        // The densest a zstd frame can be is an RLE block: 4 bytes for 128 KiB.
+        if logic > (loc.phys_length as u64) * MAX_ZSTD_RATIO {
+            return Err(format!(
+                "record {i} has logic_length {logic}, more than a {}-byte zstd frame can hold",
+                loc.phys_length
+            ));
+        }
+        // And a frame is never larger than zstd's bound for its content.
+        let bound = zstd::zstd_safe::compress_bound(logic as usize) as u64;
+        if loc.phys_length as u64 > bound {
+            return Err(format!(
+                "record {i} has phys_length {}, more than the {bound} bytes a zstd frame of {logic} bytes can take",
+                loc.phys_length
+            ));
+        }
     }
     if codec == Codec::Raw && loc.phys_length != loc.logic_length {
         return Err(format!(

@@ -42,26 +42,32 @@ const ALLOC_CAP: usize = 1 << 30;
 
 struct Capped;
 
+// SAFETY: every method forwards to the system allocator with the caller's
+// arguments, or fails (returns null) as an allocator may.
 unsafe impl GlobalAlloc for Capped {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if layout.size() > ALLOC_CAP {
             return std::ptr::null_mut();
         }
+        // SAFETY: the caller upholds GlobalAlloc::alloc's contract.
         unsafe { System.alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         if layout.size() > ALLOC_CAP {
             return std::ptr::null_mut();
         }
+        // SAFETY: the caller upholds GlobalAlloc::alloc_zeroed's contract.
         unsafe { System.alloc_zeroed(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from this allocator, i.e. from System.
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new: usize) -> *mut u8 {
         if new > ALLOC_CAP {
             return std::ptr::null_mut();
         }
+        // SAFETY: `ptr` came from this allocator, i.e. from System.
         unsafe { System.realloc(ptr, layout, new) }
     }
 }
