@@ -11,6 +11,7 @@
 #[cfg(not(target_endian = "little"))]
 compile_error!("loaderx stores are little-endian; big-endian hosts are not supported");
 
+pub mod access;
 #[cfg(feature = "arrow")]
 pub mod arrow;
 pub mod buffer;
@@ -28,6 +29,7 @@ pub mod sampler;
 pub mod schema;
 pub mod store;
 
+pub use access::StoreAccess;
 pub use buffer::Buffer;
 pub use codec::Codec;
 pub use error::{Error, Result};
