@@ -35,6 +35,9 @@ use crate::ragged::Packed;
 use crate::schema::{DType, Layout, Schema};
 use crate::store::{self, RecordIndex, Store};
 
+/// Re-exported where Arrow readers and the connectors have always found it.
+pub use crate::access::StoreAccess;
+
 pub const EXTENSION_NAME: &str = "ARROW:extension:name";
 pub const EXTENSION_METADATA: &str = "ARROW:extension:metadata";
 pub const FIXED_SHAPE_TENSOR: &str = "arrow.fixed_shape_tensor";
@@ -320,24 +323,6 @@ fn gather_ragged_parts<I: RecordIndex>(
     Ok((Arc::new(data), shapes, ndims))
 }
 
-/// Something that lends a [`Store`] for a moment: `&Store`, or a binding's
-/// handle. Lets readers outlive the caller's borrow.
-pub trait StoreAccess: Send + Sync {
-    fn with<T>(&self, f: impl FnOnce(&Store) -> Result<T>) -> Result<T>;
-}
-
-impl StoreAccess for &Store {
-    fn with<T>(&self, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
-        f(self)
-    }
-}
-
-impl StoreAccess for Arc<Store> {
-    fn with<T>(&self, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
-        f(self)
-    }
-}
-
 /// A record batch of `streams` gathered at `idx`, with an optional UInt64
 /// index column first.
 pub fn record_batch<S: StoreAccess>(
@@ -519,12 +504,6 @@ impl<S: StoreAccess> Iterator for ColumnReader<S> {
             self.store.with(|s| gather_array(s, &idx))
         });
         Some(result.map_err(|e| ArrowError::ExternalError(Box::new(e))))
-    }
-}
-
-impl<S: StoreAccess> StoreAccess for &S {
-    fn with<T>(&self, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
-        (*self).with(f)
     }
 }
 

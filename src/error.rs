@@ -62,12 +62,20 @@ pub enum Error {
     /// A record index outside `0..len`.
     #[error("index {index} is out of range for a store of length {len}")]
     IndexOutOfRange { index: i128, len: u64 },
+    /// An argument holds record indices outside the stores (maps to
+    /// IndexError); the message names the argument and the bad index.
+    #[error("{0}")]
+    InvalidIndex(String),
     /// The operation is not allowed in this state (closed handle, forked child).
     #[error("{0}")]
     InvalidState(String),
     /// A result too large to allocate (maps to MemoryError).
     #[error("cannot allocate {bytes} bytes for {what}")]
     OutOfMemory { bytes: u64, what: String },
+    /// A worker thread panicked (maps to RuntimeError); holds the panic's
+    /// message.
+    #[error("prefetch worker failed: {0}")]
+    WorkerPanicked(String),
 }
 
 impl Error {

@@ -1,9 +1,14 @@
-//! loaderx core: the Zrecord persistent record store.
+//! loaderx core: the Zrecord persistent record store, its sampler and loader.
 //!
 //! A store is a directory holding `meta.zr` (a 4096-byte header/schema page
 //! followed by a table of 16-byte record locations), `data.zr` (record
 //! payloads) and, for the `zstd_dict` codec, `dict.zr`. The byte layout is
 //! specified in `docs/format.md` and implemented in [`format`].
+//!
+//! Training reads stores through the [`sampler`] (each step's indices, a pure
+//! function of the step) and the [`loader`] ([`DataLoader`]: every stream
+//! gathered at the same indices, prefetched ahead, handed over in step
+//! order), over anything that lends a store ([`StoreAccess`]).
 //!
 //! This crate is pure Rust: the Python bindings live in `python/` and the
 //! DataFusion and Parquet connectors in `connectors/`.
@@ -11,6 +16,7 @@
 #[cfg(not(target_endian = "little"))]
 compile_error!("loaderx stores are little-endian; big-endian hosts are not supported");
 
+pub mod access;
 #[cfg(feature = "arrow")]
 pub mod arrow;
 pub mod buffer;
@@ -21,6 +27,7 @@ pub mod executor;
 pub mod fileio;
 pub mod format;
 pub mod journal;
+pub mod loader;
 mod lock;
 pub mod prefetch;
 pub mod ragged;
@@ -28,9 +35,11 @@ pub mod sampler;
 pub mod schema;
 pub mod store;
 
+pub use access::StoreAccess;
 pub use buffer::Buffer;
 pub use codec::Codec;
 pub use error::{Error, Result};
 pub use format::{Header, RecordLoc};
+pub use loader::DataLoader;
 pub use schema::{DType, Layout, Schema};
 pub use store::{RaggedBatch, ReadCounters, Stats, Store};

@@ -86,7 +86,7 @@ class Loader:
         mode: str,
         seed: int,
         start_step: int,
-        indices: npt.NDArray[np.uint64] | None,
+        indices: npt.NDArray[np.uint64] | npt.NDArray[np.int64] | None,
         depth: int,
         producers: int,
         rank: int,

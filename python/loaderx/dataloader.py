@@ -28,7 +28,7 @@ import numpy as np
 from . import _native
 from ._streams import check_streams, require_pyarrow
 from .zrecord import DenseStore, RaggedStore
-from .zsampler import Mode, _as_int, _as_mode
+from .zsampler import _as_int, _as_mode
 
 __all__ = ["DataLoader"]
 
@@ -38,7 +38,9 @@ _OUTPUTS = ("numpy", "arrow")
 _PRODUCERS = 2
 
 
-def _check_indices(indices, n: int) -> np.ndarray:
+def _index_array(indices) -> np.ndarray:
+    """``indices`` as a contiguous int64 or uint64 array. Whether it is
+    nonempty and within the streams is the native loader's check."""
     try:
         arr = np.asarray(indices)
     except Exception as exc:  # noqa: BLE001
@@ -47,15 +49,10 @@ def _check_indices(indices, n: int) -> np.ndarray:
         ) from exc
     if arr.ndim != 1:
         raise ValueError(f"indices must be one-dimensional, got shape {arr.shape}")
-    if arr.size == 0:
-        raise ValueError("indices must not be empty")
-    if arr.dtype.kind not in "iu":
+    # An empty list has a float dtype: it is reported as empty, not as floats.
+    if arr.size and arr.dtype.kind not in "iu":
         raise TypeError(f"indices must be integers, got dtype {arr.dtype}")
-    lo, hi = int(arr.min()), int(arr.max())
-    if lo < 0 or hi >= n:
-        bad = lo if lo < 0 else hi
-        raise IndexError(f"indices holds {bad}, out of range for streams of length {n}")
-    return np.ascontiguousarray(arr, dtype=np.uint64)
+    return np.ascontiguousarray(arr, dtype=np.uint64 if arr.dtype.kind == "u" else np.int64)
 
 
 class _Failure:
@@ -138,7 +135,7 @@ class DataLoader:
         prefetch = _as_int("prefetch", prefetch, 1)
         workers = _as_int("workers", workers, 0)
         world_size = _as_int("world_size", world_size, 1)
-        rank = _as_int("rank", rank, 0, world_size - 1)
+        rank = _as_int("rank", rank, 0)
         if output not in _OUTPUTS:
             raise ValueError(f"output must be 'numpy' or 'arrow', got {output!r}")
         if output == "arrow":
@@ -146,14 +143,7 @@ class DataLoader:
         else:
             self._to_arrow = None
         if indices is not None:
-            indices = _check_indices(indices, n)
-        space = n if indices is None else len(indices)
-        if mode is Mode.CYCLIC and batch_size * world_size > space:
-            raise ValueError(
-                f"batch_size * world_size ({batch_size * world_size}) exceeds the "
-                f"{'indices' if indices is not None else 'stream'} length {space}: "
-                "cyclic sampling draws without replacement"
-            )
+            indices = _index_array(indices)
 
         self._streams = dict(streams)
         self._names = list(streams)
@@ -174,7 +164,11 @@ class DataLoader:
     # -- machinery ---------------------------------------------------------
 
     def _start(self):
-        """Creates the native prefetcher and the transform threads at ``self._step``."""
+        """Creates the native prefetcher and the transform threads at ``self._step``.
+
+        The native loader checks ``rank`` against ``world_size``, ``indices``
+        against the streams and a cyclic global batch against the index
+        space."""
         self._pid = os.getpid()
         self._native = _native.Loader(
             [self._streams[k]._drain() for k in self._names],

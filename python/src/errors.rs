@@ -10,8 +10,8 @@ use std::path::Path;
 use loaderx::error::{cause, Cause};
 use loaderx::Error;
 use pyo3::exceptions::{
-    PyFileExistsError, PyFileNotFoundError, PyIndexError, PyMemoryError, PyOSError, PyTypeError,
-    PyValueError,
+    PyFileExistsError, PyFileNotFoundError, PyIndexError, PyMemoryError, PyOSError, PyRuntimeError,
+    PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -53,8 +53,9 @@ pub fn store_error(err: &Error) -> PyErr {
             PyValueError::new_err(msg)
         }
         Error::InvalidType(_) => PyTypeError::new_err(msg),
-        Error::IndexOutOfRange { .. } => PyIndexError::new_err(msg),
+        Error::IndexOutOfRange { .. } | Error::InvalidIndex(_) => PyIndexError::new_err(msg),
         Error::OutOfMemory { .. } => PyMemoryError::new_err(msg),
+        Error::WorkerPanicked(_) => PyRuntimeError::new_err(msg),
         _ => PyOSError::new_err(msg),
     }
 }

@@ -1,0 +1,459 @@
+//! The loader: an endless, step-ordered stream of batches over aligned stores.
+//!
+//! A [`DataLoader`] reads a set of named, equal-length streams. Step `k` is
+//! planned as (DESIGN §6 and §10):
+//!
+//! 1. the [`Sampler`] draws the global batch `Sampler(space, B * world_size,
+//!    mode, seed).at(k)`, where `space` is the subset's length, or the
+//!    streams' length when there is no subset;
+//! 2. each position is mapped through the subset, when there is one;
+//! 3. this rank keeps slice `rank` of `world_size` equal, consecutive slices
+//!    (so the ranks' slices are disjoint and together make the global batch);
+//! 4. every stream is gathered at those same indices, so record `i` lines up
+//!    across streams.
+//!
+//! Producer threads run the plan ahead of the consumer on a [`Prefetcher`]
+//! (at most `prefetch` steps ahead, so memory is bounded by what is in
+//! flight), and [`DataLoader::next`] hands batches over strictly in step
+//! order whatever the thread timing. Every batch is a pure function of the
+//! options and its step, so a loader started at `start_step = k` yields
+//! exactly the batches `k, k+1, ...` of a run that never stopped.
+//!
+//! An endless loader reads every page of a store sooner or later, so its
+//! gathers run under [`store::streaming`]: large records are read with
+//! positional reads and leave no pages mapped in the process.
+//!
+//! Fork: a `fork()`ed child inherits the loader but none of its producer
+//! threads. There [`DataLoader::next`] fails with [`Error::InvalidState`],
+//! and closing or dropping the loader leaks the pipeline instead of joining
+//! threads that do not exist in the child.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::access::StoreAccess;
+use crate::buffer::Buffer;
+use crate::error::{Error, Kind, Result};
+use crate::prefetch::Prefetcher;
+use crate::sampler::{Mode, Sampler};
+use crate::store::{self, RaggedBatch, RecordIndex, Store};
+
+/// Optional subset of records to sample from: step `k`'s positions
+/// `Sampler(len(subset), ...).at(k)` are mapped through it. Signed indices
+/// are accepted so that a negative one is reported as such.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Subset {
+    Unsigned(Vec<u64>),
+    Signed(Vec<i64>),
+}
+
+impl From<Vec<u64>> for Subset {
+    fn from(v: Vec<u64>) -> Self {
+        Subset::Unsigned(v)
+    }
+}
+
+impl From<Vec<i64>> for Subset {
+    fn from(v: Vec<i64>) -> Self {
+        Subset::Signed(v)
+    }
+}
+
+impl Subset {
+    /// The subset as record indices of streams of length `n`.
+    fn into_records(self, n: u64) -> Result<Vec<u64>> {
+        fn check<I: RecordIndex>(v: &[I], n: u64) -> Result<()> {
+            if v.is_empty() {
+                return Err(Error::InvalidValue("indices must not be empty".into()));
+            }
+            let (lo, hi) = v.iter().fold((i128::MAX, i128::MIN), |(lo, hi), &i| {
+                (lo.min(i.as_i128()), hi.max(i.as_i128()))
+            });
+            if lo < 0 || hi >= n as i128 {
+                let bad = if lo < 0 { lo } else { hi };
+                return Err(Error::InvalidIndex(format!(
+                    "indices holds {bad}, out of range for streams of length {n}"
+                )));
+            }
+            Ok(())
+        }
+        match self {
+            Subset::Unsigned(v) => check(&v, n).map(|()| v),
+            Subset::Signed(v) => {
+                check(&v, n)?;
+                Ok(v.into_iter().map(|i| i as u64).collect())
+            }
+        }
+    }
+}
+
+/// What a batch's columns hold.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Output {
+    /// [`Column::Dense`] and [`Column::Ragged`], by store kind.
+    #[default]
+    Arrays,
+    /// [`Column::Arrow`]: each stream gathered straight into Arrow buffers
+    /// (DESIGN §7), its field named after the stream.
+    #[cfg(feature = "arrow")]
+    Arrow,
+}
+
+/// How a [`DataLoader`] samples, shards and prefetches.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Records per batch on this rank (≥ 1).
+    pub batch_size: usize,
+    pub mode: Mode,
+    pub seed: u64,
+    /// The first step produced: `k` resumes a run after `k` batches.
+    pub start_step: u64,
+    /// Sample from these records only.
+    pub indices: Option<Subset>,
+    /// Steps gathered ahead of the consumer (≥ 1).
+    pub prefetch: usize,
+    /// Producer threads (≥ 1); each gather itself fans out over the store
+    /// worker pool.
+    pub producers: usize,
+    /// This rank (`0..world_size`) of `world_size` data-parallel ranks, which
+    /// all draw the same global batch of `batch_size * world_size`.
+    pub rank: usize,
+    pub world_size: usize,
+    pub output: Output,
+}
+
+impl Default for Options {
+    /// The Python `DataLoader`'s defaults: batches of 256, cyclic, seed 0,
+    /// from step 0, 4 steps ahead on 2 producers, one rank.
+    fn default() -> Self {
+        Options {
+            batch_size: 256,
+            mode: Mode::Cyclic,
+            seed: 0,
+            start_step: 0,
+            indices: None,
+            prefetch: 4,
+            producers: 2,
+            rank: 0,
+            world_size: 1,
+            output: Output::Arrays,
+        }
+    }
+}
+
+/// One stream of a batch.
+#[derive(Debug)]
+pub enum Column {
+    /// A dense store's records, back to back (`batch_size` records).
+    Dense(Buffer),
+    /// A ragged store's records.
+    Ragged(RaggedBatch),
+    /// The column as Arrow data ([`Output::Arrow`]), with its field.
+    #[cfg(feature = "arrow")]
+    Arrow(arrow_schema::Field, arrow_array::ArrayRef),
+}
+
+/// One step's batch: every stream gathered at the same indices.
+#[derive(Debug)]
+pub struct Batch {
+    pub step: u64,
+    /// The records gathered (after the subset mapping and the rank slice).
+    pub indices: Vec<u64>,
+    /// One column per stream, in stream order.
+    pub columns: Vec<Column>,
+}
+
+/// Everything a producer needs; shared by every producer thread.
+struct Plan<S> {
+    streams: Vec<(String, S)>,
+    sampler: Sampler,
+    rank: usize,
+    local_batch: usize,
+    /// The subset the sampler's positions map through.
+    indices: Option<Vec<u64>>,
+    output: Output,
+}
+
+impl<S: StoreAccess> Plan<S> {
+    fn indices_at(&self, step: u64) -> Vec<u64> {
+        let mut global = vec![0u64; self.sampler.batch_size()];
+        self.sampler.fill_at(step, &mut global);
+        let local = &global[self.rank * self.local_batch..(self.rank + 1) * self.local_batch];
+        match &self.indices {
+            Some(map) => local.iter().map(|&p| map[p as usize]).collect(),
+            None => local.to_vec(),
+        }
+    }
+
+    fn produce(&self, step: u64) -> Result<Batch> {
+        let indices = self.indices_at(step);
+        // Large records bypass the mapping (see `store::streaming`).
+        let columns = store::streaming(|| self.gather(&indices))?;
+        Ok(Batch {
+            step,
+            indices,
+            columns,
+        })
+    }
+
+    fn gather(&self, idx: &[u64]) -> Result<Vec<Column>> {
+        self.streams
+            .iter()
+            .map(|(name, s)| s.with(|e| self.column(e, name, idx)))
+            .collect()
+    }
+
+    #[cfg_attr(not(feature = "arrow"), allow(unused_variables))]
+    fn column(&self, store: &Store, name: &str, idx: &[u64]) -> Result<Column> {
+        match (self.output, store.kind()) {
+            #[cfg(feature = "arrow")]
+            (Output::Arrow, _) => Ok(Column::Arrow(
+                crate::arrow::field_for(store.schema(), name),
+                crate::arrow::gather_array(store, idx)?,
+            )),
+            (Output::Arrays, Kind::Dense) => store.gather_dense(idx).map(Column::Dense),
+            (Output::Arrays, Kind::Ragged) => store.gather_ragged(idx).map(Column::Ragged),
+        }
+    }
+}
+
+struct State {
+    prefetcher: Option<Arc<Prefetcher<Result<Batch>>>>,
+    /// Next step handed to the caller.
+    step: u64,
+    closed: bool,
+}
+
+/// An endless loader over named, equal-length streams (see the module
+/// documentation).
+///
+/// All methods take `&self`: one thread may block in [`DataLoader::next`]
+/// while another calls [`DataLoader::close`], which wakes it.
+pub struct DataLoader<S: StoreAccess + 'static> {
+    plan: Arc<Plan<S>>,
+    /// The process that created the loader (and its threads).
+    pid: u32,
+    state: Mutex<State>,
+}
+
+fn at_least(name: &str, value: usize, lo: usize) -> Result<()> {
+    if value < lo {
+        return Err(Error::InvalidValue(format!(
+            "{name} must be >= {lo}, got {value}"
+        )));
+    }
+    Ok(())
+}
+
+impl<S: StoreAccess + 'static> DataLoader<S> {
+    /// Validates the streams and options and starts the producers at
+    /// `options.start_step`.
+    ///
+    /// Errors ([`Error::InvalidValue`] unless noted): no streams, streams of
+    /// different lengths, empty streams, `batch_size`, `world_size`,
+    /// `prefetch` or `producers` below 1, `rank` outside `0..world_size`,
+    /// empty `indices`, `indices` outside the streams
+    /// ([`Error::InvalidIndex`]), a cyclic global batch larger than the index
+    /// space; and whatever reading a stream's length fails with.
+    pub fn new(streams: Vec<(String, S)>, options: Options) -> Result<DataLoader<S>> {
+        let (start, prefetch, producers) =
+            (options.start_step, options.prefetch, options.producers);
+        let plan = Arc::new(Self::plan(streams, options)?);
+        let producer_plan = Arc::clone(&plan);
+        let prefetcher = Prefetcher::new(start, prefetch, producers, move |step| {
+            producer_plan.produce(step)
+        });
+        Ok(DataLoader {
+            plan,
+            pid: std::process::id(),
+            state: Mutex::new(State {
+                prefetcher: Some(Arc::new(prefetcher)),
+                step: start,
+                closed: false,
+            }),
+        })
+    }
+
+    fn plan(streams: Vec<(String, S)>, o: Options) -> Result<Plan<S>> {
+        if streams.is_empty() {
+            return Err(Error::InvalidValue(
+                "streams must hold at least one store".into(),
+            ));
+        }
+        let lengths = streams
+            .iter()
+            .map(|(_, s)| s.with(|e| Ok(e.len())))
+            .collect::<Result<Vec<u64>>>()?;
+        if lengths.iter().any(|&l| l != lengths[0]) {
+            let detail = streams
+                .iter()
+                .zip(&lengths)
+                .map(|((name, _), l)| format!("{name}={l}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(Error::InvalidValue(format!(
+                "streams must all have the same length, got {detail}"
+            )));
+        }
+        let n = lengths[0];
+        if n == 0 {
+            return Err(Error::InvalidValue(
+                "streams are empty: nothing to sample".into(),
+            ));
+        }
+        at_least("batch_size", o.batch_size, 1)?;
+        at_least("prefetch", o.prefetch, 1)?;
+        at_least("producers", o.producers, 1)?;
+        at_least("world_size", o.world_size, 1)?;
+        if o.rank >= o.world_size {
+            return Err(Error::InvalidValue(format!(
+                "rank must be in 0..{}, got {}",
+                o.world_size - 1,
+                o.rank
+            )));
+        }
+        let subset = o.indices.map(|s| s.into_records(n)).transpose()?;
+        let space = subset.as_ref().map_or(n, |s| s.len() as u64);
+        let global = o
+            .batch_size
+            .checked_mul(o.world_size)
+            .ok_or_else(|| Error::InvalidValue("batch_size * world_size overflows".into()))?;
+        if o.mode == Mode::Cyclic && global as u64 > space {
+            let of = if subset.is_some() {
+                "indices"
+            } else {
+                "stream"
+            };
+            return Err(Error::InvalidValue(format!(
+                "batch_size * world_size ({global}) exceeds the {of} length {space}: \
+                 cyclic sampling draws without replacement"
+            )));
+        }
+        let sampler = Sampler::new(space, global, o.mode, o.seed)
+            .map_err(|e| Error::InvalidValue(e.to_string()))?;
+        Ok(Plan {
+            streams,
+            sampler,
+            rank: o.rank,
+            local_batch: o.batch_size,
+            indices: subset,
+            output: o.output,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn in_forked_child(&self) -> bool {
+        std::process::id() != self.pid
+    }
+
+    /// The next step's batch; blocks until it is ready.
+    ///
+    /// A failed gather is that step's error (the loader goes on with the
+    /// next step); a panicking producer is [`Error::WorkerPanicked`]. After
+    /// [`DataLoader::close`], or in a `fork()`ed child, [`Error::InvalidState`].
+    pub fn next(&self) -> Result<Batch> {
+        if self.in_forked_child() {
+            return Err(Error::InvalidState(
+                "this loader's threads belong to the process that created it; create a new one here"
+                    .into(),
+            ));
+        }
+        let closed = || Error::InvalidState("DataLoader is closed".into());
+        let prefetcher = {
+            let st = self.lock();
+            if st.closed {
+                return Err(closed());
+            }
+            st.prefetcher
+                .clone()
+                .expect("an open loader has a prefetcher")
+        };
+        let (step, produced) = prefetcher.next().ok_or_else(closed)?;
+        self.lock().step = step + 1;
+        produced.map_err(Error::WorkerPanicked)?
+    }
+
+    /// The step the next [`DataLoader::next`] returns: the number of batches
+    /// handed over so far, plus `start_step` (prefetched steps do not count).
+    pub fn step(&self) -> u64 {
+        self.lock().step
+    }
+
+    /// The records of `step` (after the subset mapping and the rank slice),
+    /// without gathering them.
+    pub fn indices_at(&self, step: u64) -> Vec<u64> {
+        self.plan.indices_at(step)
+    }
+
+    /// The streams, in the order of a batch's columns.
+    pub fn streams(&self) -> &[(String, S)] {
+        &self.plan.streams
+    }
+
+    /// Records per batch on this rank.
+    pub fn batch_size(&self) -> usize {
+        self.plan.local_batch
+    }
+
+    /// The sampler of global batches (over the subset when there is one).
+    pub fn sampler(&self) -> &Sampler {
+        &self.plan.sampler
+    }
+
+    /// Stops and joins the producer threads; a blocked [`DataLoader::next`]
+    /// returns [`Error::InvalidState`]. Idempotent. In a `fork()`ed child the
+    /// pipeline is leaked instead: its threads do not exist there.
+    pub fn close(&self) {
+        let prefetcher = {
+            let mut st = self.lock();
+            st.closed = true;
+            st.prefetcher.take()
+        };
+        self.shut_down(prefetcher);
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
+    fn shut_down(&self, prefetcher: Option<Arc<Prefetcher<Result<Batch>>>>) {
+        if let Some(p) = prefetcher {
+            if self.in_forked_child() {
+                std::mem::forget(p);
+            } else {
+                p.close();
+            }
+        }
+    }
+}
+
+impl<S: StoreAccess + 'static> Drop for DataLoader<S> {
+    fn drop(&mut self) {
+        let prefetcher = self
+            .state
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .prefetcher
+            .take();
+        self.shut_down(prefetcher);
+    }
+}
+
+impl<S: StoreAccess + 'static> std::fmt::Debug for DataLoader<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.lock();
+        f.debug_struct("DataLoader")
+            .field(
+                "streams",
+                &self.plan.streams.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
+            .field("batch_size", &self.plan.local_batch)
+            .field("mode", &self.plan.sampler.mode())
+            .field("seed", &self.plan.sampler.seed())
+            .field("step", &st.step)
+            .field("closed", &st.closed)
+            .finish()
+    }
+}
