@@ -37,9 +37,15 @@ pub enum Error {
     /// full path of the offending file (`meta.zr`, `data.zr` or `dict.zr`).
     #[error("corrupted store: {}: {invariant}", file.display())]
     Corrupted { file: PathBuf, invariant: String },
-    /// Another handle (in this or another process) holds the store's lock.
-    #[error("store {} is busy: another handle holds the lock on its meta.zr", .0.display())]
+    /// Another handle (in this or another process) holds the store's lock:
+    /// a writer while any handle is open, a read-only handle while a
+    /// writer is.
+    #[error("store {} is busy: another handle holds the lock on its meta.zr (a writer needs the store to itself; read-only handles share it)", .0.display())]
     Busy(PathBuf),
+    /// A write (`op`: append, delete, compact, sync) on a handle opened
+    /// read-only (maps to `io.UnsupportedOperation`); nothing changed.
+    #[error("cannot {op}: the handle on store {} is read-only (opened with readonly=True); open the store without readonly to write", path.display())]
+    ReadOnly { op: &'static str, path: PathBuf },
     /// No store at the path.
     #[error("no store at {}: {reason}", path.display())]
     NotFound { path: PathBuf, reason: String },

@@ -10,6 +10,11 @@
 //! unlocks the shared description for every holder at once. A child's copy
 //! of the handle never unlocks (that would release its parent's lock) and
 //! only closes its descriptor.
+//!
+//! Writers take the lock exclusively, read-only handles shared: any number
+//! of readers, in any number of processes, or one writer. A shared lock is
+//! released the same way (by its owner, explicitly), and only ever releases
+//! the open file description it was taken on: other readers keep theirs.
 
 use std::fs::{File, TryLockError};
 use std::ops::Deref;
@@ -22,13 +27,23 @@ pub(crate) struct LockedMeta {
 }
 
 impl LockedMeta {
-    /// Takes a non-blocking exclusive lock on `file`.
+    /// Takes a non-blocking exclusive lock on `file` (a writer).
     pub(crate) fn try_exclusive(file: File) -> Result<LockedMeta, TryLockError> {
         file.try_lock()?;
-        Ok(LockedMeta {
+        Ok(LockedMeta::owned(file))
+    }
+
+    /// Takes a non-blocking shared lock on `file` (a read-only handle).
+    pub(crate) fn try_shared(file: File) -> Result<LockedMeta, TryLockError> {
+        file.try_lock_shared()?;
+        Ok(LockedMeta::owned(file))
+    }
+
+    fn owned(file: File) -> LockedMeta {
+        LockedMeta {
             file,
             owner_pid: std::process::id(),
-        })
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! The record engine: create, open, append, gather, delete, compact, sync.
 //!
-//! A [`Store`] owns the two (or three) files of a store directory and an
-//! exclusive lock on `meta.zr` for its whole life. The record location table
+//! A [`Store`] owns the two (or three) files of a store directory and a
+//! lock on `meta.zr` for its whole life: exclusive for a writer, shared for
+//! a read-only handle ([`Store::open_readonly`]), which never writes. The record location table
 //! is held in memory; the on-disk table and header are brought up to date by
 //! [`Store::sync`], which is the durability barrier: after a crash a store
 //! reopens at its last successful sync.
@@ -222,6 +223,10 @@ pub struct Store {
     failed: Option<String>,
     /// Process that opened the store; a forked child may only read.
     owner_pid: u32,
+    /// Opened with [`Store::open_readonly`]: holds a shared lock, its files
+    /// are open read-only, and every write is refused with
+    /// [`Error::ReadOnly`].
+    readonly: bool,
     records_read: AtomicU64,
     bytes_read: AtomicU64,
     closed: bool,
@@ -232,7 +237,17 @@ fn io_at(path: &Path) -> impl Fn(io::Error) -> Error + '_ {
 }
 
 fn lock(meta: File, dir: &Path, meta_path: &Path) -> Result<LockedMeta> {
-    LockedMeta::try_exclusive(meta).map_err(|e| match e {
+    lock_as(meta, dir, meta_path, false)
+}
+
+/// Takes the store lock: shared for a read-only handle, else exclusive.
+fn lock_as(meta: File, dir: &Path, meta_path: &Path, shared: bool) -> Result<LockedMeta> {
+    let locked = if shared {
+        LockedMeta::try_shared(meta)
+    } else {
+        LockedMeta::try_exclusive(meta)
+    };
+    locked.map_err(|e| match e {
         fs::TryLockError::WouldBlock => Error::Busy(dir.to_path_buf()),
         fs::TryLockError::Error(e) => Error::io(meta_path, e),
     })
@@ -421,15 +436,41 @@ impl Store {
             header_dirty: false,
             failed: None,
             owner_pid: std::process::id(),
+            readonly: false,
             records_read: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
             closed: false,
         })
     }
 
-    /// Opens an existing store, validating every invariant of the format.
+    /// Opens an existing store for reading and writing, validating every
+    /// invariant of the format. Takes the store's lock exclusively: fails
+    /// with [`Error::Busy`] while any other handle (writer or reader, in
+    /// any process) has the store open.
     pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
-        let dir = dir.as_ref();
+        Store::open_with(dir.as_ref(), false)
+    }
+
+    /// Opens an existing store read-only, validating every invariant of
+    /// the format. Takes a shared lock on meta.zr: any number of read-only
+    /// handles, in any number of processes, may hold the store at once,
+    /// while a writer ([`Store::open`], [`Store::create`]) excludes them
+    /// all ([`Error::Busy`] either way). Both files are opened `O_RDONLY`,
+    /// so read-only files and filesystems work, and nothing is ever
+    /// written: appends, deletes, compaction and sync fail with
+    /// [`Error::ReadOnly`], and closing writes nothing.
+    ///
+    /// A pending journal (a sync interrupted after its commit) is applied
+    /// in memory only: the handle sees the committed state, the files stay
+    /// as they are. A pending journal that moves payload bytes (an
+    /// interrupted compaction step) cannot be served without writing
+    /// data.zr, so such a store fails to open read-only with
+    /// [`Error::Corrupted`] until a writable open recovers it.
+    pub fn open_readonly(dir: impl AsRef<Path>) -> Result<Store> {
+        Store::open_with(dir.as_ref(), true)
+    }
+
+    fn open_with(dir: &Path, readonly: bool) -> Result<Store> {
         let meta_path = dir.join(META_FILE);
         let data_path = dir.join(DATA_FILE);
         let dict_path = dir.join(DICT_FILE);
@@ -439,7 +480,11 @@ impl Store {
                 reason: "the path does not exist".into(),
             });
         }
-        let meta = match OpenOptions::new().read(true).write(true).open(&meta_path) {
+        let meta = match OpenOptions::new()
+            .read(true)
+            .write(!readonly)
+            .open(&meta_path)
+        {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 return Err(Error::NotFound {
@@ -455,7 +500,7 @@ impl Store {
             }
             Err(e) => return Err(Error::io(&meta_path, e)),
         };
-        let meta = lock(meta, dir, &meta_path)?;
+        let meta = lock_as(meta, dir, &meta_path, readonly)?;
         let corrupt_meta = |msg: String| Error::corrupted(&meta_path, msg);
         let meta_len = meta.metadata().map_err(io_at(&meta_path))?.len();
         if meta_len < PAGE_SIZE {
@@ -480,7 +525,11 @@ impl Store {
             })?;
         debug_assert!(table_end <= meta_len);
 
-        let data = match OpenOptions::new().read(true).write(true).open(&data_path) {
+        let data = match OpenOptions::new()
+            .read(true)
+            .write(!readonly)
+            .open(&data_path)
+        {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 return Err(Error::corrupted(&data_path, "file is missing"))
@@ -527,6 +576,14 @@ impl Store {
             .journal
             .map(|at| read_journal(&meta, &meta_path, at, meta_len, &header))
             .transpose()?;
+        if readonly {
+            if let Some(j) = journal.as_ref().filter(|j| !j.moves.is_empty()) {
+                return Err(corrupt_meta(format!(
+                    "an interrupted compaction left a pending journal that moves {} bytes of data.zr; a read-only open cannot apply it: open the store once without readonly to recover it",
+                    j.payload.len()
+                )));
+            }
+        }
         let width = schema.record_width();
         let mut live_bytes = 0u64;
         let locs = read_locs(
@@ -569,11 +626,14 @@ impl Store {
             header_dirty: false,
             failed: None,
             owner_pid: std::process::id(),
+            readonly,
             records_read: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
             closed: false,
         };
-        if let Some(journal) = journal {
+        // A read-only handle already holds the journal's locations (read
+        // over the table above) and leaves the files as they are.
+        if let Some(journal) = journal.filter(|_| !readonly) {
             store.apply_journal(&journal)?;
         }
         store.checksum = store.last_frame_has_checksum();
@@ -597,9 +657,11 @@ impl Store {
         }
         let old = self.map.as_ref().map_or(0, |m| 2 * m.len() as u64);
         let len = hint.max(self.tail).max(old);
-        // SAFETY: the store holds an exclusive lock on meta.zr and only this
-        // handle writes data.zr; committed bytes below tail are never
+        // SAFETY: a writable handle holds an exclusive lock on meta.zr and
+        // only it writes data.zr; committed bytes below tail are never
         // rewritten while reads may use them (compact drops the map first).
+        // A read-only handle holds a shared lock, which excludes every
+        // loaderx writer for its whole life, so no byte it maps changes.
         self.map = usize::try_from(len)
             .ok()
             .and_then(|len| unsafe { memmap2::MmapOptions::new().len(len).map(&self.data) }.ok());
@@ -637,10 +699,19 @@ impl Store {
 
     /// Opens a store that must be of `kind`.
     pub fn open_kind(dir: impl AsRef<Path>, kind: Kind) -> Result<Store> {
-        let store = Store::open(dir.as_ref())?;
+        Store::open_kind_with(dir.as_ref(), kind, false)
+    }
+
+    /// [`Store::open_readonly`] of a store that must be of `kind`.
+    pub fn open_kind_readonly(dir: impl AsRef<Path>, kind: Kind) -> Result<Store> {
+        Store::open_kind_with(dir.as_ref(), kind, true)
+    }
+
+    fn open_kind_with(dir: &Path, kind: Kind, readonly: bool) -> Result<Store> {
+        let store = Store::open_with(dir, readonly)?;
         if store.kind() != kind {
             return Err(Error::WrongKind {
-                path: dir.as_ref().to_path_buf(),
+                path: dir.to_path_buf(),
                 expected: kind,
                 actual: store.kind(),
             });
@@ -715,7 +786,31 @@ impl Store {
         std::process::id() == self.owner_pid
     }
 
-    fn check_writable(&self, op: &str) -> Result<()> {
+    /// Whether the handle was opened with [`Store::open_readonly`].
+    pub fn is_readonly(&self) -> bool {
+        self.readonly
+    }
+
+    /// Fails with [`Error::ReadOnly`] naming `op` when the handle is
+    /// read-only (bindings check this before validating a write's input).
+    pub fn check_not_readonly(&self, op: &'static str) -> Result<()> {
+        if self.readonly {
+            return Err(Error::ReadOnly {
+                op,
+                path: self.dir.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// `op` is the operation's name: append, delete, compact or sync.
+    fn check_writable(&self, op: &'static str) -> Result<()> {
+        self.check_not_readonly(op)?;
+        let op = match op {
+            "append" => "append to",
+            "delete" => "delete from",
+            other => other,
+        };
         if let Some(why) = &self.failed {
             return Err(Error::io(
                 &self.meta_path,
@@ -755,6 +850,7 @@ impl Store {
 
     /// Appends dense records: `bytes` holds whole records back to back.
     pub fn append_dense(&mut self, bytes: &[u8]) -> Result<()> {
+        self.check_not_readonly("append")?;
         let width = self.dense_width()?;
         if !bytes.len().is_multiple_of(width) {
             return Err(Error::InvalidValue(format!(
@@ -768,6 +864,7 @@ impl Store {
 
     /// Appends packed ragged records (see [`Packed`]).
     pub fn append_ragged(&mut self, packed: &Packed) -> Result<()> {
+        self.check_not_readonly("append")?;
         if self.kind() != Kind::Ragged {
             return Err(Error::InvalidValue(format!(
                 "{} is a dense store, not a ragged store",
@@ -805,7 +902,7 @@ impl Store {
         n: usize,
         record: impl Fn(usize) -> Range<usize> + Sync,
     ) -> Result<()> {
-        self.check_writable("append to")?;
+        self.check_writable("append")?;
         if n == 0 {
             return Ok(());
         }
@@ -1143,7 +1240,7 @@ impl Store {
     /// Deletes records by swapping the last record into each hole, in
     /// descending index order. Duplicates delete once.
     pub fn delete<I: RecordIndex>(&mut self, idx: &[I]) -> Result<()> {
-        self.check_writable("delete from")?;
+        self.check_writable("delete")?;
         self.check_indices(idx)?;
         let mut order: Vec<u64> = idx.iter().map(|i| i.to_u64().unwrap()).collect();
         order.sort_unstable_by(|a, b| b.cmp(a));
@@ -1461,6 +1558,7 @@ impl Store {
     }
 
     /// Syncs, trims both files to their committed size and releases the lock.
+    /// A read-only handle writes nothing and only releases its shared lock.
     /// In a forked child it only releases this process's handle.
     pub fn close(mut self) -> Result<()> {
         self.finish()
@@ -1472,8 +1570,9 @@ impl Store {
         }
         self.closed = true;
         // A forked child never writes; a failed handle leaves the disk at
-        // its last commit, which the next open recovers.
-        if !self.is_owner() || self.failed.is_some() {
+        // its last commit, which the next open recovers; a read-only handle
+        // never writes at all.
+        if !self.is_owner() || self.failed.is_some() || self.readonly {
             return Ok(());
         }
         self.closed = false;

@@ -6,10 +6,13 @@ __all__ = ["StoreBusy", "Corrupted"]
 class StoreBusy(OSError):
     """Another handle, in this or another process, holds the store's lock.
 
-    A store is opened by one handle at a time: ``DenseStore.open`` takes a
+    A writer holds a store alone: ``DenseStore.open(path)`` takes a
     non-blocking exclusive lock on ``meta.zr`` for the handle's lifetime.
-    Close the other handle, or share it (a dict of open stores can feed any
-    number of loaders and SQL queries in one process).
+    Read-only handles (``open(path, readonly=True)``) take a shared lock:
+    they coexist with each other, in any processes, but not with a writer.
+    Close the other handle, open read-only, or share one handle (a dict of
+    open stores can feed any number of loaders and SQL queries in one
+    process).
     """
 
 

@@ -10,7 +10,10 @@
 
 A table ``DIR`` is a directory whose subdirectories holding ``meta.zr`` are
 its streams, named after the subdirectories (a command-line convenience, not
-a persistent format). Exit status 0 on success; otherwise one line on stderr.
+a persistent format). ``info``, ``stats``, ``verify``, ``sql`` and ``export``
+open stores read-only, so they run while other processes read the stores
+(a training job's read-only handles), but not while a writer holds one.
+Exit status 0 on success; otherwise one line on stderr.
 """
 
 from __future__ import annotations
@@ -70,20 +73,23 @@ class Progress:
             self.stream.flush()
 
 
-def _open_any(path: str):
-    """Opens the store at ``path`` with the class of its kind."""
+def _open_any(path: str, readonly: bool = True):
+    """Opens the store at ``path`` with the class of its kind; read-only by
+    default, so that inspecting a store works while others read it (a
+    training job's read-only handles)."""
     from .zrecord import DenseStore, RaggedStore
 
     if not os.path.exists(path):
         raise FileNotFoundError(f"no store at {path}: the path does not exist")
-    native = _native.Store.open(path)
+    native = _native.Store.open(path, None, readonly)
     kind = native.kind
     native.close()
-    return (DenseStore if kind == "dense" else RaggedStore).open(path)
+    return (DenseStore if kind == "dense" else RaggedStore).open(path, readonly=readonly)
 
 
-def _table_dir(spec: str) -> dict:
-    """Opens every store under a table directory, named by subdirectory."""
+def _table_dir(spec: str, readonly: bool = True) -> dict:
+    """Opens every store under a table directory, named by subdirectory
+    (read-only by default)."""
     if not os.path.isdir(spec):
         raise FileNotFoundError(f"table directory {spec} does not exist")
     names = sorted(d for d in os.listdir(spec) if os.path.isfile(os.path.join(spec, d, "meta.zr")))
@@ -92,7 +98,7 @@ def _table_dir(spec: str) -> dict:
     streams = {}
     try:
         for name in names:
-            streams[name] = _open_any(os.path.join(spec, name))
+            streams[name] = _open_any(os.path.join(spec, name), readonly)
     except BaseException:
         _close_all(streams)
         raise

@@ -97,15 +97,29 @@ class _Store(StoreBase):
     # -- lifecycle ---------------------------------------------------------
 
     @classmethod
-    def open(cls, path):
+    def open(cls, path, readonly: bool = False):
         """Opens an existing store of this kind.
+
+        By default the handle reads and writes, and holds the store alone: it
+        takes an exclusive lock, so any other handle (in this or another
+        process) makes it raise :class:`StoreBusy`. With ``readonly=True`` it
+        takes a shared lock instead: any number of read-only handles, in any
+        number of processes (one per training rank, say), may hold the store
+        at once, while a writer and readers exclude each other with
+        :class:`StoreBusy`. A read-only handle opens its files read-only,
+        refuses ``append``, ``delete``, ``compact`` and ``sync`` with
+        ``io.UnsupportedOperation`` (a ValueError and an OSError) and writes
+        nothing on ``close()``; reads, Arrow, SQL, Parquet export and the
+        DataLoader work as with any store.
 
         Raises FileNotFoundError when ``path`` holds no store, ValueError when
         it holds a store of the other kind, :class:`StoreBusy` when another
         handle has it open and :class:`Corrupted` when it is malformed.
         """
         path = check_path(path)
-        return cls(_native.Store.open(path, cls._kind), path)
+        if not isinstance(readonly, (bool, np.bool_)):
+            raise TypeError(f"readonly must be a bool, got {type(readonly).__name__}")
+        return cls(_native.Store.open(path, cls._kind, bool(readonly)), path)
 
     def _live(self):
         native = self._native
@@ -171,6 +185,11 @@ class _Store(StoreBase):
     def closed(self) -> bool:
         return self._native is None
 
+    @property
+    def readonly(self) -> bool:
+        """Whether the handle was opened with ``readonly=True``."""
+        return self._live().readonly
+
     def __len__(self) -> int:
         return len(self._drain())
 
@@ -193,6 +212,7 @@ class _Store(StoreBase):
         hole, so the index space stays ``0..len``; indices of moved records
         change. Duplicates delete once."""
         native = self._drain()
+        native.require_writable("delete")
         index, scalar = normalize(key, lambda: len(native))
         if scalar:
             index = np.array([index], dtype=np.int64)
@@ -206,12 +226,16 @@ class _Store(StoreBase):
     def sync(self) -> None:
         """Durability barrier: after it returns, every record appended so far
         survives a crash."""
-        self._drain().sync()
+        native = self._drain()
+        native.require_writable("sync")
+        native.sync()
 
     def compact(self) -> None:
         """Reclaims the space of deleted records, in place. Offline: do not
         read the store from other threads meanwhile."""
-        self._drain().compact()
+        native = self._drain()
+        native.require_writable("compact")
+        native.compact()
 
     # -- Arrow ---------------------------------------------------------------
 
@@ -309,6 +333,7 @@ class DenseStore(_Store):
         ``ds.append(x[None])``.
         """
         native = self._live()
+        native.require_writable("append")
         if not isinstance(data, np.ndarray):
             if hasattr(data, "__arrow_c_array__") or hasattr(data, "__arrow_c_stream__"):
                 # Arrow arrays, chunked arrays and array streams: checked in
@@ -477,6 +502,7 @@ class RaggedStore(_Store):
         sync, delete, compact, close).
         """
         native = self._live()
+        native.require_writable("append")
         if hasattr(records, "__arrow_c_array__") or hasattr(records, "__arrow_c_stream__"):
             if not isinstance(records, np.ndarray):
                 # Arrow arrays, chunked arrays and array streams: checked and

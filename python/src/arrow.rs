@@ -193,8 +193,9 @@ pub fn arrow_append(
     store: &Bound<'_, Store>,
     data: AnyArray,
 ) -> PyResult<Option<PackedRecords>> {
-    let (chunks, field) = chunks(py, data)?;
     let store = store.get();
+    store.engine_read(|e| e.check_not_readonly("append")).py()?;
+    let (chunks, field) = chunks(py, data)?;
     let schema = store.engine_read(|e| Ok(e.schema().clone())).py()?;
     match schema.kind() {
         Kind::Dense => {

@@ -33,6 +33,8 @@ fn raise_named(name: &str, cell: &'static PyOnceLock<Py<PyType>>, msg: String) -
     })
 }
 
+pyo3::import_exception!(io, UnsupportedOperation);
+
 static STORE_BUSY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static CORRUPTED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
@@ -47,6 +49,8 @@ pub fn store_error(err: &Error) -> PyErr {
         Error::Io { path, source } => os_error(source, Some(path)),
         Error::Corrupted { .. } => raise_named("Corrupted", &CORRUPTED, msg),
         Error::Busy(_) => raise_named("StoreBusy", &STORE_BUSY, msg),
+        // io.UnsupportedOperation is both an OSError and a ValueError.
+        Error::ReadOnly { .. } => UnsupportedOperation::new_err(msg),
         Error::NotFound { .. } => PyFileNotFoundError::new_err(msg),
         Error::AlreadyExists { .. } => PyFileExistsError::new_err(msg),
         Error::WrongKind { .. } | Error::InvalidValue(_) | Error::InvalidState(_) => {

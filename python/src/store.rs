@@ -248,9 +248,10 @@ impl Store {
     }
 
     /// Opens a store; `kind` ("dense" / "ragged") insists on one contract.
+    /// With `readonly` the handle takes a shared lock and refuses writes.
     #[staticmethod]
-    #[pyo3(signature = (path, kind=None))]
-    fn open(py: Python<'_>, path: PathBuf, kind: Option<&str>) -> PyResult<Store> {
+    #[pyo3(signature = (path, kind=None, readonly=false))]
+    fn open(py: Python<'_>, path: PathBuf, kind: Option<&str>, readonly: bool) -> PyResult<Store> {
         let kind = match kind {
             None => None,
             Some("dense") => Some(Kind::Dense),
@@ -262,9 +263,11 @@ impl Store {
             }
         };
         let engine = py
-            .detach(|| match kind {
-                Some(k) => Engine::open_kind(&path, k),
-                None => Engine::open(&path),
+            .detach(|| match (kind, readonly) {
+                (Some(k), false) => Engine::open_kind(&path, k),
+                (Some(k), true) => Engine::open_kind_readonly(&path, k),
+                (None, false) => Engine::open(&path),
+                (None, true) => Engine::open_readonly(&path),
             })
             .py()?;
         Store::wrap(py, engine)
@@ -302,6 +305,30 @@ impl Store {
     #[getter]
     fn checksum(&self) -> PyResult<bool> {
         self.read_engine(|e| Ok(e.checksum()))
+    }
+
+    /// Whether the handle was opened read-only.
+    #[getter]
+    fn readonly(&self) -> PyResult<bool> {
+        self.read_engine(|e| Ok(e.is_readonly()))
+    }
+
+    /// Raises `io.UnsupportedOperation` naming `op` ("append", "delete",
+    /// "compact", "sync") when the handle is read-only: the facade checks
+    /// this before validating (and, for ragged stores, queueing) a write.
+    fn require_writable(&self, op: &str) -> PyResult<()> {
+        let op = match op {
+            "append" => "append",
+            "delete" => "delete",
+            "compact" => "compact",
+            "sync" => "sync",
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "op must be 'append', 'delete', 'compact' or 'sync', got {other:?}"
+                )))
+            }
+        };
+        self.read_engine(|e| e.check_not_readonly(op))
     }
 
     #[getter]
@@ -499,7 +526,8 @@ impl Store {
         Ok(d)
     }
 
-    /// Syncs and releases the handle; idempotent. In a forked child it only
+    /// Syncs and releases the handle (a read-only one writes nothing);
+    /// idempotent. In a forked child it only
     /// marks this process's copy closed (the parent still owns the store).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         if self.in_forked_child() {
