@@ -18,6 +18,8 @@ CASES = [
     ("duckdb_inspect.py", ["--records", "1000"], ["pyarrow", "duckdb"]),
     ("polars_prep.py", ["--rows", "800", "--steps", "5"], ["pyarrow", "polars"]),
     ("torch_train.py", ["--steps", "5"], ["torch"]),
+    # Spawns its ranks itself; without torch they run the data path only.
+    ("ddp_train.py", ["--steps", "5", "--world-size", "2"], []),
 ]
 
 
