@@ -12,9 +12,21 @@ Modules:
 * :func:`loaderx.sql` — SQL over stores (DataFusion), returning Arrow tables.
 * :mod:`loaderx.datafusion` — stores as datafusion-python tables.
 * :mod:`loaderx.parquet` — streaming Parquet export and ingest.
+* :func:`loaderx.open_table` — a plain table (a directory of equal-length
+  stores) as a read-only ``Mapping`` of column name to store.
 """
 
 from ._sql import sql
+from .table import Table, open_table
 from .zrecord import DICT_TIERS, Corrupted, DenseStore, RaggedStore, StoreBusy
 
-__all__ = ["DenseStore", "RaggedStore", "DICT_TIERS", "StoreBusy", "Corrupted", "sql"]
+__all__ = [
+    "DenseStore",
+    "RaggedStore",
+    "DICT_TIERS",
+    "StoreBusy",
+    "Corrupted",
+    "sql",
+    "open_table",
+    "Table",
+]

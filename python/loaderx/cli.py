@@ -77,32 +77,17 @@ def _open_any(path: str, readonly: bool = True):
     """Opens the store at ``path`` with the class of its kind; read-only by
     default, so that inspecting a store works while others read it (a
     training job's read-only handles)."""
-    from .zrecord import DenseStore, RaggedStore
+    from .table import open_store
 
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"no store at {path}: the path does not exist")
-    native = _native.Store.open(path, None, readonly)
-    kind = native.kind
-    native.close()
-    return (DenseStore if kind == "dense" else RaggedStore).open(path, readonly=readonly)
+    return open_store(path, readonly)
 
 
 def _table_dir(spec: str, readonly: bool = True) -> dict:
     """Opens every store under a table directory, named by subdirectory
-    (read-only by default)."""
-    if not os.path.isdir(spec):
-        raise FileNotFoundError(f"table directory {spec} does not exist")
-    names = sorted(d for d in os.listdir(spec) if os.path.isfile(os.path.join(spec, d, "meta.zr")))
-    if not names:
-        raise CliError(f"table directory {spec} holds no stores (no subdirectory with meta.zr)")
-    streams = {}
-    try:
-        for name in names:
-            streams[name] = _open_any(os.path.join(spec, name), readonly)
-    except BaseException:
-        _close_all(streams)
-        raise
-    return streams
+    (read-only by default): a plain table's columns."""
+    from .table import open_columns
+
+    return open_columns(spec, readonly)
 
 
 def _close_all(streams: dict) -> None:
