@@ -33,10 +33,10 @@ use crate::codec::Codec;
 use crate::error::{Error, Kind, Result};
 use crate::ragged::Packed;
 use crate::schema::{DType, Layout, Schema};
-use crate::store::{self, RecordIndex, Store};
+use crate::store::{self, Store};
 
 /// Re-exported where Arrow readers and the connectors have always found it.
-pub use crate::access::StoreAccess;
+pub use crate::access::{Indices, Records, StoreAccess};
 
 pub const EXTENSION_NAME: &str = "ARROW:extension:name";
 pub const EXTENSION_METADATA: &str = "ARROW:extension:metadata";
@@ -192,7 +192,8 @@ fn to_i32(v: usize, what: &str) -> Result<i32> {
 }
 
 /// Gathers records `idx` of `store` as one Arrow array of [`field_for`]'s type.
-pub fn gather_array<I: RecordIndex>(store: &Store, idx: &[I]) -> Result<ArrayRef> {
+pub fn gather_array<'i>(store: &dyn Records, idx: impl Into<Indices<'i>>) -> Result<ArrayRef> {
+    let idx = idx.into();
     let schema = store.schema();
     match &schema.layout {
         Layout::Dense { item_shape } => {
@@ -236,11 +237,12 @@ pub fn gather_array<I: RecordIndex>(store: &Store, idx: &[I]) -> Result<ArrayRef
 
 /// Gathers a ragged store's records as `arrow.variable_shape_tensor`; every
 /// record must share one ndim. Returns the array and its field.
-pub fn gather_variable_shape_tensor<I: RecordIndex>(
-    store: &Store,
-    idx: &[I],
+pub fn gather_variable_shape_tensor<'i>(
+    store: &dyn Records,
+    idx: impl Into<Indices<'i>>,
     name: &str,
 ) -> Result<(ArrayRef, Field)> {
+    let idx = idx.into();
     if store.kind() != Kind::Ragged {
         return Err(Error::InvalidValue(
             "variable_shape_tensor is for ragged stores".into(),
@@ -278,9 +280,9 @@ pub fn gather_variable_shape_tensor<I: RecordIndex>(
 /// buffer itself (moving each payload down over the shape prefixes), so that
 /// buffer becomes the `data` child's values. Returns the `List<T>` data
 /// array, every record's dims (flattened, as i32) and each record's ndim.
-fn gather_ragged_parts<I: RecordIndex>(
-    store: &Store,
-    idx: &[I],
+fn gather_ragged_parts(
+    store: &dyn Records,
+    idx: Indices<'_>,
 ) -> Result<(ArrayRef, Vec<i32>, Vec<usize>)> {
     let dtype = store.schema().dtype;
     let itemsize = dtype.itemsize();

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use zstd::zstd_safe::{CDict, DDict};
 
 use crate::error::{Error, Result};
-use crate::store::Store;
+use crate::access::Records;
 
 /// zstd level of the `zstd_dict` codec (the dictionary's compression side
 /// is prepared at this level).
@@ -108,7 +108,7 @@ pub fn tier(name: &str) -> Result<DictTier> {
 
 /// A strided sample of a store's records (their logical bytes, back to back,
 /// and each one's size) within `budget` bytes, for [`train`].
-pub fn sample_store(store: &Store, budget: usize) -> Result<(Vec<u8>, Vec<usize>)> {
+pub fn sample_store(store: &dyn Records, budget: usize) -> Result<(Vec<u8>, Vec<usize>)> {
     let n = store.len() as usize;
     let plan = sample_plan(n, |i| store.logical_len(i as u64).unwrap_or(0), budget);
     let mut bytes = Vec::new();

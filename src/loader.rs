@@ -30,12 +30,12 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::access::StoreAccess;
+use crate::access::{Records, StoreAccess};
 use crate::buffer::Buffer;
 use crate::error::{Error, Kind, Result};
 use crate::prefetch::Prefetcher;
 use crate::sampler::{Mode, Sampler};
-use crate::store::{self, RaggedBatch, RecordIndex, Store};
+use crate::store::{self, RaggedBatch, RecordIndex};
 
 /// Optional subset of records to sample from: step `k`'s positions
 /// `Sampler(len(subset), ...).at(k)` are mapped through it. Signed indices
@@ -203,15 +203,15 @@ impl<S: StoreAccess> Plan<S> {
     }
 
     #[cfg_attr(not(feature = "arrow"), allow(unused_variables))]
-    fn column(&self, store: &Store, name: &str, idx: &[u64]) -> Result<Column> {
+    fn column(&self, store: &dyn Records, name: &str, idx: &[u64]) -> Result<Column> {
         match (self.output, store.kind()) {
             #[cfg(feature = "arrow")]
             (Output::Arrow, _) => Ok(Column::Arrow(
                 crate::arrow::field_for(store.schema(), name),
                 crate::arrow::gather_array(store, idx)?,
             )),
-            (Output::Arrays, Kind::Dense) => store.gather_dense(idx).map(Column::Dense),
-            (Output::Arrays, Kind::Ragged) => store.gather_ragged(idx).map(Column::Ragged),
+            (Output::Arrays, Kind::Dense) => store.gather_dense(idx.into()).map(Column::Dense),
+            (Output::Arrays, Kind::Ragged) => store.gather_ragged(idx.into()).map(Column::Ragged),
         }
     }
 }

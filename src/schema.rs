@@ -117,6 +117,18 @@ pub struct Schema {
     pub layout: Layout,
 }
 
+impl fmt::Display for Schema {
+    /// `dense int64 item_shape [3, 2]` or `ragged uint8`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.layout {
+            Layout::Dense { item_shape } => {
+                write!(f, "dense {} item_shape {item_shape:?}", self.dtype)
+            }
+            Layout::Ragged => write!(f, "ragged {}", self.dtype),
+        }
+    }
+}
+
 impl Schema {
     /// A dense schema; every dimension must be positive and a record at most 2 GiB.
     pub fn dense(dtype: DType, item_shape: &[u64]) -> Result<Schema> {

@@ -22,6 +22,7 @@ use crate::buffer::Buffer;
 use crate::codec::{self, Codec, DecodeError, Dictionary};
 use crate::error::{Error, Kind, Result};
 use crate::executor;
+use crate::gather::{self, Parts};
 use crate::fileio;
 use crate::format::{
     self, Header, RecordLoc, DATA_FILE, DICT_FILE, HEADER_SIZE, LOC_SIZE, MAX_RECORD_BYTES,
@@ -32,13 +33,6 @@ use crate::lock::LockedMeta;
 use crate::ragged::{self, Packed, RaggedRecord};
 use crate::schema::{Layout, Schema};
 
-/// Below this many logical bytes per lane a gather is not worth fanning out
-/// (raw records are plain copies; decoding costs far more per byte). Waking
-/// a second worker costs tens of microseconds on a small VM: a 143 KiB batch
-/// of raw token records gathered 1.37x faster on one lane than on two, a
-/// 512 KiB one 1.13x faster on two.
-const MIN_LANE_BYTES_RAW: usize = 256 << 10;
-const MIN_LANE_BYTES_CODED: usize = 64 << 10;
 /// Gathers read records through a shared, read-only mapping of data.zr: no
 /// syscall per record, and the kernel maps the page cache's large folios
 /// whole, so copying a large record out of the mapping runs 1.1–1.6× faster
@@ -72,7 +66,7 @@ pub fn streaming<R>(f: impl FnOnce() -> R) -> R {
 
 /// Whether gathers started on this thread read large records through the
 /// mapping (see [`streaming`]).
-fn map_large_records() -> bool {
+pub(crate) fn map_large_records() -> bool {
     !STREAMING.with(Cell::get)
 }
 
@@ -170,6 +164,14 @@ pub struct RaggedBatch {
 }
 
 impl RaggedBatch {
+    pub(crate) fn new(buffer: Buffer, spans: Vec<(usize, usize)>, itemsize: usize) -> RaggedBatch {
+        RaggedBatch {
+            buffer,
+            spans,
+            itemsize,
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.spans.len()
     }
@@ -981,29 +983,37 @@ impl Store {
     // ---------------------------------------------------------------- gather
 
     fn check_indices<I: RecordIndex>(&self, idx: &[I]) -> Result<()> {
-        let len = self.len();
-        for &i in idx {
-            match i.to_u64() {
-                Some(u) if u < len => {}
-                _ => {
-                    return Err(Error::IndexOutOfRange {
-                        index: i.as_i128(),
-                        len,
-                    })
-                }
-            }
+        gather::check_indices(idx, self.len())
+    }
+
+    pub(crate) fn data_path(&self) -> &Path {
+        &self.data_path
+    }
+
+    /// Hints the CPU to fetch record `i`'s location entry.
+    #[inline]
+    pub(crate) fn prefetch_loc(&self, i: u64) {
+        if let Some(loc) = self.locs.get(i as usize) {
+            prefetch(loc);
         }
-        Ok(())
+    }
+
+    /// [`Store::prefetch_loc`], unless dense locations are computed.
+    #[inline]
+    pub(crate) fn prefetch_dense_loc(&self, i: u64) {
+        if !self.packed_dense {
+            self.prefetch_loc(i);
+        }
     }
 
     /// Reads record `i` (already bounds-checked) into `dst` of its logical size.
-    fn read_into(&self, i: u64, dst: &mut [u8], map_large: bool) -> Result<()> {
+    pub(crate) fn read_into(&self, i: u64, dst: &mut [u8], map_large: bool) -> Result<()> {
         self.read_loc(i, self.locs[i as usize], dst, map_large)
     }
 
     /// Location of dense record `i`: computed when the store is packed.
     #[inline]
-    fn dense_loc(&self, i: u64, width: usize) -> RecordLoc {
+    pub(crate) fn dense_loc(&self, i: u64, width: usize) -> RecordLoc {
         if self.packed_dense {
             RecordLoc {
                 offset: i * width as u64,
@@ -1017,7 +1027,13 @@ impl Store {
 
     /// Reads record `i`, stored at `loc`, into `dst` of its logical size;
     /// through the mapping unless it is large and `map_large` is false.
-    fn read_loc(&self, i: u64, loc: RecordLoc, dst: &mut [u8], map_large: bool) -> Result<()> {
+    pub(crate) fn read_loc(
+        &self,
+        i: u64,
+        loc: RecordLoc,
+        dst: &mut [u8],
+        map_large: bool,
+    ) -> Result<()> {
         if loc.logic_length as usize != dst.len() {
             return Err(self.corrupted_meta(format!(
                 "record {i} has logic_length {}, expected {}",
@@ -1077,144 +1093,20 @@ impl Store {
         })
     }
 
-    /// How many lanes a gather of `records` records and `bytes` bytes uses.
-    fn lanes(&self, records: usize, bytes: usize) -> usize {
-        let min = if self.codec == Codec::Raw {
-            MIN_LANE_BYTES_RAW
-        } else {
-            MIN_LANE_BYTES_CODED
-        };
-        executor::budget()
-            .min(records)
-            .min(bytes.div_ceil(min))
-            .max(1)
-    }
-
     /// Gathers dense records `idx` (any order, duplicates allowed) into `dst`,
     /// which must hold exactly `idx.len()` records.
     pub fn gather_dense_into<I: RecordIndex>(&self, idx: &[I], dst: &mut [u8]) -> Result<()> {
-        let width = self.dense_width()?;
-        if dst.len() != idx.len() * width {
-            return Err(Error::InvalidValue(format!(
-                "destination of {} bytes does not hold {} records of {width} bytes",
-                dst.len(),
-                idx.len()
-            )));
-        }
-        self.check_indices(idx)?;
-        self.count_read(idx.len(), dst.len());
-        let map_large = map_large_records();
-        let lanes = self.lanes(idx.len(), dst.len());
-        let fill = |ids: &[I], out: &mut [u8]| -> Result<()> {
-            for (j, (&i, rec)) in ids.iter().zip(out.chunks_exact_mut(width)).enumerate() {
-                if !self.packed_dense {
-                    // The location table is far larger than the caches on
-                    // big stores: fetch a few entries ahead.
-                    if let Some(&ahead) = ids.get(j + 8) {
-                        prefetch(&self.locs[ahead.to_u64().unwrap() as usize]);
-                    }
-                }
-                let i = i.to_u64().unwrap();
-                self.read_loc(i, self.dense_loc(i, width), rec, map_large)?;
-            }
-            Ok(())
-        };
-        if lanes == 1 {
-            return fill(idx, dst);
-        }
-        let per = idx.len().div_ceil(lanes);
-        executor::pool().install(|| {
-            idx.par_chunks(per)
-                .zip(dst.par_chunks_mut(per * width))
-                .try_for_each(|(ids, out)| fill(ids, out))
-        })
+        gather::dense_into(self, idx, dst)
     }
 
     /// Gathers dense records into a new buffer.
     pub fn gather_dense<I: RecordIndex>(&self, idx: &[I]) -> Result<Buffer> {
-        let width = self.dense_width()?;
-        let mut buf = idx
-            .len()
-            .checked_mul(width)
-            .and_then(Buffer::try_new)
-            .ok_or_else(|| Error::OutOfMemory {
-                bytes: (idx.len() as u64).saturating_mul(width as u64),
-                what: format!("a gather of {} records", idx.len()),
-            })?;
-        self.gather_dense_into(idx, buf.as_mut_slice())?;
-        Ok(buf)
+        gather::dense(self, idx)
     }
 
     /// Gathers ragged records `idx` into one buffer of 8-byte aligned records.
     pub fn gather_ragged<I: RecordIndex>(&self, idx: &[I]) -> Result<RaggedBatch> {
-        if self.kind() != Kind::Ragged {
-            return Err(Error::InvalidValue(format!(
-                "{} is a dense store, not a ragged store",
-                self.dir.display()
-            )));
-        }
-        self.check_indices(idx)?;
-        let mut spans = Vec::with_capacity(idx.len());
-        let mut total = 0usize;
-        for (j, &i) in idx.iter().enumerate() {
-            if let Some(&ahead) = idx.get(j + 8) {
-                prefetch(&self.locs[ahead.to_u64().unwrap() as usize]);
-            }
-            let len = self.locs[i.to_u64().unwrap() as usize].logic_length as usize;
-            spans.push((total, len));
-            total = total
-                .checked_add(len)
-                .and_then(|t| t.checked_next_multiple_of(8))
-                .ok_or_else(|| Error::OutOfMemory {
-                    bytes: u64::MAX,
-                    what: format!("a gather of {} ragged records", idx.len()),
-                })?;
-        }
-        let mut buffer = Buffer::try_new(total).ok_or_else(|| Error::OutOfMemory {
-            bytes: total as u64,
-            what: format!("a gather of {} ragged records", idx.len()),
-        })?;
-        self.count_read(idx.len(), spans.iter().map(|s| s.1).sum());
-        let itemsize = self.schema.dtype.itemsize();
-        let map_large = map_large_records();
-        let fill = |ids: &[I], sp: &[(usize, usize)], out: &mut [u8], base: usize| -> Result<()> {
-            for (&i, &(start, len)) in ids.iter().zip(sp) {
-                let rec = &mut out[start - base..start - base + len];
-                let i = i.to_u64().unwrap();
-                self.read_into(i, rec, map_large)?;
-                ragged::parse(rec, itemsize)
-                    .map_err(|e| Error::corrupted(&self.data_path, format!("record {i}: {e}")))?;
-            }
-            Ok(())
-        };
-        let lanes = self.lanes(idx.len(), total);
-        if lanes == 1 {
-            fill(idx, &spans, buffer.as_mut_slice(), 0)?;
-        } else {
-            // Contiguous blocks of the index list, each with its own slice
-            // of the destination.
-            let per = idx.len().div_ceil(lanes);
-            let mut blocks = Vec::with_capacity(lanes);
-            let mut rest = buffer.as_mut_slice();
-            let mut consumed = 0usize;
-            for (ids, sp) in idx.chunks(per).zip(spans.chunks(per)) {
-                let end = sp.last().map_or(consumed, |&(s, l)| s + l);
-                let (head, tail) = std::mem::take(&mut rest).split_at_mut(end - consumed);
-                blocks.push((ids, sp, head, consumed));
-                rest = tail;
-                consumed = end;
-            }
-            executor::pool().install(|| {
-                blocks
-                    .into_par_iter()
-                    .try_for_each(|(ids, sp, out, base)| fill(ids, sp, out, base))
-            })?;
-        }
-        Ok(RaggedBatch {
-            buffer,
-            spans,
-            itemsize,
-        })
+        gather::ragged(self, idx)
     }
 
     /// The logical bytes of one record.
@@ -1609,6 +1501,33 @@ impl std::fmt::Debug for Store {
             .field("codec", &self.codec)
             .field("len", &self.len())
             .finish()
+    }
+}
+
+impl Parts for Store {
+    fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    fn len(&self) -> u64 {
+        self.locs.len() as u64
+    }
+
+    #[inline]
+    fn part(&self, i: u64) -> (&Store, u64) {
+        (self, i)
+    }
+
+    fn coded(&self) -> bool {
+        self.codec != Codec::Raw
+    }
+
+    fn describe(&self) -> String {
+        self.dir.display().to_string()
+    }
+
+    fn count_read(&self, records: usize, bytes: usize) {
+        Store::count_read(self, records, bytes);
     }
 }
 

@@ -12,12 +12,15 @@ Modules:
 * :func:`loaderx.sql` — SQL over stores (DataFusion), returning Arrow tables.
 * :mod:`loaderx.datafusion` — stores as datafusion-python tables.
 * :mod:`loaderx.parquet` — streaming Parquet export and ingest.
-* :func:`loaderx.open_table` — a plain table (a directory of equal-length
-  stores) as a read-only ``Mapping`` of column name to store.
+* :func:`loaderx.open_table` — a table (plain: a directory of equal-length
+  stores; sharded: plain tables joined by a manifest) as a read-only
+  ``Mapping`` of column name to stream; :func:`loaderx.new_shard` and
+  :func:`loaderx.commit_shards` let parallel writers add shards, and
+  :func:`loaderx.ingest_sharded` ingests an Arrow source on all cores.
 """
 
 from ._sql import sql
-from .table import Table, open_table
+from .table import Table, commit_shards, new_shard, open_table
 from .zrecord import DICT_TIERS, Corrupted, DenseStore, RaggedStore, StoreBusy
 
 __all__ = [
@@ -29,4 +32,6 @@ __all__ = [
     "sql",
     "open_table",
     "Table",
+    "new_shard",
+    "commit_shards",
 ]

@@ -21,6 +21,7 @@ import os
 import re
 import secrets
 
+from . import _native
 from ._errors import Corrupted
 
 __all__ = ["MANIFEST", "read_manifest", "new_shard", "commit_shards", "is_sharded"]
@@ -117,19 +118,26 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def _shard_schema(shard_dir: str, open_columns) -> tuple[dict, int]:
-    """``({column: (kind, dtype, item_shape)}, rows)`` of a plain table."""
-    columns = open_columns(shard_dir, True)
-    try:
-        schema = {
-            name: (s._kind, s.dtype.str, tuple(s.item_shape) if s._kind == "dense" else None)
-            for name, s in columns.items()
-        }
-        lengths = {name: len(s) for name, s in columns.items()}
-    finally:
-        for s in columns.values():
-            s.close()
-    first = next(iter(lengths))
+def _shard_schema(shard_dir: str) -> tuple[dict, int]:
+    """``({column: (kind, dtype, item_shape)}, rows)`` of the plain table
+    ``shard_dir``, its columns in name order."""
+    if not os.path.isdir(shard_dir):
+        raise FileNotFoundError(f"shard directory {shard_dir} does not exist")
+    names = sorted(
+        d for d in os.listdir(shard_dir) if os.path.isfile(os.path.join(shard_dir, d, "meta.zr"))
+    )
+    if not names:
+        raise ValueError(f"shard {shard_dir} holds no stores (no subdirectory with meta.zr)")
+    schema, lengths = {}, {}
+    for name in names:
+        native = _native.Store.open(os.path.join(shard_dir, name), None, True)
+        try:
+            shape = native.item_shape
+            schema[name] = (native.kind, native.dtype, tuple(shape) if shape is not None else None)
+            lengths[name] = len(native)
+        finally:
+            native.close()
+    first = names[0]
     for name, n in lengths.items():
         if n != lengths[first]:
             raise ValueError(
@@ -155,8 +163,6 @@ def commit_shards(path, shards) -> int:
     as the table's), so a rejected commit changes nothing. Commits from
     several processes serialise on a lock file in the table directory.
     """
-    from .table import open_columns  # table imports this module
-
     path = os.fspath(path)
     if isinstance(shards, (str, bytes, os.PathLike)):
         raise TypeError("shards must be a list of shard directories, got a single path")
@@ -191,12 +197,12 @@ def commit_shards(path, shards) -> int:
         reference = None
         if current["shards"]:
             first = current["shards"][0]["name"]
-            reference = (first, _shard_schema(os.path.join(path, first), open_columns)[0])
+            reference = (first, _shard_schema(os.path.join(path, first))[0])
         added = []
         for name in names:
             if name in committed:
                 raise ValueError(f"shard {name!r} is already committed to {path}")
-            schema, rows = _shard_schema(os.path.join(path, name), open_columns)
+            schema, rows = _shard_schema(os.path.join(path, name))
             if reference is None:
                 reference = (name, schema)
             ref_name, ref = reference

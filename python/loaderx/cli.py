@@ -83,10 +83,12 @@ def _open_any(path: str, readonly: bool = True):
 
 
 def _table_dir(spec: str, readonly: bool = True) -> dict:
-    """Opens every store under a table directory, named by subdirectory
-    (read-only by default): a plain table's columns."""
-    from .table import open_columns
+    """The columns of a table directory, plain (every store subdirectory,
+    read-only by default) or sharded (read-only streams over its shards)."""
+    from .table import is_sharded, open_columns, open_table
 
+    if os.path.isdir(spec) and is_sharded(spec):
+        return open_table(spec)._release()
     return open_columns(spec, readonly)
 
 

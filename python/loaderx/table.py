@@ -1,11 +1,16 @@
-"""Plain tables: a directory of equal-length stores, one per column.
+"""Tables: plain (a directory of equal-length stores, one per column) and
+sharded (a directory of plain tables joined end to end by a manifest).
 
 A plain table is a directory whose subdirectories holding ``meta.zr`` are its
 columns, named after the subdirectories (the command line's ``--table DIR``
-convention). :func:`open_table` opens every column and returns a
+convention). A sharded table is a directory of plain tables (its shards)
+plus ``manifest.json`` naming the committed shards in order (see
+:func:`commit_shards`). :func:`open_table` opens either and returns a
 :class:`Table`, a read-only ``Mapping[str, stream]`` that works wherever a
 dict of stores does: gathers, ``loaderx.arrow.table``, ``loaderx.sql``,
-Parquet export and the DataLoader.
+Parquet export and the DataLoader. A sharded table's column is one
+read-only stream over every shard: a gather resolves each global index to
+its shard and record in the same native call that decodes it.
 
 >>> import numpy as np, tempfile, os
 >>> root = tempfile.mkdtemp()
@@ -24,10 +29,12 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 
 from . import _native
+from ._errors import Corrupted
+from ._manifest import commit_shards, is_sharded, new_shard, read_manifest
 from ._streams import StoreBase, check_path
 from .zrecord import DenseStore, RaggedStore
 
-__all__ = ["Table", "open_table"]
+__all__ = ["Table", "open_table", "new_shard", "commit_shards"]
 
 
 def open_store(path: str, readonly: bool = True):
@@ -71,10 +78,11 @@ class Table(Mapping):
     closes every column. Obtain one with :func:`open_table`.
     """
 
-    def __init__(self, path: str, columns: dict):
+    def __init__(self, path: str, columns: dict, shards: list | None = None):
         # Private: use open_table().
         self._path = path
         self._columns = columns
+        self._shards = shards
         self._num_rows = len(next(iter(columns.values()))) if columns else 0
 
     def _live(self) -> dict:
@@ -109,6 +117,20 @@ class Table(Mapping):
         return self._num_rows
 
     @property
+    def sharded(self) -> bool:
+        """Whether this is a sharded table (its columns join shards)."""
+        return self._shards is not None
+
+    @property
+    def shards(self) -> list:
+        """``[(shard directory, rows), ...]`` in order for a sharded table;
+        ``[(path, num_rows)]`` for a plain one."""
+        self._live()
+        if self._shards is None:
+            return [(self._path, self._num_rows)]
+        return list(self._shards)
+
+    @property
     def readonly(self) -> bool:
         """Whether the columns were opened read-only."""
         return all(s.readonly for s in self._live().values())
@@ -116,6 +138,12 @@ class Table(Mapping):
     @property
     def closed(self) -> bool:
         return self._columns is None
+
+    def _release(self) -> dict:
+        """Hands the open columns to the caller (who closes them); the table
+        becomes closed."""
+        columns, self._columns = self._live(), None
+        return columns
 
     def close(self) -> None:
         """Closes every column. Idempotent."""
@@ -147,24 +175,74 @@ class Table(Mapping):
     def __repr__(self) -> str:
         if self._columns is None:
             return f"<Table path={self._path!r} closed>"
+        shards = f", shards={len(self._shards)}" if self._shards is not None else ""
         return (
-            f"Table(path={self._path!r}, columns={list(self._columns)}, num_rows={self._num_rows})"
+            f"Table(path={self._path!r}, columns={list(self._columns)}, "
+            f"num_rows={self._num_rows}{shards})"
         )
 
 
+def _open_sharded(path: str) -> Table:
+    manifest = read_manifest(path)
+    shards = manifest["shards"]
+    if not shards:
+        raise ValueError(f"sharded table {path} has no committed shards")
+    dirs = [os.path.join(path, s["name"]) for s in shards]
+    for d in dirs:
+        present = set(column_names(d))
+        if present != set(manifest["columns"]):
+            raise Corrupted(
+                f"{os.path.join(path, 'manifest.json')}: shard {os.path.basename(d)!r} holds "
+                f"columns {sorted(present)}, but the manifest names {manifest['columns']}"
+            )
+    columns = {}
+    try:
+        for name in manifest["columns"]:
+            col = os.path.join(path, name)
+            native = _native.Store.concat(col, [os.path.join(d, name) for d in dirs])
+            cls = DenseStore if native.kind == "dense" else RaggedStore
+            columns[name] = cls(native, col)
+            for shard, n in zip(shards, native.part_lengths):
+                if n != shard["rows"]:
+                    raise Corrupted(
+                        f"{os.path.join(path, 'manifest.json')}: shard {shard['name']!r} "
+                        f"has {shard['rows']} rows, but its column {name!r} holds {n} records"
+                    )
+    except BaseException:
+        for s in columns.values():
+            s.close()
+        raise
+    return Table(path, columns, [(d, s["rows"]) for d, s in zip(dirs, shards)])
+
+
 def open_table(path, readonly: bool = True) -> Table:
-    """Opens the plain table at ``path``: every store subdirectory is a column.
+    """Opens the table at ``path``, plain or sharded.
+
+    A plain table's columns are its store subdirectories. A sharded table
+    (one holding ``manifest.json``) presents each column as one read-only
+    stream joining that column's store in every committed shard, in order.
 
     Read-only by default (``readonly=True``: shared locks, so any number of
     processes, one per training rank say, open the same table at once);
-    ``readonly=False`` opens writable columns. Raises FileNotFoundError when
-    ``path`` is not a directory, ValueError when it holds no store or when the
-    columns' lengths differ (naming both columns and lengths), and what
+    ``readonly=False`` opens a plain table's columns writable (a sharded
+    table only opens read-only: add data as new shards, see
+    :func:`commit_shards`). Raises FileNotFoundError when ``path`` is not a
+    directory, ValueError when it holds no store or when the columns'
+    lengths differ (naming both columns and lengths) or when shards disagree
+    on a column's dtype or shape, :class:`Corrupted` when the manifest is
+    malformed or names a missing shard (naming it), and what
     :meth:`DenseStore.open` raises for a column.
     """
     path = check_path(path)
     if not isinstance(readonly, (bool, np.bool_)):
         raise TypeError(f"readonly must be a bool, got {type(readonly).__name__}")
+    if os.path.isdir(path) and is_sharded(path):
+        if not readonly:
+            raise ValueError(
+                f"sharded table {path} opens read-only (readonly=True), got readonly=False: "
+                "add data as new shards (loaderx.new_shard, then loaderx.commit_shards)"
+            )
+        return _open_sharded(path)
     columns = open_columns(path, bool(readonly))
     lengths = {name: len(s) for name, s in columns.items()}
     first = next(iter(lengths))

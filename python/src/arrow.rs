@@ -9,7 +9,8 @@ use arrow_schema::{ArrowError, Field, FieldRef};
 use loaderx::arrow::{self as la, StoreAccess};
 use loaderx::error::Kind;
 use loaderx::ragged::Packed;
-use loaderx::{Error, Store as Engine};
+use loaderx::access::Records;
+use loaderx::Error;
 use numpy::PyReadonlyArray1;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -26,7 +27,7 @@ use loaderx::error::{cause, Cause};
 pub struct Handle(pub Py<Store>);
 
 impl StoreAccess for Handle {
-    fn with<T>(&self, f: impl FnOnce(&Engine) -> Result<T, Error>) -> Result<T, Error> {
+    fn with<T>(&self, f: impl FnOnce(&dyn Records) -> Result<T, Error>) -> Result<T, Error> {
         self.0.get().engine_read(f)
     }
 }
@@ -194,7 +195,7 @@ pub fn arrow_append(
     data: AnyArray,
 ) -> PyResult<Option<PackedRecords>> {
     let store = store.get();
-    store.engine_read(|e| e.check_not_readonly("append")).py()?;
+    store.require_writable("append")?;
     let (chunks, field) = chunks(py, data)?;
     let schema = store.engine_read(|e| Ok(e.schema().clone())).py()?;
     match schema.kind() {

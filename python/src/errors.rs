@@ -50,7 +50,9 @@ pub fn store_error(err: &Error) -> PyErr {
         Error::Corrupted { .. } => raise_named("Corrupted", &CORRUPTED, msg),
         Error::Busy(_) => raise_named("StoreBusy", &STORE_BUSY, msg),
         // io.UnsupportedOperation is both an OSError and a ValueError.
-        Error::ReadOnly { .. } => UnsupportedOperation::new_err(msg),
+        Error::ReadOnly { .. } | Error::ShardedReadOnly { .. } => {
+            UnsupportedOperation::new_err(msg)
+        }
         Error::NotFound { .. } => PyFileNotFoundError::new_err(msg),
         Error::AlreadyExists { .. } => PyFileExistsError::new_err(msg),
         Error::WrongKind { .. } | Error::InvalidValue(_) | Error::InvalidState(_) => {

@@ -12,6 +12,8 @@ use std::sync::{RwLock, RwLockWriteGuard};
 
 use loaderx::error::Kind;
 use loaderx::ragged::Packed;
+use loaderx::access::Records;
+use loaderx::concat::Concat;
 use loaderx::{Codec, DType, Error, Schema, Store as Engine};
 use numpy::{
     PyArrayDescr, PyArrayDescrMethods, PyReadonlyArray1, PyUntypedArray, PyUntypedArrayMethods,
@@ -23,15 +25,49 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use crate::arrays::{array_view, GatherBuffer};
 use crate::errors::IntoPyResult;
 
+/// What a handle reads: one store, or read-only stores end to end (a
+/// sharded table's column).
+pub(crate) enum Source {
+    One(Engine),
+    Many(Concat),
+}
+
+impl Source {
+    pub(crate) fn records(&self) -> &dyn Records {
+        match self {
+            Source::One(e) => e,
+            Source::Many(c) => c,
+        }
+    }
+
+    /// The store, for writing; a concatenation refuses every write.
+    fn engine_mut(&mut self) -> Result<&mut Engine, Error> {
+        match self {
+            Source::One(e) => Ok(e),
+            Source::Many(c) => Err(Error::ShardedReadOnly {
+                op: "write",
+                path: c.path().to_path_buf(),
+            }),
+        }
+    }
+
+    fn close(self) -> Result<(), Error> {
+        match self {
+            Source::One(e) => e.close(),
+            Source::Many(c) => c.close(),
+        }
+    }
+}
+
 /// Fork safety: a `fork()`ed child inherits the lock's state but none of
 /// the threads that held it, so in a child every read goes straight to the
 /// engine through `engine` (the child may only read, so nothing mutates it)
 /// and never touches the lock.
 #[pyclass(frozen, module = "loaderx._native")]
 pub struct Store {
-    inner: RwLock<Option<Box<Engine>>>,
-    /// The boxed engine; null once closed by its owner.
-    engine: AtomicPtr<Engine>,
+    inner: RwLock<Option<Box<Source>>>,
+    /// The boxed source; null once closed by its owner.
+    engine: AtomicPtr<Source>,
     owner_pid: u32,
     /// Set when a forked child closes its copy of the handle.
     child_closed: AtomicBool,
@@ -72,19 +108,21 @@ fn closed_error(path: &std::path::Path) -> PyErr {
 }
 
 impl Store {
-    fn wrap(py: Python<'_>, engine: Engine) -> PyResult<Store> {
-        let schema = engine.schema().clone();
-        let mut engine = Box::new(engine);
-        let engine_ptr: *mut Engine = &mut *engine;
+    fn wrap(py: Python<'_>, source: Source) -> PyResult<Store> {
+        let mut engine = Box::new(source);
+        let schema = engine.records().schema().clone();
+        let path = engine.records().path().to_path_buf();
+        let codec = engine.records().codec();
+        let engine_ptr: *mut Source = &mut *engine;
         let descr = PyArrayDescr::new(py, schema.dtype.numpy_str())?.unbind();
         Ok(Store {
-            path: engine.path().to_path_buf(),
+            path,
             kind: schema.kind(),
             dtype: schema.dtype,
             item_shape: schema
                 .item_shape()
                 .map(|s| s.iter().map(|&d| d as usize).collect()),
-            codec: engine.codec(),
+            codec,
             descr,
             inner: RwLock::new(Some(engine)),
             engine: AtomicPtr::new(engine_ptr),
@@ -97,7 +135,7 @@ impl Store {
         std::process::id() != self.owner_pid
     }
 
-    fn write(&self) -> PyResult<RwLockWriteGuard<'_, Option<Box<Engine>>>> {
+    fn write(&self) -> PyResult<RwLockWriteGuard<'_, Option<Box<Source>>>> {
         if self.in_forked_child() {
             return Err(PyValueError::new_err(format!(
                 "store {} was opened by process {}; this forked child may only read it",
@@ -116,7 +154,15 @@ impl Store {
     /// child, directly). Needs no GIL: prefetch threads read through it.
     pub(crate) fn engine_read<T>(
         &self,
-        f: impl FnOnce(&Engine) -> Result<T, Error>,
+        f: impl FnOnce(&dyn Records) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        self.source_read(|s| f(s.records()))
+    }
+
+    /// [`Store::engine_read`], lending the source itself.
+    pub(crate) fn source_read<T>(
+        &self,
+        f: impl FnOnce(&Source) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let closed = || Error::InvalidState(format!("store {} is closed", self.path.display()));
         if self.in_forked_child() {
@@ -135,7 +181,7 @@ impl Store {
         }
     }
 
-    fn read_engine<T>(&self, f: impl FnOnce(&Engine) -> Result<T, Error>) -> PyResult<T> {
+    fn read_engine<T>(&self, f: impl FnOnce(&dyn Records) -> Result<T, Error>) -> PyResult<T> {
         self.engine_read(f).py()
     }
 
@@ -143,7 +189,7 @@ impl Store {
     fn with_read<T: Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&Engine) -> Result<T, Error> + Send,
+        f: impl FnOnce(&dyn Records) -> Result<T, Error> + Send,
     ) -> PyResult<T> {
         py.detach(|| self.read_engine(f))
     }
@@ -156,7 +202,7 @@ impl Store {
     ) -> PyResult<T> {
         py.detach(|| {
             let mut guard = self.write()?;
-            f(guard.as_mut().unwrap()).py()
+            f(guard.as_mut().unwrap().engine_mut().py()?).py()
         })
     }
 
@@ -210,6 +256,17 @@ pub(crate) fn parse_codec(codec: &str) -> PyResult<Codec> {
     })
 }
 
+fn parse_kind(kind: Option<&str>) -> PyResult<Option<Kind>> {
+    match kind {
+        None => Ok(None),
+        Some("dense") => Ok(Some(Kind::Dense)),
+        Some("ragged") => Ok(Some(Kind::Ragged)),
+        Some(other) => Err(PyValueError::new_err(format!(
+            "kind must be 'dense' or 'ragged', got {other:?}"
+        ))),
+    }
+}
+
 fn parse_dtype(dtype: &str) -> PyResult<DType> {
     DType::from_numpy_str(dtype).ok_or_else(|| {
         PyTypeError::new_err(format!(
@@ -244,7 +301,7 @@ impl Store {
                 Engine::create_with_checksum(&path, schema, codec, dict_bytes.as_deref(), checksum)
             })
             .py()?;
-        Store::wrap(py, engine)
+        Store::wrap(py, Source::One(engine))
     }
 
     /// Opens a store; `kind` ("dense" / "ragged") insists on one contract.
@@ -252,16 +309,7 @@ impl Store {
     #[staticmethod]
     #[pyo3(signature = (path, kind=None, readonly=false))]
     fn open(py: Python<'_>, path: PathBuf, kind: Option<&str>, readonly: bool) -> PyResult<Store> {
-        let kind = match kind {
-            None => None,
-            Some("dense") => Some(Kind::Dense),
-            Some("ragged") => Some(Kind::Ragged),
-            Some(other) => {
-                return Err(PyValueError::new_err(format!(
-                    "kind must be 'dense' or 'ragged', got {other:?}"
-                )))
-            }
-        };
+        let kind = parse_kind(kind)?;
         let engine = py
             .detach(|| match (kind, readonly) {
                 (Some(k), false) => Engine::open_kind(&path, k),
@@ -270,7 +318,34 @@ impl Store {
                 (None, true) => Engine::open_readonly(&path),
             })
             .py()?;
-        Store::wrap(py, engine)
+        Store::wrap(py, Source::One(engine))
+    }
+
+    /// Opens the stores `parts` read-only and joins them end to end as one
+    /// read-only handle named `path` (a sharded table's column); every part
+    /// must share one schema, and `kind` insists on one contract.
+    #[staticmethod]
+    #[pyo3(signature = (path, parts, kind=None))]
+    fn concat(
+        py: Python<'_>,
+        path: PathBuf,
+        parts: Vec<PathBuf>,
+        kind: Option<&str>,
+    ) -> PyResult<Store> {
+        let kind = parse_kind(kind)?;
+        let joined = py
+            .detach(|| {
+                let stores = parts
+                    .iter()
+                    .map(|p| match kind {
+                        Some(k) => Engine::open_kind_readonly(p, k),
+                        None => Engine::open_readonly(p),
+                    })
+                    .collect::<Result<Vec<_>, Error>>()?;
+                Concat::new(&path, stores)
+            })
+            .py()?;
+        Store::wrap(py, Source::Many(joined))
     }
 
     #[getter]
@@ -316,7 +391,7 @@ impl Store {
     /// Raises `io.UnsupportedOperation` naming `op` ("append", "delete",
     /// "compact", "sync") when the handle is read-only: the facade checks
     /// this before validating (and, for ragged stores, queueing) a write.
-    fn require_writable(&self, op: &str) -> PyResult<()> {
+    pub(crate) fn require_writable(&self, op: &str) -> PyResult<()> {
         let op = match op {
             "append" => "append",
             "delete" => "delete",
@@ -328,12 +403,29 @@ impl Store {
                 )))
             }
         };
-        self.read_engine(|e| e.check_not_readonly(op))
+        self.source_read(|s| match s {
+            Source::One(e) => e.check_not_readonly(op),
+            Source::Many(c) => Err(Error::ShardedReadOnly {
+                op,
+                path: c.path().to_path_buf(),
+            }),
+        })
+        .py()
     }
 
     #[getter]
     fn closed(&self) -> bool {
         self.read_engine(|_| Ok(())).is_err()
+    }
+
+    /// The record count of each joined store (one entry for a plain store).
+    #[getter]
+    fn part_lengths(&self) -> PyResult<Vec<u64>> {
+        self.source_read(|s| match s {
+            Source::One(e) => Ok(vec![e.len()]),
+            Source::Many(c) => Ok(c.parts().iter().map(Engine::len).collect()),
+        })
+        .py()
     }
 
     fn __len__(&self) -> PyResult<usize> {
@@ -342,7 +434,12 @@ impl Store {
 
     /// The zstd dictionary of a `zstd_dict` store, else None.
     fn dictionary<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let dict = self.read_engine(|e| Ok(e.dictionary().map(|d| d.to_vec())))?;
+        let dict = self
+            .source_read(|s| match s {
+                Source::One(e) => Ok(e.dictionary().map(|d| d.to_vec())),
+                Source::Many(c) => Ok(c.parts()[0].dictionary().map(|d| d.to_vec())),
+            })
+            .py()?;
         Ok(dict.map(|d| PyBytes::new(py, &d)))
     }
 
@@ -469,11 +566,11 @@ impl Store {
             .map_err(|_| PyValueError::new_err("indices must be contiguous"))?;
         match self.kind {
             Kind::Dense => {
-                let buf = self.with_read(py, |s| s.gather_dense(idx))?;
+                let buf = self.with_read(py, |s| s.gather_dense(idx.into()))?;
                 self.dense_array(py, buf, Some(idx.len()))
             }
             Kind::Ragged => {
-                let batch = self.with_read(py, |s| s.gather_ragged(idx))?;
+                let batch = self.with_read(py, |s| s.gather_ragged(idx.into()))?;
                 Ok(PyList::new(py, self.ragged_arrays(py, batch)?)?.into_any())
             }
         }
@@ -484,11 +581,11 @@ impl Store {
         let idx = [index];
         match self.kind {
             Kind::Dense => {
-                let buf = self.with_read(py, |s| s.gather_dense(&idx))?;
+                let buf = self.with_read(py, |s| s.gather_dense((&idx).into()))?;
                 self.dense_array(py, buf, None)
             }
             Kind::Ragged => {
-                let batch = self.with_read(py, |s| s.gather_ragged(&idx))?;
+                let batch = self.with_read(py, |s| s.gather_ragged((&idx).into()))?;
                 Ok(self.ragged_arrays(py, batch)?.remove(0))
             }
         }

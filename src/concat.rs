@@ -1,0 +1,286 @@
+//! Stores end to end: the column of a sharded table.
+//!
+//! A [`Concat`] presents read-only stores of one schema as one sequence of
+//! records: global record `i` is record `i - start(s)` of the store `s`
+//! whose range holds it. A gather resolves every index to its store in the
+//! same pass that decodes it (one native call per batch however many shards
+//! the batch touches), writing each record straight into its place.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::buffer::Buffer;
+use crate::codec::Codec;
+use crate::error::{Error, Result};
+use crate::gather::{self, Parts};
+use crate::schema::Schema;
+use crate::store::{RaggedBatch, ReadCounters, RecordIndex, Stats, Store};
+
+/// Read-only stores of one schema, end to end (see the module documentation).
+pub struct Concat {
+    /// What errors and Arrow fields name (a sharded table's column).
+    path: PathBuf,
+    parts: Vec<Store>,
+    /// `starts[s]` is the global index of part `s`'s first record;
+    /// `starts[parts.len()]` is the total.
+    starts: Vec<u64>,
+    schema: Schema,
+    coded: bool,
+    records_read: AtomicU64,
+    bytes_read: AtomicU64,
+}
+
+impl std::fmt::Debug for Concat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Concat")
+            .field("path", &self.path)
+            .field("parts", &self.parts.len())
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl Concat {
+    /// Joins `parts` (at least one, all of one schema) under the name
+    /// `path`. Any part may be empty; codecs may differ.
+    pub fn new(path: impl Into<PathBuf>, parts: Vec<Store>) -> Result<Concat> {
+        let path = path.into();
+        let Some(first) = parts.first() else {
+            return Err(Error::InvalidValue(format!(
+                "{}: a concatenation needs at least one store",
+                path.display()
+            )));
+        };
+        let schema = first.schema().clone();
+        for p in &parts[1..] {
+            if *p.schema() != schema {
+                return Err(Error::InvalidValue(format!(
+                    "{}: store {} holds {}, but store {} holds {}; every part must share one schema",
+                    path.display(),
+                    p.path().display(),
+                    p.schema(),
+                    first.path().display(),
+                    schema
+                )));
+            }
+        }
+        let mut starts = Vec::with_capacity(parts.len() + 1);
+        let mut total = 0u64;
+        for p in &parts {
+            starts.push(total);
+            total += p.len();
+        }
+        starts.push(total);
+        Ok(Concat {
+            path,
+            coded: parts.iter().any(|p| p.codec() != Codec::Raw),
+            parts,
+            starts,
+            schema,
+            records_read: AtomicU64::new(0),
+            bytes_read: AtomicU64::new(0),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// The stores, in order.
+    pub fn parts(&self) -> &[Store] {
+        &self.parts
+    }
+
+    /// Global index of each part's first record, then the total.
+    pub fn starts(&self) -> &[u64] {
+        &self.starts
+    }
+
+    pub fn len(&self) -> u64 {
+        self.starts[self.parts.len()]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The first part's codec (parts may differ; each decodes its own).
+    pub fn codec(&self) -> Codec {
+        self.parts[0].codec()
+    }
+
+    /// Logical bytes of record `i`.
+    pub fn logical_len(&self, i: u64) -> Option<usize> {
+        (i < self.len()).then(|| {
+            let (s, k) = self.locate(i);
+            s.logical_len(k).unwrap_or(0)
+        })
+    }
+
+    /// Space accounting summed over the parts.
+    pub fn stats(&self) -> Stats {
+        self.parts.iter().fold(
+            Stats {
+                records: 0,
+                live_bytes: 0,
+                data_bytes: 0,
+                reclaimable: 0,
+            },
+            |a, p| {
+                let s = p.stats();
+                Stats {
+                    records: a.records + s.records,
+                    live_bytes: a.live_bytes + s.live_bytes,
+                    data_bytes: a.data_bytes + s.data_bytes,
+                    reclaimable: a.reclaimable + s.reclaimable,
+                }
+            },
+        )
+    }
+
+    /// Records and logical bytes gathered through this concatenation.
+    pub fn read_counters(&self) -> ReadCounters {
+        ReadCounters {
+            records: self.records_read.load(Ordering::Relaxed),
+            bytes: self.bytes_read.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The part holding record `i < len` and the index there.
+    #[inline]
+    fn locate(&self, i: u64) -> (&Store, u64) {
+        // The last start <= i that begins a non-empty part.
+        let s = self.starts[1..].partition_point(|&end| end <= i);
+        (&self.parts[s], i - self.starts[s])
+    }
+
+    pub fn gather_dense_into<I: RecordIndex>(&self, idx: &[I], dst: &mut [u8]) -> Result<()> {
+        gather::dense_into(self, idx, dst)
+    }
+
+    pub fn gather_dense<I: RecordIndex>(&self, idx: &[I]) -> Result<Buffer> {
+        gather::dense(self, idx)
+    }
+
+    pub fn gather_ragged<I: RecordIndex>(&self, idx: &[I]) -> Result<RaggedBatch> {
+        gather::ragged(self, idx)
+    }
+
+    /// The logical bytes of one record.
+    pub fn read_record(&self, i: u64) -> Result<Vec<u8>> {
+        gather::check_indices(&[i], self.len())?;
+        let (s, k) = self.locate(i);
+        s.read_record(k)
+    }
+
+    /// Closes every part (read-only parts write nothing).
+    pub fn close(self) -> Result<()> {
+        let mut first = Ok(());
+        for p in self.parts {
+            let r = p.close();
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+}
+
+impl Parts for Concat {
+    fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    fn len(&self) -> u64 {
+        Concat::len(self)
+    }
+
+    #[inline]
+    fn part(&self, i: u64) -> (&Store, u64) {
+        self.locate(i)
+    }
+
+    fn coded(&self) -> bool {
+        self.coded
+    }
+
+    fn describe(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn count_read(&self, records: usize, bytes: usize) {
+        self.records_read
+            .fetch_add(records as u64, Ordering::Relaxed);
+        self.bytes_read.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::DType;
+
+    fn dense(dir: &Path, name: &str, values: std::ops::Range<i64>, codec: Codec) -> Store {
+        let mut s = Store::create(dir.join(name), Schema::dense(DType::I64, &[2]).unwrap(), codec, None)
+            .unwrap();
+        let bytes: Vec<u8> = values
+            .flat_map(|v| [v, -v])
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        s.append_dense(&bytes).unwrap();
+        s.close().unwrap();
+        Store::open_readonly(dir.join(name)).unwrap()
+    }
+
+    #[test]
+    fn gathers_across_parts_in_one_call() {
+        let tmp = tempfile::tempdir().unwrap();
+        let parts = vec![
+            dense(tmp.path(), "a", 0..5, Codec::Raw),
+            dense(tmp.path(), "empty", 0..0, Codec::Zstd),
+            dense(tmp.path(), "b", 5..12, Codec::Zstd),
+        ];
+        let c = Concat::new(tmp.path().join("x"), parts).unwrap();
+        assert_eq!(c.len(), 12);
+        assert_eq!(c.starts(), &[0, 5, 5, 12]);
+        let idx = [11u64, 0, 4, 5, 7, 4];
+        let buf = c.gather_dense(&idx).unwrap();
+        let got: Vec<i64> = buf
+            .as_slice()
+            .chunks_exact(8)
+            .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let want: Vec<i64> = idx.iter().flat_map(|&i| [i as i64, -(i as i64)]).collect();
+        assert_eq!(got, want);
+        assert_eq!(c.read_counters().records, 6);
+        assert!(matches!(
+            c.gather_dense(&[12u64]),
+            Err(Error::IndexOutOfRange { index: 12, len: 12 })
+        ));
+        assert_eq!(c.read_record(6).unwrap(), {
+            let mut v = 6i64.to_le_bytes().to_vec();
+            v.extend((-6i64).to_le_bytes());
+            v
+        });
+    }
+
+    #[test]
+    fn parts_must_share_a_schema() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = dense(tmp.path(), "a", 0..2, Codec::Raw);
+        let b = Store::create(
+            tmp.path().join("b"),
+            Schema::dense(DType::F32, &[2]).unwrap(),
+            Codec::Raw,
+            None,
+        )
+        .unwrap();
+        let err = Concat::new("col", vec![a, b]).unwrap_err().to_string();
+        assert!(err.contains("every part must share one schema"), "{err}");
+        assert!(Concat::new("col", vec![]).is_err());
+    }
+}
