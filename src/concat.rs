@@ -225,8 +225,13 @@ mod tests {
     use crate::schema::DType;
 
     fn dense(dir: &Path, name: &str, values: std::ops::Range<i64>, codec: Codec) -> Store {
-        let mut s = Store::create(dir.join(name), Schema::dense(DType::I64, &[2]).unwrap(), codec, None)
-            .unwrap();
+        let mut s = Store::create(
+            dir.join(name),
+            Schema::dense(DType::I64, &[2]).unwrap(),
+            codec,
+            None,
+        )
+        .unwrap();
         let bytes: Vec<u8> = values
             .flat_map(|v| [v, -v])
             .flat_map(|v| v.to_le_bytes())

@@ -10,8 +10,8 @@ use std::sync::OnceLock;
 
 use zstd::zstd_safe::{CDict, DDict};
 
-use crate::error::{Error, Result};
 use crate::access::Records;
+use crate::error::{Error, Result};
 
 /// zstd level of the `zstd_dict` codec (the dictionary's compression side
 /// is prepared at this level).

@@ -178,9 +178,8 @@ pub(crate) fn ragged<P: Parts + ?Sized, I: RecordIndex>(
             let rec = &mut out[start - base..start - base + len];
             let (s, k) = parts.part(i.to_u64().unwrap());
             s.read_into(k, rec, map_large)?;
-            ragged::parse(rec, itemsize).map_err(|e| {
-                Error::corrupted(s.data_path(), format!("record {k}: {e}"))
-            })?;
+            ragged::parse(rec, itemsize)
+                .map_err(|e| Error::corrupted(s.data_path(), format!("record {k}: {e}")))?;
         }
         Ok(())
     };

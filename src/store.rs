@@ -22,12 +22,12 @@ use crate::buffer::Buffer;
 use crate::codec::{self, Codec, DecodeError, Dictionary};
 use crate::error::{Error, Kind, Result};
 use crate::executor;
-use crate::gather::{self, Parts};
 use crate::fileio;
 use crate::format::{
     self, Header, RecordLoc, DATA_FILE, DICT_FILE, HEADER_SIZE, LOC_SIZE, MAX_RECORD_BYTES,
     META_FILE, PAGE_SIZE,
 };
+use crate::gather::{self, Parts};
 use crate::journal::{self, Journal, Move};
 use crate::lock::LockedMeta;
 use crate::ragged::{self, Packed, RaggedRecord};

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use loaderx::access::Records;
 use loaderx::loader::{Batch, Column, DataLoader, Options, Subset};
 use loaderx::ragged::Packed;
 use loaderx::sampler::{Mode, Sampler};
@@ -285,12 +286,12 @@ struct Uneven {
 }
 
 impl StoreAccess for Uneven {
-    fn with<T>(&self, f: impl FnOnce(&Store) -> loaderx::Result<T>) -> loaderx::Result<T> {
+    fn with<T>(&self, f: impl FnOnce(&dyn Records) -> loaderx::Result<T>) -> loaderx::Result<T> {
         let start = self.starts.fetch_add(1, Ordering::SeqCst);
         if start % 4 == 1 {
             std::thread::sleep(Duration::from_millis(40));
         }
-        let out = f(&self.store);
+        let out = f(&*self.store);
         let end = self.ends.fetch_add(1, Ordering::SeqCst);
         self.log.lock().unwrap().push((start, end));
         out
@@ -356,7 +357,7 @@ impl Faulty {
 }
 
 impl StoreAccess for Faulty {
-    fn with<T>(&self, f: impl FnOnce(&Store) -> loaderx::Result<T>) -> loaderx::Result<T> {
+    fn with<T>(&self, f: impl FnOnce(&dyn Records) -> loaderx::Result<T>) -> loaderx::Result<T> {
         let call = self.calls.fetch_add(1, Ordering::SeqCst);
         if call > 0 {
             std::thread::sleep(self.delay);
@@ -370,7 +371,7 @@ impl StoreAccess for Faulty {
         if call == self.panic_at {
             panic!("boom at call {call}");
         }
-        f(&self.store)
+        f(&*self.store)
     }
 }
 

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use arrow_array::ArrayRef;
 use arrow_schema::{ArrowError, Field, FieldRef};
+use loaderx::access::Records;
 use loaderx::arrow::{self as la, StoreAccess};
 use loaderx::error::Kind;
 use loaderx::ragged::Packed;
-use loaderx::access::Records;
 use loaderx::Error;
 use numpy::PyReadonlyArray1;
 use pyo3::exceptions::PyValueError;

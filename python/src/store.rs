@@ -10,10 +10,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::{RwLock, RwLockWriteGuard};
 
-use loaderx::error::Kind;
-use loaderx::ragged::Packed;
 use loaderx::access::Records;
 use loaderx::concat::Concat;
+use loaderx::error::Kind;
+use loaderx::ragged::Packed;
 use loaderx::{Codec, DType, Error, Schema, Store as Engine};
 use numpy::{
     PyArrayDescr, PyArrayDescrMethods, PyReadonlyArray1, PyUntypedArray, PyUntypedArrayMethods,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use datafusion::error::DataFusionError;
 use datafusion::prelude::SessionContext;
-use loaderx::arrow::StoreAccess;
+use loaderx::arrow::{Records, StoreAccess};
 use loaderx::error::{cause, Cause};
 use loaderx::{Codec, DType, Error, Schema, Store};
 use loaderx_datafusion::{Options, StoreTable};
@@ -22,7 +22,7 @@ struct Flaky {
 }
 
 impl StoreAccess for Flaky {
-    fn with<T>(&self, f: impl FnOnce(&Store) -> loaderx::Result<T>) -> loaderx::Result<T> {
+    fn with<T>(&self, f: impl FnOnce(&dyn Records) -> loaderx::Result<T>) -> loaderx::Result<T> {
         if self.failing.load(Ordering::SeqCst) {
             return Err(Error::Io {
                 path: PathBuf::from("/flaky/image/data.zr"),
