@@ -20,7 +20,7 @@ Modules:
 """
 
 from ._sql import sql
-from .table import Table, commit_shards, new_shard, open_table
+from .table import Table, commit_shards, ingest_sharded, new_shard, open_table
 from .zrecord import DICT_TIERS, Corrupted, DenseStore, RaggedStore, StoreBusy
 
 __all__ = [
@@ -34,4 +34,5 @@ __all__ = [
     "Table",
     "new_shard",
     "commit_shards",
+    "ingest_sharded",
 ]

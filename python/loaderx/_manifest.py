@@ -81,7 +81,9 @@ def read_manifest(path: str) -> dict:
         if not isinstance(name, str) or not _NAME.match(name):
             raise _bad(path, f"shard {i} must have a plain directory 'name', got {name!r}")
         if type(rows) is not int or rows < 0:
-            raise _bad(path, f"shard {name!r} must have a non-negative integer 'rows', got {rows!r}")
+            raise _bad(
+                path, f"shard {name!r} must have a non-negative integer 'rows', got {rows!r}"
+            )
         if name in seen:
             raise _bad(path, f"shard {name!r} is listed twice")
         seen.add(name)
@@ -185,9 +187,7 @@ def commit_shards(path, shards) -> int:
         if is_sharded(path):
             current = read_manifest(path)
         else:
-            if any(
-                os.path.isfile(os.path.join(path, d, "meta.zr")) for d in os.listdir(path)
-            ):
+            if any(os.path.isfile(os.path.join(path, d, "meta.zr")) for d in os.listdir(path)):
                 raise ValueError(
                     f"{path} is a plain table (it holds stores directly); "
                     "shards go into a directory of their own"

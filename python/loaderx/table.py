@@ -34,7 +34,7 @@ from ._manifest import commit_shards, is_sharded, new_shard, read_manifest
 from ._streams import StoreBase, check_path
 from .zrecord import DenseStore, RaggedStore
 
-__all__ = ["Table", "open_table", "new_shard", "commit_shards"]
+__all__ = ["Table", "open_table", "new_shard", "commit_shards", "ingest_sharded"]
 
 
 def open_store(path: str, readonly: bool = True):
@@ -255,3 +255,160 @@ def open_table(path, readonly: bool = True) -> Table:
                 f"has {lengths[first]} rows and column {name!r} has {n}"
             )
     return Table(path, columns)
+
+
+def _chunks(total: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` contiguous, near-equal ``(offset, length)`` ranges of ``total``."""
+    parts = max(1, min(parts, total))
+    base, extra = divmod(total, parts)
+    out, at = [], 0
+    for k in range(parts):
+        n = base + (k < extra)
+        out.append((at, n))
+        at += n
+    return out
+
+
+def _parquet_tasks(pa, source: str, shards: int | None, workers: int):
+    """One reader factory per shard: consecutive row groups of the file."""
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(source).metadata
+    groups = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+    want = shards or 2 * workers
+    tasks = []
+    for at, n in _chunks(len(groups), want):
+        picked = list(range(at, at + n))
+
+        def reader(picked=picked):
+            pf = pq.ParquetFile(source)
+            return pa.RecordBatchReader.from_batches(
+                pf.schema_arrow, pf.iter_batches(row_groups=picked, batch_size=16384)
+            )
+
+        tasks.append(reader)
+    return tasks
+
+
+def ingest_sharded(
+    source,
+    path,
+    *,
+    codec: str = "zstd",
+    dict_bytes: bytes | None = None,
+    workers: int | None = None,
+    shards: int | None = None,
+) -> Table:
+    """Ingests ``source`` into a sharded table at ``path`` on ``workers``
+    threads, each writing its own shards, then commits them all at once;
+    returns the table, opened read-only.
+
+    ``source`` is a Parquet file path (split by row groups, each worker
+    reading its own), a pyarrow Table (split into row ranges without
+    copying), or any other ``__arrow_c_stream__`` source (read in order and
+    cut into runs of about 64 MiB, one per shard, at most two per worker in
+    memory). ``shards`` is how many shards to cut a file or Table into
+    (default: two per worker, fewer when the source is small); ``workers``
+    defaults to the CPU count. The column mapping is
+    :func:`loaderx.arrow.ingest`'s; row order is the source's. ``path`` may
+    be new or an existing sharded table (the shards are appended). On any
+    error every shard this call wrote is removed and nothing is committed.
+    Needs pyarrow.
+    """
+    import concurrent.futures as cf
+    import shutil
+
+    from ._streams import check_codec, require_pyarrow
+
+    pa = require_pyarrow()
+    path = check_path(path)
+    blob = check_codec(codec, dict_bytes)
+    if workers is None:
+        workers = os.cpu_count() or 1
+    if type(workers) is not int or workers < 1:
+        raise ValueError(f"workers must be a positive int, got {workers!r}")
+    if shards is not None and (type(shards) is not int or shards < 1):
+        raise ValueError(f"shards must be a positive int or None, got {shards!r}")
+    if os.path.isdir(path) and not is_sharded(path):
+        if any(os.path.isfile(os.path.join(path, d, "meta.zr")) for d in os.listdir(path)):
+            raise ValueError(f"{path} is a plain table; ingest_sharded needs a new directory")
+    if isinstance(source, (str, os.PathLike)):
+        source = check_path(source)
+        if not os.path.isfile(source):
+            raise FileNotFoundError(f"no Parquet file at {source}")
+        tasks = iter(_parquet_tasks(pa, source, shards, workers))
+    elif isinstance(source, pa.Table):
+        table = source
+        ranges = _chunks(table.num_rows, shards or 2 * workers) or [(0, 0)]
+        tasks = iter([(lambda at=at, n=n: table.slice(at, n)) for at, n in ranges])
+    elif hasattr(source, "__arrow_c_stream__"):
+        tasks = _stream_tasks(pa, pa.RecordBatchReader.from_stream(source))
+    else:
+        raise TypeError(
+            "source must be a Parquet file path or support the Arrow PyCapsule "
+            f"interface (__arrow_c_stream__), got {type(source).__name__}"
+        )
+
+    def write(task) -> str:
+        shard = new_shard(path)
+        try:
+            _native.arrow_ingest(task(), shard, codec, blob)
+        except BaseException:
+            shutil.rmtree(shard, ignore_errors=True)
+            raise
+        return shard
+
+    fresh = not os.path.exists(path)
+
+    def discard(shards: list) -> None:
+        for shard in shards:
+            shutil.rmtree(shard, ignore_errors=True)
+        if fresh and os.path.isdir(path) and not os.listdir(path):
+            os.rmdir(path)  # leave nothing behind
+
+    futures: list[cf.Future] = []
+    failed = False
+    with cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="loaderx-ingest") as ex:
+        try:
+            for task in tasks:
+                # At most two shards per worker in flight (bounds a stream's memory).
+                while sum(not f.done() for f in futures) >= 2 * workers:
+                    cf.wait(futures, return_when=cf.FIRST_COMPLETED)
+                if any(f.done() and f.exception() for f in futures):
+                    break
+                futures.append(ex.submit(write, task))
+            cf.wait(futures, return_when=cf.FIRST_EXCEPTION)
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            for f in futures:
+                f.cancel()
+            cf.wait(futures)
+            done = [f for f in futures if not f.cancelled()]
+            written = [f.result() for f in done if f.exception() is None]
+            error = next((f.exception() for f in done if f.exception() is not None), None)
+            if failed or error is not None:
+                discard(written)
+    if error is not None:
+        raise error
+    try:
+        commit_shards(path, written)
+    except BaseException:
+        discard(written)
+        raise
+    return open_table(path)
+
+
+def _stream_tasks(pa, reader, run_bytes: int = 64 << 20):
+    """Runs of consecutive batches of a one-pass stream, one per shard, of
+    about ``run_bytes`` each (at least one run, maybe empty)."""
+    run, size, any_run = [], 0, False
+    for batch in reader:
+        run.append(batch)
+        size += batch.nbytes
+        if size >= run_bytes:
+            yield (lambda run=run: pa.Table.from_batches(run, reader.schema))
+            run, size, any_run = [], 0, True
+    if run or not any_run:
+        yield (lambda run=run: pa.Table.from_batches(run, reader.schema))
