@@ -8,7 +8,9 @@
 //! Training reads stores through the [`sampler`] (each step's indices, a pure
 //! function of the step) and the [`loader`] ([`DataLoader`]: every stream
 //! gathered at the same indices, prefetched ahead, handed over in step
-//! order), over anything that lends a store ([`StoreAccess`]).
+//! order), over anything that lends [`access::Records`] ([`StoreAccess`]):
+//! a store, or a [`concat::Concat`] of read-only stores end to end (the
+//! column of a sharded table).
 //!
 //! This crate is pure Rust: the Python bindings live in `python/` and the
 //! DataFusion and Parquet connectors in `connectors/`.

@@ -38,7 +38,7 @@ def data():
 def write_plain(t, ids, img, toks, codec="zstd"):
     with DenseStore.create(os.path.join(t, "id"), np.int64, (), codec=codec) as s:
         s.append(ids)
-    with DenseStore.create(os.path.join(t, "img"), np.float32, (2, 3), codec=codec) as s:
+    with DenseStore.create(os.path.join(t, "img"), img.dtype, (2, 3), codec=codec) as s:
         s.append(img)
     with RaggedStore.create(os.path.join(t, "tok"), np.int16, codec=codec) as s:
         s.append(toks)
@@ -91,6 +91,18 @@ def test_sharded_table_reads_like_the_plain_one(tables):
         loaderx.parquet.export(s, os.path.join(plain, "..", "s.parquet"))
         pa_p = pq.read_table(os.path.join(plain, "..", "p.parquet"))
         assert pa_p.equals(pq.read_table(os.path.join(plain, "..", "s.parquet")))
+        # datafusion-python sees the same table through the FFI provider.
+        import datafusion
+
+        from loaderx.datafusion import TableProvider
+
+        ctx = datafusion.SessionContext()
+        ctx.register_table("t", TableProvider(s))
+        q = "SELECT record_id, img FROM t WHERE id % 7 = 3 ORDER BY record_id"
+        got = ctx.sql(q).to_arrow_table()
+        want = np.flatnonzero(ids % 7 == 3)
+        assert got["record_id"].to_pylist() == want.tolist()
+        np.testing.assert_array_equal(got["img"].combine_chunks().to_numpy_ndarray(), img[want])
 
 
 @pytest.mark.parametrize("mode", ["sequential", "iid", "cyclic"])
@@ -227,6 +239,13 @@ def test_broken_manifests_fail_to_open_naming_what_broke(tables):
     put(good)
     with loaderx.open_table(sharded) as s:
         assert s.num_rows == N
+    # A shard listed by hand (not through commit_shards) whose dtype differs.
+    ids, img, toks = data()
+    odd = loaderx.new_shard(sharded)
+    write_plain(odd, ids[:2], img[:2].astype(np.float64), toks[:2])
+    put({**doc, "shards": doc["shards"] + [{"name": os.path.basename(odd), "rows": 2}]})
+    with pytest.raises(ValueError, match="dense float64 item_shape.*share one schema"):
+        loaderx.open_table(sharded)
     put({**doc, "shards": []})
     with pytest.raises(ValueError, match="no committed shards"):
         loaderx.open_table(sharded)
