@@ -1,12 +1,16 @@
-"""Plain tables as Ray Data datasets (``pip install 'loaderx[ray]'``).
+"""Tables as Ray Data datasets, and datasets as tables (``pip install
+'loaderx[ray]'``).
 
-:func:`read_table` reads a plain table (see :func:`loaderx.open_table`) into a
+:func:`read_table` reads a plain table (see :func:`loaderx.open_table`) or a
+sharded one (a directory of plain tables plus ``manifest.json``) into a
 ``ray.data.Dataset`` through :class:`TableDatasource`. Read tasks cover
-contiguous record ranges and open the column stores read-only inside the
-workers, so any number of tasks on any number of nodes (sharing the table's
-filesystem) read at once. Each task yields Arrow tables of at most about
-16 MiB, gathering each selected column once per block. Row order is record
-order. Columns, after the UInt64 ``record_id`` (unless ``index_column=None``):
+contiguous record ranges, cut at shard boundaries, and open the column
+stores read-only inside the workers, so any number of tasks on any number
+of nodes (sharing the table's filesystem) read at once. Each task yields
+Arrow tables of at most about 16 MiB, gathering each selected column once
+per block. Row order is record order; ``record_id`` is the global record
+number. Columns, after the UInt64 ``record_id`` (unless
+``index_column=None``):
 
 * dense, ``item_shape == ()`` → a primitive column of the dtype;
 * dense, ``item_shape == S`` → ``arrow.fixed_shape_tensor`` (pyarrow's
@@ -18,6 +22,16 @@ order. Columns, after the UInt64 ``record_id`` (unless ``index_column=None``):
 >>> ds = loaderx.ray.read_table("data/train", columns=["image", "label"])  # doctest: +SKIP
 >>> next(ds.iter_batches(batch_format="numpy"))["image"].shape           # doctest: +SKIP
 (256, 3, 32, 32)
+
+:func:`write_table` (or :class:`TableDatasink` with
+``Dataset.write_datasink``) writes a dataset as a new sharded table: one
+shard per write task, committed by the driver in block order with one
+atomic rename once every task succeeded, and nothing visible on failure.
+Tensor columns become dense stores when every row has one shape, ragged
+stores otherwise.
+
+>>> loaderx.ray.write_table(ds, "data/copy")                               # doctest: +SKIP
+'/abs/data/copy'
 
 ``ray`` is imported only when this module's Ray names are used; without it
 they raise ImportError naming the ``loaderx[ray]`` extra.
@@ -894,14 +908,17 @@ def read_table(
     index_column: str | None = "record_id",
     override_num_blocks: int | None = None,
 ):
-    """The plain table at ``path`` as a ``ray.data.Dataset`` (lazy).
+    """The plain or sharded table at ``path`` (or a read-only
+    :class:`loaderx.Table`) as a ``ray.data.Dataset`` (lazy).
 
     ``columns`` selects and orders columns (None: all, in name order); only
     those are read. ``index_column`` names the UInt64 record number placed
     first (None: omitted). ``override_num_blocks`` sets the number of read
     tasks (each a contiguous record range). Raises FileNotFoundError when
-    ``path`` is not a table directory and ValueError for an unknown column or
-    columns of unequal length, before any task runs.
+    ``path`` is not a table directory, ValueError for an unknown column,
+    columns of unequal length or a writable table handle, and
+    :class:`loaderx.Corrupted` for a manifest that names a missing shard or
+    disagrees with one, before any task runs.
 
     >>> ds = loaderx.ray.read_table("data/train")                      # doctest: +SKIP
     >>> ds.schema()                                                    # doctest: +SKIP
