@@ -1,12 +1,16 @@
-"""Plain tables as Ray Data datasets (``pip install 'loaderx[ray]'``).
+"""Tables as Ray Data datasets, and datasets as tables (``pip install
+'loaderx[ray]'``).
 
-:func:`read_table` reads a plain table (see :func:`loaderx.open_table`) into a
+:func:`read_table` reads a plain table (see :func:`loaderx.open_table`) or a
+sharded one (a directory of plain tables plus ``manifest.json``) into a
 ``ray.data.Dataset`` through :class:`TableDatasource`. Read tasks cover
-contiguous record ranges and open the column stores read-only inside the
-workers, so any number of tasks on any number of nodes (sharing the table's
-filesystem) read at once. Each task yields Arrow tables of at most about
-16 MiB, gathering each selected column once per block. Row order is record
-order. Columns, after the UInt64 ``record_id`` (unless ``index_column=None``):
+contiguous record ranges, cut at shard boundaries, and open the column
+stores read-only inside the workers, so any number of tasks on any number
+of nodes (sharing the table's filesystem) read at once. Each task yields
+Arrow tables of at most about 16 MiB, gathering each selected column once
+per block. Row order is record order; ``record_id`` is the global record
+number. Columns, after the UInt64 ``record_id`` (unless
+``index_column=None``):
 
 * dense, ``item_shape == ()`` → a primitive column of the dtype;
 * dense, ``item_shape == S`` → ``arrow.fixed_shape_tensor`` (pyarrow's
@@ -19,6 +23,16 @@ order. Columns, after the UInt64 ``record_id`` (unless ``index_column=None``):
 >>> next(ds.iter_batches(batch_format="numpy"))["image"].shape           # doctest: +SKIP
 (256, 3, 32, 32)
 
+:func:`write_table` (or :class:`TableDatasink` with
+``Dataset.write_datasink``) writes a dataset as a new sharded table: one
+shard per write task, committed by the driver in block order with one
+atomic rename once every task succeeded, and nothing visible on failure.
+Tensor columns become dense stores when every row has one shape, ragged
+stores otherwise.
+
+>>> loaderx.ray.write_table(ds, "data/copy")                               # doctest: +SKIP
+'/abs/data/copy'
+
 ``ray`` is imported only when this module's Ray names are used; without it
 they raise ImportError naming the ``loaderx[ray]`` extra.
 """
@@ -26,15 +40,18 @@ they raise ImportError naming the ``loaderx[ray]`` extra.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 import numpy as np
 
+from ._errors import Corrupted
+from ._manifest import MANIFEST, is_sharded, read_manifest
 from ._streams import BATCH_BYTES, check_index_column, check_path, require_pyarrow
 from .table import column_names, open_store, open_table
 
 # TableDatasource is built on first access (module __getattr__), so importing
 # this module does not import Ray.
-__all__ = ["read_table", "TableDatasource"]  # noqa: F822
+__all__ = ["read_table", "TableDatasource", "write_table", "TableDatasink"]  # noqa: F822
 
 
 def _require_ray():
@@ -65,16 +82,21 @@ def _check_columns(path: str, columns, available: list[str]) -> list[str]:
     return columns
 
 
-def _row_bytes(store) -> int:
-    """Arrow bytes per record of ``store``, from metadata alone (no record
-    is decoded): exact for dense; for ragged, the stored (compressed) bytes
-    per record plus Ray's per-row offsets and shape, a lower bound that the
-    read tasks refine from the blocks they build."""
-    if store._kind == "dense":
-        return store.dtype.itemsize * int(np.prod(store.item_shape, dtype=np.int64))
-    stats = store._drain().stats()
-    records = max(1, stats["records"])
-    return -(-stats["live_bytes"] // records) + 32
+def _row_bytes(directories: list[str], name: str) -> int:
+    """Arrow bytes per record of column ``name`` over the plain tables (or
+    shards) ``directories``, from metadata alone (no record is decoded):
+    exact for dense; for ragged, the stored (compressed) bytes per record
+    plus Ray's per-row offsets and shape, a lower bound that the read tasks
+    refine from the blocks they build."""
+    live = records = 0
+    for directory in directories:
+        with open_store(os.path.join(directory, name), readonly=True) as store:
+            if store._kind == "dense":
+                return store.dtype.itemsize * int(np.prod(store.item_shape, dtype=np.int64))
+            stats = store._drain().stats()
+            live += stats["live_bytes"]
+            records += stats["records"]
+    return -(-live // max(1, records)) + 32
 
 
 def _ragged_column(name: str, arrow_struct):
@@ -100,46 +122,129 @@ def _ragged_column(name: str, arrow_struct):
     return ext.wrap_array(storage)
 
 
-class _TableReader:
-    """What a read task runs: opens the selected columns read-only, yields
-    Arrow tables over record ranges of at most ``block_rows`` rows, and closes
-    the stores. Picklable (it holds only the path and plan)."""
+def _table_path(path) -> str:
+    """The directory of ``path``: a path, or a read-only table handle (a
+    writable one holds exclusive locks, so every Ray worker opening its
+    stores would fail with StoreBusy)."""
+    if isinstance(path, Mapping) and hasattr(path, "readonly") and hasattr(path, "path"):
+        if not path.readonly:
+            raise ValueError(
+                f"table {path.path!r} is open writable (readonly=False): its exclusive locks "
+                "would make Ray's workers fail with StoreBusy; pass its path, or a table "
+                "opened with loaderx.open_table(path, readonly=True)"
+            )
+        return check_path(path.path)
+    return check_path(path)
 
-    def __init__(self, path, columns, index_column, start, stop, block_rows):
-        self.path = path
+
+def _check_shards(path: str, columns: list[str], parts: list) -> None:
+    """Checks on the driver, from metadata alone, that every shard named by
+    the manifest of the sharded table ``path`` holds ``columns`` with the
+    manifest's row count and the same kind, dtype and item shape as the
+    first shard; raises :class:`~loaderx.Corrupted` naming the shard."""
+    reference = None
+    for directory, _, rows in parts:
+        shard = os.path.basename(directory)
+        try:
+            names = column_names(directory)
+        except ValueError:
+            names = []
+        if names != sorted(columns):
+            raise Corrupted(
+                f"{os.path.join(path, MANIFEST)}: shard {shard!r} holds columns {names}, "
+                f"but the manifest names {columns}"
+            )
+        specs = {}
+        for name in columns:
+            with open_store(os.path.join(directory, name), readonly=True) as store:
+                if len(store) != rows:
+                    raise Corrupted(
+                        f"{os.path.join(path, MANIFEST)}: shard {shard!r} column {name!r} "
+                        f"has {len(store)} rows, but the manifest says {rows}"
+                    )
+                specs[name] = _spec_of_store(store)
+        if reference is None:
+            reference = (shard, specs)
+        for name, spec in specs.items():
+            if spec != reference[1][name]:
+                raise Corrupted(
+                    f"{os.path.join(path, MANIFEST)}: column {name!r} is {_describe(spec)} in "
+                    f"shard {shard!r} but {_describe(reference[1][name])} in shard "
+                    f"{reference[0]!r}"
+                )
+
+
+def _spec_of_store(store) -> tuple:
+    """``(kind, dtype, item_shape)`` of a store (``item_shape`` None for
+    ragged): what every shard of a column must agree on."""
+    if store._kind == "dense":
+        return ("dense", store.dtype.str, tuple(store.item_shape))
+    return ("ragged", store.dtype.str, None)
+
+
+def _describe(spec) -> str:
+    kind, dtype, shape = spec
+    dtype = np.dtype(dtype).name
+    return f"dense {dtype} of item shape {shape}" if kind == "dense" else f"ragged {dtype}"
+
+
+def _pieces(parts: list, lo: int, hi: int) -> list:
+    """Global records ``lo..hi`` cut at shard boundaries: ``(directory,
+    offset, local_lo, local_hi)`` per shard they touch, in order. An empty
+    range is one empty piece of the first part (so a read task of an empty
+    table still yields its one empty block)."""
+    out = []
+    for directory, offset, rows in parts:
+        a, b = max(lo, offset), min(hi, offset + rows)
+        if a < b:
+            out.append((directory, offset, a - offset, b - offset))
+    if not out:
+        out.append((parts[0][0], parts[0][1], 0, 0))
+    return out
+
+
+class _TableReader:
+    """What a read task runs: for each piece ``(directory, offset, lo, hi)``
+    (records ``lo..hi`` of the plain table or shard at ``directory``, whose
+    first record is global record ``offset``), opens the selected columns
+    read-only, yields Arrow tables of at most ``block_rows`` rows, and closes
+    the stores. Picklable (it holds only paths and the plan)."""
+
+    def __init__(self, pieces, columns, index_column, block_rows):
+        self.pieces = pieces
         self.columns = columns
         self.index_column = index_column
-        self.start = start
-        self.stop = stop
         self.block_rows = block_rows
 
     def __call__(self):
-        stores = {}
-        try:
-            for name in self.columns:
-                stores[name] = open_store(os.path.join(self.path, name), readonly=True)
-            lo, rows = self.start, self.block_rows
-            while True:
-                hi = min(self.stop, lo + rows)
-                block = _block(stores, self.index_column, lo, hi)
-                yield block
-                if hi >= self.stop:
-                    break
-                # Size the next block from the bytes this one really took.
-                rows = max(1, BATCH_BYTES * (hi - lo) // max(1, block.nbytes))
-                lo = hi
-        finally:
-            for s in stores.values():
-                s.close()
+        rows = self.block_rows
+        for directory, offset, start, stop in self.pieces:
+            stores = {}
+            try:
+                for name in self.columns:
+                    stores[name] = open_store(os.path.join(directory, name), readonly=True)
+                lo = start
+                while True:
+                    hi = min(stop, lo + rows)
+                    block = _block(stores, self.index_column, lo, hi, offset)
+                    yield block
+                    if hi >= stop:
+                        break
+                    # Size the next block from the bytes this one really took.
+                    rows = max(1, BATCH_BYTES * (hi - lo) // max(1, block.nbytes))
+                    lo = hi
+            finally:
+                for s in stores.values():
+                    s.close()
 
 
-def _block(stores: dict, index_column, lo: int, hi: int):
+def _block(stores: dict, index_column, lo: int, hi: int, offset: int = 0):
     """Records ``lo..hi`` of ``stores`` as a ``pyarrow.Table``: one gather
-    per column."""
+    per column; the index column numbers them from ``offset + lo``."""
     pa = require_pyarrow()
     arrays, names = [], []
     if index_column is not None:
-        arrays.append(pa.array(np.arange(lo, hi, dtype=np.uint64)))
+        arrays.append(pa.array(np.arange(offset + lo, offset + hi, dtype=np.uint64)))
         names.append(index_column)
     index = np.arange(lo, hi, dtype=np.int64)
     for name, store in stores.items():
@@ -171,29 +276,50 @@ def _datasource_class():
     class TableDatasource(Datasource):
         """A ``ray.data.Datasource`` over the plain table at ``path``.
 
-        ``columns`` selects columns (None: all, in name order);
-        ``index_column`` names the UInt64 record-number column placed first
-        (None: none). Use with ``ray.data.read_datasource``, or through
-        :func:`read_table`. The table is checked here, on the driver: a path
-        that is not a table raises FileNotFoundError, an unknown column or
-        columns of unequal length ValueError. Ray's projection pushdown
-        (``ds.select_columns``) narrows the columns read as well.
+        ``path`` is a plain table or a sharded table (a directory of plain
+        tables plus ``manifest.json``), or a read-only :class:`loaderx.Table`
+        (a writable one raises ValueError: its exclusive locks would make
+        every read task fail with StoreBusy). ``columns`` selects columns
+        (None: all, in name order); ``index_column`` names the UInt64
+        record-number column placed first (None: none). Use with
+        ``ray.data.read_datasource``, or through :func:`read_table`. The
+        table is checked here, on the driver, without decoding a record: a
+        path that is not a table raises FileNotFoundError, an unknown column
+        or columns of unequal length ValueError, a manifest that does not
+        match its shards :class:`loaderx.Corrupted`. Ray's projection
+        pushdown (``ds.select_columns``) narrows the columns read as well.
         """
 
         def __init__(self, path, *, columns=None, index_column: str | None = "record_id"):
             super().__init__()
             self._projection_map = None  # the pushdown mixin's state: all columns
-            path = os.path.abspath(check_path(path))
+            path = os.path.abspath(_table_path(path))
             if not os.path.isdir(path):
                 raise FileNotFoundError(f"table directory {path} does not exist")
-            available = column_names(path)
+            if is_sharded(path):
+                manifest = read_manifest(path)  # Corrupted when a shard is missing
+                available = list(manifest["columns"])
+                if not available:
+                    raise ValueError(f"sharded table {path} has no columns (no shard committed)")
+                parts, offset = [], 0
+                for shard in manifest["shards"]:
+                    parts.append((os.path.join(path, shard["name"]), offset, shard["rows"]))
+                    offset += shard["rows"]
+            else:
+                available = column_names(path)
+                parts = None
             columns = _check_columns(path, columns, available)
             check_index_column(index_column, available)
-            # Opening checks every column and their equal lengths; it decodes
-            # no record.
-            with open_table(path, readonly=True) as table:
-                self._num_rows = table.num_rows
+            if parts is None:
+                # Opening checks every column and their equal lengths; it
+                # decodes no record.
+                with open_table(path, readonly=True) as table:
+                    parts = [(path, 0, table.num_rows)]
+            else:
+                _check_shards(path, available, parts)
             self._path = path
+            self._parts = parts
+            self._num_rows = sum(rows for _, _, rows in parts)
             self._columns = columns
             self._index_column = index_column
             # Per column, filled on the driver on first need, for selected
@@ -203,8 +329,7 @@ def _datasource_class():
 
         def _column_row_bytes(self, name: str) -> int:
             if name not in self._row_bytes:
-                with open_store(os.path.join(self._path, name)) as store:
-                    self._row_bytes[name] = _row_bytes(store)
+                self._row_bytes[name] = _row_bytes([d for d, _, _ in self._parts], name)
             return self._row_bytes[name]
 
         def _schema(self, columns, index_column):
@@ -217,7 +342,7 @@ def _datasource_class():
                 fields.append(pa.field(index_column, pa.uint64()))
             for name in columns:
                 if name not in self._fields:
-                    with open_store(os.path.join(self._path, name)) as store:
+                    with open_store(os.path.join(self._parts[0][0], name)) as store:
                         if store._kind == "ragged":
                             self._fields[name] = None
                         else:  # an empty gather decodes nothing
@@ -274,7 +399,8 @@ def _datasource_class():
                     input_files=None,
                     exec_stats=None,
                 )
-                reader = _TableReader(self._path, columns, index_column, lo, hi, block_rows)
+                pieces = _pieces(self._parts, lo, hi)
+                reader = _TableReader(pieces, columns, index_column, block_rows)
                 out.append(
                     ReadTask(reader, meta, schema=schema, per_task_row_limit=per_task_row_limit)
                 )
@@ -296,7 +422,483 @@ def _datasource_class():
 def __getattr__(name: str):
     if name == "TableDatasource":
         return _datasource_class()
+    if name == "TableDatasink":
+        return _sink_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# ----------------------------------------------------------------- writing
+
+#: NumPy dtypes a store holds (Arrow's bool, int, uint and float types).
+_STORE_DTYPES = frozenset(
+    np.dtype(t).str
+    for t in (
+        np.bool_,
+        np.int8,
+        np.int16,
+        np.int32,
+        np.int64,
+        np.uint8,
+        np.uint16,
+        np.uint32,
+        np.uint64,
+        np.float16,
+        np.float32,
+        np.float64,
+    )
+)
+_EXPECTED = "a bool, int, uint or float scalar or tensor (or a list of them)"
+
+
+def _value_dtype(name: str, value_type, found) -> str:
+    """The NumPy dtype string of an Arrow value type a store can hold, or
+    TypeError naming the column, what it expects and ``found``."""
+    pa = require_pyarrow()
+    if not isinstance(value_type, pa.BaseExtensionType):
+        try:
+            dt = np.dtype(value_type.to_pandas_dtype()).str
+        except (NotImplementedError, TypeError):
+            dt = None
+        if dt in _STORE_DTYPES and (
+            pa.types.is_boolean(value_type)
+            or pa.types.is_integer(value_type)
+            or pa.types.is_floating(value_type)
+        ):
+            return dt
+    raise TypeError(f"column {name!r}: expected {_EXPECTED}, found Arrow type {found}")
+
+
+def _column_spec(name: str, typ) -> tuple:
+    """``("dense", dtype, shape)`` or ``("ragged", dtype, None)``: what the
+    Arrow type ``typ`` of one block's column becomes (Ray's fixed-shape
+    tensors and ``arrow.fixed_shape_tensor`` dense, Ray's variable-shaped
+    tensors and lists ragged, primitives dense scalars). TypeError naming the
+    column for any other type (strings, nested lists, timestamps...)."""
+    pa = require_pyarrow()
+    from ray.data.extensions import ArrowVariableShapedTensorType
+
+    fixed = _ray_fixed_tensor_types()
+    if isinstance(typ, fixed):
+        return ("dense", _value_dtype(name, typ.storage_type.value_type, typ), tuple(typ.shape))
+    if isinstance(typ, pa.FixedShapeTensorType):
+        return ("dense", _value_dtype(name, typ.value_type, typ), tuple(typ.shape))
+    if isinstance(typ, ArrowVariableShapedTensorType):
+        return ("ragged", _value_dtype(name, typ.storage_type["data"].type.value_type, typ), None)
+    if pa.types.is_fixed_size_list(typ):
+        dims = []
+        while pa.types.is_fixed_size_list(typ):
+            dims.append(typ.list_size)
+            typ = typ.value_type
+        return ("dense", _value_dtype(name, typ, typ), tuple(dims))
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        return ("ragged", _value_dtype(name, typ.value_type, typ), None)
+    return ("dense", _value_dtype(name, typ, typ), ())
+
+
+def _ray_fixed_tensor_types() -> tuple:
+    from ray.data.extensions import ArrowTensorType
+
+    try:
+        from ray.data.extensions import ArrowTensorTypeV2
+    except ImportError:  # pragma: no cover - older Ray
+        return (ArrowTensorType,)
+    return (ArrowTensorType, ArrowTensorTypeV2)
+
+
+def _merge_specs(name: str, specs: list) -> tuple:
+    """One spec for a column from several blocks' (or shards') specs, in
+    order: dense when all are dense of one item shape, else ragged. The
+    dtypes must agree (TypeError naming the column, the expected dtype,
+    i.e. the first one's, and the one found)."""
+    first = specs[0]
+    for spec in specs[1:]:
+        if spec[1] != first[1]:
+            raise TypeError(
+                f"column {name!r}: expected dtype {np.dtype(first[1]).name} (the dataset's "
+                f"first rows), found {np.dtype(spec[1]).name} in a later block"
+            )
+    if all(s[0] == "dense" and s[2] == first[2] for s in specs):
+        return first
+    return ("ragged", first[1], None)
+
+
+def _flat_values(arr):
+    """The values of the (fixed-size or variable) list array ``arr``, in
+    record order, honouring its slice offset; nested fixed-size lists are
+    flattened to their leaves."""
+    pa = require_pyarrow()
+    if isinstance(arr, pa.ExtensionArray):
+        arr = arr.storage
+    while (
+        pa.types.is_fixed_size_list(arr.type)
+        or pa.types.is_list(arr.type)
+        or (pa.types.is_large_list(arr.type))
+    ):
+        arr = arr.flatten()
+    return arr
+
+
+def _check_no_nulls(name: str, arr) -> None:
+    pa = require_pyarrow()
+    storage = arr.storage if isinstance(arr, pa.ExtensionArray) else arr
+    nulls = storage.null_count
+    if not nulls and hasattr(storage, "flatten") and not pa.types.is_struct(storage.type):
+        nulls = _flat_values(storage).null_count
+    if nulls:
+        raise ValueError(f"column {name!r}: expected no nulls (stores hold none), found {nulls}")
+
+
+def _ragged_type(dtype: str):
+    pa = require_pyarrow()
+    value = pa.from_numpy_dtype(np.dtype(dtype))
+    return pa.struct([("data", pa.large_list(value)), ("shape", pa.list_(pa.int64()))])
+
+
+def _as_target(name: str, arr, spec: tuple, target: tuple):
+    """One block's column ``arr`` (of ``spec``) in the Arrow layout the
+    ingest maps to the ``target`` store: a primitive array (dense scalars),
+    an ``arrow.fixed_shape_tensor`` (dense) or the ragged struct
+    ``{data: LargeList<T>, shape: List<Int64>}`` (Ray's variable-shaped
+    tensor storage, which the ingest takes as is)."""
+    pa = require_pyarrow()
+    _check_no_nulls(name, arr)
+    value = pa.from_numpy_dtype(np.dtype(target[1]))
+    kind, _, shape = spec
+    n = len(arr)
+    if target[0] == "dense":
+        if shape == ():
+            return arr.storage if isinstance(arr, pa.ExtensionArray) else arr
+        if isinstance(arr.type, pa.FixedShapeTensorType):
+            return arr
+        values = _flat_values(arr)
+        size = int(np.prod(shape, dtype=np.int64))
+        storage = pa.FixedSizeListArray.from_arrays(values, size)
+        return pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(value, list(shape)), storage)
+    if kind == "ragged" and isinstance(arr, pa.ExtensionArray):  # Ray's variable-shaped
+        storage = arr.storage
+        return (
+            storage
+            if storage.type == _ragged_type(target[1])
+            else storage.cast(_ragged_type(target[1]))
+        )
+    if kind == "ragged":  # a list column: 1-D records
+        lengths = pa.compute.list_value_length(arr).to_numpy(zero_copy_only=False)
+        lengths = lengths.astype(np.int64)
+        shapes = lengths
+        ndim = 1
+    else:  # dense records of one shape, as ragged records
+        size = int(np.prod(shape, dtype=np.int64))
+        lengths = np.full(n, size, dtype=np.int64)
+        shapes = np.tile(np.asarray(shape, dtype=np.int64), n)
+        ndim = len(shape)
+    values = (
+        _flat_values(arr)
+        if (kind == "ragged" or shape != ())
+        else (arr.storage if isinstance(arr, pa.ExtensionArray) else arr)
+    )
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = pa.LargeListArray.from_arrays(pa.array(offsets), values)
+    shape_offsets = pa.array(np.arange(n + 1, dtype=np.int32) * ndim)
+    shape_arr = pa.ListArray.from_arrays(shape_offsets, pa.array(shapes, pa.int64()))
+    return pa.StructArray.from_arrays([data, shape_arr], ["data", "shape"])
+
+
+def _target_field(name: str, target: tuple):
+    pa = require_pyarrow()
+    kind, dtype, shape = target
+    value = pa.from_numpy_dtype(np.dtype(dtype))
+    if kind == "ragged":
+        return pa.field(name, _ragged_type(dtype), nullable=False)
+    if shape == ():
+        return pa.field(name, value, nullable=False)
+    return pa.field(name, pa.fixed_shape_tensor(value, list(shape)), nullable=False)
+
+
+def _plan_blocks(tables: list) -> tuple[list[str], dict]:
+    """The column names (those of the first block) and, per column, the
+    merged spec of ``tables`` (pyarrow tables of at least one row)."""
+    names = tables[0].column_names
+    per_column = {name: [] for name in names}
+    for t in tables:
+        if sorted(t.column_names) != sorted(names):
+            raise ValueError(
+                f"every block must have the same columns, but one has {t.column_names} "
+                f"and another {names}"
+            )
+        for name in names:
+            per_column[name].append(_column_spec(name, t.schema.field(name).type))
+    return names, {name: _merge_specs(name, specs) for name, specs in per_column.items()}
+
+
+def _block_specs(t, names) -> dict:
+    return {name: _column_spec(name, t.schema.field(name).type) for name in names}
+
+
+def _write_shard(tables: list, shard: str, codec: str) -> tuple[int, dict]:
+    """Writes ``tables`` (pyarrow tables, in order) as one plain table in the
+    new directory ``shard``: one store per column. Returns ``(rows, specs)``."""
+    pa = require_pyarrow()
+    from . import _native
+
+    names, targets = _plan_blocks(tables)
+    schema = pa.schema([_target_field(name, targets[name]) for name in names])
+
+    def batches():
+        for t in tables:
+            specs = _block_specs(t, names)
+            for batch in t.select(names).to_batches():
+                arrays = [
+                    _as_target(name, batch.column(i), specs[name], targets[name])
+                    for i, name in enumerate(names)
+                ]
+                yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    reader = pa.RecordBatchReader.from_batches(schema, batches())
+    _native.arrow_ingest(reader, shard, codec, None)
+    return sum(t.num_rows for t in tables), targets
+
+
+def _to_ragged_column(shard: str, name: str, codec: str) -> None:
+    """Rewrites the dense column ``name`` of the uncommitted shard ``shard``
+    as a ragged store of the same records (each of the dense item shape)."""
+    import shutil
+
+    from .zrecord import RaggedStore
+
+    column = os.path.join(shard, name)
+    tmp = os.path.join(shard, f".ragged-{name}")
+    old = os.path.join(shard, f".dense-{name}")
+    with open_store(column, readonly=True) as dense:
+        n = len(dense)
+        ragged = RaggedStore.create(tmp, dense.dtype, codec)
+        try:
+            row_bytes = max(1, dense.dtype.itemsize * int(np.prod(dense.item_shape)))
+            step = max(1, BATCH_BYTES // row_bytes)
+            for lo in range(0, n, step):
+                ragged.append(dense.to_arrow(np.arange(lo, min(n, lo + step))))
+        finally:
+            ragged.close()
+    os.rename(column, old)
+    os.rename(tmp, column)
+    shutil.rmtree(old)
+
+
+def _sink_class():
+    """Builds :class:`TableDatasink` on first use (Ray is imported then)."""
+    cached = globals().get("_TableDatasink")
+    if cached is not None:
+        return cached
+    _require_ray()
+    from ray.data.block import BlockAccessor
+    from ray.data.datasource import Datasink
+
+    class TableDatasink(Datasink):
+        """A ``ray.data.Datasink`` writing a dataset as a new sharded table at
+        ``path`` (for ``Dataset.write_datasink``; :func:`write_table` wraps it).
+
+        Each write task writes the blocks it is given as one shard (a plain
+        table, one store per column, compressed with ``codec``); when every
+        task has succeeded the driver commits the shards in task order (the
+        dataset's block order when ``DataContext.execution_options.
+        preserve_order`` is set, as :func:`write_table` does) with one atomic
+        rename of the manifest. On any failure the shards of this write are
+        removed and nothing becomes visible. ``path`` must not exist or be an
+        empty directory (FileExistsError otherwise, raised here); the table's
+        filesystem must be shared by the write tasks and the driver.
+
+        Columns: a bool, int, uint or float scalar becomes a dense store of
+        scalars; a tensor column (Ray's tensor types or Arrow's
+        ``fixed_shape_tensor``) a dense store when every row of the dataset
+        has one shape, a ragged store otherwise, its dtype kept; a list
+        column a ragged store of 1-D records. Each task decides from its own
+        blocks; when the shards disagree (one block's rows all of one shape,
+        another's of another), the driver rewrites that column of the
+        shards that came out dense as ragged before committing, so every
+        shard agrees. Other types (strings, nested lists, ...) raise
+        TypeError naming the column, what it expects and what it found, as
+        do dtypes that differ between blocks.
+        """
+
+        def __init__(self, path, codec: str = "zstd"):
+            import secrets
+
+            from ._streams import check_codec
+
+            path = os.path.abspath(_table_path(path))
+            check_codec(codec, None)
+            _check_new_target(path)
+            self._path = path
+            self._codec = codec
+            self._existed = os.path.isdir(path)
+            # Names this write's shards (and only them): shard-<token>-<task>-<rand>.
+            self._token = secrets.token_hex(6)
+            self._rows = None
+
+        @property
+        def path(self) -> str:
+            return self._path
+
+        @property
+        def num_rows(self):
+            """The table's row count once committed (None before)."""
+            return self._rows
+
+        def get_name(self) -> str:
+            return "LoaderxTable"
+
+        def on_write_start(self, schema=None) -> None:
+            _check_new_target(self._path)
+            os.makedirs(self._path, exist_ok=True)
+
+        def write(self, blocks, ctx):
+            import secrets
+            import shutil
+
+            tables = []
+            for b in blocks:
+                t = BlockAccessor.for_block(b).to_arrow()
+                if t.num_rows:
+                    tables.append(t)
+            task = int(getattr(ctx, "task_idx", 0))
+            if not tables:
+                return {"task": task, "shard": None, "rows": 0, "columns": None}
+            os.makedirs(self._path, exist_ok=True)
+            name = f"shard-{self._token}-{task:06d}-{secrets.token_hex(4)}"
+            shard = os.path.join(self._path, name)
+            os.mkdir(shard)
+            try:
+                rows, specs = _write_shard(tables, shard, self._codec)
+            except BaseException:
+                shutil.rmtree(shard, ignore_errors=True)
+                raise
+            return {"task": task, "shard": name, "rows": rows, "columns": specs}
+
+        def on_write_complete(self, write_result) -> None:
+            from ._manifest import commit_shards
+
+            try:
+                done = [r for r in write_result.write_returns if r and r["shard"]]
+                done.sort(key=lambda r: r["task"])
+                if not done:
+                    raise ValueError("the dataset has no rows: there is nothing to write")
+                names = list(done[0]["columns"])
+                for r in done[1:]:
+                    if sorted(r["columns"]) != sorted(names):
+                        raise ValueError(
+                            f"every block must have the same columns, but one has "
+                            f"{list(r['columns'])} and another {names}"
+                        )
+                for name in names:
+                    target = _merge_specs(name, [r["columns"][name] for r in done])
+                    for r in done:
+                        if r["columns"][name] != target:  # dense here, ragged elsewhere
+                            _to_ragged_column(
+                                os.path.join(self._path, r["shard"]), name, self._codec
+                            )
+                            r["columns"][name] = target
+                _check_new_target(self._path, ours=self._token)
+                self._rows = commit_shards(
+                    self._path, [os.path.join(self._path, r["shard"]) for r in done]
+                )
+            except BaseException:
+                self._clean_up()
+                raise
+            self._clean_up()  # a retried task's leftover shard, if any
+
+        def on_write_failed(self, error) -> None:
+            self._clean_up()
+
+        def _clean_up(self) -> None:
+            """Removes this write's uncommitted shards; when nothing was
+            committed, whatever else this write created (the lock file, the
+            directory)."""
+            import json
+            import shutil
+
+            from ._manifest import _LOCK
+
+            path = self._path
+            if not os.path.isdir(path):
+                return
+            committed = set()
+            manifest = os.path.join(path, MANIFEST)
+            if os.path.isfile(manifest):
+                try:
+                    with open(manifest, "rb") as f:
+                        committed = {s["name"] for s in json.load(f)["shards"]}
+                except (OSError, ValueError, KeyError, TypeError):
+                    return  # not ours to judge: leave everything
+            prefix = f"shard-{self._token}-"
+            for entry in os.listdir(path):
+                if entry.startswith(prefix) and entry not in committed:
+                    shutil.rmtree(os.path.join(path, entry), ignore_errors=True)
+            if not os.path.isfile(manifest):
+                left = os.listdir(path)
+                if left == [_LOCK]:
+                    os.unlink(os.path.join(path, _LOCK))
+                    left = []
+                if not left and not self._existed:
+                    os.rmdir(path)
+
+        def __repr__(self) -> str:
+            return f"TableDatasink(path={self._path!r}, codec={self._codec!r})"
+
+    TableDatasink.__module__ = __name__
+    TableDatasink.__qualname__ = "TableDatasink"
+    globals()["_TableDatasink"] = TableDatasink
+    return TableDatasink
+
+
+def _check_new_target(path: str, ours: str | None = None) -> None:
+    """FileExistsError unless ``path`` is missing or an empty directory
+    (with ``ours``: holding nothing but this write's shards and the lock)."""
+    from ._manifest import _LOCK
+
+    if not os.path.exists(path):
+        return
+    if not os.path.isdir(path):
+        raise FileExistsError(
+            f"{path} exists and is not a directory: write_table makes a new table"
+        )
+    others = [
+        e for e in os.listdir(path) if not (ours and (e.startswith(f"shard-{ours}-") or e == _LOCK))
+    ]
+    if others:
+        raise FileExistsError(
+            f"{path} is not empty (it holds {sorted(others)[:3]}...): write_table makes a new "
+            "table and does not append to or overwrite an existing one"
+        )
+
+
+def write_table(dataset, path, *, codec: str = "zstd") -> str:
+    """Writes the ``ray.data.Dataset`` ``dataset`` as a new sharded table at
+    ``path`` and returns the table's absolute path.
+
+    Several blocks are written by several write tasks in parallel, each into
+    its own shard; the driver then commits every shard at once (one atomic
+    rename of the manifest) in the dataset's block order, which is the
+    table's row order (this call sets ``preserve_order`` for its own
+    execution). On any failure nothing becomes visible. ``path`` must not
+    exist or be an empty directory (FileExistsError). Column mapping and
+    errors as in :class:`TableDatasink`. Read it back with
+    :func:`read_table`.
+
+    >>> loaderx.ray.write_table(ds, "data/train")       # doctest: +SKIP
+    '/abs/data/train'
+    """
+    ray = _require_ray()
+    if not isinstance(dataset, ray.data.Dataset):
+        raise TypeError(f"dataset must be a ray.data.Dataset, got {type(dataset).__name__}")
+    sink = _sink_class()(path, codec=codec)
+    options = dataset.context.execution_options
+    saved = options.preserve_order
+    options.preserve_order = True
+    try:
+        dataset.write_datasink(sink)
+    finally:
+        options.preserve_order = saved
+    return sink.path
 
 
 def read_table(
@@ -306,14 +908,17 @@ def read_table(
     index_column: str | None = "record_id",
     override_num_blocks: int | None = None,
 ):
-    """The plain table at ``path`` as a ``ray.data.Dataset`` (lazy).
+    """The plain or sharded table at ``path`` (or a read-only
+    :class:`loaderx.Table`) as a ``ray.data.Dataset`` (lazy).
 
     ``columns`` selects and orders columns (None: all, in name order); only
     those are read. ``index_column`` names the UInt64 record number placed
     first (None: omitted). ``override_num_blocks`` sets the number of read
     tasks (each a contiguous record range). Raises FileNotFoundError when
-    ``path`` is not a table directory and ValueError for an unknown column or
-    columns of unequal length, before any task runs.
+    ``path`` is not a table directory, ValueError for an unknown column,
+    columns of unequal length or a writable table handle, and
+    :class:`loaderx.Corrupted` for a manifest that names a missing shard or
+    disagrees with one, before any task runs.
 
     >>> ds = loaderx.ray.read_table("data/train")                      # doctest: +SKIP
     >>> ds.schema()                                                    # doctest: +SKIP

@@ -20,6 +20,8 @@ CASES = [
     ("torch_train.py", ["--steps", "5"], ["torch"]),
     # Spawns its ranks itself; without torch they run the data path only.
     ("ddp_train.py", ["--steps", "5", "--world-size", "2"], []),
+    # A local Ray: Ray Train workers (or one actor per rank), then a resume.
+    ("ray_train.py", ["--steps", "8", "--resume-at", "5"], ["ray"]),
 ]
 
 

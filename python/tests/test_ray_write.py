@@ -1,0 +1,391 @@
+"""loaderx.ray over sharded tables: read_table across shards, write_table /
+TableDatasink (one shard per write task, committed by the driver, nothing
+visible on failure), on a local Ray instance of two CPUs."""
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import loaderx
+from loaderx import DenseStore, RaggedStore
+from loaderx._manifest import commit_shards, new_shard, read_manifest
+from loaderx.dataloader import DataLoader
+
+ray = pytest.importorskip("ray")
+import loaderx.ray as lray  # noqa: E402 - after the importorskip
+
+# Ray workers cannot import this test module: pickle its functions by value.
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(loaderx.__file__)))
+SHARD_ROWS = [7, 0, 13, 30]  # one empty shard in the middle
+N = sum(SHARD_ROWS)
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    """Shuts Ray down after the module (whichever test started it)."""
+    env = {
+        "RAY_USAGE_STATS_ENABLED": "0",
+        # Ray Train's v2 API needs pydantic; the v1 trainer runs without it.
+        "RAY_TRAIN_V2_ENABLED": "0",
+        # Workers import loaderx from the same place as this process.
+        "PYTHONPATH": os.pathsep.join(
+            p for p in [PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")] if p
+        ),
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    yield
+    ray.shutdown()
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture
+def local_ray(ray_session):
+    """A local Ray instance of two CPUs, started once and shared."""
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.execution_options.preserve_order = True
+    return ray
+
+
+def _records(i):
+    """Record i of every column: everything derived from i."""
+    return {
+        "x": np.full((2, 3), i, np.float32) + np.arange(6, dtype=np.float32).reshape(2, 3),
+        "y": np.int64(i * 1_000_003 - 2**40),
+        "r": np.full((i % 4 + 1, 3), i, np.int16),
+        "b": np.array([i % 2 == 0, i % 3 == 0]),
+    }
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory):
+    """A sharded table of shards of SHARD_ROWS rows (x dense float32 (2, 3),
+    y int64, r ragged int16 of shapes (k, 3)), committed in order."""
+    root = str(tmp_path_factory.mktemp("sharded") / "t")
+    shards, i = [], 0
+    for rows in SHARD_ROWS:
+        shard = new_shard(root)
+        recs = [_records(j) for j in range(i, i + rows)]
+        with DenseStore.create(os.path.join(shard, "x"), np.float32, (2, 3)) as s:
+            if recs:
+                s.append(np.stack([r["x"] for r in recs]))
+        with DenseStore.create(os.path.join(shard, "y"), np.int64, ()) as s:
+            if recs:
+                s.append(np.array([r["y"] for r in recs]))
+        with RaggedStore.create(os.path.join(shard, "r"), np.int16) as s:
+            if recs:
+                s.append([r["r"] for r in recs])
+        shards.append(shard)
+        i += rows
+    assert commit_shards(root, shards) == N
+    return root
+
+
+def _batches(ds):
+    return list(ds.iter_batches(batch_format="numpy", batch_size=None))
+
+
+# ------------------------------------------------------------------ reading
+
+
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_read_sharded_table_in_record_order(local_ray, sharded, k):
+    ds = lray.read_table(sharded, override_num_blocks=k)
+    assert ds.schema().names == ["record_id", "r", "x", "y"]
+    batches = _batches(ds)
+    rid = np.concatenate([b["record_id"] for b in batches])
+    np.testing.assert_array_equal(rid, np.arange(N, dtype=np.uint64))  # global ids, in order
+    x = np.concatenate([b["x"] for b in batches])
+    y = np.concatenate([b["y"] for b in batches])
+    r = [rec for b in batches for rec in b["r"]]
+    for i in range(N):
+        want = _records(i)
+        assert x[i].tobytes() == want["x"].tobytes()
+        assert y[i] == want["y"]
+        assert r[i].dtype == np.int16 and r[i].shape == want["r"].shape
+        assert r[i].tobytes() == want["r"].tobytes()
+
+
+def test_read_tasks_cover_contiguous_ranges_across_shards(sharded):
+    source = lray.TableDatasource(sharded, columns=["y"])
+    assert source.num_rows == N
+    assert source.estimate_inmemory_data_size() == N * (8 + 8)
+    tasks = source.get_read_tasks(4)
+    assert [t.metadata.num_rows for t in tasks] == [12, 13, 12, 13]
+    assert tasks[0].schema.names == ["record_id", "y"]
+    # What the tasks run, in process: a task cuts its range at shard
+    # boundaries (shard 0: records 0..7, shard 1 empty, shard 2: 7..20).
+    got = []
+    for t in tasks:
+        got.append([block.num_rows for block in t()])
+    assert got == [[7, 5], [8, 5], [12], [13]]
+    got = [block for t in tasks for block in t()]
+    rid = np.concatenate([b.column("record_id").to_numpy() for b in got])
+    np.testing.assert_array_equal(rid, np.arange(N, dtype=np.uint64))
+    y = np.concatenate([b.column("y").to_numpy() for b in got])
+    np.testing.assert_array_equal(y, [_records(i)["y"] for i in range(N)])
+
+
+def test_read_sharded_projection(local_ray, sharded):
+    ds = lray.read_table(sharded, columns=["y"], index_column="row")
+    assert ds.schema().names == ["row", "y"]
+    rows = ds.take_all()
+    assert [row["row"] for row in rows] == list(range(N))
+    assert [row["y"] for row in rows] == [_records(i)["y"] for i in range(N)]
+    # Ray's select_columns is pushed into the read as well.
+    ds = lray.read_table(sharded).select_columns(["record_id", "x"])
+    assert ds.schema().names == ["record_id", "x"]
+    b = _batches(ds)
+    assert all(set(batch) == {"record_id", "x"} for batch in b)
+    assert sum(len(batch["x"]) for batch in b) == N
+
+
+def test_read_sharded_bad_input(sharded, tmp_path):
+    import shutil
+
+    with pytest.raises(ValueError, match=r"no column 'z'.*\['r', 'x', 'y'\]"):
+        lray.read_table(sharded, columns=["z"])
+    with pytest.raises(ValueError, match="at least one column"):
+        lray.read_table(sharded, columns=[])
+    copy = tmp_path / "t"
+    shutil.copytree(sharded, copy)
+    names = [s["name"] for s in read_manifest(copy)["shards"]]
+    # A shard whose rows differ from the manifest's count.
+    doc = json.loads((copy / "manifest.json").read_text())
+    doc["shards"][0]["rows"] += 1
+    (copy / "manifest.json").write_text(json.dumps(doc))
+    with pytest.raises(loaderx.Corrupted, match=rf"shard '{names[0]}' column 'r' has 7 rows"):
+        lray.read_table(copy)
+    doc["shards"][0]["rows"] -= 1
+    (copy / "manifest.json").write_text(json.dumps(doc))
+    lray.TableDatasource(copy)  # intact again
+    # A shard the manifest names is missing: the manifest's own error.
+    os.rename(copy / names[2], copy / "gone")
+    with pytest.raises(loaderx.Corrupted, match=rf"names shard '{names[2]}'.*missing"):
+        lray.read_table(copy)
+
+
+def test_table_handles(local_ray, sharded, tmp_path):
+    with DenseStore.create(tmp_path / "p" / "a", np.int32, ()) as s:
+        s.append(np.arange(5, dtype=np.int32))
+    with loaderx.open_table(tmp_path / "p", readonly=False) as t:
+        with pytest.raises(ValueError, match="readonly=False"):
+            lray.read_table(t)
+    with loaderx.open_table(tmp_path / "p", readonly=True) as t:
+        ds = lray.read_table(t)
+        assert [row["a"] for row in ds.take_all()] == [0, 1, 2, 3, 4]
+    with loaderx.open_table(tmp_path / "p", readonly=False) as t:
+        with pytest.raises(ValueError, match="readonly=False"):
+            lray.write_table(ray.data.range(3), t)
+
+
+# ------------------------------------------------------------------ writing
+
+
+def _make(batch):
+    ids = batch["id"]
+    recs = [_records(int(i)) for i in ids]
+    r = np.empty(len(recs), dtype=object)
+    r[:] = [rec["r"] for rec in recs]
+    return {
+        "id": ids,
+        "x": np.stack([rec["x"] for rec in recs]),
+        "y": np.array([rec["y"] for rec in recs]),
+        "r": r,
+        "b": np.stack([rec["b"] for rec in recs]),
+    }
+
+
+def _kinds(path):
+    """``{column: (kind, dtype, item_shape)}`` per shard, from the stores."""
+    out = []
+    for s in read_manifest(path)["shards"]:
+        shard = {}
+        for name, store in loaderx.table.open_columns(os.path.join(path, s["name"])).items():
+            shard[name] = (store._kind, store.dtype, getattr(store, "item_shape", None))
+            store.close()
+        out.append(shard)
+    return out
+
+
+def test_write_table_round_trip(local_ray, tmp_path):
+    n, blocks = 50, 4
+    ds = ray.data.range(n, override_num_blocks=blocks).map_batches(_make).materialize()
+    sizes = [len(b["id"]) for b in _batches(ds)]  # one batch per block
+    assert len(sizes) >= blocks
+    path = lray.write_table(ds, tmp_path / "out")
+    assert path == str(tmp_path / "out")
+    manifest = read_manifest(path)
+    assert manifest["columns"] == ["b", "id", "r", "x", "y"]
+    assert [s["rows"] for s in manifest["shards"]] == sizes  # one shard per block, in order
+    for shard in _kinds(path):
+        assert shard["x"] == ("dense", np.float32, (2, 3))
+        assert shard["y"] == ("dense", np.int64, ())
+        assert shard["id"] == ("dense", np.int64, ())
+        assert shard["b"] == ("dense", np.bool_, (2,))
+        assert shard["r"][:2] == ("ragged", np.int16)
+    got = lray.read_table(path, override_num_blocks=3)
+    batches = _batches(got)
+    rid = np.concatenate([b["record_id"] for b in batches])
+    np.testing.assert_array_equal(rid, np.arange(n, dtype=np.uint64))
+    np.testing.assert_array_equal(np.concatenate([b["id"] for b in batches]), np.arange(n))
+    r = [rec for b in batches for rec in b["r"]]
+    for name in ("x", "y", "b"):
+        col = np.concatenate([b[name] for b in batches])
+        want = np.stack([_records(i)[name] for i in range(n)])
+        assert col.dtype == want.dtype and col.tobytes() == want.tobytes(), name
+    for i in range(n):
+        assert r[i].shape == _records(i)["r"].shape
+        assert r[i].tobytes() == _records(i)["r"].tobytes()
+
+
+def test_shapes_differing_only_across_blocks_make_a_ragged_column(local_ray, tmp_path):
+    # Block k holds rows of shape (k + 1,): each block alone is one dense
+    # tensor; over the dataset the column must be ragged in every shard.
+    def make(batch):
+        k = int(batch["id"][0]) // 4
+        return {
+            "v": np.stack([np.full(k + 1, i, np.uint16) for i in batch["id"]]),
+            "w": np.stack([np.full(3, i, np.float64) for i in batch["id"]]),
+        }
+
+    ds = ray.data.range(12, override_num_blocks=3).map_batches(make)
+    path = lray.write_table(ds, tmp_path / "out", codec="raw")
+    kinds = _kinds(path)
+    assert len(kinds) == 3
+    assert all(shard["v"][:2] == ("ragged", np.uint16) for shard in kinds)
+    assert all(shard["w"] == ("dense", np.float64, (3,)) for shard in kinds)
+    assert sorted(os.listdir(path)) == sorted(
+        [s["name"] for s in read_manifest(path)["shards"]] + ["manifest.json", ".manifest.lock"]
+    )
+    rows = lray.read_table(path).take_all()
+    for i, row in enumerate(rows):
+        assert row["record_id"] == i
+        np.testing.assert_array_equal(row["v"], np.full(i // 4 + 1, i, np.uint16))
+        assert row["v"].dtype == np.uint16
+        np.testing.assert_array_equal(row["w"], np.full(3, i, np.float64))
+
+
+def test_table_datasink_with_write_datasink(local_ray, tmp_path):
+    sink = lray.TableDatasink(tmp_path / "out", codec="zstd")
+    ray.data.range(10, override_num_blocks=2).write_datasink(sink)
+    assert sink.num_rows == 10
+    assert [r["id"] for r in lray.read_table(sink.path).take_all()] == list(range(10))
+
+
+def _assert_nothing_visible(path, existed):
+    if existed:
+        assert os.listdir(path) == []
+    else:
+        assert not os.path.exists(path)
+
+
+@pytest.mark.parametrize("existed", [False, True])
+def test_a_row_of_the_wrong_type_leaves_nothing(local_ray, tmp_path, existed):
+    import pyarrow as pa
+
+    path = tmp_path / "out"
+    if existed:
+        path.mkdir()
+    good = pa.table({"y": pa.array(np.arange(5, dtype=np.int64))})
+    bad = pa.table({"y": pa.array(["a", "b"])})
+    ds = ray.data.from_arrow([good, good, bad])
+    with pytest.raises(
+        TypeError, match=r"column 'y': expected a bool, int.*found Arrow type string"
+    ):
+        lray.write_table(ds, path)
+    _assert_nothing_visible(path, existed)
+    # A later block of another dtype: found on the driver, before the commit.
+    other = pa.table({"y": pa.array(np.arange(3, dtype=np.float64))})
+    ds = ray.data.from_arrow([good, other])
+    with pytest.raises(TypeError, match=r"column 'y': expected dtype int64.*found float64"):
+        lray.write_table(ds, path)
+    _assert_nothing_visible(path, existed)
+    # Nulls have no store mapping either.
+    nulls = pa.table({"y": pa.array([1, None], pa.int64())})
+    with pytest.raises(ValueError, match=r"column 'y': expected no nulls.*found 1"):
+        lray.write_table(ray.data.from_arrow([good, nulls]), path)
+    _assert_nothing_visible(path, existed)
+
+
+def test_write_bad_input(local_ray, tmp_path):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "something").write_text("")
+    with pytest.raises(FileExistsError, match="not empty"):
+        lray.write_table(ray.data.range(3), tmp_path / "full")
+    with pytest.raises(FileExistsError):
+        lray.TableDatasink(tmp_path / "full")
+    with pytest.raises(TypeError, match="ray.data.Dataset"):
+        lray.write_table([1, 2, 3], tmp_path / "x")
+    with pytest.raises(ValueError, match="codec"):
+        lray.write_table(ray.data.range(3), tmp_path / "x", codec="lz4")
+    with pytest.raises(ValueError, match="no rows"):
+        lray.write_table(ray.data.range(3).filter(lambda row: False), tmp_path / "empty")
+    assert not os.path.exists(tmp_path / "empty")
+    # An existing table is not appended to.
+    path = lray.write_table(ray.data.range(3), tmp_path / "t")
+    with pytest.raises(FileExistsError):
+        lray.write_table(ray.data.range(3), path)
+    assert sum(s["rows"] for s in read_manifest(path)["shards"]) == 3
+
+
+# ---------------------------------------------------------------- training
+
+
+def _example():
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(PACKAGE_PARENT), "examples", "ray_train.py")
+    spec = importlib.util.spec_from_file_location("loaderx_example_ray_train", path)
+    module = sys.modules.get(spec.name)
+    if module is None:
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # cloudpickle wants it imported
+        spec.loader.exec_module(module)
+    # Ray's workers cannot import it: its functions travel by value.
+    ray.cloudpickle.register_pickle_by_value(module)
+    return module
+
+
+def test_ray_train_ranks_and_bit_exact_resume(local_ray, tmp_path):
+    # Ray Train's v1 trainer must be importable here (no torch, no pydantic
+    # needed); the example's actor fallback is not what this test checks.
+    from ray.train.data_parallel_trainer import DataParallelTrainer  # noqa: F401
+
+    ex = _example()
+    root = str(tmp_path / "table")
+    ex.build(root, n=300)
+    world, steps, resume_at = 2, 10, 6
+    full = ex.run(root, world, 0, steps, str(tmp_path))
+    resumed = ex.run(root, world, resume_at, steps, str(tmp_path))
+    assert [len(r["ids"]) for r in full] == [steps] * world
+    assert [len(r["ids"]) for r in resumed] == [steps - resume_at] * world
+    # The global batches: one loader of world * BATCH records per step.
+    with loaderx.open_table(root, readonly=True) as table:
+        with DataLoader(
+            dict(table), batch_size=ex.BATCH * world, seed=ex.SEED, workers=0
+        ) as loader:
+            global_ids = [next(loader)["id"] for _ in range(steps)]
+    for k in range(steps):
+        parts = [full[r]["ids"][k] for r in range(world)]
+        assert all(len(p) == ex.BATCH for p in parts)
+        assert len(np.intersect1d(parts[0], parts[1])) == 0  # disjoint
+        np.testing.assert_array_equal(np.sort(np.concatenate(parts)), np.sort(global_ids[k]))
+    for r in range(world):
+        # Bit-exact: the same bytes of every column, step by step.
+        assert resumed[r]["digests"] == full[r]["digests"][resume_at:]
+        np.testing.assert_array_equal(resumed[r]["ids"], full[r]["ids"][resume_at:])
+        assert resumed[r]["next_step"] == full[r]["next_step"] == steps
+    ex.check(full, resumed, world, resume_at)
