@@ -57,7 +57,9 @@ def vision(n: int, seed: int):
     img = wl.dense_vision(n, seed)
     width = int(np.prod(img.shape[1:]))
     storage = pa.FixedSizeListArray.from_arrays(pa.array(img.reshape(-1)), width)
-    tensor = pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(pa.uint8(), img.shape[1:]), storage)
+    tensor = pa.ExtensionArray.from_storage(
+        pa.fixed_shape_tensor(pa.uint8(), img.shape[1:]), storage
+    )
     label = np.arange(n, dtype=np.int64) % 1000
     return pa.table({"image": tensor, "label": label}), {"image": img, "label": label}
 
@@ -196,7 +198,15 @@ def main(argv=None) -> int:
             "krecords_s": g["records"] / med / 1e3,
             "gib_s": g["logical_bytes"] / med / GIB,
         }
-    head = ["workload", "source", "codec", "single GiB/s", "parallel GiB/s", "krec/s par.", "par./single"]
+    head = [
+        "workload",
+        "source",
+        "codec",
+        "single GiB/s",
+        "parallel GiB/s",
+        "krec/s par.",
+        "par./single",
+    ]
     rows = [head, ["---"] * 3 + ["---:"] * 4]
     for name in args.workloads:
         for source in args.sources:
@@ -216,7 +226,8 @@ def main(argv=None) -> int:
                     ]
                 )
     sizes = "; ".join(
-        f"{k}: {g['records']} records, {g['logical_bytes'] / MIB:.0f} MiB" for k, g in geometry.items()
+        f"{k}: {g['records']} records, {g['logical_bytes'] / MIB:.0f} MiB"
+        for k, g in geometry.items()
     )
     print(f"# Parallel ingest into a sharded table{' (quick: smoke, not results)' * args.quick}")
     print()

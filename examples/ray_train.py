@@ -10,7 +10,8 @@ A run resumed with ``start_step=k`` continues bit-exactly from step ``k``
 
     python examples/ray_train.py --world-size 2 --steps 20 --resume-at 12
 
-The script runs on a local Ray instance: it builds a toy table, trains
+The script runs on a local Ray instance: it writes a toy sharded table
+through Ray Data (``loaderx.ray.write_table``, one shard per block), trains
 ``--steps`` steps, then resumes from ``--resume-at`` and checks that the
 resumed steps read exactly the same bytes, that every step's slices are
 disjoint and that together they are one global batch. The workers run the
@@ -34,10 +35,11 @@ os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "0")  # before Ray is imported
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
 import ray  # noqa: E402
 
 import loaderx  # noqa: E402
-from loaderx import DenseStore  # noqa: E402
+import loaderx.ray  # noqa: E402
 from loaderx.dataloader import DataLoader  # noqa: E402
 
 BATCH = 16  # per rank
@@ -45,20 +47,31 @@ SEED = 1
 
 
 def build(root: str, n: int = 1000) -> None:
-    """A toy plain table: 8x8 images whose label is which quadrant is
-    bright, plus each record's id (to show which records a rank read)."""
+    """A toy sharded table written through Ray Data: 8x8 images whose label
+    is which quadrant is bright, plus each record's id (to show which
+    records a rank read). Four blocks, so four write tasks, four shards."""
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 4, n).astype(np.int64)
     images = rng.normal(0, 0.3, (n, 1, 8, 8)).astype(np.float32)
     for i, lab in enumerate(labels):
         r, c = divmod(int(lab), 2)
         images[i, 0, r * 4 : r * 4 + 4, c * 4 : c * 4 + 4] += 1.0
-    with DenseStore.create(os.path.join(root, "image"), np.float32, (1, 8, 8)) as s:
-        s.append(images)
-    with DenseStore.create(os.path.join(root, "label"), np.int64, ()) as s:
-        s.append(labels)
-    with DenseStore.create(os.path.join(root, "id"), np.int64, ()) as s:
-        s.append(np.arange(n, dtype=np.int64))
+    ids = np.arange(n, dtype=np.int64)
+    cuts = np.linspace(0, n, 5).astype(int)
+    blocks = [
+        pa.table(
+            {
+                "image": pa.FixedShapeTensorArray.from_numpy_ndarray(images[a:b]),
+                "label": labels[a:b],
+                "id": ids[a:b],
+            }
+        )
+        for a, b in zip(cuts, cuts[1:])
+    ]
+    loaderx.ray.write_table(ray.data.from_arrow(blocks), root)
+    with loaderx.open_table(root) as table:
+        assert table.sharded and table.num_rows == n
+        assert np.array_equal(table["id"][:], ids)
 
 
 def rank_loop(rank: int, world: int, root: str, start_step: int, steps: int) -> dict:
@@ -168,8 +181,8 @@ def main() -> None:
     workdir = tempfile.mkdtemp(prefix="loaderx-ray-train-")
     try:
         root = os.path.join(workdir, "table")
-        build(root)
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        build(root)
         full = run(root, args.world_size, 0, args.steps, workdir)
         resumed = run(root, args.world_size, args.resume_at, args.steps, workdir)
         check(full, resumed, args.world_size, args.resume_at)
