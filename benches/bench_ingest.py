@@ -14,7 +14,8 @@ sources of the same rows:
   reader); parallel = ``loaderx.ingest_sharded(file, root, workers=W)``
   (row groups split among the workers).
 
-Each run writes into a fresh directory; the configurations are interleaved
+Each run writes into a fresh directory after an ``os.sync()`` (so no run
+pays for the previous one's writeback); the configurations are interleaved
 over ``--rounds`` rounds and the median wall time is reported (records/s,
 logical GiB/s). Every written table is validated (row count, and a sample
 of rows bit-exact against the source) before its time counts.
@@ -175,6 +176,7 @@ def main(argv=None) -> int:
                 inp = inputs[name]
                 dest = root / f"out-{k}"
                 k += 1
+                os.sync()  # each run starts with no dirty pages of the last one
                 elapsed, table = run(kind, source, codec, inp[source], dest, args.workers)
                 with table:
                     check(table, inp["want"], inp["n"], args.seed + k)
