@@ -14,7 +14,7 @@ use crate::buffer::Buffer;
 use crate::codec::Codec;
 use crate::concat::Concat;
 use crate::error::{Kind, Result};
-use crate::schema::Schema;
+use crate::schema::{Logical, Schema};
 use crate::store::{RaggedBatch, ReadCounters, Stats, Store};
 
 /// The indices of one gather: unsigned, or signed (negative ones fail with
@@ -115,6 +115,97 @@ pub trait Records: Send + Sync {
     fn gather_ragged(&self, idx: Indices<'_>) -> Result<RaggedBatch>;
     /// See [`Store::read_record`].
     fn read_record(&self, i: u64) -> Result<Vec<u8>>;
+    /// How a table presents the records ([`Logical::Tensor`] for a bare
+    /// store; see [`Typed`]).
+    fn logical(&self) -> Logical {
+        Logical::Tensor
+    }
+}
+
+/// Records presented as a table's logical type (text or binary values of a
+/// ragged `uint8` store): everything else is the inner records'.
+pub struct Typed<'a> {
+    records: &'a dyn Records,
+    logical: Logical,
+}
+
+impl<'a> Typed<'a> {
+    /// Fails when `records` cannot hold `logical` (see [`Logical::check`]).
+    pub fn new(records: &'a dyn Records, logical: Logical) -> Result<Typed<'a>> {
+        logical.check(records.schema())?;
+        Ok(Typed { records, logical })
+    }
+}
+
+impl Records for Typed<'_> {
+    fn path(&self) -> &Path {
+        self.records.path()
+    }
+    fn schema(&self) -> &Schema {
+        self.records.schema()
+    }
+    fn codec(&self) -> Codec {
+        self.records.codec()
+    }
+    fn len(&self) -> u64 {
+        self.records.len()
+    }
+    fn logical_len(&self, i: u64) -> Option<usize> {
+        self.records.logical_len(i)
+    }
+    fn stats(&self) -> Stats {
+        self.records.stats()
+    }
+    fn read_counters(&self) -> ReadCounters {
+        self.records.read_counters()
+    }
+    fn is_readonly(&self) -> bool {
+        self.records.is_readonly()
+    }
+    fn checksum(&self) -> bool {
+        self.records.checksum()
+    }
+    fn gather_dense_into(&self, idx: Indices<'_>, dst: &mut [u8]) -> Result<()> {
+        self.records.gather_dense_into(idx, dst)
+    }
+    fn gather_dense(&self, idx: Indices<'_>) -> Result<Buffer> {
+        self.records.gather_dense(idx)
+    }
+    fn gather_ragged(&self, idx: Indices<'_>) -> Result<RaggedBatch> {
+        self.records.gather_ragged(idx)
+    }
+    fn read_record(&self, i: u64) -> Result<Vec<u8>> {
+        self.records.read_record(i)
+    }
+    fn logical(&self) -> Logical {
+        self.logical
+    }
+}
+
+/// A [`StoreAccess`] whose records a table presents as `logical`.
+pub struct TypedAccess<S> {
+    inner: S,
+    logical: Logical,
+}
+
+impl<S: StoreAccess> TypedAccess<S> {
+    /// Fails when the records cannot hold `logical`.
+    pub fn new(inner: S, logical: Logical) -> Result<TypedAccess<S>> {
+        inner.with(|r| logical.check(r.schema()))?;
+        Ok(TypedAccess { inner, logical })
+    }
+}
+
+impl<S: StoreAccess> StoreAccess for TypedAccess<S> {
+    fn with<T>(&self, f: impl FnOnce(&dyn Records) -> Result<T>) -> Result<T> {
+        let logical = self.logical;
+        self.inner.with(|r| {
+            f(&Typed {
+                records: r,
+                logical,
+            })
+        })
+    }
 }
 
 impl Records for Store {

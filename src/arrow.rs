@@ -21,8 +21,9 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::*;
 use arrow_array::{
-    Array, ArrayRef, BooleanArray, FixedSizeListArray, GenericListArray, OffsetSizeTrait,
-    PrimitiveArray, RecordBatch, RecordBatchReader, StructArray, UInt64Array,
+    Array, ArrayRef, BinaryArray, BooleanArray, FixedSizeListArray, GenericListArray,
+    OffsetSizeTrait, PrimitiveArray, RecordBatch, RecordBatchReader, StringArray, StructArray,
+    UInt64Array,
 };
 use arrow_buffer::{BooleanBuffer, Buffer as ArrowBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{
@@ -32,7 +33,7 @@ use arrow_schema::{
 use crate::codec::Codec;
 use crate::error::{Error, Kind, Result};
 use crate::ragged::Packed;
-use crate::schema::{DType, Layout, Schema};
+use crate::schema::{DType, Layout, Logical, Schema};
 use crate::store::{self, Store};
 
 /// Re-exported where Arrow readers and the connectors have always found it.
@@ -102,6 +103,16 @@ fn tensor_fields(dtype: DType, ndim: usize) -> Fields {
             false,
         ),
     ])
+}
+
+/// The Arrow field of `records` as a table presents them: Utf8 or Binary
+/// for text and binary columns, else [`field_for`] of their schema.
+pub fn field_of(records: &dyn Records, name: &str) -> Field {
+    match records.logical() {
+        Logical::Utf8 => Field::new(name, DataType::Utf8, false),
+        Logical::Binary => Field::new(name, DataType::Binary, false),
+        Logical::Tensor => field_for(records.schema(), name),
+    }
 }
 
 /// The Arrow field of a store's records (see the module docs).
@@ -194,6 +205,9 @@ fn to_i32(v: usize, what: &str) -> Result<i32> {
 /// Gathers records `idx` of `store` as one Arrow array of [`field_for`]'s type.
 pub fn gather_array<'i>(store: &dyn Records, idx: impl Into<Indices<'i>>) -> Result<ArrayRef> {
     let idx = idx.into();
+    if store.logical().is_bytes() {
+        return gather_bytes_array(store, idx);
+    }
     let schema = store.schema();
     match &schema.layout {
         Layout::Dense { item_shape } => {
@@ -276,6 +290,119 @@ pub fn gather_variable_shape_tensor<'i>(
     Ok((Arc::new(s), variable_tensor_field(dtype, ndim, name)))
 }
 
+/// Gathers the values of a text or binary column as one Utf8 / Binary
+/// array, laying the values end to end in the gathered buffer itself.
+fn gather_bytes_array(store: &dyn Records, idx: Indices<'_>) -> Result<ArrayRef> {
+    let logical = store.logical();
+    let mut batch = store.gather_ragged(idx)?;
+    let mut offsets = Vec::with_capacity(batch.len() + 1);
+    offsets.push(0i32);
+    let mut moves = Vec::with_capacity(batch.len());
+    let mut total = 0usize;
+    for i in 0..batch.len() {
+        let rec = batch.record(i);
+        let value = crate::schema::bytes_value(&rec).map_err(|e| {
+            Error::corrupted(
+                store.path(),
+                format!("gathered record {i} of a {logical} column: {e}"),
+            )
+        })?;
+        let start = batch.spans[i].0 + rec.payload_offset();
+        moves.push((start, value.len()));
+        total += value.len();
+        offsets.push(to_i32(total, "value bytes")?);
+    }
+    let bytes = batch.buffer.as_mut_slice();
+    let mut write = 0usize;
+    for (start, len) in moves {
+        // Values only move down (every record has a prefix of at least 8
+        // bytes), so copy_within never overwrites unread bytes.
+        bytes.copy_within(start..start + len, write);
+        write += len;
+    }
+    let mut buffer = batch.buffer;
+    buffer.truncate(write);
+    let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
+    let values = into_arrow_buffer(buffer);
+    Ok(match logical {
+        Logical::Utf8 => Arc::new(StringArray::try_new(offsets, values, None).map_err(|e| {
+            Error::corrupted(
+                store.path(),
+                format!("a utf8 column holds a value that is not UTF-8: {e}"),
+            )
+        })?),
+        _ => Arc::new(BinaryArray::new(offsets, values, None)),
+    })
+}
+
+/// Packs the values of a string or binary Arrow array (any offset width or
+/// view) as text/binary records; nulls are refused.
+pub fn bytes_pack(array: &dyn Array, field: &Field) -> Result<Packed> {
+    if array.null_count() > 0 {
+        return Err(Error::InvalidValue(format!(
+            "column {:?}: the array holds {} nulls; stores hold no nulls",
+            field.name(),
+            array.null_count()
+        )));
+    }
+    let mut packed = Packed::with_capacity(array.len(), 0);
+    macro_rules! pack {
+        ($arr:expr) => {{
+            let a = $arr;
+            for i in 0..a.len() {
+                let v: &[u8] = a.value(i).as_ref();
+                crate::schema::push_bytes_value(&mut packed, v);
+            }
+        }};
+    }
+    match array.data_type() {
+        DataType::Utf8 => pack!(array.as_string::<i32>()),
+        DataType::LargeUtf8 => pack!(array.as_string::<i64>()),
+        DataType::Utf8View => pack!(array.as_string_view()),
+        DataType::Binary => pack!(array.as_binary::<i32>()),
+        DataType::LargeBinary => pack!(array.as_binary::<i64>()),
+        DataType::BinaryView => pack!(array.as_binary_view()),
+        DataType::FixedSizeBinary(_) => pack!(array.as_fixed_size_binary()),
+        other => {
+            return Err(Error::InvalidType(format!(
+                "column {:?}: expected a string or binary array, got {other}",
+                field.name()
+            )))
+        }
+    }
+    Ok(packed)
+}
+
+/// Checks that every packed record is a text value of valid UTF-8 (for
+/// appending bytes to a utf8 column).
+pub fn check_utf8(packed: &Packed, column: &str) -> Result<()> {
+    for i in 0..packed.len() {
+        let rec = crate::ragged::parse(packed.record(i), 1).map_err(Error::InvalidValue)?;
+        let value = crate::schema::bytes_value(&rec)
+            .map_err(|e| Error::InvalidValue(format!("column {column:?}, value {i}: {e}")))?;
+        if let Err(e) = std::str::from_utf8(value) {
+            return Err(Error::InvalidValue(format!(
+                "column {column:?} is utf8, but value {i} is not valid UTF-8 ({e})"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The logical type a column of Arrow type `data_type` becomes: text for
+/// Utf8 / LargeUtf8 / Utf8View, binary for Binary / LargeBinary /
+/// BinaryView / FixedSizeBinary, else tensor.
+pub fn logical_of(data_type: &DataType) -> Logical {
+    match data_type {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Logical::Utf8,
+        DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_) => Logical::Binary,
+        _ => Logical::Tensor,
+    }
+}
+
 /// Gathers ragged records and lays their payloads end to end in the gathered
 /// buffer itself (moving each payload down over the shape prefixes), so that
 /// buffer becomes the `data` child's values. Returns the `List<T>` data
@@ -339,8 +466,7 @@ pub fn record_batch<S: StoreAccess>(
         columns.push(Arc::new(UInt64Array::from(idx.to_vec())));
     }
     for (name, store) in streams {
-        let (field, column) =
-            store.with(|s| Ok((field_for(s.schema(), name), gather_array(s, idx)?)))?;
+        let (field, column) = store.with(|s| Ok((field_of(s, name), gather_array(s, idx)?)))?;
         fields.push(field);
         columns.push(column);
     }
@@ -357,7 +483,7 @@ pub fn table_schema<S: StoreAccess>(
         fields.push(Field::new(name, DataType::UInt64, false));
     }
     for (name, store) in streams {
-        fields.push(store.with(|s| Ok(field_for(s.schema(), name)))?);
+        fields.push(store.with(|s| Ok(field_of(s, name)))?);
     }
     Ok(Arc::new(ArrowSchema::new(fields)))
 }
@@ -477,7 +603,7 @@ pub struct ColumnReader<S: StoreAccess> {
 
 impl<S: StoreAccess> ColumnReader<S> {
     pub fn new(store: S, name: &str, max_bytes: usize) -> Result<ColumnReader<S>> {
-        let (field, end) = store.with(|s| Ok((field_for(s.schema(), name), s.len())))?;
+        let (field, end) = store.with(|s| Ok((field_of(s, name), s.len())))?;
         Ok(ColumnReader {
             store,
             field: Arc::new(field),
@@ -514,6 +640,9 @@ impl<S: StoreAccess> Iterator for ColumnReader<S> {
 /// What a store made from an Arrow field looks like (for ingest).
 pub fn schema_for_field(field: &Field) -> Result<Schema> {
     let dt = field.data_type();
+    if logical_of(dt).is_bytes() {
+        return Ok(Schema::ragged(DType::U8));
+    }
     let unsupported = || {
         Error::InvalidType(format!(
             "column {:?} of Arrow type {dt} has no store mapping (expected a primitive, \
@@ -703,6 +832,10 @@ pub fn with_dense_bytes<T>(
 /// the ragged struct or variable_shape_tensor, FixedSizeList / tensors
 /// (records of the fixed shape) and primitives (0-d records).
 pub fn ragged_pack(dtype: DType, array: &dyn Array, field: &Field) -> Result<Packed> {
+    if dtype == DType::U8 && logical_of(array.data_type()).is_bytes() {
+        // Strings and byte strings into a uint8 store: one value per record.
+        return bytes_pack(array, field);
+    }
     no_nulls(array, "the array")?;
     match array.data_type() {
         DataType::List(_) => {
@@ -906,6 +1039,17 @@ pub fn ingest(
         }
         plan.push((Arc::clone(field), dir, schema));
     }
+    // Text and binary columns are recorded in the table file first, so a
+    // column that exists never lacks its type.
+    let typed: Vec<(String, Logical)> = plan
+        .iter()
+        .map(|(f, _, _)| (f.name().clone(), logical_of(f.data_type())))
+        .filter(|(_, l)| l.is_bytes())
+        .collect();
+    if !typed.is_empty() {
+        std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+        crate::table::write_types(root, &typed)?;
+    }
     let mut stores: Vec<Store> = Vec::with_capacity(plan.len());
     let written = || -> Result<()> {
         for (_, dir, schema) in &plan {
@@ -918,6 +1062,10 @@ pub fn ingest(
                 plan.iter().zip(stores.iter_mut().zip(batch.columns()))
             {
                 let appended = match schema.kind() {
+                    _ if logical_of(field.data_type()).is_bytes() => {
+                        bytes_pack(column.as_ref(), field)
+                            .and_then(|packed| store.append_ragged(&packed))
+                    }
                     Kind::Dense => {
                         with_dense_bytes(schema, column.as_ref(), field, |b| store.append_dense(b))
                     }
@@ -947,6 +1095,13 @@ pub fn ingest(
             drop(stores);
             for (_, dir, _) in plan.iter().take(created) {
                 let _ = std::fs::remove_dir_all(dir);
+            }
+            if !typed.is_empty() {
+                let untyped: Vec<_> = typed
+                    .iter()
+                    .map(|(n, _)| (n.clone(), Logical::Tensor))
+                    .collect();
+                let _ = crate::table::write_types(root, &untyped);
             }
             Err(e)
         }

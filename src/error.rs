@@ -96,7 +96,7 @@ impl Error {
         }
     }
 
-    pub(crate) fn corrupted(file: &Path, invariant: impl Into<String>) -> Self {
+    pub fn corrupted(file: &Path, invariant: impl Into<String>) -> Self {
         Error::Corrupted {
             file: file.to_path_buf(),
             invariant: invariant.into(),

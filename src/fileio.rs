@@ -74,6 +74,12 @@ pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Renames `from` over `to` (replacing it).
+pub(crate) fn rename(from: &Path, to: &Path) -> io::Result<()> {
+    point()?;
+    std::fs::rename(from, to)
+}
+
 /// Renames `from` to `to`, failing with `AlreadyExists` rather than
 /// replacing an existing `to` (where the filesystem supports it).
 pub(crate) fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {

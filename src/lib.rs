@@ -38,6 +38,7 @@ pub mod ragged;
 pub mod sampler;
 pub mod schema;
 pub mod store;
+pub mod table;
 
 pub use access::StoreAccess;
 pub use buffer::Buffer;

@@ -207,7 +207,7 @@ impl<S: StoreAccess> Plan<S> {
         match (self.output, store.kind()) {
             #[cfg(feature = "arrow")]
             (Output::Arrow, _) => Ok(Column::Arrow(
-                crate::arrow::field_for(store.schema(), name),
+                crate::arrow::field_of(store, name),
                 crate::arrow::gather_array(store, idx)?,
             )),
             (Output::Arrays, Kind::Dense) => store.gather_dense(idx.into()).map(Column::Dense),

@@ -354,3 +354,84 @@ mod tests {
         assert!(Schema::decode(&ok).unwrap_err().contains("trailing"));
     }
 }
+
+/// How a table presents a column's records: as tensors of the store's
+/// dtype (every store), or as text or bytes (a ragged `uint8` store whose
+/// records are the values). A store never records this: it lives at table
+/// level (`table.json`, the sharded manifest), so a bare store stays
+/// byte-exact with the seed's format.
+///
+/// A text or binary value `v` is stored as the 1-D record `v` when it is
+/// non-empty, and as a 0-d record holding the single byte 0 when it is
+/// empty (ragged records are never empty).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Logical {
+    #[default]
+    Tensor,
+    Utf8,
+    Binary,
+}
+
+impl Logical {
+    pub fn name(self) -> &'static str {
+        match self {
+            Logical::Tensor => "tensor",
+            Logical::Utf8 => "utf8",
+            Logical::Binary => "binary",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Logical> {
+        match name {
+            "tensor" => Some(Logical::Tensor),
+            "utf8" => Some(Logical::Utf8),
+            "binary" => Some(Logical::Binary),
+            _ => None,
+        }
+    }
+
+    /// Whether values are variable-length byte strings.
+    pub fn is_bytes(self) -> bool {
+        matches!(self, Logical::Utf8 | Logical::Binary)
+    }
+
+    /// Checks that a store of `schema` can hold this logical type.
+    pub fn check(self, schema: &Schema) -> Result<()> {
+        if self.is_bytes() && *schema != Schema::ragged(DType::U8) {
+            return Err(Error::InvalidValue(format!(
+                "a {} column needs a ragged uint8 store, got a {schema} store",
+                self.name()
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Logical {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Appends the text or binary value `value` to `packed` as its record.
+pub fn push_bytes_value(packed: &mut crate::ragged::Packed, value: &[u8]) {
+    if value.is_empty() {
+        packed.push(&[], &[0]);
+    } else {
+        packed.push(&[value.len() as u64], value);
+    }
+}
+
+/// The value a text or binary record holds (see [`Logical`]), or why the
+/// record is not one.
+pub fn bytes_value<'a>(
+    record: &crate::ragged::RaggedRecord<'a>,
+) -> std::result::Result<&'a [u8], String> {
+    match record.ndim() {
+        0 => Ok(&[]),
+        1 => Ok(record.payload),
+        n => Err(format!(
+            "a text or binary record is 1-D (0-d when empty), found ndim {n}"
+        )),
+    }
+}

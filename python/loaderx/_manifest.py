@@ -46,7 +46,8 @@ def _bad(path: str, what: str) -> Corrupted:
 
 def read_manifest(path: str) -> dict:
     """The checked manifest of the sharded table at ``path``:
-    ``{"columns": [...], "shards": [{"name": ..., "rows": ...}, ...]}``.
+    ``{"columns": [...], "shards": [{"name": ..., "rows": ...}, ...],
+    "types": {column: "utf8" | "binary"}}``.
 
     Raises :class:`~loaderx.Corrupted` naming the manifest and the broken
     rule when it is not a manifest of this format, and when it names a shard
@@ -73,6 +74,11 @@ def read_manifest(path: str) -> dict:
         raise _bad(path, f"'columns' names a column twice: {columns}")
     if not isinstance(shards, list):
         raise _bad(path, "'shards' must be a list")
+    types = doc.get("types", {})
+    if not isinstance(types, dict) or not all(
+        c in columns and t in ("utf8", "binary") for c, t in types.items()
+    ):
+        raise _bad(path, "'types' must map column names to 'utf8' or 'binary'")
     seen = set()
     out = []
     for i, s in enumerate(shards):
@@ -90,7 +96,7 @@ def read_manifest(path: str) -> dict:
         if not os.path.isdir(os.path.join(path, name)):
             raise _bad(path, f"it names shard {name!r}, but {os.path.join(path, name)} is missing")
         out.append({"name": name, "rows": rows})
-    return {"columns": list(columns), "shards": out}
+    return {"columns": list(columns), "shards": out, "types": dict(types)}
 
 
 def new_shard(path) -> str:
@@ -131,11 +137,18 @@ def _shard_schema(shard_dir: str) -> tuple[dict, int]:
     if not names:
         raise ValueError(f"shard {shard_dir} holds no stores (no subdirectory with meta.zr)")
     schema, lengths = {}, {}
+    types = _native.table_types(shard_dir)
     for name in names:
-        native = _native.Store.open(os.path.join(shard_dir, name), None, True)
+        logical = types.get(name)
+        native = _native.Store.open(os.path.join(shard_dir, name), None, True, logical)
         try:
             shape = native.item_shape
-            schema[name] = (native.kind, native.dtype, tuple(shape) if shape is not None else None)
+            schema[name] = (
+                native.kind,
+                native.dtype,
+                tuple(shape) if shape is not None else None,
+                logical or "tensor",
+            )
             lengths[name] = len(native)
         finally:
             native.close()
@@ -150,7 +163,9 @@ def _shard_schema(shard_dir: str) -> tuple[dict, int]:
 
 
 def _describe(spec) -> str:
-    kind, dtype, shape = spec
+    kind, dtype, shape, logical = spec
+    if logical != "tensor":
+        return f"{logical} values"
     return f"{kind} {dtype}" + (f" item_shape {shape}" if kind == "dense" else "")
 
 
@@ -192,7 +207,7 @@ def commit_shards(path, shards) -> int:
                     f"{path} is a plain table (it holds stores directly); "
                     "shards go into a directory of their own"
                 )
-            current = {"columns": None, "shards": []}
+            current = {"columns": None, "shards": [], "types": {}}
         committed = {s["name"] for s in current["shards"]}
         reference = None
         if current["shards"]:
@@ -224,6 +239,10 @@ def commit_shards(path, shards) -> int:
             "columns": list(reference[1]) if reference else [],
             "shards": current["shards"] + added,
         }
+        types = {c: spec[3] for c, spec in (reference[1] if reference else {}).items()}
+        types = {c: t for c, t in types.items() if t != "tensor"}
+        if types:
+            doc["types"] = types
         _write_atomically(path, json.dumps(doc, indent=1).encode() + b"\n")
         return sum(s["rows"] for s in doc["shards"])
     finally:

@@ -34,7 +34,7 @@ from ._streams import (
     drain_streams,
     require_pyarrow,
 )
-from .zrecord import DenseStore, RaggedStore
+from .table import open_store
 
 __all__ = ["table", "ingest"]
 
@@ -84,8 +84,5 @@ def ingest(source, root, codec: str = "zstd", dict_bytes: bytes | None = None) -
         if fresh_root and not os.listdir(root):
             os.rmdir(root)  # leave nothing behind
         raise
-    out = {}
-    for name, kind in made:
-        cls = DenseStore if kind == "dense" else RaggedStore
-        out[name] = cls.open(os.path.join(root, name))
-    return out
+    types = _native.table_types(root)
+    return {name: open_store(os.path.join(root, name), False, types.get(name)) for name, _ in made}

@@ -95,6 +95,11 @@ class DataLoader:
         Transform threads (0 runs the transform in ``next()``).
     output:
         ``"numpy"`` or ``"arrow"`` (``pyarrow.RecordBatch`` batches).
+    raw:
+        With ``output="numpy"``, a text (utf8) column of a table yields a
+        ``list`` of ``str`` and a binary column a ``list`` of ``bytes``;
+        ``raw=True`` yields their records' ``uint8`` arrays instead (an
+        empty value is the 0-d array ``0``).
     rank, world_size:
         For data parallel training: every rank draws the same global batch
         of ``batch_size * world_size`` indices (same seed) and keeps the
@@ -116,6 +121,7 @@ class DataLoader:
         *,
         rank: int = 0,
         world_size: int = 1,
+        raw: bool = False,
     ):
         self._closed = True  # until fully constructed
         check_streams(streams)
@@ -144,7 +150,10 @@ class DataLoader:
             self._to_arrow = None
         if indices is not None:
             indices = _index_array(indices)
+        if not isinstance(raw, (bool, np.bool_)):
+            raise TypeError(f"raw must be a bool, got {type(raw).__name__}")
 
+        self._raw = bool(raw)
         self._streams = dict(streams)
         self._names = list(streams)
         self._batch_size = batch_size
@@ -185,6 +194,7 @@ class DataLoader:
             self._rank,
             self._world_size,
             self._output == "arrow",
+            self._raw,
         )
         self._cond = threading.Condition()
         self._fetch_lock = threading.Lock()

@@ -15,7 +15,7 @@ from typing import Callable
 
 from . import _native
 from ._streams import check_codec, check_index_column, check_path, drain_streams
-from .zrecord import DenseStore, RaggedStore
+from .table import open_store
 
 __all__ = ["export", "ingest"]
 
@@ -65,7 +65,5 @@ def ingest(
         if fresh_root and os.path.isdir(root) and not os.listdir(root):
             os.rmdir(root)
         raise
-    return {
-        name: (DenseStore if kind == "dense" else RaggedStore).open(os.path.join(root, name))
-        for name, kind in made
-    }
+    types = _native.table_types(root)
+    return {name: open_store(os.path.join(root, name), False, types.get(name)) for name, _ in made}

@@ -37,14 +37,14 @@ from .zrecord import DenseStore, RaggedStore
 __all__ = ["Table", "open_table", "new_shard", "commit_shards", "ingest_sharded"]
 
 
-def open_store(path: str, readonly: bool = True):
-    """Opens the store at ``path`` with the class of its kind."""
+def open_store(path: str, readonly: bool = True, logical: str | None = None):
+    """Opens the store at ``path`` with the class of its kind; ``logical``
+    ("utf8", "binary") presents a ragged uint8 store as a text or binary
+    column (a table records it; see :func:`open_table`)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"no store at {path}: the path does not exist")
-    native = _native.Store.open(path, None, readonly)
-    kind = native.kind
-    native.close()
-    return (DenseStore if kind == "dense" else RaggedStore).open(path, readonly=readonly)
+    native = _native.Store.open(path, None, readonly, logical)
+    return (DenseStore if native.kind == "dense" else RaggedStore)(native, path)
 
 
 def column_names(path: str) -> list[str]:
@@ -58,11 +58,14 @@ def column_names(path: str) -> list[str]:
 
 
 def open_columns(path: str, readonly: bool = True) -> dict:
-    """Opens every store of a table directory, named by subdirectory."""
+    """Opens every store of a table directory, named by subdirectory, each
+    presented as the type the table file records for it."""
     streams = {}
+    names = column_names(path)
+    types = _native.table_types(path)
     try:
-        for name in column_names(path):
-            streams[name] = open_store(os.path.join(path, name), readonly)
+        for name in names:
+            streams[name] = open_store(os.path.join(path, name), readonly, types.get(name))
     except BaseException:
         for s in streams.values():
             s.close()
@@ -199,7 +202,9 @@ def _open_sharded(path: str) -> Table:
     try:
         for name in manifest["columns"]:
             col = os.path.join(path, name)
-            native = _native.Store.concat(col, [os.path.join(d, name) for d in dirs])
+            native = _native.Store.concat(
+                col, [os.path.join(d, name) for d in dirs], None, manifest["types"].get(name)
+            )
             cls = DenseStore if native.kind == "dense" else RaggedStore
             columns[name] = cls(native, col)
             for shard, n in zip(shards, native.part_lengths):

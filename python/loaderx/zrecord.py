@@ -182,6 +182,12 @@ class _Store(StoreBase):
         return self._live().checksum
 
     @property
+    def logical(self) -> str:
+        """``"tensor"``, or ``"utf8"`` / ``"binary"`` for a table's text or
+        binary column (a ragged uint8 store whose records are the values)."""
+        return self._live().logical
+
+    @property
     def closed(self) -> bool:
         return self._native is None
 
@@ -271,9 +277,11 @@ class _Store(StoreBase):
         if self._native is None:
             return f"<{name} path={self._path!r} closed>"
         shape = f", item_shape={self._native.item_shape}" if self._kind == "dense" else ""
+        logical = self._native.logical
+        logical = f", logical={logical!r}" if logical != "tensor" else ""
         return (
             f"{name}(path={self._path!r}, kind={self._kind!r}, dtype={self._dtype.name!r}"
-            f"{shape}, codec={self._native.codec!r}, len={len(self._native)})"
+            f"{shape}{logical}, codec={self._native.codec!r}, len={len(self._native)})"
         )
 
 
@@ -443,6 +451,30 @@ class _Writer:
         self._thread = None
 
 
+def _encode_values(logical: str, values) -> list:
+    """The records of text (``str``) or binary (``bytes``) values: a value's
+    bytes as a 1-D uint8 array, an empty value as the 0-d array ``0``."""
+    out = []
+    for i, v in enumerate(values):
+        if logical == "utf8":
+            if not isinstance(v, str):
+                raise TypeError(
+                    f"records[{i}] must be a str for a utf8 column, got {type(v).__name__}"
+                )
+            try:
+                b = v.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError(f"records[{i}] cannot be encoded as UTF-8: {exc}") from None
+        else:
+            if not isinstance(v, (bytes, bytearray, memoryview)):
+                raise TypeError(
+                    f"records[{i}] must be bytes for a binary column, got {type(v).__name__}"
+                )
+            b = bytes(v)
+        out.append(np.frombuffer(b, np.uint8) if b else np.zeros((), np.uint8))
+    return out
+
+
 class RaggedStore(_Store):
     """A store of variable-shape records: each record keeps its exact shape.
 
@@ -515,6 +547,8 @@ class RaggedStore(_Store):
             raise TypeError(
                 f"records must be an iterable of numpy arrays, got {type(records).__name__}"
             )
+        if native.logical != "tensor":
+            records = _encode_values(native.logical, records)
         packed = native.pack(records)
         if len(packed) == 0:
             self._writer.raise_pending()

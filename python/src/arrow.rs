@@ -94,7 +94,7 @@ pub fn arrow_field<'py>(
 ) -> PyResult<Bound<'py, PyCapsule>> {
     let field = store
         .get()
-        .engine_read(|e| Ok(la::field_for(e.schema(), name)))
+        .engine_read(|e| Ok(la::field_of(e, name)))
         .py()?;
     Ok(to_schema_pycapsule(py, &field)?)
 }
@@ -135,7 +135,7 @@ pub fn arrow_gather(
                 if variable_shape_tensor {
                     la::gather_variable_shape_tensor(e, idx, name)
                 } else {
-                    Ok((la::gather_array(e, idx)?, la::field_for(e.schema(), name)))
+                    Ok((la::gather_array(e, idx)?, la::field_of(e, name)))
                 }
             })
         })
@@ -213,7 +213,16 @@ pub fn arrow_append(
             Ok(None)
         }
         Kind::Ragged => {
-            let packed = py.detach(|| pack_all(schema.dtype, &chunks, &field)).py()?;
+            let utf8 = store.logical_type() == loaderx::schema::Logical::Utf8;
+            let packed = py
+                .detach(|| {
+                    let packed = pack_all(schema.dtype, &chunks, &field)?;
+                    if utf8 {
+                        la::check_utf8(&packed, field.name())?;
+                    }
+                    Ok::<_, Error>(packed)
+                })
+                .py()?;
             Ok(Some(PackedRecords::from(packed)))
         }
     }

@@ -49,6 +49,37 @@ fn dict_tiers(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(d)
 }
 
+/// `{column: "utf8" | "binary"}`: the column types a table directory's
+/// `table.json` records (empty without one).
+#[pyfunction]
+fn table_types(py: Python<'_>, dir: std::path::PathBuf) -> PyResult<Bound<'_, PyDict>> {
+    let types = loaderx::table::read_types(&dir).py()?;
+    let d = PyDict::new(py);
+    for (name, logical) in types {
+        d.set_item(name, logical.name())?;
+    }
+    Ok(d)
+}
+
+/// Records column types in `dir`'s `table.json` (merged; "tensor" removes
+/// an entry), atomically.
+#[pyfunction]
+fn write_table_types(dir: std::path::PathBuf, types: Vec<(String, String)>) -> PyResult<()> {
+    let types = types
+        .into_iter()
+        .map(|(name, l)| {
+            loaderx::schema::Logical::from_name(&l)
+                .map(|l| (name, l))
+                .ok_or_else(|| {
+                    pyo3::exceptions::PyValueError::new_err(format!(
+                        "column types must be 'tensor', 'utf8' or 'binary', got {l:?}"
+                    ))
+                })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    loaderx::table::write_types(&dir, &types).py()
+}
+
 #[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::Store>()?;
@@ -58,6 +89,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loader::Loader>()?;
     m.add_function(wrap_pyfunction!(train_dict, m)?)?;
     m.add_function(wrap_pyfunction!(dict_tier, m)?)?;
+    m.add_function(wrap_pyfunction!(table_types, m)?)?;
+    m.add_function(wrap_pyfunction!(write_table_types, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_field, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_stream, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_gather, m)?)?;

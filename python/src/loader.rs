@@ -37,6 +37,8 @@ impl IndexArray<'_> {
 #[pyclass(frozen, module = "loaderx._native")]
 pub struct Loader {
     inner: DataLoader<Handle>,
+    /// Text and binary columns as their records' uint8 arrays.
+    raw: bool,
 }
 
 #[pymethods]
@@ -45,7 +47,7 @@ impl Loader {
     /// sampler draws global batches of `batch_size * world_size` over
     /// `len(indices)` (or the store length) and this rank takes slice `rank`.
     #[new]
-    #[pyo3(signature = (stores, names, batch_size, mode, seed, start_step, indices, depth, producers, rank, world_size, arrow=false))]
+    #[pyo3(signature = (stores, names, batch_size, mode, seed, start_step, indices, depth, producers, rank, world_size, arrow=false, raw=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -61,6 +63,7 @@ impl Loader {
         rank: usize,
         world_size: usize,
         arrow: bool,
+        raw: bool,
     ) -> PyResult<Loader> {
         if stores.len() != names.len() {
             return Err(PyValueError::new_err(
@@ -84,14 +87,14 @@ impl Loader {
             .zip(stores.into_iter().map(Handle))
             .collect();
         let inner = py.detach(|| DataLoader::new(streams, options)).py()?;
-        Ok(Loader { inner })
+        Ok(Loader { inner, raw })
     }
 
     /// The next batch as `{name: array | list}` (or an Arrow record batch);
     /// blocks (GIL released) until it is ready.
     fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let batch = py.detach(|| self.inner.next()).map_err(to_py)?;
-        to_python(py, &self.inner, batch)
+        to_python(py, &self.inner, batch, self.raw)
     }
 
     /// The step the next `next()` returns.
@@ -120,6 +123,7 @@ fn to_python<'py>(
     py: Python<'py>,
     loader: &DataLoader<Handle>,
     batch: Batch,
+    raw: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let mut columns = batch.columns.into_iter().peekable();
     if let Some(Column::Arrow(..)) = columns.peek() {
@@ -140,6 +144,9 @@ fn to_python<'py>(
         let store = handle.0.get();
         let value = match column {
             Column::Dense(buf) => store.dense_array(py, buf, Some(loader.batch_size()))?,
+            Column::Ragged(rb) if store.is_bytes() && !raw => {
+                PyList::new(py, store.bytes_values(py, rb)?)?.into_any()
+            }
             Column::Ragged(rb) => PyList::new(py, store.ragged_arrays(py, rb)?)?.into_any(),
             Column::Arrow(..) => unreachable!("a numpy loader gathers arrays"),
         };

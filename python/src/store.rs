@@ -10,10 +10,11 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::{RwLock, RwLockWriteGuard};
 
-use loaderx::access::Records;
+use loaderx::access::{Records, Typed};
 use loaderx::concat::Concat;
 use loaderx::error::Kind;
 use loaderx::ragged::Packed;
+use loaderx::schema::Logical;
 use loaderx::{Codec, DType, Error, Schema, Store as Engine};
 use numpy::{
     PyArrayDescr, PyArrayDescrMethods, PyReadonlyArray1, PyUntypedArray, PyUntypedArrayMethods,
@@ -76,6 +77,8 @@ pub struct Store {
     dtype: DType,
     item_shape: Option<Vec<usize>>,
     codec: Codec,
+    /// How the table presents the records (text, binary, tensors).
+    logical: Logical,
     descr: Py<PyArrayDescr>,
 }
 
@@ -108,9 +111,15 @@ fn closed_error(path: &std::path::Path) -> PyErr {
 }
 
 impl Store {
-    fn wrap(py: Python<'_>, source: Source) -> PyResult<Store> {
+    fn wrap(py: Python<'_>, source: Source, logical: Logical) -> PyResult<Store> {
         let mut engine = Box::new(source);
         let schema = engine.records().schema().clone();
+        if let Err(e) = logical.check(&schema) {
+            let path = engine.records().path().display().to_string();
+            // A failed open releases what it opened.
+            let _ = engine.close();
+            return Err(PyValueError::new_err(format!("{path}: {e}")));
+        }
         let path = engine.records().path().to_path_buf();
         let codec = engine.records().codec();
         let engine_ptr: *mut Source = &mut *engine;
@@ -123,6 +132,7 @@ impl Store {
                 .item_shape()
                 .map(|s| s.iter().map(|&d| d as usize).collect()),
             codec,
+            logical,
             descr,
             inner: RwLock::new(Some(engine)),
             engine: AtomicPtr::new(engine_ptr),
@@ -156,7 +166,11 @@ impl Store {
         &self,
         f: impl FnOnce(&dyn Records) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        self.source_read(|s| f(s.records()))
+        let logical = self.logical;
+        self.source_read(|s| match logical {
+            Logical::Tensor => f(s.records()),
+            l => f(&Typed::new(s.records(), l)?),
+        })
     }
 
     /// [`Store::engine_read`], lending the source itself.
@@ -220,6 +234,43 @@ impl Store {
         array_view(py, &owner, 0, self.descr.bind(py), &dims)
     }
 
+    pub(crate) fn logical_type(&self) -> Logical {
+        self.logical
+    }
+
+    /// Whether the table presents the records as text or bytes.
+    pub(crate) fn is_bytes(&self) -> bool {
+        self.logical.is_bytes()
+    }
+
+    /// The values of a gathered text (`str`) or binary (`bytes`) batch.
+    pub(crate) fn bytes_values<'py>(
+        &self,
+        py: Python<'py>,
+        batch: loaderx::RaggedBatch,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let mut out = Vec::with_capacity(batch.len());
+        for i in 0..batch.len() {
+            let rec = batch.record(i);
+            let value = loaderx::schema::bytes_value(&rec).map_err(|e| {
+                crate::errors::to_py(Error::corrupted(&self.path, format!("record {i}: {e}")))
+            })?;
+            out.push(match self.logical {
+                Logical::Utf8 => {
+                    let text = std::str::from_utf8(value).map_err(|e| {
+                        crate::errors::to_py(Error::corrupted(
+                            &self.path,
+                            format!("a utf8 column holds a value that is not UTF-8: {e}"),
+                        ))
+                    })?;
+                    pyo3::types::PyString::new(py, text).into_any()
+                }
+                _ => PyBytes::new(py, value).into_any(),
+            });
+        }
+        Ok(out)
+    }
+
     pub(crate) fn ragged_arrays<'py>(
         &self,
         py: Python<'py>,
@@ -254,6 +305,17 @@ pub(crate) fn parse_codec(codec: &str) -> PyResult<Codec> {
             "codec must be one of 'raw', 'zstd', 'zstd_dict', got {codec:?}"
         ))
     })
+}
+
+fn parse_logical(logical: Option<&str>) -> PyResult<Logical> {
+    match logical {
+        None => Ok(Logical::Tensor),
+        Some(name) => Logical::from_name(name).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "logical must be 'tensor', 'utf8' or 'binary', got {name:?}"
+            ))
+        }),
+    }
 }
 
 fn parse_kind(kind: Option<&str>) -> PyResult<Option<Kind>> {
@@ -301,15 +363,22 @@ impl Store {
                 Engine::create_with_checksum(&path, schema, codec, dict_bytes.as_deref(), checksum)
             })
             .py()?;
-        Store::wrap(py, Source::One(engine))
+        Store::wrap(py, Source::One(engine), Logical::Tensor)
     }
 
     /// Opens a store; `kind` ("dense" / "ragged") insists on one contract.
     /// With `readonly` the handle takes a shared lock and refuses writes.
     #[staticmethod]
-    #[pyo3(signature = (path, kind=None, readonly=false))]
-    fn open(py: Python<'_>, path: PathBuf, kind: Option<&str>, readonly: bool) -> PyResult<Store> {
+    #[pyo3(signature = (path, kind=None, readonly=false, logical=None))]
+    fn open(
+        py: Python<'_>,
+        path: PathBuf,
+        kind: Option<&str>,
+        readonly: bool,
+        logical: Option<&str>,
+    ) -> PyResult<Store> {
         let kind = parse_kind(kind)?;
+        let logical = parse_logical(logical)?;
         let engine = py
             .detach(|| match (kind, readonly) {
                 (Some(k), false) => Engine::open_kind(&path, k),
@@ -318,21 +387,23 @@ impl Store {
                 (None, true) => Engine::open_readonly(&path),
             })
             .py()?;
-        Store::wrap(py, Source::One(engine))
+        Store::wrap(py, Source::One(engine), logical)
     }
 
     /// Opens the stores `parts` read-only and joins them end to end as one
     /// read-only handle named `path` (a sharded table's column); every part
     /// must share one schema, and `kind` insists on one contract.
     #[staticmethod]
-    #[pyo3(signature = (path, parts, kind=None))]
+    #[pyo3(signature = (path, parts, kind=None, logical=None))]
     fn concat(
         py: Python<'_>,
         path: PathBuf,
         parts: Vec<PathBuf>,
         kind: Option<&str>,
+        logical: Option<&str>,
     ) -> PyResult<Store> {
         let kind = parse_kind(kind)?;
+        let logical = parse_logical(logical)?;
         let joined = py
             .detach(|| {
                 let stores = parts
@@ -345,7 +416,7 @@ impl Store {
                 Concat::new(&path, stores)
             })
             .py()?;
-        Store::wrap(py, Source::Many(joined))
+        Store::wrap(py, Source::Many(joined), logical)
     }
 
     #[getter]
@@ -374,6 +445,12 @@ impl Store {
     #[getter]
     fn codec(&self) -> &'static str {
         self.codec.name()
+    }
+
+    /// "tensor", "utf8" or "binary": how the table presents the records.
+    #[getter]
+    fn logical(&self) -> &'static str {
+        self.logical.name()
     }
 
     /// Whether zstd frames written through this handle carry a checksum.
@@ -569,6 +646,10 @@ impl Store {
                 let buf = self.with_read(py, |s| s.gather_dense(idx.into()))?;
                 self.dense_array(py, buf, Some(idx.len()))
             }
+            Kind::Ragged if self.logical.is_bytes() => {
+                let batch = self.with_read(py, |s| s.gather_ragged(idx.into()))?;
+                Ok(PyList::new(py, self.bytes_values(py, batch)?)?.into_any())
+            }
             Kind::Ragged => {
                 let batch = self.with_read(py, |s| s.gather_ragged(idx.into()))?;
                 Ok(PyList::new(py, self.ragged_arrays(py, batch)?)?.into_any())
@@ -583,6 +664,10 @@ impl Store {
             Kind::Dense => {
                 let buf = self.with_read(py, |s| s.gather_dense((&idx).into()))?;
                 self.dense_array(py, buf, None)
+            }
+            Kind::Ragged if self.logical.is_bytes() => {
+                let batch = self.with_read(py, |s| s.gather_ragged((&idx).into()))?;
+                Ok(self.bytes_values(py, batch)?.remove(0))
             }
             Kind::Ragged => {
                 let batch = self.with_read(py, |s| s.gather_ragged((&idx).into()))?;
