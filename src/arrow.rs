@@ -645,8 +645,10 @@ pub fn schema_for_field(field: &Field) -> Result<Schema> {
     }
     let unsupported = || {
         Error::InvalidType(format!(
-            "column {:?} of Arrow type {dt} has no store mapping (expected a primitive, \
-             FixedSizeList, List/LargeList or struct{{data, shape}} of bool, int, uint or float)",
+            "column {:?} of Arrow type {dt} has no store mapping (supported: a primitive, \
+             FixedSizeList, List/LargeList or struct{{data, shape}} of bool, int, uint or float; \
+             or text (Utf8, LargeUtf8, Utf8View) or bytes (Binary, LargeBinary, BinaryView, \
+             FixedSizeBinary))",
             field.name()
         ))
     };

@@ -126,11 +126,16 @@ def test_ingest_bad_parquet_writes_nothing(root):
     with pytest.raises(ValueError, match='column "b".*null'):
         lpq.ingest(p, root / "x")
     assert not (root / "x").exists()
-    p2 = root / "strings.parquet"
-    pq.write_table(pa.table({"s": pa.array(["x", "y"])}), p2)
+    p2 = root / "dates.parquet"
+    pq.write_table(pa.table({"s": pa.array([1, 2], pa.date32())}), p2)
     with pytest.raises(TypeError, match="no store mapping"):
         lpq.ingest(p2, root / "y")
     assert not (root / "y").exists()
+    p3 = root / "null-text.parquet"
+    pq.write_table(pa.table({"a": [1, 2], "s": pa.array(["x", None])}), p3)
+    with pytest.raises(ValueError, match='column "s".*null'):
+        lpq.ingest(p3, root / "w")
+    assert not (root / "w").exists()
     with pytest.raises(FileNotFoundError):
         lpq.ingest(root / "missing.parquet", root / "z")
 
