@@ -120,6 +120,11 @@ pub trait Records: Send + Sync {
     fn logical(&self) -> Logical {
         Logical::Tensor
     }
+    /// The validity stream of a nullable column (one `bool` per record,
+    /// false for null), None for a column without nulls.
+    fn validity(&self) -> Option<&dyn Records> {
+        None
+    }
 }
 
 /// Records presented as a table's logical type (text or binary values of a
@@ -127,14 +132,54 @@ pub trait Records: Send + Sync {
 pub struct Typed<'a> {
     records: &'a dyn Records,
     logical: Logical,
+    validity: Option<&'a dyn Records>,
 }
 
 impl<'a> Typed<'a> {
     /// Fails when `records` cannot hold `logical` (see [`Logical::check`]).
     pub fn new(records: &'a dyn Records, logical: Logical) -> Result<Typed<'a>> {
         logical.check(records.schema())?;
-        Ok(Typed { records, logical })
+        Ok(Typed {
+            records,
+            logical,
+            validity: None,
+        })
     }
+
+    /// With the validity stream `validity`: dense `bool` scalars, one per
+    /// record.
+    pub fn with_validity(mut self, validity: &'a dyn Records) -> Result<Typed<'a>> {
+        check_validity(self.records, validity)?;
+        self.validity = Some(validity);
+        Ok(self)
+    }
+}
+
+/// Checks that `validity` is a validity stream for `records`.
+pub fn check_validity(records: &dyn Records, validity: &dyn Records) -> Result<()> {
+    use crate::error::Error;
+    let want = Schema::dense(crate::schema::DType::Bool, &[])?;
+    if *validity.schema() != want {
+        return Err(Error::corrupted(
+            validity.path(),
+            format!(
+                "a validity stream holds dense bool scalars, found {}",
+                validity.schema()
+            ),
+        ));
+    }
+    if validity.len() != records.len() {
+        return Err(Error::corrupted(
+            validity.path(),
+            format!(
+                "the validity stream has {} rows, but its column {} has {}",
+                validity.len(),
+                records.path().display(),
+                records.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 impl Records for Typed<'_> {
@@ -180,6 +225,9 @@ impl Records for Typed<'_> {
     fn logical(&self) -> Logical {
         self.logical
     }
+    fn validity(&self) -> Option<&dyn Records> {
+        self.validity
+    }
 }
 
 /// A [`StoreAccess`] whose records a table presents as `logical`.
@@ -203,6 +251,7 @@ impl<S: StoreAccess> StoreAccess for TypedAccess<S> {
             f(&Typed {
                 records: r,
                 logical,
+                validity: None,
             })
         })
     }

@@ -25,7 +25,7 @@ use arrow_array::{
     OffsetSizeTrait, PrimitiveArray, RecordBatch, RecordBatchReader, StringArray, StructArray,
     UInt64Array,
 };
-use arrow_buffer::{BooleanBuffer, Buffer as ArrowBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{BooleanBuffer, Buffer as ArrowBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{
     ArrowError, DataType, Field, FieldRef, Fields, Schema as ArrowSchema, SchemaRef,
 };
@@ -108,11 +108,24 @@ fn tensor_fields(dtype: DType, ndim: usize) -> Fields {
 /// The Arrow field of `records` as a table presents them: Utf8 or Binary
 /// for text and binary columns, else [`field_for`] of their schema.
 pub fn field_of(records: &dyn Records, name: &str) -> Field {
-    match records.logical() {
+    let field = match records.logical() {
         Logical::Utf8 => Field::new(name, DataType::Utf8, false),
         Logical::Binary => Field::new(name, DataType::Binary, false),
         Logical::Tensor => field_for(records.schema(), name),
-    }
+    };
+    field.with_nullable(records.validity().is_some())
+}
+
+/// The validity of `records` at `idx` (None without a validity stream).
+pub fn gather_nulls(records: &dyn Records, idx: Indices<'_>) -> Result<Option<NullBuffer>> {
+    let Some(v) = records.validity() else {
+        return Ok(None);
+    };
+    let bits = v.gather_dense(idx)?;
+    let bytes = bits.as_slice();
+    Ok(Some(NullBuffer::from(
+        bytes.iter().map(|&b| b != 0).collect::<Vec<_>>(),
+    )))
 }
 
 /// The Arrow field of a store's records (see the module docs).
@@ -205,6 +218,23 @@ fn to_i32(v: usize, what: &str) -> Result<i32> {
 /// Gathers records `idx` of `store` as one Arrow array of [`field_for`]'s type.
 pub fn gather_array<'i>(store: &dyn Records, idx: impl Into<Indices<'i>>) -> Result<ArrayRef> {
     let idx = idx.into();
+    let array = gather_values(store, idx)?;
+    match gather_nulls(store, idx)? {
+        Some(nulls) if nulls.null_count() > 0 => {
+            let data = array
+                .to_data()
+                .into_builder()
+                .nulls(Some(nulls))
+                .build()
+                .map_err(arrow_err)?;
+            Ok(arrow_array::make_array(data))
+        }
+        _ => Ok(array),
+    }
+}
+
+/// [`gather_array`] without the nulls.
+fn gather_values(store: &dyn Records, idx: Indices<'_>) -> Result<ArrayRef> {
     if store.logical().is_bytes() {
         return gather_bytes_array(store, idx);
     }
@@ -337,8 +367,8 @@ fn gather_bytes_array(store: &dyn Records, idx: Indices<'_>) -> Result<ArrayRef>
 
 /// Packs the values of a string or binary Arrow array (any offset width or
 /// view) as text/binary records; nulls are refused.
-pub fn bytes_pack(array: &dyn Array, field: &Field) -> Result<Packed> {
-    if array.null_count() > 0 {
+pub fn bytes_pack(array: &dyn Array, field: &Field, nulls: Option<&NullBuffer>) -> Result<Packed> {
+    if nulls.is_none() && array.logical_null_count() > 0 {
         return Err(Error::InvalidValue(format!(
             "column {:?}: the array holds {} nulls; stores hold no nulls",
             field.name(),
@@ -350,7 +380,11 @@ pub fn bytes_pack(array: &dyn Array, field: &Field) -> Result<Packed> {
         ($arr:expr) => {{
             let a = $arr;
             for i in 0..a.len() {
-                let v: &[u8] = a.value(i).as_ref();
+                let v: &[u8] = if nulls.is_some_and(|n| n.is_null(i)) {
+                    &[]
+                } else {
+                    a.value(i).as_ref()
+                };
                 crate::schema::push_bytes_value(&mut packed, v);
             }
         }};
@@ -836,17 +870,17 @@ pub fn with_dense_bytes<T>(
 pub fn ragged_pack(dtype: DType, array: &dyn Array, field: &Field) -> Result<Packed> {
     if dtype == DType::U8 && logical_of(array.data_type()).is_bytes() {
         // Strings and byte strings into a uint8 store: one value per record.
-        return bytes_pack(array, field);
+        return bytes_pack(array, field, None);
     }
     no_nulls(array, "the array")?;
     match array.data_type() {
         DataType::List(_) => {
             let l = array.as_list::<i32>();
-            pack_list(dtype, l, None)
+            pack_list(dtype, l, None, None)
         }
         DataType::LargeList(_) => {
             let l = array.as_list::<i64>();
-            pack_list(dtype, l, None)
+            pack_list(dtype, l, None, None)
         }
         DataType::Struct(_) => {
             let s = array.as_struct();
@@ -863,8 +897,10 @@ pub fn ragged_pack(dtype: DType, array: &dyn Array, field: &Field) -> Result<Pac
             no_nulls(shape.as_ref(), "the shape field")?;
             let shapes = struct_shapes(shape.as_ref())?;
             match data.data_type() {
-                DataType::List(_) => pack_list(dtype, data.as_list::<i32>(), Some(&shapes)),
-                DataType::LargeList(_) => pack_list(dtype, data.as_list::<i64>(), Some(&shapes)),
+                DataType::List(_) => pack_list(dtype, data.as_list::<i32>(), Some(&shapes), None),
+                DataType::LargeList(_) => {
+                    pack_list(dtype, data.as_list::<i64>(), Some(&shapes), None)
+                }
                 other => Err(Error::InvalidType(format!(
                     "the data field must be a List or LargeList, got {other}"
                 ))),
@@ -943,6 +979,7 @@ fn pack_list<O: OffsetSizeTrait>(
     dtype: DType,
     list: &GenericListArray<O>,
     shapes: Option<&[Vec<u64>]>,
+    nulls: Option<&NullBuffer>,
 ) -> Result<Packed> {
     let values = list.values();
     let offsets = list.value_offsets();
@@ -952,7 +989,13 @@ fn pack_list<O: OffsetSizeTrait>(
     let bytes = element_bytes(window.as_ref(), dtype, "the list values")?;
     let size = dtype.itemsize();
     let mut packed = Packed::with_capacity(list.len(), bytes.len() + list.len() * 16);
+    let zero = [0u8; 8];
     for i in 0..list.len() {
+        if nulls.is_some_and(|n| n.is_null(i)) {
+            // A null row's placeholder: the 0-d record 0.
+            packed.push(&[], &zero[..size]);
+            continue;
+        }
         let a = offsets[i].as_usize() - first;
         let b = offsets[i + 1].as_usize() - first;
         if a == b {
@@ -1018,9 +1061,14 @@ fn column_dir(root: &Path, name: &str) -> Result<PathBuf> {
 /// `root/<column>`, with memory bounded by one batch. FixedSizeList (with or
 /// without the tensor extension) becomes a dense store, List/LargeList a
 /// ragged store of 1-D records, the ragged struct a ragged store, a primitive
-/// a dense store of scalars. `progress` sees the rows written so far. On any
-/// error the stores created by this call are removed. Returns each column's
-/// name and store kind; the stores are closed.
+/// a dense store of scalars, a string or binary column a ragged uint8 store
+/// of its values (typed in the table file). Null rows are allowed (not
+/// nulls inside a row's tensor): a column with any gets a validity stream
+/// (`.validity/<column>`, see [`crate::table`]) and a placeholder record in
+/// each null row; a column without costs nothing extra. `progress` sees the
+/// rows written so far. On any error the stores created by this call are
+/// removed. Returns each column's name and store kind; the stores are
+/// closed.
 pub fn ingest(
     reader: impl RecordBatchReader,
     root: &Path,
@@ -1028,31 +1076,50 @@ pub fn ingest(
     dict: Option<&[u8]>,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Vec<(String, Kind)>> {
+    use crate::table::{self, ColumnType};
+
     let arrow_schema = reader.schema();
     let mut plan = Vec::new();
     for field in arrow_schema.fields() {
         let dir = column_dir(root, field.name())?;
         let schema = schema_for_field(field)?;
-        if dir.join(crate::format::META_FILE).exists() {
-            return Err(Error::AlreadyExists {
-                path: dir,
-                reason: format!("a store already exists here (column {:?})", field.name()),
-            });
+        for d in [dir.clone(), table::validity_dir(root, field.name())] {
+            if d.join(crate::format::META_FILE).exists() {
+                return Err(Error::AlreadyExists {
+                    path: d,
+                    reason: format!("a store already exists here (column {:?})", field.name()),
+                });
+            }
         }
         plan.push((Arc::clone(field), dir, schema));
     }
-    // Text and binary columns are recorded in the table file first, so a
-    // column that exists never lacks its type.
-    let typed: Vec<(String, Logical)> = plan
+    // Column types go to the table file first, so a column that exists
+    // never lacks its type; validity streams are recorded as they appear.
+    let mut recorded: Vec<(String, ColumnType)> = plan
         .iter()
-        .map(|(f, _, _)| (f.name().clone(), logical_of(f.data_type())))
-        .filter(|(_, l)| l.is_bytes())
+        .map(|(f, _, _)| {
+            let logical = logical_of(f.data_type());
+            (
+                f.name().clone(),
+                ColumnType {
+                    logical,
+                    nullable: false,
+                },
+            )
+        })
+        .filter(|(_, t)| t.logical.is_bytes())
         .collect();
-    if !typed.is_empty() {
+    if !recorded.is_empty() {
         std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
-        crate::table::write_types(root, &typed)?;
+        table::write_types(root, &recorded)?;
     }
+    let validity_codec = if codec == Codec::Raw {
+        Codec::Raw
+    } else {
+        Codec::Zstd
+    };
     let mut stores: Vec<Store> = Vec::with_capacity(plan.len());
+    let mut validity: Vec<Option<Store>> = plan.iter().map(|_| None).collect();
     let written = || -> Result<()> {
         for (_, dir, schema) in &plan {
             stores.push(Store::create(dir, schema.clone(), codec, dict)?);
@@ -1060,21 +1127,43 @@ pub fn ingest(
         let mut rows = 0u64;
         for batch in reader {
             let batch = batch.map_err(|e| from_arrow_error(e, "reading the source: "))?;
-            for ((field, _, schema), (store, column)) in
-                plan.iter().zip(stores.iter_mut().zip(batch.columns()))
+            for (c, ((field, _, schema), (store, column))) in plan
+                .iter()
+                .zip(stores.iter_mut().zip(batch.columns()))
+                .enumerate()
             {
-                let appended = match schema.kind() {
-                    _ if logical_of(field.data_type()).is_bytes() => {
-                        bytes_pack(column.as_ref(), field)
-                            .and_then(|packed| store.append_ragged(&packed))
-                    }
-                    Kind::Dense => {
-                        with_dense_bytes(schema, column.as_ref(), field, |b| store.append_dense(b))
-                    }
-                    Kind::Ragged => ragged_pack(schema.dtype, column.as_ref(), field)
-                        .and_then(|packed| store.append_ragged(&packed)),
-                };
-                appended.map_err(|e| in_column(e, field.name()))?;
+                let nulls = column.logical_nulls().filter(|n| n.null_count() > 0);
+                if nulls.is_some() && validity[c].is_none() {
+                    // The first null of this column: its validity stream
+                    // starts with every earlier row valid.
+                    let name = field.name().clone();
+                    let t = ColumnType {
+                        logical: logical_of(field.data_type()),
+                        nullable: true,
+                    };
+                    std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+                    table::write_types(root, &[(name.clone(), t)])?;
+                    recorded.retain(|(n, _)| *n != name);
+                    recorded.push((name.clone(), t));
+                    let schema = Schema::dense(DType::Bool, &[])?;
+                    let mut v = Store::create(
+                        table::validity_dir(root, &name),
+                        schema,
+                        validity_codec,
+                        None,
+                    )?;
+                    v.append_dense(&vec![1u8; rows as usize])?;
+                    validity[c] = Some(v);
+                }
+                if let Some(v) = validity[c].as_mut() {
+                    let bits: Vec<u8> = match &nulls {
+                        Some(n) => n.iter().map(u8::from).collect(),
+                        None => vec![1u8; column.len()],
+                    };
+                    v.append_dense(&bits)?;
+                }
+                append_column(store, schema, field, column, nulls.as_ref())
+                    .map_err(|e| in_column(e, field.name()))?;
             }
             rows += batch.num_rows() as u64;
             progress(rows);
@@ -1085,6 +1174,9 @@ pub fn ingest(
         Ok(()) => {
             for s in stores {
                 s.close()?;
+            }
+            for v in validity.into_iter().flatten() {
+                v.close()?;
             }
             Ok(plan
                 .iter()
@@ -1098,16 +1190,149 @@ pub fn ingest(
             for (_, dir, _) in plan.iter().take(created) {
                 let _ = std::fs::remove_dir_all(dir);
             }
-            if !typed.is_empty() {
-                let untyped: Vec<_> = typed
+            for ((f, _, _), v) in plan.iter().zip(validity) {
+                if let Some(v) = v {
+                    drop(v);
+                    let _ = std::fs::remove_dir_all(table::validity_dir(root, f.name()));
+                }
+            }
+            let _ = std::fs::remove_dir(root.join(table::VALIDITY_DIR));
+            if !recorded.is_empty() {
+                let plain: Vec<_> = recorded
                     .iter()
-                    .map(|(n, _)| (n.clone(), Logical::Tensor))
+                    .map(|(n, _)| (n.clone(), ColumnType::default()))
                     .collect();
-                let _ = crate::table::write_types(root, &untyped);
+                let _ = table::write_types(root, &plain);
             }
             Err(e)
         }
     }
+}
+
+/// Appends one batch's `column` to `store`; `nulls` marks its null rows,
+/// which get a placeholder record (zeros; an empty value for text).
+fn append_column(
+    store: &mut Store,
+    schema: &Schema,
+    field: &Field,
+    column: &ArrayRef,
+    nulls: Option<&NullBuffer>,
+) -> Result<()> {
+    let logical = logical_of(field.data_type());
+    if let DataType::FixedSizeList(..) = column.data_type() {
+        if column.as_fixed_size_list().values().logical_null_count() > 0 {
+            // Names the row whose tensor holds a null (unless its row is null).
+            let valid = NullBuffer::new_valid(column.len());
+            strip_row_nulls(column.as_ref(), nulls.unwrap_or(&valid))?;
+        }
+    }
+    let Some(nulls) = nulls else {
+        return match schema.kind() {
+            _ if logical.is_bytes() => bytes_pack(column.as_ref(), field, None)
+                .and_then(|packed| store.append_ragged(&packed)),
+            Kind::Dense => {
+                with_dense_bytes(schema, column.as_ref(), field, |b| store.append_dense(b))
+            }
+            Kind::Ragged => ragged_pack(schema.dtype, column.as_ref(), field)
+                .and_then(|packed| store.append_ragged(&packed)),
+        };
+    };
+    let stripped = strip_row_nulls(column.as_ref(), nulls)?;
+    match schema.kind() {
+        _ if logical.is_bytes() => bytes_pack(stripped.as_ref(), field, Some(nulls))
+            .and_then(|packed| store.append_ragged(&packed)),
+        Kind::Dense => with_dense_bytes(schema, stripped.as_ref(), field, |b| {
+            let width = b.len() / column.len().max(1);
+            let mut bytes = b.to_vec();
+            for (i, valid) in nulls.iter().enumerate() {
+                if !valid {
+                    bytes[i * width..(i + 1) * width].fill(0);
+                }
+            }
+            store.append_dense(&bytes)
+        }),
+        Kind::Ragged => {
+            let dtype = schema.dtype;
+            let packed = match stripped.data_type() {
+                DataType::List(_) => pack_list(dtype, stripped.as_list::<i32>(), None, Some(nulls)),
+                DataType::LargeList(_) => {
+                    pack_list(dtype, stripped.as_list::<i64>(), None, Some(nulls))
+                }
+                DataType::Struct(_) => {
+                    // The ragged struct: its children's values in null rows
+                    // are placeholders too.
+                    let s = stripped.as_struct();
+                    let (Some(data), Some(shape)) =
+                        (s.column_by_name("data"), s.column_by_name("shape"))
+                    else {
+                        return Err(Error::InvalidType(format!(
+                            "a struct array must have fields data and shape, got {}",
+                            stripped.data_type()
+                        )));
+                    };
+                    let data = strip_row_nulls(data.as_ref(), nulls)?;
+                    let shape = strip_row_nulls(shape.as_ref(), nulls)?;
+                    let shapes = struct_shapes(shape.as_ref())?;
+                    match data.data_type() {
+                        DataType::List(_) => {
+                            pack_list(dtype, data.as_list::<i32>(), Some(&shapes), Some(nulls))
+                        }
+                        DataType::LargeList(_) => {
+                            pack_list(dtype, data.as_list::<i64>(), Some(&shapes), Some(nulls))
+                        }
+                        other => Err(Error::InvalidType(format!(
+                            "the data field must be a List or LargeList, got {other}"
+                        ))),
+                    }
+                }
+                other => Err(Error::InvalidType(format!(
+                    "a ragged column takes List, LargeList or struct{{data, shape}}, got {other}"
+                ))),
+            };
+            packed.and_then(|packed| store.append_ragged(&packed))
+        }
+    }
+}
+
+/// `array` without its row nulls (the rows stay, their values become
+/// placeholders). Nulls inside a fixed-size row (a tensor element) are
+/// refused: only whole rows may be null.
+fn strip_row_nulls(array: &dyn Array, nulls: &NullBuffer) -> Result<ArrayRef> {
+    if let DataType::FixedSizeList(f, size) = array.data_type() {
+        let list = array.as_fixed_size_list();
+        let values = list.values();
+        let size_u = *size as usize;
+        let child_nulls = values.logical_nulls().filter(|n| n.null_count() > 0);
+        let values = match child_nulls {
+            None => Arc::clone(values),
+            Some(cn) => {
+                if let Some(j) = cn.iter().enumerate().find_map(|(j, valid)| {
+                    (!valid && nulls.is_valid(j / size_u.max(1))).then_some(j)
+                }) {
+                    return Err(Error::InvalidValue(format!(
+                        "row {} holds a null inside its tensor (element {}); only whole rows may be null",
+                        j / size_u.max(1),
+                        j % size_u.max(1)
+                    )));
+                }
+                // Every child null lies in a null row: those elements are
+                // placeholders too.
+                let row_of = |j: usize| nulls.is_valid(j / size_u.max(1));
+                let expanded = NullBuffer::from((0..values.len()).map(row_of).collect::<Vec<_>>());
+                strip_row_nulls(values.as_ref(), &expanded)?
+            }
+        };
+        let out =
+            FixedSizeListArray::try_new(Arc::clone(f), *size, values, None).map_err(arrow_err)?;
+        return Ok(Arc::new(out));
+    }
+    let data = array
+        .to_data()
+        .into_builder()
+        .nulls(None)
+        .build()
+        .map_err(arrow_err)?;
+    Ok(arrow_array::make_array(data))
 }
 
 #[cfg(test)]

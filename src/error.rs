@@ -50,6 +50,10 @@ pub enum Error {
     /// which is read-only by design (maps to `io.UnsupportedOperation`).
     #[error("cannot {op}: {} is a column of a sharded table, which is read-only; add data as new shards (loaderx.new_shard, then loaderx.commit_shards)", path.display())]
     ShardedReadOnly { op: &'static str, path: PathBuf },
+    /// A write on a nullable column (one with a validity stream), which the
+    /// table does not keep in step (maps to `io.UnsupportedOperation`).
+    #[error("cannot {op}: column {} is nullable (it has a validity stream), and writes to nullable columns are not supported; write the table again with its nulls (loaderx.arrow.ingest)", path.display())]
+    NullableReadOnly { op: &'static str, path: PathBuf },
     /// No store at the path.
     #[error("no store at {}: {reason}", path.display())]
     NotFound { path: PathBuf, reason: String },

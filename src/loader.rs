@@ -160,6 +160,10 @@ pub struct Batch {
     pub indices: Vec<u64>,
     /// One column per stream, in stream order.
     pub columns: Vec<Column>,
+    /// Per stream, with array output: the validity of a nullable column at
+    /// `indices` (one byte per record, 0 for null), else None. Arrow output
+    /// carries nulls in the arrays themselves.
+    pub validity: Vec<Option<Buffer>>,
 }
 
 /// Everything a producer needs; shared by every producer thread.
@@ -187,19 +191,32 @@ impl<S: StoreAccess> Plan<S> {
     fn produce(&self, step: u64) -> Result<Batch> {
         let indices = self.indices_at(step);
         // Large records bypass the mapping (see `store::streaming`).
-        let columns = store::streaming(|| self.gather(&indices))?;
+        let (columns, validity) = store::streaming(|| self.gather(&indices))?;
         Ok(Batch {
             step,
             indices,
             columns,
+            validity,
         })
     }
 
-    fn gather(&self, idx: &[u64]) -> Result<Vec<Column>> {
-        self.streams
-            .iter()
-            .map(|(name, s)| s.with(|e| self.column(e, name, idx)))
-            .collect()
+    #[allow(clippy::type_complexity)]
+    fn gather(&self, idx: &[u64]) -> Result<(Vec<Column>, Vec<Option<Buffer>>)> {
+        let mut columns = Vec::with_capacity(self.streams.len());
+        let mut validity = Vec::with_capacity(self.streams.len());
+        for (name, s) in &self.streams {
+            let (c, v) = s.with(|e| {
+                let c = self.column(e, name, idx)?;
+                let v = match (self.output, e.validity()) {
+                    (Output::Arrays, Some(v)) => Some(v.gather_dense(idx.into())?),
+                    _ => None,
+                };
+                Ok((c, v))
+            })?;
+            columns.push(c);
+            validity.push(v);
+        }
+        Ok((columns, validity))
     }
 
     #[cfg_attr(not(feature = "arrow"), allow(unused_variables))]

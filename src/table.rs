@@ -6,10 +6,13 @@
 //! directory (see `docs/format.md`):
 //!
 //! ```json
-//! {"format": "loaderx.table", "version": 1, "columns": {"caption": {"type": "utf8"}}}
+//! {"format": "loaderx.table", "version": 1,
+//!  "columns": {"caption": {"type": "utf8"}, "label": {"type": "tensor", "nullable": true}}}
 //! ```
 //!
-//! Columns it does not name are tensors. The file is replaced atomically
+//! Columns it does not name are tensors without nulls. A nullable column's
+//! validity (one `bool` per row, false for null) is the dense store
+//! `.validity/<column>` beside the columns. The file is replaced atomically
 //! (written beside, fsynced, renamed, directory fsynced).
 
 use std::collections::BTreeMap;
@@ -31,7 +34,31 @@ const VERSION: u64 = 1;
 struct ColumnEntry {
     #[serde(rename = "type")]
     logical: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    nullable: bool,
 }
+
+/// What the table file records of a column.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ColumnType {
+    pub logical: Logical,
+    /// Whether the column has a validity stream (`.validity/<column>`).
+    pub nullable: bool,
+}
+
+impl ColumnType {
+    fn is_plain(&self) -> bool {
+        *self == ColumnType::default()
+    }
+}
+
+/// The directory of the validity stream of `column` in table `dir`.
+pub fn validity_dir(dir: &Path, column: &str) -> std::path::PathBuf {
+    dir.join(VALIDITY_DIR).join(column)
+}
+
+/// Where a table keeps its validity streams.
+pub const VALIDITY_DIR: &str = ".validity";
 
 #[derive(Serialize, Deserialize)]
 struct TableFile {
@@ -41,7 +68,7 @@ struct TableFile {
 }
 
 /// The column types recorded in `dir`'s table file (empty without one).
-pub fn read_types(dir: &Path) -> Result<BTreeMap<String, Logical>> {
+pub fn read_types(dir: &Path) -> Result<BTreeMap<String, ColumnType>> {
     let path = dir.join(TABLE_FILE);
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
@@ -65,7 +92,13 @@ pub fn read_types(dir: &Path) -> Result<BTreeMap<String, Logical>> {
     file.columns
         .into_iter()
         .map(|(name, entry)| match Logical::from_name(&entry.logical) {
-            Some(l) => Ok((name, l)),
+            Some(logical) => Ok((
+                name,
+                ColumnType {
+                    logical,
+                    nullable: entry.nullable,
+                },
+            )),
             None => Err(Error::corrupted(
                 &path,
                 format!(
@@ -77,15 +110,16 @@ pub fn read_types(dir: &Path) -> Result<BTreeMap<String, Logical>> {
         .collect()
 }
 
-/// Records `types` in `dir`'s table file, merged over what it holds
-/// ([`Logical::Tensor`] removes a column's entry). Atomic.
-pub fn write_types(dir: &Path, types: &[(String, Logical)]) -> Result<()> {
+/// Records `types` in `dir`'s table file, merged over what it holds (a
+/// plain tensor type removes a column's entry). Atomic.
+pub fn write_types(dir: &Path, types: &[(String, ColumnType)]) -> Result<()> {
     let mut all = read_types(dir)?;
-    for (name, logical) in types {
-        match logical {
-            Logical::Tensor => all.remove(name),
-            l => all.insert(name.clone(), *l),
-        };
+    for (name, t) in types {
+        if t.is_plain() {
+            all.remove(name);
+        } else {
+            all.insert(name.clone(), *t);
+        }
     }
     let path = dir.join(TABLE_FILE);
     if all.is_empty() {
@@ -100,11 +134,12 @@ pub fn write_types(dir: &Path, types: &[(String, Logical)]) -> Result<()> {
         version: VERSION,
         columns: all
             .into_iter()
-            .map(|(n, l)| {
+            .map(|(n, t)| {
                 (
                     n,
                     ColumnEntry {
-                        logical: l.name().into(),
+                        logical: t.logical.name().into(),
+                        nullable: t.nullable,
                     },
                 )
             })
@@ -135,21 +170,35 @@ mod tests {
     fn types_round_trip_and_merge() {
         let tmp = tempfile::tempdir().unwrap();
         assert!(read_types(tmp.path()).unwrap().is_empty());
+        let t = |logical, nullable| ColumnType { logical, nullable };
         write_types(
             tmp.path(),
             &[
-                ("caption".into(), Logical::Utf8),
-                ("png".into(), Logical::Binary),
+                ("caption".into(), t(Logical::Utf8, false)),
+                ("png".into(), t(Logical::Binary, false)),
+                ("label".into(), t(Logical::Tensor, true)),
             ],
         )
         .unwrap();
-        write_types(tmp.path(), &[("png".into(), Logical::Tensor)]).unwrap();
+        write_types(tmp.path(), &[("png".into(), ColumnType::default())]).unwrap();
         let got = read_types(tmp.path()).unwrap();
         assert_eq!(
             got,
-            BTreeMap::from([("caption".to_string(), Logical::Utf8)])
+            BTreeMap::from([
+                ("caption".to_string(), t(Logical::Utf8, false)),
+                ("label".to_string(), t(Logical::Tensor, true)),
+            ])
         );
-        write_types(tmp.path(), &[("caption".into(), Logical::Tensor)]).unwrap();
+        let text = std::fs::read_to_string(tmp.path().join(TABLE_FILE)).unwrap();
+        assert!(text.contains("\"nullable\": true") && !text.contains("\"nullable\": false"));
+        write_types(
+            tmp.path(),
+            &[
+                ("caption".into(), ColumnType::default()),
+                ("label".into(), ColumnType::default()),
+            ],
+        )
+        .unwrap();
         assert!(!tmp.path().join(TABLE_FILE).exists());
         std::fs::write(tmp.path().join(TABLE_FILE), b"{\"format\": 1}").unwrap();
         let err = read_types(tmp.path()).unwrap_err().to_string();

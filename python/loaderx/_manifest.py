@@ -32,6 +32,8 @@ MANIFEST = "manifest.json"
 FORMAT = "loaderx.sharded_table"
 VERSION = 1
 _LOCK = ".manifest.lock"
+#: Where a table keeps the validity streams of its nullable columns.
+VALIDITY = ".validity"
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,254}$")
 
 
@@ -79,6 +81,9 @@ def read_manifest(path: str) -> dict:
         c in columns and t in ("utf8", "binary") for c, t in types.items()
     ):
         raise _bad(path, "'types' must map column names to 'utf8' or 'binary'")
+    nullable = doc.get("nullable", [])
+    if not isinstance(nullable, list) or not all(c in columns for c in nullable):
+        raise _bad(path, "'nullable' must list column names")
     seen = set()
     out = []
     for i, s in enumerate(shards):
@@ -96,7 +101,16 @@ def read_manifest(path: str) -> dict:
         if not os.path.isdir(os.path.join(path, name)):
             raise _bad(path, f"it names shard {name!r}, but {os.path.join(path, name)} is missing")
         out.append({"name": name, "rows": rows})
-    return {"columns": list(columns), "shards": out, "types": dict(types)}
+    for name in nullable:
+        for shard in out:
+            v = os.path.join(path, shard["name"], VALIDITY, name)
+            if not os.path.isfile(os.path.join(v, "meta.zr")):
+                raise _bad(
+                    path,
+                    f"column {name!r} is nullable, but shard {shard['name']!r} has no "
+                    f"validity stream {VALIDITY}/{name}",
+                )
+    return {"columns": list(columns), "shards": out, "types": dict(types), "nullable": nullable}
 
 
 def new_shard(path) -> str:
@@ -139,7 +153,7 @@ def _shard_schema(shard_dir: str) -> tuple[dict, int]:
     schema, lengths = {}, {}
     types = _native.table_types(shard_dir)
     for name in names:
-        logical = types.get(name)
+        logical, _ = types.get(name, ("tensor", False))
         native = _native.Store.open(os.path.join(shard_dir, name), None, True, logical)
         try:
             shape = native.item_shape
@@ -147,7 +161,7 @@ def _shard_schema(shard_dir: str) -> tuple[dict, int]:
                 native.kind,
                 native.dtype,
                 tuple(shape) if shape is not None else None,
-                logical or "tensor",
+                logical,
             )
             lengths[name] = len(native)
         finally:
@@ -207,7 +221,7 @@ def commit_shards(path, shards) -> int:
                     f"{path} is a plain table (it holds stores directly); "
                     "shards go into a directory of their own"
                 )
-            current = {"columns": None, "shards": [], "types": {}}
+            current = {"columns": None, "shards": [], "types": {}, "nullable": []}
         committed = {s["name"] for s in current["shards"]}
         reference = None
         if current["shards"]:
@@ -243,10 +257,51 @@ def commit_shards(path, shards) -> int:
         types = {c: t for c, t in types.items() if t != "tensor"}
         if types:
             doc["types"] = types
+        # A column with nulls in any shard is nullable in all: shards without
+        # a validity stream for it get one of all-valid rows (an addition
+        # beside their stores, before the manifest names it).
+        nullable = set(current["nullable"])
+        for s in added:
+            shard_types = _native.table_types(os.path.join(path, s["name"]))
+            nullable |= {c for c, (_, n) in shard_types.items() if n}
+        if nullable:
+            for s in doc["shards"]:
+                for c in sorted(nullable):
+                    _ensure_validity(os.path.join(path, s["name"]), c, s["rows"])
+            doc["nullable"] = sorted(nullable)
         _write_atomically(path, json.dumps(doc, indent=1).encode() + b"\n")
         return sum(s["rows"] for s in doc["shards"])
     finally:
         os.close(lock)
+
+
+def _ensure_validity(shard_dir: str, column: str, rows: int) -> None:
+    """Gives ``shard_dir`` an all-valid validity stream for ``column`` unless
+    it has one (which must then have ``rows`` rows)."""
+    import numpy as np
+
+    v = os.path.join(shard_dir, VALIDITY, column)
+    if os.path.isfile(os.path.join(v, "meta.zr")):
+        native = _native.Store.open(v, "dense", True)
+        try:
+            if len(native) != rows or native.dtype != "|b1":
+                raise ValueError(
+                    f"shard {shard_dir}: the validity stream of column {column!r} holds "
+                    f"{len(native)} {native.dtype} rows, expected {rows} bool rows"
+                )
+        finally:
+            native.close()
+        return
+    if os.path.exists(v):
+        import shutil
+
+        shutil.rmtree(v)  # a stream a killed commit left half-made
+    native = _native.Store.create(v, "|b1", [], "zstd")
+    try:
+        if rows:
+            native.append_dense(np.ones(rows, np.uint8))
+    finally:
+        native.close()
 
 
 def _write_atomically(path: str, data: bytes) -> None:

@@ -34,7 +34,7 @@ from ._streams import (
     drain_streams,
     require_pyarrow,
 )
-from .table import open_store
+from .table import open_columns
 
 __all__ = ["table", "ingest"]
 
@@ -84,5 +84,4 @@ def ingest(source, root, codec: str = "zstd", dict_bytes: bytes | None = None) -
         if fresh_root and not os.listdir(root):
             os.rmdir(root)  # leave nothing behind
         raise
-    types = _native.table_types(root)
-    return {name: open_store(os.path.join(root, name), False, types.get(name)) for name, _ in made}
+    return open_columns(root, False, [name for name, _ in made])

@@ -15,7 +15,7 @@ from typing import Callable
 
 from . import _native
 from ._streams import check_codec, check_index_column, check_path, drain_streams
-from .table import open_store
+from .table import open_columns
 
 __all__ = ["export", "ingest"]
 
@@ -65,5 +65,4 @@ def ingest(
         if fresh_root and os.path.isdir(root) and not os.listdir(root):
             os.rmdir(root)
         raise
-    types = _native.table_types(root)
-    return {name: open_store(os.path.join(root, name), False, types.get(name)) for name, _ in made}
+    return open_columns(root, False, [name for name, _ in made])

@@ -30,20 +30,21 @@ import numpy as np
 
 from . import _native
 from ._errors import Corrupted
-from ._manifest import commit_shards, is_sharded, new_shard, read_manifest
+from ._manifest import VALIDITY, commit_shards, is_sharded, new_shard, read_manifest
 from ._streams import StoreBase, check_path
 from .zrecord import DenseStore, RaggedStore
 
 __all__ = ["Table", "open_table", "new_shard", "commit_shards", "ingest_sharded"]
 
 
-def open_store(path: str, readonly: bool = True, logical: str | None = None):
+def open_store(path: str, readonly: bool = True, logical: str | None = None, validity=None):
     """Opens the store at ``path`` with the class of its kind; ``logical``
     ("utf8", "binary") presents a ragged uint8 store as a text or binary
-    column (a table records it; see :func:`open_table`)."""
+    column and ``validity`` (a dense bool store's path) gives it nulls (a
+    table records both; see :func:`open_table`)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"no store at {path}: the path does not exist")
-    native = _native.Store.open(path, None, readonly, logical)
+    native = _native.Store.open(path, None, readonly, logical, validity)
     return (DenseStore if native.kind == "dense" else RaggedStore)(native, path)
 
 
@@ -57,15 +58,17 @@ def column_names(path: str) -> list[str]:
     return names
 
 
-def open_columns(path: str, readonly: bool = True) -> dict:
-    """Opens every store of a table directory, named by subdirectory, each
-    presented as the type the table file records for it."""
+def open_columns(path: str, readonly: bool = True, names=None) -> dict:
+    """Opens every store of a table directory (or those of ``names``), named
+    by subdirectory, each presented as the type the table file records."""
     streams = {}
-    names = column_names(path)
+    names = column_names(path) if names is None else list(names)
     types = _native.table_types(path)
     try:
         for name in names:
-            streams[name] = open_store(os.path.join(path, name), readonly, types.get(name))
+            logical, nullable = types.get(name, ("tensor", False))
+            validity = os.path.join(path, VALIDITY, name) if nullable else None
+            streams[name] = open_store(os.path.join(path, name), readonly, logical, validity)
     except BaseException:
         for s in streams.values():
             s.close()
@@ -202,8 +205,15 @@ def _open_sharded(path: str) -> Table:
     try:
         for name in manifest["columns"]:
             col = os.path.join(path, name)
+            validity = None
+            if name in manifest["nullable"]:
+                validity = [os.path.join(d, VALIDITY, name) for d in dirs]
             native = _native.Store.concat(
-                col, [os.path.join(d, name) for d in dirs], None, manifest["types"].get(name)
+                col,
+                [os.path.join(d, name) for d in dirs],
+                None,
+                manifest["types"].get(name),
+                validity,
             )
             cls = DenseStore if native.kind == "dense" else RaggedStore
             columns[name] = cls(native, col)

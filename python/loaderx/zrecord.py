@@ -329,7 +329,7 @@ class DenseStore(_Store):
 
     def _one(self, native, index):
         record = native.get(index)
-        return record[()] if record.ndim == 0 else record
+        return record[()] if record is not None and record.ndim == 0 else record
 
     def append(self, data) -> None:
         """Appends the records of ``data``, an array of shape

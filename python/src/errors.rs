@@ -50,7 +50,7 @@ pub fn store_error(err: &Error) -> PyErr {
         Error::Corrupted { .. } => raise_named("Corrupted", &CORRUPTED, msg),
         Error::Busy(_) => raise_named("StoreBusy", &STORE_BUSY, msg),
         // io.UnsupportedOperation is both an OSError and a ValueError.
-        Error::ReadOnly { .. } | Error::ShardedReadOnly { .. } => {
+        Error::ReadOnly { .. } | Error::ShardedReadOnly { .. } | Error::NullableReadOnly { .. } => {
             UnsupportedOperation::new_err(msg)
         }
         Error::NotFound { .. } => PyFileNotFoundError::new_err(msg),

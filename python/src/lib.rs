@@ -49,27 +49,28 @@ fn dict_tiers(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(d)
 }
 
-/// `{column: "utf8" | "binary"}`: the column types a table directory's
-/// `table.json` records (empty without one).
+/// `{column: (type, nullable)}`: the column types a table directory's
+/// `table.json` records (empty without one); type is "tensor", "utf8" or
+/// "binary".
 #[pyfunction]
 fn table_types(py: Python<'_>, dir: std::path::PathBuf) -> PyResult<Bound<'_, PyDict>> {
     let types = loaderx::table::read_types(&dir).py()?;
     let d = PyDict::new(py);
-    for (name, logical) in types {
-        d.set_item(name, logical.name())?;
+    for (name, t) in types {
+        d.set_item(name, (t.logical.name(), t.nullable))?;
     }
     Ok(d)
 }
 
-/// Records column types in `dir`'s `table.json` (merged; "tensor" removes
-/// an entry), atomically.
+/// Records column types `(name, type, nullable)` in `dir`'s `table.json`
+/// (merged; ("tensor", false) removes an entry), atomically.
 #[pyfunction]
-fn write_table_types(dir: std::path::PathBuf, types: Vec<(String, String)>) -> PyResult<()> {
+fn write_table_types(dir: std::path::PathBuf, types: Vec<(String, String, bool)>) -> PyResult<()> {
     let types = types
         .into_iter()
-        .map(|(name, l)| {
+        .map(|(name, l, nullable)| {
             loaderx::schema::Logical::from_name(&l)
-                .map(|l| (name, l))
+                .map(|logical| (name, loaderx::table::ColumnType { logical, nullable }))
                 .ok_or_else(|| {
                     pyo3::exceptions::PyValueError::new_err(format!(
                         "column types must be 'tensor', 'utf8' or 'binary', got {l:?}"

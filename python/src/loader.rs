@@ -140,7 +140,9 @@ fn to_python<'py>(
             .into_any());
     }
     let dict = PyDict::new(py);
-    for ((name, handle), column) in loader.streams().iter().zip(columns) {
+    for (((name, handle), column), valid) in
+        loader.streams().iter().zip(columns).zip(batch.validity)
+    {
         let store = handle.0.get();
         let value = match column {
             Column::Dense(buf) => store.dense_array(py, buf, Some(loader.batch_size()))?,
@@ -149,6 +151,10 @@ fn to_python<'py>(
             }
             Column::Ragged(rb) => PyList::new(py, store.ragged_arrays(py, rb)?)?.into_any(),
             Column::Arrow(..) => unreachable!("a numpy loader gathers arrays"),
+        };
+        let value = match valid {
+            Some(v) => store.with_nulls(py, value, v.as_slice())?,
+            None => value,
         };
         dict.set_item(name, value)?;
     }

@@ -21,7 +21,7 @@ use numpy::{
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyList, PyTuple};
 
 use crate::arrays::{array_view, GatherBuffer};
 use crate::errors::IntoPyResult;
@@ -60,15 +60,31 @@ impl Source {
     }
 }
 
+/// A column: its records and, for a nullable column, its validity stream.
+pub(crate) struct Column {
+    data: Source,
+    validity: Option<Source>,
+}
+
+impl Column {
+    fn close(self) -> Result<(), Error> {
+        let first = self.data.close();
+        match self.validity {
+            Some(v) => first.and(v.close()),
+            None => first,
+        }
+    }
+}
+
 /// Fork safety: a `fork()`ed child inherits the lock's state but none of
 /// the threads that held it, so in a child every read goes straight to the
 /// engine through `engine` (the child may only read, so nothing mutates it)
 /// and never touches the lock.
 #[pyclass(frozen, module = "loaderx._native")]
 pub struct Store {
-    inner: RwLock<Option<Box<Source>>>,
+    inner: RwLock<Option<Box<Column>>>,
     /// The boxed source; null once closed by its owner.
-    engine: AtomicPtr<Source>,
+    engine: AtomicPtr<Column>,
     owner_pid: u32,
     /// Set when a forked child closes its copy of the handle.
     child_closed: AtomicBool,
@@ -111,18 +127,33 @@ fn closed_error(path: &std::path::Path) -> PyErr {
 }
 
 impl Store {
-    fn wrap(py: Python<'_>, source: Source, logical: Logical) -> PyResult<Store> {
-        let mut engine = Box::new(source);
-        let schema = engine.records().schema().clone();
-        if let Err(e) = logical.check(&schema) {
-            let path = engine.records().path().display().to_string();
+    fn wrap(
+        py: Python<'_>,
+        source: Source,
+        logical: Logical,
+        validity: Option<Source>,
+    ) -> PyResult<Store> {
+        let mut engine = Box::new(Column {
+            data: source,
+            validity,
+        });
+        let schema = engine.data.records().schema().clone();
+        let checked = logical.check(&schema).map_err(|e| {
+            let path = engine.data.records().path().display().to_string();
+            PyValueError::new_err(format!("{path}: {e}"))
+        });
+        let checked = checked.and_then(|()| match &engine.validity {
+            Some(v) => loaderx::access::check_validity(engine.data.records(), v.records()).py(),
+            None => Ok(()),
+        });
+        if let Err(e) = checked {
             // A failed open releases what it opened.
             let _ = engine.close();
-            return Err(PyValueError::new_err(format!("{path}: {e}")));
+            return Err(e);
         }
-        let path = engine.records().path().to_path_buf();
-        let codec = engine.records().codec();
-        let engine_ptr: *mut Source = &mut *engine;
+        let path = engine.data.records().path().to_path_buf();
+        let codec = engine.data.records().codec();
+        let engine_ptr: *mut Column = &mut *engine;
         let descr = PyArrayDescr::new(py, schema.dtype.numpy_str())?.unbind();
         Ok(Store {
             path,
@@ -145,7 +176,7 @@ impl Store {
         std::process::id() != self.owner_pid
     }
 
-    fn write(&self) -> PyResult<RwLockWriteGuard<'_, Option<Box<Source>>>> {
+    fn write(&self) -> PyResult<RwLockWriteGuard<'_, Option<Box<Column>>>> {
         if self.in_forked_child() {
             return Err(PyValueError::new_err(format!(
                 "store {} was opened by process {}; this forked child may only read it",
@@ -167,17 +198,23 @@ impl Store {
         f: impl FnOnce(&dyn Records) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let logical = self.logical;
-        self.source_read(|s| match logical {
-            Logical::Tensor => f(s.records()),
-            l => f(&Typed::new(s.records(), l)?),
+        self.column_read(|c| match (logical, &c.validity) {
+            (Logical::Tensor, None) => f(c.data.records()),
+            (l, None) => f(&Typed::new(c.data.records(), l)?),
+            (l, Some(v)) => f(&Typed::new(c.data.records(), l)?.with_validity(v.records())?),
         })
     }
 
-    /// [`Store::engine_read`], lending the source itself.
+    /// [`Store::engine_read`], lending the records' source itself.
     pub(crate) fn source_read<T>(
         &self,
         f: impl FnOnce(&Source) -> Result<T, Error>,
     ) -> Result<T, Error> {
+        self.column_read(|c| f(&c.data))
+    }
+
+    /// [`Store::engine_read`], lending the whole column.
+    fn column_read<T>(&self, f: impl FnOnce(&Column) -> Result<T, Error>) -> Result<T, Error> {
         let closed = || Error::InvalidState(format!("store {} is closed", self.path.display()));
         if self.in_forked_child() {
             let ptr = self.engine.load(Ordering::Acquire);
@@ -216,7 +253,14 @@ impl Store {
     ) -> PyResult<T> {
         py.detach(|| {
             let mut guard = self.write()?;
-            f(guard.as_mut().unwrap().engine_mut().py()?).py()
+            let column = guard.as_mut().unwrap();
+            if column.validity.is_some() {
+                return Err(crate::errors::to_py(Error::NullableReadOnly {
+                    op: "write",
+                    path: self.path.clone(),
+                }));
+            }
+            f(column.data.engine_mut().py()?).py()
         })
     }
 
@@ -236,6 +280,39 @@ impl Store {
 
     pub(crate) fn logical_type(&self) -> Logical {
         self.logical
+    }
+
+    /// A gathered batch of a nullable column with its nulls: a dense batch
+    /// becomes a `numpy.ma.MaskedArray` (whole rows masked), a list holds
+    /// None at each null.
+    pub(crate) fn with_nulls<'py>(
+        &self,
+        py: Python<'py>,
+        value: Bound<'py, PyAny>,
+        valid: &[u8],
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if let Ok(list) = value.cast::<PyList>() {
+            for (i, &v) in valid.iter().enumerate() {
+                if v == 0 {
+                    list.set_item(i, py.None())?;
+                }
+            }
+            return Ok(value);
+        }
+        let np = py.import("numpy")?;
+        let mask: Vec<bool> = valid.iter().map(|&v| v == 0).collect();
+        let mut row_shape = vec![valid.len()];
+        row_shape.extend(std::iter::repeat_n(
+            1,
+            self.item_shape.as_ref().map_or(0, Vec::len),
+        ));
+        let mask = np
+            .call_method1("array", (mask,))?
+            .call_method1("reshape", (PyTuple::new(py, row_shape)?,))?;
+        let mask = np.call_method1("broadcast_to", (mask, value.getattr("shape")?))?;
+        np.getattr("ma")?
+            .getattr("MaskedArray")?
+            .call((value,), Some(&[("mask", mask)].into_py_dict(py)?))
     }
 
     /// Whether the table presents the records as text or bytes.
@@ -363,19 +440,20 @@ impl Store {
                 Engine::create_with_checksum(&path, schema, codec, dict_bytes.as_deref(), checksum)
             })
             .py()?;
-        Store::wrap(py, Source::One(engine), Logical::Tensor)
+        Store::wrap(py, Source::One(engine), Logical::Tensor, None)
     }
 
     /// Opens a store; `kind` ("dense" / "ragged") insists on one contract.
     /// With `readonly` the handle takes a shared lock and refuses writes.
     #[staticmethod]
-    #[pyo3(signature = (path, kind=None, readonly=false, logical=None))]
+    #[pyo3(signature = (path, kind=None, readonly=false, logical=None, validity=None))]
     fn open(
         py: Python<'_>,
         path: PathBuf,
         kind: Option<&str>,
         readonly: bool,
         logical: Option<&str>,
+        validity: Option<PathBuf>,
     ) -> PyResult<Store> {
         let kind = parse_kind(kind)?;
         let logical = parse_logical(logical)?;
@@ -387,20 +465,31 @@ impl Store {
                 (None, true) => Engine::open_readonly(&path),
             })
             .py()?;
-        Store::wrap(py, Source::One(engine), logical)
+        let validity = match validity {
+            Some(v) => match py.detach(|| Engine::open_kind_readonly(&v, Kind::Dense)) {
+                Ok(v) => Some(Source::One(v)),
+                Err(e) => {
+                    let _ = engine.close();
+                    return Err(crate::errors::to_py(e));
+                }
+            },
+            None => None,
+        };
+        Store::wrap(py, Source::One(engine), logical, validity)
     }
 
     /// Opens the stores `parts` read-only and joins them end to end as one
     /// read-only handle named `path` (a sharded table's column); every part
     /// must share one schema, and `kind` insists on one contract.
     #[staticmethod]
-    #[pyo3(signature = (path, parts, kind=None, logical=None))]
+    #[pyo3(signature = (path, parts, kind=None, logical=None, validity=None))]
     fn concat(
         py: Python<'_>,
         path: PathBuf,
         parts: Vec<PathBuf>,
         kind: Option<&str>,
         logical: Option<&str>,
+        validity: Option<Vec<PathBuf>>,
     ) -> PyResult<Store> {
         let kind = parse_kind(kind)?;
         let logical = parse_logical(logical)?;
@@ -416,7 +505,28 @@ impl Store {
                 Concat::new(&path, stores)
             })
             .py()?;
-        Store::wrap(py, Source::Many(joined), logical)
+        let validity = match validity {
+            Some(parts) => {
+                let joined_validity = py.detach(|| {
+                    let stores = parts
+                        .iter()
+                        .map(|p| Engine::open_kind_readonly(p, Kind::Dense))
+                        .collect::<Result<Vec<_>, Error>>()?;
+                    let mut name = path.clone().into_os_string();
+                    name.push(".validity");
+                    Concat::new(PathBuf::from(name), stores)
+                });
+                match joined_validity {
+                    Ok(v) => Some(Source::Many(v)),
+                    Err(e) => {
+                        let _ = joined.close();
+                        return Err(crate::errors::to_py(e));
+                    }
+                }
+            }
+            None => None,
+        };
+        Store::wrap(py, Source::Many(joined), logical, validity)
     }
 
     #[getter]
@@ -480,7 +590,11 @@ impl Store {
                 )))
             }
         };
-        self.source_read(|s| match s {
+        self.column_read(|c| match &c.data {
+            _ if c.validity.is_some() => Err(Error::NullableReadOnly {
+                op,
+                path: self.path.clone(),
+            }),
             Source::One(e) => e.check_not_readonly(op),
             Source::Many(c) => Err(Error::ShardedReadOnly {
                 op,
@@ -641,25 +755,47 @@ impl Store {
         let idx = idx
             .as_slice()
             .map_err(|_| PyValueError::new_err("indices must be contiguous"))?;
-        match self.kind {
+        let value = match self.kind {
             Kind::Dense => {
                 let buf = self.with_read(py, |s| s.gather_dense(idx.into()))?;
-                self.dense_array(py, buf, Some(idx.len()))
+                self.dense_array(py, buf, Some(idx.len()))?
             }
             Kind::Ragged if self.logical.is_bytes() => {
                 let batch = self.with_read(py, |s| s.gather_ragged(idx.into()))?;
-                Ok(PyList::new(py, self.bytes_values(py, batch)?)?.into_any())
+                PyList::new(py, self.bytes_values(py, batch)?)?.into_any()
             }
             Kind::Ragged => {
                 let batch = self.with_read(py, |s| s.gather_ragged(idx.into()))?;
-                Ok(PyList::new(py, self.ragged_arrays(py, batch)?)?.into_any())
+                PyList::new(py, self.ragged_arrays(py, batch)?)?.into_any()
             }
+        };
+        let valid = self.with_read(py, |s| {
+            s.validity().map(|v| v.gather_dense(idx.into())).transpose()
+        })?;
+        match valid {
+            Some(v) => self.with_nulls(py, value, v.as_slice()),
+            None => Ok(value),
         }
     }
 
-    /// One record: dense → an `item_shape` array, ragged → one array.
+    /// Whether the column has a validity stream (may hold nulls).
+    #[getter]
+    fn nullable(&self) -> PyResult<bool> {
+        self.read_engine(|e| Ok(e.validity().is_some()))
+    }
+
+    /// One record: dense → an `item_shape` array, ragged → one array; a
+    /// null record → None.
     fn get<'py>(&self, py: Python<'py>, index: i64) -> PyResult<Bound<'py, PyAny>> {
         let idx = [index];
+        let valid = self.with_read(py, |s| {
+            s.validity()
+                .map(|v| v.gather_dense((&idx).into()))
+                .transpose()
+        })?;
+        if valid.is_some_and(|v| v.as_slice()[0] == 0) {
+            return Ok(py.None().into_bound(py));
+        }
         match self.kind {
             Kind::Dense => {
                 let buf = self.with_read(py, |s| s.gather_dense((&idx).into()))?;

@@ -234,8 +234,9 @@ def test_ingest_polars_large_list_and_streams(root):
 
 
 def test_ingest_failure_removes_what_it_created(root):
-    src = pa.table({"ok": pa.array([1, 2, 3]), "bad": pa.array([1, None, 3])})
-    with pytest.raises(ValueError, match='column "bad".*null'):
+    bad = pa.FixedSizeListArray.from_arrays(pa.array([1, None, 3, 4, 5, 6]), 2)
+    src = pa.table({"ok": pa.array([1, 2, 3]), "bad": bad})
+    with pytest.raises(ValueError, match='column "bad".*null inside its tensor'):
         la.ingest(src, root / "x")
     assert not (root / "x").exists()
     with pytest.raises(TypeError, match="no store mapping"):

@@ -122,8 +122,9 @@ def test_ingest_and_import_arrow_ipc(table_dir, root):
 
 def test_ingest_bad_parquet_writes_nothing(root):
     p = root / "nulls.parquet"
-    pq.write_table(pa.table({"a": pa.array([1, 2]), "b": pa.array([1.0, None])}), p)
-    with pytest.raises(ValueError, match='column "b".*null'):
+    bad = pa.FixedSizeListArray.from_arrays(pa.array([1.0, None, 3.0, 4.0]), 2)
+    pq.write_table(pa.table({"a": pa.array([1, 2]), "b": bad}), p)
+    with pytest.raises(ValueError, match='column "b".*null inside its tensor'):
         lpq.ingest(p, root / "x")
     assert not (root / "x").exists()
     p2 = root / "dates.parquet"
@@ -132,7 +133,7 @@ def test_ingest_bad_parquet_writes_nothing(root):
         lpq.ingest(p2, root / "y")
     assert not (root / "y").exists()
     p3 = root / "null-text.parquet"
-    pq.write_table(pa.table({"a": [1, 2], "s": pa.array(["x", None])}), p3)
+    pq.write_table(pa.table({"a": [1, 2], "s": pa.array([[1, None], [2]])}), p3)
     with pytest.raises(ValueError, match='column "s".*null'):
         lpq.ingest(p3, root / "w")
     assert not (root / "w").exists()

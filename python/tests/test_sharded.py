@@ -375,8 +375,9 @@ def test_ingest_sharded_from_table_parquet_and_stream(root):
 
 
 def test_ingest_sharded_bad_input_leaves_nothing(root):
-    nulls = pa.table({"x": pa.array(np.arange(100)), "y": pa.array([1] * 99 + [None])})
-    with pytest.raises(ValueError, match='column "y".*null'):
+    y = pa.FixedSizeListArray.from_arrays(pa.array([1] * 199 + [None]), 2)
+    nulls = pa.table({"x": pa.array(np.arange(100)), "y": y})
+    with pytest.raises(ValueError, match='column "y".*null inside its tensor'):
         loaderx.ingest_sharded(nulls, root / "bad", workers=2, shards=4)
     assert not (root / "bad").exists()
     with pytest.raises(TypeError, match="Parquet file path or support the Arrow"):
