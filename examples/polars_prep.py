@@ -9,8 +9,8 @@
 3. Ingests the training columns with ``loaderx.arrow.ingest``: the Array
    column becomes a ``DenseStore`` of float32 (32,), the List column a
    ``RaggedStore`` of 1-D int32 records, the label a ``DenseStore`` of int64
-   scalars. Strings have no store mapping, so ``source`` is used for
-   filtering and then left out.
+   scalars, and the ``source`` strings a text column (``store[i]`` is a
+   ``str``, SQL and polars see strings).
 4. Checks the round trip (``pl.Series(store)`` reads a store back).
 5. Trains a tiny NumPy softmax regression for a few steps from a
    ``DataLoader`` whose transform is the collate step (pads the ragged
@@ -55,7 +55,7 @@ def make_frame(rows: int, seed: int) -> pl.DataFrame:
 
 
 def prepare(raw: pl.DataFrame) -> pl.DataFrame:
-    """Filtering and derivation, all in polars; returns only store-able columns."""
+    """Filtering and derivation, all in polars; returns the training columns."""
     f = pl.col("features")
     return (
         raw.filter(pl.col("source") != "junk")
@@ -67,7 +67,7 @@ def prepare(raw: pl.DataFrame) -> pl.DataFrame:
             # by the linear model below.
             label=(f.arr.get(0) > 0).cast(pl.Int64) * 2 + (f.arr.get(1) > 0).cast(pl.Int64),
         )
-        .select("features", "tokens", "label")
+        .select("features", "tokens", "label", "source")
     )
 
 
@@ -126,7 +126,8 @@ def main() -> None:
         assert np.array_equal(stores["features"][:], df["features"].to_numpy())
         i = df.height // 2
         assert np.array_equal(stores["tokens"][i], df["tokens"][i].to_numpy())
-        print("round trip checked: labels, every feature vector, one token list")
+        assert stores["source"][:] == df["source"].to_list()
+        print("round trip checked: labels, every feature vector, one token list, sources")
 
         w = np.zeros((FEATURES + 1, CLASSES), dtype=np.float64)
         b = np.zeros(CLASSES, dtype=np.float64)

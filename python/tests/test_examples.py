@@ -22,6 +22,12 @@ CASES = [
     ("ddp_train.py", ["--steps", "5", "--world-size", "2"], []),
     # A local Ray: Ray Train workers (or one actor per rank), then a resume.
     ("ray_train.py", ["--steps", "8", "--resume-at", "5"], ["ray"]),
+    # Real data shipped in scikit-learn and scikit-image.
+    (
+        "real_data.py",
+        [],
+        ["pyarrow", "polars", "duckdb", "sklearn", "skimage", "imageio"],
+    ),
 ]
 
 
