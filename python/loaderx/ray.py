@@ -47,7 +47,7 @@ import numpy as np
 from ._errors import Corrupted
 from ._manifest import MANIFEST, is_sharded, read_manifest
 from ._streams import BATCH_BYTES, check_index_column, check_path, require_pyarrow
-from .table import column_names, open_store, open_table
+from .table import column_names, open_columns, open_store, open_table
 
 # TableDatasource is built on first access (module __getattr__), so importing
 # this module does not import Ray.
@@ -82,6 +82,12 @@ def _check_columns(path: str, columns, available: list[str]) -> list[str]:
     return columns
 
 
+def _open_column(directory: str, name: str):
+    """Column ``name`` of the plain table (or shard) ``directory``, read-only,
+    typed as its table file records (text, binary, nullable)."""
+    return open_columns(directory, True, [name])[name]
+
+
 def _row_bytes(directories: list[str], name: str) -> int:
     """Arrow bytes per record of column ``name`` over the plain tables (or
     shards) ``directories``, from metadata alone (no record is decoded):
@@ -90,7 +96,7 @@ def _row_bytes(directories: list[str], name: str) -> int:
     refine from the blocks they build."""
     live = records = 0
     for directory in directories:
-        with open_store(os.path.join(directory, name), readonly=True) as store:
+        with _open_column(directory, name) as store:
             if store._kind == "dense":
                 return store.dtype.itemsize * int(np.prod(store.item_shape, dtype=np.int64))
             stats = store._drain().stats()
@@ -156,7 +162,7 @@ def _check_shards(path: str, columns: list[str], parts: list) -> None:
             )
         specs = {}
         for name in columns:
-            with open_store(os.path.join(directory, name), readonly=True) as store:
+            with _open_column(directory, name) as store:
                 if len(store) != rows:
                     raise Corrupted(
                         f"{os.path.join(path, MANIFEST)}: shard {shard!r} column {name!r} "
@@ -177,6 +183,8 @@ def _check_shards(path: str, columns: list[str], parts: list) -> None:
 def _spec_of_store(store) -> tuple:
     """``(kind, dtype, item_shape)`` of a store (``item_shape`` None for
     ragged): what every shard of a column must agree on."""
+    if store.logical != "tensor":
+        return (store.logical, store.dtype.str, None)
     if store._kind == "dense":
         return ("dense", store.dtype.str, tuple(store.item_shape))
     return ("ragged", store.dtype.str, None)
@@ -184,6 +192,8 @@ def _spec_of_store(store) -> tuple:
 
 def _describe(spec) -> str:
     kind, dtype, shape = spec
+    if kind in _BYTES:
+        return f"{kind} values"
     dtype = np.dtype(dtype).name
     return f"dense {dtype} of item shape {shape}" if kind == "dense" else f"ragged {dtype}"
 
@@ -222,7 +232,7 @@ class _TableReader:
             stores = {}
             try:
                 for name in self.columns:
-                    stores[name] = open_store(os.path.join(directory, name), readonly=True)
+                    stores[name] = _open_column(directory, name)
                 lo = start
                 while True:
                     hi = min(stop, lo + rows)
@@ -248,7 +258,7 @@ def _block(stores: dict, index_column, lo: int, hi: int, offset: int = 0):
         names.append(index_column)
     index = np.arange(lo, hi, dtype=np.int64)
     for name, store in stores.items():
-        if store._kind == "ragged":
+        if store._kind == "ragged" and store.logical == "tensor":
             arr = _ragged_column(name, store.to_arrow(index))
         elif store.dtype == np.bool_ and store.item_shape != ():
             # pyarrow cannot turn a bool fixed_shape_tensor into NumPy; Ray's
@@ -342,8 +352,8 @@ def _datasource_class():
                 fields.append(pa.field(index_column, pa.uint64()))
             for name in columns:
                 if name not in self._fields:
-                    with open_store(os.path.join(self._parts[0][0], name)) as store:
-                        if store._kind == "ragged":
+                    with _open_column(self._parts[0][0], name) as store:
+                        if store._kind == "ragged" and store.logical == "tensor":
                             self._fields[name] = None
                         else:  # an empty gather decodes nothing
                             self._fields[name] = _block({name: store}, None, 0, 0).schema[0]
@@ -447,7 +457,8 @@ _STORE_DTYPES = frozenset(
         np.float64,
     )
 )
-_EXPECTED = "a bool, int, uint or float scalar or tensor (or a list of them)"
+_EXPECTED = "a bool, int, uint or float scalar or tensor (or a list of them), a string or binary"
+_BYTES = ("utf8", "binary")
 
 
 def _value_dtype(name: str, value_type, found) -> str:
@@ -477,6 +488,15 @@ def _column_spec(name: str, typ) -> tuple:
     pa = require_pyarrow()
     from ray.data.extensions import ArrowVariableShapedTensorType
 
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_string_view(typ):
+        return ("utf8", "|u1", None)
+    if (
+        pa.types.is_binary(typ)
+        or pa.types.is_large_binary(typ)
+        or pa.types.is_binary_view(typ)
+        or pa.types.is_fixed_size_binary(typ)
+    ):
+        return ("binary", "|u1", None)
     fixed = _ray_fixed_tensor_types()
     if isinstance(typ, fixed):
         return ("dense", _value_dtype(name, typ.storage_type.value_type, typ), tuple(typ.shape))
@@ -511,6 +531,18 @@ def _merge_specs(name: str, specs: list) -> tuple:
     dtypes must agree (TypeError naming the column, the expected dtype,
     i.e. the first one's, and the one found)."""
     first = specs[0]
+    if any(s[0] in _BYTES for s in specs):
+
+        def what(spec):
+            return f"{spec[0]} values" if spec[0] in _BYTES else f"{np.dtype(spec[1]).name} tensors"
+
+        for spec in specs:
+            if spec[0] != first[0]:
+                raise TypeError(
+                    f"column {name!r}: expected {what(first)} (the dataset's first rows), "
+                    f"found {what(spec)} in a later block"
+                )
+        return first
     for spec in specs[1:]:
         if spec[1] != first[1]:
             raise TypeError(
@@ -561,9 +593,13 @@ def _as_target(name: str, arr, spec: tuple, target: tuple):
     ``{data: LargeList<T>, shape: List<Int64>}`` (Ray's variable-shaped
     tensor storage, which the ingest takes as is)."""
     pa = require_pyarrow()
-    _check_no_nulls(name, arr)
-    value = pa.from_numpy_dtype(np.dtype(target[1]))
+    if target[0] in _BYTES:
+        # Text and bytes (nulls included) go to the ingest as they are.
+        return arr.cast(pa.large_string() if target[0] == "utf8" else pa.large_binary())
     kind, _, shape = spec
+    if not (target[0] == "dense" and shape == ()):
+        _check_no_nulls(name, arr)  # scalars may have null rows
+    value = pa.from_numpy_dtype(np.dtype(target[1]))
     n = len(arr)
     if target[0] == "dense":
         if shape == ():
@@ -607,11 +643,13 @@ def _as_target(name: str, arr, spec: tuple, target: tuple):
 def _target_field(name: str, target: tuple):
     pa = require_pyarrow()
     kind, dtype, shape = target
+    if kind in _BYTES:
+        return pa.field(name, pa.large_string() if kind == "utf8" else pa.large_binary())
     value = pa.from_numpy_dtype(np.dtype(dtype))
     if kind == "ragged":
         return pa.field(name, _ragged_type(dtype), nullable=False)
     if shape == ():
-        return pa.field(name, value, nullable=False)
+        return pa.field(name, value)
     return pa.field(name, pa.fixed_shape_tensor(value, list(shape)), nullable=False)
 
 

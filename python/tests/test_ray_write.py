@@ -302,9 +302,7 @@ def test_a_row_of_the_wrong_type_leaves_nothing(local_ray, tmp_path, existed):
     good = pa.table({"y": pa.array(np.arange(5, dtype=np.int64))})
     bad = pa.table({"y": pa.array(["a", "b"])})
     ds = ray.data.from_arrow([good, good, bad])
-    with pytest.raises(
-        TypeError, match=r"column 'y': expected a bool, int.*found Arrow type string"
-    ):
+    with pytest.raises(TypeError, match=r"column 'y': expected int64 tensors.*found utf8 values"):
         lray.write_table(ds, path)
     _assert_nothing_visible(path, existed)
     # A later block of another dtype: found on the driver, before the commit.
@@ -313,11 +311,44 @@ def test_a_row_of_the_wrong_type_leaves_nothing(local_ray, tmp_path, existed):
     with pytest.raises(TypeError, match=r"column 'y': expected dtype int64.*found float64"):
         lray.write_table(ds, path)
     _assert_nothing_visible(path, existed)
-    # Nulls have no store mapping either.
-    nulls = pa.table({"y": pa.array([1, None], pa.int64())})
+    # Null rows of a list column have no store mapping through Ray.
+    lists = pa.table({"y": pa.array([[1, 2], [3]], pa.list_(pa.int64()))})
+    nulls = pa.table({"y": pa.array([[1], None], pa.list_(pa.int64()))})
     with pytest.raises(ValueError, match=r"column 'y': expected no nulls.*found 1"):
-        lray.write_table(ray.data.from_arrow([good, nulls]), path)
+        lray.write_table(ray.data.from_arrow([lists, nulls]), path)
     _assert_nothing_visible(path, existed)
+
+
+def test_write_text_binary_and_null_scalars(local_ray, tmp_path):
+    import pyarrow as pa
+
+    import loaderx
+
+    blocks = [
+        pa.table(
+            {
+                "caption": pa.array(["a cat", "", None]),
+                "png": pa.array([b"\x89PNG", b"", b"x"], pa.binary()),
+                "label": pa.array([1, None, 3], pa.int64()),
+            }
+        ),
+        pa.table(
+            {
+                "caption": pa.array(["dög"], pa.large_string()),
+                "png": pa.array([b"yy"], pa.large_binary()),
+                "label": pa.array([4], pa.int64()),
+            }
+        ),
+    ]
+    path = lray.write_table(ray.data.from_arrow(blocks), tmp_path / "text")
+    with loaderx.open_table(path) as t:
+        assert t.sharded and t["caption"].logical == "utf8" and t["png"].logical == "binary"
+        assert t["caption"][:] == ["a cat", "", None, "dög"]
+        assert t["png"][:] == [b"\x89PNG", b"", b"x", b"yy"]
+        assert t["label"][:].mask.tolist() == [False, True, False, False]
+    rows = lray.read_table(path).take_all()
+    assert [r["caption"] for r in rows] == ["a cat", "", None, "dög"]
+    assert [r["label"] for r in rows][:2][0] == 1
 
 
 def test_write_bad_input(local_ray, tmp_path):
