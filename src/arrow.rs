@@ -320,11 +320,26 @@ pub fn gather_variable_shape_tensor<'i>(
     Ok((Arc::new(s), variable_tensor_field(dtype, ndim, name)))
 }
 
+/// Lays the `(start, len)` runs of a gathered ragged buffer end to end at
+/// its start and cuts it there: the payloads without their shape prefixes.
+fn pack_down(mut buffer: crate::Buffer, moves: &[(usize, usize)]) -> crate::Buffer {
+    let bytes = buffer.as_mut_slice();
+    let mut write = 0usize;
+    for &(start, len) in moves {
+        // Payloads only ever move down (every record has a prefix of at
+        // least 8 bytes), so copy_within never overwrites unread bytes.
+        bytes.copy_within(start..start + len, write);
+        write += len;
+    }
+    buffer.truncate(write);
+    buffer
+}
+
 /// Gathers the values of a text or binary column as one Utf8 / Binary
 /// array, laying the values end to end in the gathered buffer itself.
 fn gather_bytes_array(store: &dyn Records, idx: Indices<'_>) -> Result<ArrayRef> {
     let logical = store.logical();
-    let mut batch = store.gather_ragged(idx)?;
+    let batch = store.gather_ragged(idx)?;
     let mut offsets = Vec::with_capacity(batch.len() + 1);
     offsets.push(0i32);
     let mut moves = Vec::with_capacity(batch.len());
@@ -342,16 +357,7 @@ fn gather_bytes_array(store: &dyn Records, idx: Indices<'_>) -> Result<ArrayRef>
         total += value.len();
         offsets.push(to_i32(total, "value bytes")?);
     }
-    let bytes = batch.buffer.as_mut_slice();
-    let mut write = 0usize;
-    for (start, len) in moves {
-        // Values only move down (every record has a prefix of at least 8
-        // bytes), so copy_within never overwrites unread bytes.
-        bytes.copy_within(start..start + len, write);
-        write += len;
-    }
-    let mut buffer = batch.buffer;
-    buffer.truncate(write);
+    let buffer = pack_down(batch.buffer, &moves);
     let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
     let values = into_arrow_buffer(buffer);
     Ok(match logical {
@@ -447,7 +453,7 @@ fn gather_ragged_parts(
 ) -> Result<(ArrayRef, Vec<i32>, Vec<usize>)> {
     let dtype = store.schema().dtype;
     let itemsize = dtype.itemsize();
-    let mut batch = store.gather_ragged(idx)?;
+    let batch = store.gather_ragged(idx)?;
     let mut shapes = Vec::new();
     let mut ndims = Vec::with_capacity(batch.len());
     let mut offsets = Vec::with_capacity(batch.len() + 1);
@@ -465,16 +471,7 @@ fn gather_ragged_parts(
         elements += rec.payload.len() / itemsize;
         offsets.push(to_i32(elements, "element count")?);
     }
-    let bytes = batch.buffer.as_mut_slice();
-    let mut write = 0usize;
-    for (start, len) in moves {
-        // Payloads only ever move down (every record has a prefix of at
-        // least 8 bytes), so copy_within never overwrites unread bytes.
-        bytes.copy_within(start..start + len, write);
-        write += len;
-    }
-    let mut buffer = batch.buffer;
-    buffer.truncate(write);
+    let buffer = pack_down(batch.buffer, &moves);
     let values = values_array(dtype, into_arrow_buffer(buffer), elements);
     let data = GenericListArray::<i32>::try_new(
         item_field(dtype),

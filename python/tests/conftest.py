@@ -50,3 +50,47 @@ def random_records(dtype, shape, rng):
         return rng.standard_normal(size=shape).astype(dt)
     info = np.iinfo(dt)
     return rng.integers(info.min, info.max, size=shape, dtype=dt, endpoint=True)
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    """Ray's environment for a test module; shuts Ray down after it
+    (whichever test started it). The Ray tests importorskip ray first."""
+    import ray
+
+    import loaderx
+
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(loaderx.__file__)))
+    env = {
+        "RAY_USAGE_STATS_ENABLED": "0",
+        # Ray Train's v2 API needs pydantic; the v1 trainer runs without it.
+        "RAY_TRAIN_V2_ENABLED": "0",
+        # Workers import loaderx from the same place as this process.
+        "PYTHONPATH": os.pathsep.join(
+            p for p in [package_parent, os.environ.get("PYTHONPATH", "")] if p
+        ),
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    yield
+    ray.shutdown()
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture
+def local_ray(ray_session):
+    """A local Ray instance of two CPUs, started once per module."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    # Ray yields finished blocks first unless told to keep the plan's order;
+    # the record-order assertions need it.
+    ctx.execution_options.preserve_order = True
+    return ray

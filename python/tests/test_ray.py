@@ -1,8 +1,6 @@
 """loaderx.ray: plain tables read as Ray Data datasets, on a local Ray
 instance of two CPUs and on a two-node cluster."""
 
-import os
-
 import numpy as np
 import pytest
 
@@ -13,7 +11,6 @@ ray = pytest.importorskip("ray")
 import loaderx.ray as lray  # noqa: E402 - after the importorskip
 
 N = 101
-PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(loaderx.__file__)))
 
 
 @pytest.fixture(scope="module")
@@ -32,40 +29,6 @@ def table(tmp_path_factory):
     with RaggedStore.create(root / "r", np.int16) as s:
         s.append(r)
     return str(root), {"x": x, "y": y, "r": r}
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    """Shuts Ray down after the module (whichever test started it)."""
-    env = {
-        "RAY_USAGE_STATS_ENABLED": "0",
-        # Workers import loaderx from the same place as this process.
-        "PYTHONPATH": os.pathsep.join(
-            p for p in [PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")] if p
-        ),
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    yield
-    ray.shutdown()
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-
-
-@pytest.fixture
-def local_ray(ray_session):
-    """A local Ray instance of two CPUs, started once and shared."""
-    if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = False
-    # Ray yields finished blocks first unless told to keep the plan's order;
-    # the record-order assertions need it.
-    ctx.execution_options.preserve_order = True
-    return ray
 
 
 def test_values_types_and_order_are_exact(local_ray, table):

@@ -20,43 +20,8 @@ import loaderx.ray as lray  # noqa: E402 - after the importorskip
 # Ray workers cannot import this test module: pickle its functions by value.
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(loaderx.__file__)))
 SHARD_ROWS = [7, 0, 13, 30]  # one empty shard in the middle
 N = sum(SHARD_ROWS)
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    """Shuts Ray down after the module (whichever test started it)."""
-    env = {
-        "RAY_USAGE_STATS_ENABLED": "0",
-        # Ray Train's v2 API needs pydantic; the v1 trainer runs without it.
-        "RAY_TRAIN_V2_ENABLED": "0",
-        # Workers import loaderx from the same place as this process.
-        "PYTHONPATH": os.pathsep.join(
-            p for p in [PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")] if p
-        ),
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    yield
-    ray.shutdown()
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-
-
-@pytest.fixture
-def local_ray(ray_session):
-    """A local Ray instance of two CPUs, started once and shared."""
-    if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = False
-    ctx.execution_options.preserve_order = True
-    return ray
 
 
 def _records(i):
@@ -378,7 +343,11 @@ def test_write_bad_input(local_ray, tmp_path):
 def _example():
     import importlib.util
 
-    path = os.path.join(os.path.dirname(PACKAGE_PARENT), "examples", "ray_train.py")
+    path = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(loaderx.__file__)))),
+        "examples",
+        "ray_train.py",
+    )
     spec = importlib.util.spec_from_file_location("loaderx_example_ray_train", path)
     module = sys.modules.get(spec.name)
     if module is None:
