@@ -33,7 +33,6 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from . import _native
 from ._streams import BATCH_BYTES, check_index_column, check_path, drain_streams, require_pyarrow
 
 __all__ = ["scan_table"]
@@ -68,34 +67,40 @@ def _is_text(pa, t) -> bool:
 
 
 class _Column:
-    """How one stream becomes a polars Series."""
+    """How one stream becomes a polars Series, told by its Arrow type."""
 
     def __init__(self, pa, pl, name: str, store, ragged: str):
         self.name = name
         self.store = store
-        native = store._drain()
-        self.field = store._field_name
-        probe = pa.array(_native.arrow_gather(native, np.empty(0, np.int64), self.field))
-        self.item_shape = None
-        if native.kind == "dense" and native.item_shape:
-            self.item_shape = tuple(native.item_shape)
-        self.ragged = native.kind == "ragged"
         self.ragged_mode = ragged
-        self.cheap = not self.ragged and (self.item_shape is None or _is_text(pa, probe.type))
-        self.dtype = self.series(pa, pl, probe).dtype
-        self.row_bytes = self._row_bytes(native)
+        t = pa.field(store).type
+        self.item_shape = None
+        self.ragged = False
+        if isinstance(t, pa.FixedShapeTensorType):
+            self.item_shape = tuple(t.shape)
+        elif pa.types.is_fixed_size_list(t):
+            self.item_shape = (t.list_size,)
+        elif pa.types.is_struct(t) and [f.name for f in t] == ["data", "shape"]:
+            self.ragged = True
+        # Cheap: scalars and text, read whole to evaluate a predicate.
+        self.cheap = _is_text(pa, t) or pa.types.is_primitive(t)
+        self.dtype = self.series(pa, pl, store.to_arrow(np.empty(0, np.int64))).dtype
+        self.row_bytes = self._row_bytes(t)
 
-    def _row_bytes(self, native) -> int:
+    def _row_bytes(self, t) -> int:
         if self.item_shape is not None:
-            return max(1, int(np.prod(self.item_shape)) * np.dtype(native.dtype).itemsize)
+            width = max(1, getattr(t.value_type, "bit_width", 8) // 8)
+            return max(1, int(np.prod(self.item_shape)) * width)
         if self.ragged:
-            stats = native.stats()
-            return max(1, stats["live_bytes"] // max(1, stats["records"]))
-        return np.dtype(native.dtype).itemsize if not self.cheap else 16
+            try:
+                stats = self.store.stats()
+                return max(1, stats["live_bytes"] // max(1, stats["records"]))
+            except Exception:  # noqa: BLE001 - only a batch-size hint
+                return 1024
+        return 16
 
     def gather(self, pa, pl, idx: np.ndarray):
-        native = self.store._drain()
-        return self.series(pa, pl, pa.array(_native.arrow_gather(native, idx, self.field)))
+        return self.series(pa, pl, self.store.to_arrow(idx))
 
     def series(self, pa, pl, arr):
         n = len(arr)
@@ -241,10 +246,11 @@ def _scan(
         raise ValueError(
             f"the table's columns changed since scan_table: {expected} then, {list(columns)} now"
         )
-    num_rows = len(next(iter(streams.values()))._drain()) if columns else 0
-    for name, col in columns.items():
-        if len(col.store._drain()) != num_rows:
-            raise ValueError(f"column {name!r} has {len(col.store)} rows, expected {num_rows}")
+    lengths = {name: len(col.store) for name, col in columns.items()}
+    num_rows = next(iter(lengths.values()), 0)
+    for name, n in lengths.items():
+        if n != num_rows:
+            raise ValueError(f"column {name!r} has {n} rows, expected {num_rows}")
 
     if not pushdown:
         # Baseline: read everything, then let polars do what the plan asks.
