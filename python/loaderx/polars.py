@@ -184,38 +184,16 @@ def scan_table(
             schema = _schema(pl, _columns(pa, pl, table, ragged), index_column)
         streams = None
 
+    scan = _Scan(pa, pl, schema, index_column, ragged, batch_rows, pushdown)
+
     def source(with_columns, predicate, n_rows, batch_size) -> Iterator:
         if path is None:
-            yield from _scan(
-                pa,
-                pl,
-                streams,
-                schema,
-                index_column,
-                ragged,
-                batch_rows,
-                pushdown,
-                with_columns,
-                predicate,
-                n_rows,
-            )
+            yield from scan.frames(streams, with_columns, predicate, n_rows)
             return
         from .table import open_table
 
         with open_table(path) as table:
-            yield from _scan(
-                pa,
-                pl,
-                table,
-                schema,
-                index_column,
-                ragged,
-                batch_rows,
-                pushdown,
-                with_columns,
-                predicate,
-                n_rows,
-            )
+            yield from scan.frames(table, with_columns, predicate, n_rows)
 
     label = path if path is not None else f"{len(schema)} columns"
     return register_io_source(
@@ -226,117 +204,120 @@ def scan_table(
     )
 
 
-def _scan(
-    pa,
-    pl,
-    streams,
-    schema,
-    index_column,
-    ragged,
-    batch_rows,
-    pushdown,
-    with_columns,
-    predicate,
-    n_rows,
-):
-    """Yields the frames of one collect."""
-    columns = _columns(pa, pl, streams, ragged)
-    expected = [c for c in schema if c != index_column]
-    if list(columns) != expected:
-        raise ValueError(
-            f"the table's columns changed since scan_table: {expected} then, {list(columns)} now"
-        )
-    lengths = {name: len(col.store) for name, col in columns.items()}
-    num_rows = next(iter(lengths.values()), 0)
-    for name, n in lengths.items():
-        if n != num_rows:
-            raise ValueError(f"column {name!r} has {n} rows, expected {num_rows}")
+class _Scan:
+    """One scan's settings; :meth:`frames` runs one collect."""
 
-    if not pushdown:
-        # Baseline: read everything, then let polars do what the plan asks.
-        wanted = list(schema)
-        rows = batch_rows or _auto_rows(columns.values())
-        out_rows = 0
-        for lo in range(0, num_rows, rows):
-            idx = np.arange(lo, min(lo + rows, num_rows), dtype=np.int64)
-            df = _frame(pa, pl, columns, index_column, wanted, idx)
-            if predicate is not None:
-                df = df.filter(predicate)
-            if with_columns is not None:
-                df = df.select(with_columns)
-            if n_rows is not None:
-                df = df.head(n_rows - out_rows)
-            out_rows += df.height
-            yield df
-            if n_rows is not None and out_rows >= n_rows:
-                return
-        return
+    def __init__(self, pa, pl, schema, index_column, ragged, batch_rows, pushdown):
+        self.pa, self.pl = pa, pl
+        self.schema = schema
+        self.index_column = index_column
+        self.ragged = ragged
+        self.batch_rows = batch_rows
+        self.pushdown = pushdown
 
-    wanted = list(with_columns) if with_columns is not None else list(schema)
-    heavy = [columns[c] for c in wanted if c in columns and not columns[c].cheap]
-    rows = batch_rows or _auto_rows(heavy)
-    remaining = num_rows if n_rows is None else min(n_rows, num_rows)
-
-    pred_names: list[str] = []
-    cheap_pred = False
-    if predicate is not None:
-        pred_names = [c for c in dict.fromkeys(predicate.meta.root_names())]
-        cheap_pred = all(
-            c == index_column or (c in columns and columns[c].cheap) for c in pred_names
-        )
-        if not cheap_pred:
-            rows = batch_rows or _auto_rows(
-                heavy + [columns[c] for c in pred_names if c in columns and not columns[c].cheap]
+    def frames(self, streams, with_columns, predicate, n_rows) -> Iterator:
+        """Yields the frames of one collect."""
+        pa, pl = self.pa, self.pl
+        schema, index_column, batch_rows = self.schema, self.index_column, self.batch_rows
+        columns = _columns(pa, pl, streams, self.ragged)
+        expected = [c for c in schema if c != index_column]
+        if list(columns) != expected:
+            raise ValueError(
+                f"the table's columns changed since scan_table: "
+                f"{expected} then, {list(columns)} now"
             )
+        lengths = {name: len(col.store) for name, col in columns.items()}
+        num_rows = next(iter(lengths.values()), 0)
+        for name, n in lengths.items():
+            if n != num_rows:
+                raise ValueError(f"column {name!r} has {n} rows, expected {num_rows}")
 
-    if predicate is None or not cheap_pred:
+        if not self.pushdown:
+            # Baseline: read everything, then let polars do what the plan asks.
+            wanted = list(schema)
+            rows = batch_rows or _auto_rows(columns.values())
+            out_rows = 0
+            for lo in range(0, num_rows, rows):
+                idx = np.arange(lo, min(lo + rows, num_rows), dtype=np.int64)
+                df = _frame(pa, pl, columns, index_column, wanted, idx)
+                if predicate is not None:
+                    df = df.filter(predicate)
+                if with_columns is not None:
+                    df = df.select(with_columns)
+                if n_rows is not None:
+                    df = df.head(n_rows - out_rows)
+                out_rows += df.height
+                yield df
+                if n_rows is not None and out_rows >= n_rows:
+                    return
+            return
+
+        wanted = list(with_columns) if with_columns is not None else list(schema)
+        heavy = [columns[c] for c in wanted if c in columns and not columns[c].cheap]
+        rows = batch_rows or _auto_rows(heavy)
+        remaining = num_rows if n_rows is None else min(n_rows, num_rows)
+
+        pred_names: list[str] = []
+        cheap_pred = False
+        if predicate is not None:
+            pred_names = [c for c in dict.fromkeys(predicate.meta.root_names())]
+            cheap_pred = all(
+                c == index_column or (c in columns and columns[c].cheap) for c in pred_names
+            )
+            if not cheap_pred:
+                rows = batch_rows or _auto_rows(
+                    heavy
+                    + [columns[c] for c in pred_names if c in columns and not columns[c].cheap]
+                )
+
+        if predicate is None or not cheap_pred:
+            lo = 0
+            while lo < num_rows and remaining > 0:
+                hi = min(lo + rows, num_rows)
+                if predicate is None:
+                    hi = min(hi, lo + remaining)
+                idx = np.arange(lo, hi, dtype=np.int64)
+                need = wanted + [c for c in pred_names if c not in wanted]
+                df = _frame(pa, pl, columns, index_column, need, idx)
+                if predicate is not None:
+                    df = df.filter(predicate).select(wanted).head(remaining)
+                remaining -= df.height
+                lo = hi
+                if df.height or lo >= num_rows:
+                    yield df
+            return
+
+        # Cheap predicate: evaluate it on the cheap columns of a large range,
+        # then gather the rest for the surviving rows, ``rows`` at a time.
+        scan = max(SCAN_ROWS, rows)
+        yielded = False
         lo = 0
         while lo < num_rows and remaining > 0:
-            hi = min(lo + rows, num_rows)
-            if predicate is None:
-                hi = min(hi, lo + remaining)
+            hi = min(lo + scan, num_rows)
             idx = np.arange(lo, hi, dtype=np.int64)
-            need = wanted + [c for c in pred_names if c not in wanted]
-            df = _frame(pa, pl, columns, index_column, need, idx)
-            if predicate is not None:
-                df = df.filter(predicate).select(wanted).head(remaining)
-            remaining -= df.height
+            row = pl.Series(_ROW, np.arange(hi - lo, dtype=np.int64))
+            small = _frame(pa, pl, columns, index_column, pred_names, idx, row)
+            small = small.filter(predicate).head(remaining)
             lo = hi
-            if df.height or lo >= num_rows:
-                yield df
-        return
-
-    # Cheap predicate: evaluate it on the cheap columns of a large range,
-    # then gather the rest for the surviving rows, ``rows`` at a time.
-    scan = max(SCAN_ROWS, rows)
-    yielded = False
-    lo = 0
-    while lo < num_rows and remaining > 0:
-        hi = min(lo + scan, num_rows)
-        idx = np.arange(lo, hi, dtype=np.int64)
-        row = pl.Series(_ROW, np.arange(hi - lo, dtype=np.int64))
-        small = _frame(pa, pl, columns, index_column, pred_names, idx, row)
-        small = small.filter(predicate).head(remaining)
-        lo = hi
-        if small.height == 0:
-            continue
-        pos = small[_ROW].to_numpy()
-        remaining -= len(pos)
-        for at in range(0, len(pos), rows):
-            part = pos[at : at + rows]
-            got = small[at : at + rows]
-            out = []
-            for name in wanted:
-                if name in got.columns and name != _ROW:
-                    out.append(got[name])
-                elif name == index_column:
-                    out.append(pl.Series(name, (idx[part]).astype(np.uint64)))
-                else:
-                    out.append(columns[name].gather(pa, pl, idx[part]))
-            yield pl.DataFrame(out)
-            yielded = True
-    if not yielded:
-        yield _frame(pa, pl, columns, index_column, wanted, np.empty(0, np.int64))
+            if small.height == 0:
+                continue
+            pos = small[_ROW].to_numpy()
+            remaining -= len(pos)
+            for at in range(0, len(pos), rows):
+                part = pos[at : at + rows]
+                got = small[at : at + rows]
+                out = []
+                for name in wanted:
+                    if name in got.columns and name != _ROW:
+                        out.append(got[name])
+                    elif name == index_column:
+                        out.append(pl.Series(name, (idx[part]).astype(np.uint64)))
+                    else:
+                        out.append(columns[name].gather(pa, pl, idx[part]))
+                yield pl.DataFrame(out)
+                yielded = True
+        if not yielded:
+            yield _frame(pa, pl, columns, index_column, wanted, np.empty(0, np.int64))
 
 
 def _auto_rows(cols) -> int:
