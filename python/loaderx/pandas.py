@@ -1,6 +1,6 @@
 """Tables as pandas DataFrames: :func:`to_pandas`.
 
->>> df = loaderx.pandas.to_pandas("data/train")        # doctest: +SKIP
+>>> df = loaderx.pandas.to_pandas(loaderx.open_table("data/train"))  # doctest: +SKIP
 >>> df["image"].iloc[0].shape                          # doctest: +SKIP
 (3, 224, 224)
 
@@ -20,12 +20,11 @@ row number. Everything is read into memory.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 import numpy as np
 
-from ._streams import check_path, drain_streams
+from ._streams import drain_streams
 
 __all__ = ["to_pandas"]
 
@@ -67,27 +66,23 @@ def _column(store):
     return data
 
 
-def to_pandas(path_or_table, *, columns=None, index_column: str | None = "record_id"):
+def to_pandas(table, *, columns=None, index_column: str | None = "record_id"):
     """A ``pandas.DataFrame`` of a table's rows.
 
-    ``path_or_table`` is a table directory (plain or sharded; opened
-    read-only and closed before returning), an open :class:`loaderx.Table`
-    or a dict of equal-length stores. ``columns`` picks and orders the
-    columns (default: all). Tensor columns become ``object`` columns of
-    ndarrays with exact shapes (see the module docstring); the index is a
-    ``RangeIndex`` named ``index_column`` (``None``: unnamed). Needs pandas
-    (``pip install 'loaderx[pandas]'``).
+    ``table`` is an open :class:`loaderx.Table` or a dict of equal-length
+    stores (a path: open it first, ``with loaderx.open_table(path) as t``).
+    ``columns`` picks and orders the columns (default: all). Tensor columns
+    become ``object`` columns of ndarrays with exact shapes (see the module
+    docstring); the index is a ``RangeIndex`` named ``index_column``
+    (``None``: unnamed). Needs pandas (``pip install 'loaderx[pandas]'``).
     """
     pd = require_pandas()
-    if isinstance(path_or_table, Mapping):
-        return _frame(pd, path_or_table, columns, index_column)
-    from .table import open_table
-
-    path = check_path(path_or_table)
-    if not os.path.isdir(path):
-        raise FileNotFoundError(f"no table at {path}: not a directory")
-    with open_table(path) as table:
-        return _frame(pd, table, columns, index_column)
+    if not isinstance(table, Mapping):
+        raise TypeError(
+            "table must be a loaderx.Table or a dict of stores (open a path with "
+            f"loaderx.open_table), got {type(table).__name__}"
+        )
+    return _frame(pd, table, columns, index_column)
 
 
 def _frame(pd, streams, columns, index_column):

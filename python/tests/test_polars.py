@@ -303,17 +303,18 @@ def test_to_pandas(table):
             assert cell.tobytes() == want.tobytes()
 
 
-def test_to_pandas_on_paths_and_columns(tables):
+def test_to_pandas_columns_and_bad_input(tables):
     paths, d = tables
     for path in paths.values():
-        df = loaderx.pandas.to_pandas(path, columns=["label", "img"], index_column=None)
-        assert list(df.columns) == ["label", "img"] and df.index.name is None
-        assert df["img"].iloc[17].shape == (3, 4, 5)
-        np.testing.assert_array_equal(np.stack(df["img"].to_list()), d["img"])
-    with pytest.raises(FileNotFoundError):
-        loaderx.pandas.to_pandas(os.path.join(paths["plain"], "nope"))
-    with pytest.raises(KeyError, match="nope"):
-        loaderx.pandas.to_pandas(paths["plain"], columns=["nope"])
+        with loaderx.open_table(path) as t:
+            df = loaderx.pandas.to_pandas(t, columns=["label", "img"], index_column=None)
+            assert list(df.columns) == ["label", "img"] and df.index.name is None
+            assert df["img"].iloc[17].shape == (3, 4, 5)
+            np.testing.assert_array_equal(np.stack(df["img"].to_list()), d["img"])
+            with pytest.raises(KeyError, match="nope"):
+                loaderx.pandas.to_pandas(t, columns=["nope"])
+    with pytest.raises(TypeError, match="open_table"):
+        loaderx.pandas.to_pandas(paths["plain"])
 
 
 class TextStream(StoreBase):
@@ -374,4 +375,5 @@ def test_empty_table(tmp_path):
     assert df.shape == (0, 3) and df.schema["img"] == pl.Array(pl.UInt8, (2, 2))
     assert lf.filter(pl.col("label") == 1).collect().height == 0
     assert lf.head(3).collect().height == 0
-    assert loaderx.pandas.to_pandas(path).shape == (0, 2)
+    with loaderx.open_table(path) as t:
+        assert loaderx.pandas.to_pandas(t).shape == (0, 2)
