@@ -12,6 +12,10 @@ Modules:
 * :func:`loaderx.sql` — SQL over stores (DataFusion), returning Arrow tables.
 * :mod:`loaderx.datafusion` — stores as datafusion-python tables.
 * :mod:`loaderx.parquet` — streaming Parquet export and ingest.
+* :mod:`loaderx.polars` — ``scan_table``: a table as a polars LazyFrame with
+  projection, predicate and head pushdown.
+* :mod:`loaderx.pandas` — ``to_pandas``: a table as a pandas DataFrame,
+  tensor columns as object columns of exact-shape ndarrays.
 * :func:`loaderx.open_table` — a table (plain: a directory of equal-length
   stores; sharded: plain tables joined by a manifest) as a read-only
   ``Mapping`` of column name to stream; :func:`loaderx.new_shard` and

@@ -145,6 +145,13 @@ class Table(Mapping):
     def closed(self) -> bool:
         return self._columns is None
 
+    def to_pandas(self, columns=None, index_column="record_id"):
+        """A pandas DataFrame of the rows (tensor columns as object columns
+        of ndarrays, text as strings): see :func:`loaderx.pandas.to_pandas`."""
+        from .pandas import to_pandas
+
+        return to_pandas(self, columns=columns, index_column=index_column)
+
     def _release(self) -> dict:
         """Hands the open columns to the caller (who closes them); the table
         becomes closed."""

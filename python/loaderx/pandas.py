@@ -1,0 +1,105 @@
+"""Tables as pandas DataFrames: :func:`to_pandas`.
+
+>>> df = loaderx.pandas.to_pandas(loaderx.open_table("data/train"))  # doctest: +SKIP
+>>> df["image"].iloc[0].shape                          # doctest: +SKIP
+(3, 224, 224)
+
+What pandas gets, column by column:
+
+* dense, ``item_shape == ()`` → a NumPy column of the store's dtype;
+* dense, ``item_shape == S`` → an ``object`` column whose cells are
+  ``S``-shaped ndarrays: views into one ``(n, *S)`` array (no copy per cell);
+* ragged → an ``object`` column of ndarrays, each of its record's exact
+  shape;
+* a column whose Arrow type is utf8 or binary → pyarrow's ``to_pandas()``
+  (strings, or ``bytes`` objects).
+
+The index is a ``RangeIndex`` named ``index_column`` (``"record_id"``): the
+row number. Everything is read into memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ._streams import drain_streams
+
+__all__ = ["to_pandas"]
+
+
+def require_pandas():
+    """The ``pandas`` module, or ImportError naming the ``loaderx[pandas]`` extra."""
+    try:
+        import pandas
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "this needs pandas, an optional dependency: pip install 'loaderx[pandas]'"
+        ) from exc
+    return pandas
+
+
+def _is_text(store) -> bool:
+    """Whether the stream presents as Arrow utf8 / binary (text columns)."""
+    try:
+        import pyarrow as pa
+    except ImportError:  # pragma: no cover - no text columns without pyarrow
+        return False
+    t = pa.field(store).type
+    return any(
+        getattr(pa.types, f"is_{k}", lambda _: False)(t)
+        for k in ("string", "large_string", "string_view", "binary", "large_binary", "binary_view")
+    )
+
+
+def _column(store):
+    if _is_text(store):
+        return store.to_arrow().to_pandas()
+    data = store[:]
+    if isinstance(data, list) or data.ndim > 1:
+        # Tensor records: one ndarray per cell (views of the batch for dense).
+        cells = np.empty(len(data), dtype=object)
+        for i, rec in enumerate(data):
+            cells[i] = rec
+        return cells
+    return data
+
+
+def to_pandas(table, *, columns=None, index_column: str | None = "record_id"):
+    """A ``pandas.DataFrame`` of a table's rows.
+
+    ``table`` is an open :class:`loaderx.Table` or a dict of equal-length
+    stores (a path: open it first, ``with loaderx.open_table(path) as t``).
+    ``columns`` picks and orders the columns (default: all). Tensor columns
+    become ``object`` columns of ndarrays with exact shapes (see the module
+    docstring); the index is a ``RangeIndex`` named ``index_column``
+    (``None``: unnamed). Needs pandas (``pip install 'loaderx[pandas]'``).
+    """
+    pd = require_pandas()
+    if not isinstance(table, Mapping):
+        raise TypeError(
+            "table must be a loaderx.Table or a dict of stores (open a path with "
+            f"loaderx.open_table), got {type(table).__name__}"
+        )
+    return _frame(pd, table, columns, index_column)
+
+
+def _frame(pd, streams, columns, index_column):
+    _, names = drain_streams(streams)
+    if index_column is not None and not isinstance(index_column, str):
+        raise TypeError(f"index_column must be a str or None, got {type(index_column).__name__}")
+    if columns is None:
+        columns = names
+    elif isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
+        raise TypeError("columns must be a list of column names")
+    missing = [c for c in columns if c not in streams]
+    if missing:
+        raise KeyError(f"no column {missing[0]!r}; columns: {names}")
+    lengths = {len(streams[c]) for c in names}
+    if len(lengths) > 1:
+        raise ValueError(f"columns must have equal lengths, got {sorted(lengths)}")
+    n = lengths.pop() if lengths else 0
+    data = {c: _column(streams[c]) for c in columns}
+    index = pd.RangeIndex(n, name=index_column)
+    return pd.DataFrame(data, index=index, copy=False)

@@ -1,0 +1,339 @@
+"""Tables as lazy polars frames: :func:`scan_table`.
+
+>>> lf = loaderx.polars.scan_table("data/train")                          # doctest: +SKIP
+>>> lf.filter(pl.col("label") == 3).select("image").collect()             # doctest: +SKIP
+
+The scan is a polars IO plugin (``polars.io.plugins.register_io_source``).
+Column types, known without reading a record:
+
+* ``record_id`` (``index_column``): ``UInt64``, the row number, first;
+* dense, ``item_shape == ()`` → the dtype (``Int64``, ``Float32``, ...);
+* dense, ``item_shape == S`` → ``Array(dtype, S)`` (the records' memory,
+  no copy);
+* ragged → ``List(dtype)`` of each record's values, flattened in C order (a
+  ragged store fixes no ndim, so nested lists cannot be typed up front; for
+  1-D records this is the record itself). ``ragged="struct"`` gives
+  ``Struct{data: List(dtype), shape: List(Int32)}`` instead, which keeps
+  every record's exact shape (the Arrow mapping, as ``pl.Series(store)``);
+* a column whose Arrow type is utf8 or binary → ``String`` / ``Binary``.
+
+Pushdown: only the projected columns are gathered. ``record_id``, scalar
+and text columns are *cheap*: a predicate that reads only cheap columns is
+evaluated on them first, batch by batch, and the other projected columns
+are then gathered for the surviving rows only (one gather per column per
+batch). A predicate that reads a heavy column is evaluated after gathering
+what it needs. ``head(n)`` / ``limit(n)`` stops the scan after ``n`` rows;
+other slices stop early under polars' streaming engine.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+
+from ._streams import BATCH_BYTES, check_index_column, check_path, drain_streams, require_pyarrow
+
+__all__ = ["scan_table"]
+
+#: Rows whose cheap columns are read and filtered in one step.
+SCAN_ROWS = 65536
+
+#: Name of the private row-position column used while evaluating predicates.
+_ROW = "__loaderx_row__"
+
+
+def require_polars():
+    """The ``polars`` module, or ImportError naming the ``loaderx[polars]`` extra."""
+    try:
+        import polars
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "loaderx.polars needs polars, an optional dependency: pip install 'loaderx[polars]'"
+        ) from exc
+    return polars
+
+
+def _is_text(pa, t) -> bool:
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or getattr(pa.types, "is_string_view", lambda _: False)(t)
+        or getattr(pa.types, "is_binary_view", lambda _: False)(t)
+    )
+
+
+class _Column:
+    """How one stream becomes a polars Series, told by its Arrow type."""
+
+    def __init__(self, pa, pl, name: str, store, ragged: str):
+        self.name = name
+        self.store = store
+        self.ragged_mode = ragged
+        t = pa.field(store).type
+        self.item_shape = None
+        self.ragged = False
+        if isinstance(t, pa.FixedShapeTensorType):
+            self.item_shape = tuple(t.shape)
+        elif pa.types.is_fixed_size_list(t):
+            self.item_shape = (t.list_size,)
+        elif pa.types.is_struct(t) and [f.name for f in t] == ["data", "shape"]:
+            self.ragged = True
+        # Cheap: scalars and text, read whole to evaluate a predicate.
+        self.cheap = _is_text(pa, t) or pa.types.is_primitive(t)
+        self.dtype = self.series(pa, pl, store.to_arrow(np.empty(0, np.int64))).dtype
+        self.row_bytes = self._row_bytes(t)
+
+    def _row_bytes(self, t) -> int:
+        if self.item_shape is not None:
+            width = max(1, getattr(t.value_type, "bit_width", 8) // 8)
+            return max(1, int(np.prod(self.item_shape)) * width)
+        if self.ragged:
+            try:
+                stats = self.store.stats()
+                return max(1, stats["live_bytes"] // max(1, stats["records"]))
+            except Exception:  # noqa: BLE001 - only a batch-size hint
+                return 1024
+        return 16
+
+    def gather(self, pa, pl, idx: np.ndarray):
+        return self.series(pa, pl, self.store.to_arrow(idx))
+
+    def series(self, pa, pl, arr):
+        n = len(arr)
+        if self.item_shape is not None:
+            # arrow.fixed_shape_tensor over FixedSizeList: the flat values,
+            # reshaped into a polars Array without copying.
+            values = arr.storage if isinstance(arr.type, pa.BaseExtensionType) else arr
+            if isinstance(values.type, pa.FixedSizeListType):
+                values = values.flatten()
+            return pl.Series(self.name, values).reshape((n, *self.item_shape))
+        if self.ragged and self.ragged_mode == "list":
+            return pl.Series(self.name, arr.flatten()[0])
+        return pl.Series(self.name, arr)
+
+
+def _columns(pa, pl, streams: Mapping, ragged: str) -> dict:
+    drain_streams(streams)  # checks names and store types, raises if closed
+    return {name: _Column(pa, pl, name, store, ragged) for name, store in streams.items()}
+
+
+def _schema(pl, columns: dict, index_column: str | None) -> dict:
+    schema = {}
+    if index_column is not None:
+        schema[index_column] = pl.UInt64
+    for name, col in columns.items():
+        schema[name] = col.dtype
+    return schema
+
+
+def scan_table(
+    path_or_table,
+    *,
+    batch_rows: int | None = None,
+    index_column: str | None = "record_id",
+    ragged: str = "list",
+    pushdown: bool = True,
+):
+    """A ``polars.LazyFrame`` over a table, read as it is collected.
+
+    ``path_or_table`` is a table directory (plain or sharded; opened
+    read-only at each collect and closed when the scan ends), an open
+    :class:`loaderx.Table`, or any dict of equal-length stores (left open).
+    The frame has a UInt64 ``index_column`` (``"record_id"``; ``None`` omits
+    it) first, then one column per stream; see the module docstring for the
+    types and ``ragged``. ``batch_rows`` is the number of rows per produced
+    frame (default: about 16 MiB of the projected columns).
+
+    Projection, predicate and ``head``/``limit`` are pushed into the scan
+    (see the module docstring). ``pushdown=False`` turns that off: every
+    column of every row is gathered and polars then filters, projects and
+    slices (the baseline of ``benches/bench_polars.py``).
+
+    Raises FileNotFoundError when the path is not a directory, and what
+    :func:`loaderx.open_table` raises. Needs polars and pyarrow
+    (``pip install 'loaderx[polars]'``).
+    """
+    pl = require_polars()
+    pa = require_pyarrow()
+    from polars.io.plugins import register_io_source
+
+    if ragged not in ("list", "struct"):
+        raise ValueError(f"ragged must be 'list' or 'struct', got {ragged!r}")
+    if batch_rows is not None and (type(batch_rows) is not int or batch_rows < 1):
+        raise ValueError(f"batch_rows must be a positive int or None, got {batch_rows!r}")
+    if not isinstance(pushdown, (bool, np.bool_)):
+        raise TypeError(f"pushdown must be a bool, got {type(pushdown).__name__}")
+
+    if isinstance(path_or_table, Mapping):
+        streams, path = path_or_table, None
+        _, names = drain_streams(streams)
+        check_index_column(index_column, names)
+        schema = _schema(pl, _columns(pa, pl, streams, ragged), index_column)
+    else:
+        from .table import open_table
+
+        path = check_path(path_or_table)
+        if not os.path.isdir(path):
+            raise FileNotFoundError(f"no table at {path}: not a directory")
+        with open_table(path) as table:
+            check_index_column(index_column, list(table))
+            schema = _schema(pl, _columns(pa, pl, table, ragged), index_column)
+        streams = None
+
+    scan = _Scan(pa, pl, schema, index_column, ragged, batch_rows, pushdown)
+
+    def source(with_columns, predicate, n_rows, batch_size) -> Iterator:
+        if path is None:
+            yield from scan.frames(streams, with_columns, predicate, n_rows)
+            return
+        from .table import open_table
+
+        with open_table(path) as table:
+            yield from scan.frames(table, with_columns, predicate, n_rows)
+
+    label = path if path is not None else f"{len(schema)} columns"
+    return register_io_source(
+        source,
+        schema=schema,
+        explain_name="loaderx",
+        explain_detail=f"table {label}" + ("" if pushdown else " (pushdown off)"),
+    )
+
+
+class _Scan:
+    """One scan's settings; :meth:`frames` runs one collect."""
+
+    def __init__(self, pa, pl, schema, index_column, ragged, batch_rows, pushdown):
+        self.pa, self.pl = pa, pl
+        self.schema = schema
+        self.index_column = index_column
+        self.ragged = ragged
+        self.batch_rows = batch_rows
+        self.pushdown = pushdown
+
+    def frames(self, streams, with_columns, predicate, n_rows) -> Iterator:
+        """Yields the frames of one collect."""
+        pa, pl = self.pa, self.pl
+        schema, index_column, batch_rows = self.schema, self.index_column, self.batch_rows
+        columns = _columns(pa, pl, streams, self.ragged)
+        expected = [c for c in schema if c != index_column]
+        if list(columns) != expected:
+            raise ValueError(
+                f"the table's columns changed since scan_table: "
+                f"{expected} then, {list(columns)} now"
+            )
+        lengths = {name: len(col.store) for name, col in columns.items()}
+        num_rows = next(iter(lengths.values()), 0)
+        for name, n in lengths.items():
+            if n != num_rows:
+                raise ValueError(f"column {name!r} has {n} rows, expected {num_rows}")
+
+        if not self.pushdown:
+            # Baseline: read everything, then let polars do what the plan asks.
+            wanted = list(schema)
+            rows = batch_rows or _auto_rows(columns.values())
+            out_rows = 0
+            for lo in range(0, num_rows, rows):
+                idx = np.arange(lo, min(lo + rows, num_rows), dtype=np.int64)
+                df = _frame(pa, pl, columns, index_column, wanted, idx)
+                if predicate is not None:
+                    df = df.filter(predicate)
+                if with_columns is not None:
+                    df = df.select(with_columns)
+                if n_rows is not None:
+                    df = df.head(n_rows - out_rows)
+                out_rows += df.height
+                yield df
+                if n_rows is not None and out_rows >= n_rows:
+                    return
+            return
+
+        wanted = list(with_columns) if with_columns is not None else list(schema)
+        heavy = [columns[c] for c in wanted if c in columns and not columns[c].cheap]
+        rows = batch_rows or _auto_rows(heavy)
+        remaining = num_rows if n_rows is None else min(n_rows, num_rows)
+
+        pred_names: list[str] = []
+        cheap_pred = False
+        if predicate is not None:
+            pred_names = [c for c in dict.fromkeys(predicate.meta.root_names())]
+            cheap_pred = all(
+                c == index_column or (c in columns and columns[c].cheap) for c in pred_names
+            )
+            if not cheap_pred:
+                rows = batch_rows or _auto_rows(
+                    heavy
+                    + [columns[c] for c in pred_names if c in columns and not columns[c].cheap]
+                )
+
+        if predicate is None or not cheap_pred:
+            lo = 0
+            while lo < num_rows and remaining > 0:
+                hi = min(lo + rows, num_rows)
+                if predicate is None:
+                    hi = min(hi, lo + remaining)
+                idx = np.arange(lo, hi, dtype=np.int64)
+                need = wanted + [c for c in pred_names if c not in wanted]
+                df = _frame(pa, pl, columns, index_column, need, idx)
+                if predicate is not None:
+                    df = df.filter(predicate).select(wanted).head(remaining)
+                remaining -= df.height
+                lo = hi
+                if df.height or lo >= num_rows:
+                    yield df
+            return
+
+        # Cheap predicate: evaluate it on the cheap columns of a large range,
+        # then gather the rest for the surviving rows, ``rows`` at a time.
+        scan = max(SCAN_ROWS, rows)
+        yielded = False
+        lo = 0
+        while lo < num_rows and remaining > 0:
+            hi = min(lo + scan, num_rows)
+            idx = np.arange(lo, hi, dtype=np.int64)
+            row = pl.Series(_ROW, np.arange(hi - lo, dtype=np.int64))
+            small = _frame(pa, pl, columns, index_column, pred_names, idx, row)
+            small = small.filter(predicate).head(remaining)
+            lo = hi
+            if small.height == 0:
+                continue
+            pos = small[_ROW].to_numpy()
+            remaining -= len(pos)
+            for at in range(0, len(pos), rows):
+                part = pos[at : at + rows]
+                got = small[at : at + rows]
+                out = []
+                for name in wanted:
+                    if name in got.columns and name != _ROW:
+                        out.append(got[name])
+                    elif name == index_column:
+                        out.append(pl.Series(name, (idx[part]).astype(np.uint64)))
+                    else:
+                        out.append(columns[name].gather(pa, pl, idx[part]))
+                yield pl.DataFrame(out)
+                yielded = True
+        if not yielded:
+            yield _frame(pa, pl, columns, index_column, wanted, np.empty(0, np.int64))
+
+
+def _auto_rows(cols) -> int:
+    per_row = sum(c.row_bytes for c in cols) or 8
+    return max(256, BATCH_BYTES // per_row)
+
+
+def _frame(pa, pl, columns, index_column, names, idx, extra=None):
+    """The named columns at rows ``idx``, one gather per stream (and the
+    ``extra`` Series last)."""
+    out = []
+    for name in names:
+        if name == index_column:
+            out.append(pl.Series(name, idx.astype(np.uint64)))
+        else:
+            out.append(columns[name].gather(pa, pl, idx))
+    if extra is not None:
+        out.append(extra)
+    return pl.DataFrame(out)
