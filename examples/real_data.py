@@ -47,7 +47,10 @@ def photos_table() -> tuple[pa.Table, list[np.ndarray]]:
     offsets = np.zeros(len(images) + 1, dtype=np.int64)
     np.cumsum([im.size for im in images], out=offsets[1:])
     pixels = pa.StructArray.from_arrays(
-        [pa.LargeListArray.from_arrays(pa.array(offsets), flat), pa.array(shapes, pa.list_(pa.int32()))],
+        [
+            pa.LargeListArray.from_arrays(pa.array(offsets), flat),
+            pa.array(shapes, pa.list_(pa.int32())),
+        ],
         ["data", "shape"],
     )
     label = [len(im.shape) == 3 and im.shape[2] or None for im in images]
@@ -89,9 +92,10 @@ def main(out: str) -> None:
     for s in loaderx.arrow.ingest(digits, os.path.join(out, "digits")).values():
         s.close()
 
-    with loaderx.open_table(os.path.join(out, "photos")) as p, loaderx.open_table(
-        os.path.join(out, "digits")
-    ) as d:
+    with (
+        loaderx.open_table(os.path.join(out, "photos")) as p,
+        loaderx.open_table(os.path.join(out, "digits")) as d,
+    ):
         # Gathers: exact pixels, str, bytes, None for a missing label.
         for i, im in enumerate(p["pixels"][:]):
             assert np.array_equal(im, images[i]) and im.shape == images[i].shape
@@ -100,7 +104,8 @@ def main(out: str) -> None:
 
         # SQL over text, bytes and nulls.
         rgb = loaderx.sql(
-            "SELECT name, length(png) AS png_bytes FROM p WHERE channels = 3 ORDER BY name", p=p
+            "SELECT name FROM p WHERE channels = 3 AND png IS NOT NULL ORDER BY name",
+            p=p,
         )
         print("RGB photos (SQL):", rgb["name"].to_pylist())
         counts = loaderx.sql(
