@@ -109,7 +109,8 @@ def main(out: str) -> None:
         )
         print("RGB photos (SQL):", rgb["name"].to_pylist())
         counts = loaderx.sql(
-            "SELECT label, count(*) AS n FROM d WHERE label IS NOT NULL GROUP BY label ORDER BY label",
+            "SELECT label, count(*) AS n FROM d WHERE label IS NOT NULL "
+            "GROUP BY label ORDER BY label",
             d=d,
         )
         assert counts["n"].to_pylist() == [int((labels == k).sum()) for k in range(10)]
@@ -142,7 +143,7 @@ def main(out: str) -> None:
             return [iio.imread(io.BytesIO(b)) for b in batch["png"]], batch["name"]
 
         with DataLoader(p, batch_size=3, mode="sequential", transform=decode, workers=2) as dl:
-            for step in range(3):
+            for _ in range(3):
                 decoded, names = next(dl)
                 for im, name in zip(decoded, names):
                     assert np.array_equal(im, images[PHOTOS.index(name)])
