@@ -62,6 +62,9 @@ def _machine_line(payload: dict) -> str:
     parts = [f"{cpu}, {n} logical CPUs" if n else cpu]
     if date:
         parts.append(date)
+    load = m.get("load_average")
+    if load:
+        parts.append(f"load average {load[0]:.2f} at start")
     if (payload.get("config") or {}).get("quick"):
         parts.append("--quick smoke run, not results")
     return "; ".join(parts)
