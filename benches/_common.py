@@ -37,6 +37,8 @@ from typing import Callable
 import numpy as np
 
 from _machine import _read, describe_machine, format_limits, format_machine, measure_limits
+from _plot import check_target as check_plot_target
+from _plot import plot
 from _report import (
     DEFAULT_OUT,
     GIB,
@@ -258,7 +260,19 @@ def parse_args(
     p.add_argument(
         "--tmp", type=Path, default=Path("/tmp"), help="parent of the store directory (/tmp)"
     )
+    p.add_argument(
+        "--plot",
+        type=Path,
+        metavar="FILE",
+        help="also draw the gather throughputs as a bar chart, FILE.svg or FILE.png "
+        "(needs matplotlib; benches/plot.py replots a saved JSON)",
+    )
     args = p.parse_args(argv)
+    if args.plot is not None:
+        try:
+            check_plot_target(args.plot)
+        except (ImportError, ValueError) as e:
+            p.error(f"--plot: {e}")
     if args.only:
         names = [n.strip() for n in args.only.split(",") if n.strip()]
         unknown = [n for n in names if n not in backends]
@@ -454,4 +468,6 @@ def run(
     print(format_table(results, ratios, logical) + "\n")
     print(TABLE_NOTES + "\n")
     print(f"JSON: {path}")
+    if args.plot is not None:
+        print(f"Chart: {plot(payload, args.plot)}")
     return payload

@@ -55,6 +55,8 @@ import numpy as np
 
 import _workloads as wl
 from _machine import describe_machine_and_build
+from _plot import check_target as check_plot_target
+from _plot import plot
 from _report import DEFAULT_OUT, MIB, _target_cell, _x, log, write_json
 
 # torch warns once per worker that a read-only mmap view becomes a tensor; the
@@ -857,6 +859,8 @@ def run_loader(args) -> dict:
     print(format_loader_table(results, ratios, skipped) + "\n")
     print(LOADER_NOTES + "\n")
     print(f"JSON: {path}")
+    if args.plot is not None:
+        print(f"Chart: {plot(payload, args.plot)}")
     if any("error" in r for r in results.values()):
         sys.exit("error: some pipelines failed (see the table and stderr)")
     return payload
@@ -921,6 +925,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="loaderx children import torch too, as a training process would, so that "
         "PSS compares like with like (default: they do not)",
     )
+    p.add_argument(
+        "--plot",
+        type=Path,
+        metavar="FILE",
+        help="also draw batches/s per pipeline as a bar chart, FILE.svg or FILE.png "
+        "(needs matplotlib; benches/plot.py replots a saved JSON)",
+    )
     p.add_argument("--run-one", help=argparse.SUPPRESS)  # internal: one pipeline, as a child
     args = p.parse_args(argv)
     if args.run_one:
@@ -938,6 +949,11 @@ def parse_args(argv=None) -> argparse.Namespace:
             p.error(f"--{flag.replace('_', '-')} must be positive")
     if args.workers < 0 or args.memory_seconds <= 0:
         p.error("--workers must be >= 0, --memory-seconds > 0")
+    if args.plot is not None:
+        try:
+            check_plot_target(args.plot)
+        except (ImportError, ValueError) as e:
+            p.error(f"--plot: {e}")
     return args
 
 

@@ -6,7 +6,7 @@
     loaderx sql QUERY --table NAME=DIR ...  SQL over stores (each DIR: one store per subdirectory)
     loaderx export --out FILE --table DIR   a table of stores to Parquet
     loaderx import FILE ROOT [--codec C]    Parquet or Arrow IPC to one store per column
-    loaderx bench                           a quick gather and sampler benchmark
+    loaderx bench [--plot FILE.svg]         a quick gather and sampler benchmark (and its chart)
 
 A table ``DIR`` is a directory whose subdirectories holding ``meta.zr`` are
 its streams, named after the subdirectories (a command-line convenience, not
@@ -235,6 +235,10 @@ def cmd_bench(args) -> int:
     from .zrecord import DenseStore
     from .zsampler import Sampler
 
+    if args.plot:
+        from ._chart import check_target
+
+        check_target(args.plot)  # before the run: the suffix, and matplotlib
     rng = np.random.default_rng(0)
     n, batch = args.records, args.batch_size
     yy, xx = np.mgrid[0:64, 0:64].astype(np.float32) / 64
@@ -291,6 +295,12 @@ def cmd_bench(args) -> int:
         if isinstance(r, dict)
     ]
     lines.append(f"sampler (IID, batch 256): {results['sampler_iid_batches_s']:,.0f} batches/s")
+    if args.plot:
+        from ._chart import plot_bench
+
+        config = {"records": n, "batch_size": batch, "seconds": args.seconds}
+        results["chart"] = plot_bench(results, config, args.plot)
+        lines.append(f"chart: {results['chart']}")
     _emit(args, results, "\n".join(lines))
     return 0
 
@@ -330,6 +340,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--records", type=int, default=2000)
     sp.add_argument("--batch-size", type=int, default=256)
     sp.add_argument("--seconds", type=float, default=1.0)
+    sp.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="draw raw vs zstd gather as a bar chart, FILE.svg or FILE.png (needs matplotlib)",
+    )
     return p
 
 
