@@ -376,6 +376,11 @@ impl Store {
     }
 }
 
+/// The validity of a nullable column's records at `idx` (None otherwise).
+fn validity_at(s: &dyn Records, idx: &[i64]) -> Result<Option<loaderx::Buffer>, Error> {
+    s.validity().map(|v| v.gather_dense(idx.into())).transpose()
+}
+
 pub(crate) fn parse_codec(codec: &str) -> PyResult<Codec> {
     Codec::from_name(codec).ok_or_else(|| {
         PyValueError::new_err(format!(
@@ -755,23 +760,27 @@ impl Store {
         let idx = idx
             .as_slice()
             .map_err(|_| PyValueError::new_err("indices must be contiguous"))?;
-        let value = match self.kind {
+        // One call under the lock: the records and, for a nullable column,
+        // their validity.
+        let (value, valid) = match self.kind {
             Kind::Dense => {
-                let buf = self.with_read(py, |s| s.gather_dense(idx.into()))?;
-                self.dense_array(py, buf, Some(idx.len()))?
-            }
-            Kind::Ragged if self.logical.is_bytes() => {
-                let batch = self.with_read(py, |s| s.gather_ragged(idx.into()))?;
-                PyList::new(py, self.bytes_values(py, batch)?)?.into_any()
+                let (buf, valid) = self.with_read(py, |s| {
+                    Ok((s.gather_dense(idx.into())?, validity_at(s, idx)?))
+                })?;
+                (self.dense_array(py, buf, Some(idx.len()))?, valid)
             }
             Kind::Ragged => {
-                let batch = self.with_read(py, |s| s.gather_ragged(idx.into()))?;
-                PyList::new(py, self.ragged_arrays(py, batch)?)?.into_any()
+                let (batch, valid) = self.with_read(py, |s| {
+                    Ok((s.gather_ragged(idx.into())?, validity_at(s, idx)?))
+                })?;
+                let values = if self.logical.is_bytes() {
+                    self.bytes_values(py, batch)?
+                } else {
+                    self.ragged_arrays(py, batch)?
+                };
+                (PyList::new(py, values)?.into_any(), valid)
             }
         };
-        let valid = self.with_read(py, |s| {
-            s.validity().map(|v| v.gather_dense(idx.into())).transpose()
-        })?;
         match valid {
             Some(v) => self.with_nulls(py, value, v.as_slice()),
             None => Ok(value),
@@ -788,11 +797,7 @@ impl Store {
     /// null record → None.
     fn get<'py>(&self, py: Python<'py>, index: i64) -> PyResult<Bound<'py, PyAny>> {
         let idx = [index];
-        let valid = self.with_read(py, |s| {
-            s.validity()
-                .map(|v| v.gather_dense((&idx).into()))
-                .transpose()
-        })?;
+        let valid = self.with_read(py, |s| validity_at(s, &idx[..]))?;
         if valid.is_some_and(|v| v.as_slice()[0] == 0) {
             return Ok(py.None().into_bound(py));
         }
