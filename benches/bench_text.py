@@ -124,12 +124,12 @@ def main(argv=None) -> int:
                     timed(f"write-{name}-{codec}", fn)
                 with loaderx.open_table(d) as t:
                     s = t["caption"]
-                    got = timed(f"read-loaderx-{codec}", lambda: s.to_arrow())
+                    got = timed(f"read-loaderx-{codec}", s.to_arrow)
                     if not got.combine_chunks().equals(col):
                         raise AssertionError("loaderx read differs from the source")
                     ipc = timed(
                         f"read-ipc-{codec}",
-                        lambda: pa.ipc.open_file(pa.memory_map(f)).read_all(),
+                        lambda f=f: pa.ipc.open_file(pa.memory_map(f)).read_all(),
                     )
                     if not ipc["caption"].combine_chunks().equals(col):
                         raise AssertionError("IPC read differs from the source")
