@@ -6,7 +6,8 @@
 //! pool bookkeeping but none of its threads, so the first use in a new
 //! process builds a fresh pool instead of waiting forever on dead workers.
 
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::sync::OnceLock;
 
 pub const THREADS_ENV: &str = "LOADERX_THREADS";
@@ -79,4 +80,264 @@ pub fn pool() -> &'static rayon::ThreadPool {
 /// Number of threads of the current pool.
 pub fn threads() -> usize {
     pool().current_num_threads()
+}
+
+/// Runs `work(c)` once for every chunk `c` in `0..chunks`, on the calling
+/// thread and on as many pool workers as join while chunks remain.
+///
+/// The caller never waits to start: it claims chunks itself from the first
+/// instant, and asks one or two pool workers to join; each worker that wakes
+/// while chunks are left asks up to three more (so a large batch has a dozen
+/// threads on it after two wake-ups), up to `budget() - 1` workers in all.
+/// Chunks are claimed one at a time from a shared counter, so a worker that
+/// wakes late (after the caller has claimed everything) finds nothing to do
+/// and the caller does not wait for it: a small gather costs what one thread
+/// costs plus one wake-up call, a large one spreads over every thread that
+/// is free, and uneven chunks (frames that decode at different speeds)
+/// balance themselves. The caller returns once every claimed chunk is done.
+///
+/// The first error is returned (chunks not yet started are skipped after
+/// it); a panic in any chunk is resumed on the caller once the others stop.
+pub(crate) fn for_each_chunk<F>(chunks: usize, work: F) -> crate::Result<()>
+where
+    F: Fn(usize) -> crate::Result<()> + Sync,
+{
+    let helpers = budget().saturating_sub(1).min(chunks.saturating_sub(1));
+    if helpers == 0 {
+        return (0..chunks).try_for_each(work);
+    }
+    let work: &(dyn Fn(usize) -> crate::Result<()> + Sync + '_) = &work;
+    // SAFETY: only the lifetime bound is erased. The pointer is called only
+    // by a thread that claimed a chunk (`next < chunks`), and this function
+    // does not return (nor unwind) before every claimed chunk is done
+    // (`done == chunks`, see `Fanout::wait`); after that no claim succeeds,
+    // so no call through the pointer outlives `work`.
+    let work: *const (dyn Fn(usize) -> crate::Result<()> + Sync + 'static) = unsafe {
+        std::mem::transmute(work as *const (dyn Fn(usize) -> crate::Result<()> + Sync + '_))
+    };
+    let fanout = std::sync::Arc::new(Fanout {
+        next: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
+        chunks,
+        spare: AtomicUsize::new(helpers),
+        work: WorkPtr(work),
+        failed: AtomicBool::new(false),
+        error: Mutex::new(None),
+        waiter: std::thread::current(),
+    });
+    fanout.recruit(if chunks >= 8 { 2 } else { 1 });
+    fanout.claim_all();
+    fanout.wait();
+    fanout.finish()
+}
+
+/// What a failed chunk left: its error, or the payload of its panic.
+enum Failure {
+    Error(crate::Error),
+    Panic(Box<dyn std::any::Any + Send>),
+}
+
+struct WorkPtr(*const (dyn Fn(usize) -> crate::Result<()> + Sync + 'static));
+
+// SAFETY: the pointee is `Sync` (callable from any thread through a shared
+// reference) and is only called while the caller of `for_each_chunk` keeps
+// it alive (see there).
+unsafe impl Send for WorkPtr {}
+// SAFETY: as above.
+unsafe impl Sync for WorkPtr {}
+
+/// One `for_each_chunk` call, shared by the caller and the workers it asked.
+struct Fanout {
+    /// Next chunk to claim (may run past `chunks`: then nothing is left).
+    next: AtomicUsize,
+    /// Chunks finished (run, skipped after a failure, or panicked).
+    done: AtomicUsize,
+    chunks: usize,
+    /// Workers that may still be asked to join.
+    spare: AtomicUsize,
+    work: WorkPtr,
+    failed: AtomicBool,
+    error: Mutex<Option<Failure>>,
+    /// The calling thread, unparked when the last chunk is done.
+    waiter: std::thread::Thread,
+}
+
+impl Fanout {
+    /// Asks up to `n` more pool workers to join while at least two chunks
+    /// are unclaimed (one for this thread, one for the newcomer).
+    fn recruit(self: &std::sync::Arc<Self>, n: usize) {
+        for _ in 0..n {
+            if self
+                .chunks
+                .saturating_sub(self.next.load(Ordering::Relaxed))
+                < 2
+            {
+                return;
+            }
+            let took = self
+                .spare
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| s.checked_sub(1));
+            if took.is_err() {
+                return;
+            }
+            let me = std::sync::Arc::clone(self);
+            pool().spawn(move || {
+                me.recruit(3);
+                me.claim_all();
+            });
+        }
+    }
+
+    /// Claims and runs chunks until none is left.
+    fn claim_all(&self) {
+        loop {
+            let c = self.next.fetch_add(1, Ordering::Relaxed);
+            if c >= self.chunks {
+                return;
+            }
+            if !self.failed.load(Ordering::Relaxed) {
+                // SAFETY: chunk `c < chunks` is claimed and not yet done, so
+                // the caller of `for_each_chunk` is still inside it and
+                // `work` is alive (see there).
+                let work = unsafe { &*self.work.0 };
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(c)));
+                let failure = match outcome {
+                    Ok(Ok(())) => None,
+                    Ok(Err(e)) => Some(Failure::Error(e)),
+                    Err(payload) => Some(Failure::Panic(payload)),
+                };
+                if let Some(f) = failure {
+                    self.failed.store(true, Ordering::Relaxed);
+                    let mut slot = self.error.lock().unwrap_or_else(|e| e.into_inner());
+                    slot.get_or_insert(f);
+                }
+            }
+            // Release: this chunk's writes happen before the caller's
+            // acquire load of `done` sees them.
+            if self.done.fetch_add(1, Ordering::AcqRel) + 1 == self.chunks {
+                self.waiter.unpark();
+            }
+        }
+    }
+
+    /// Blocks the caller until every chunk is done.
+    fn wait(&self) {
+        let mut spins = 0u32;
+        while self.done.load(Ordering::Acquire) < self.chunks {
+            if spins < 1 << 12 {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                // Spurious wake-ups just loop; the last chunk unparks.
+                std::thread::park();
+            }
+        }
+    }
+
+    fn finish(&self) -> crate::Result<()> {
+        let failure = self.error.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match failure {
+            None => Ok(()),
+            Some(Failure::Error(e)) => Err(e),
+            Some(Failure::Panic(payload)) => std::panic::resume_unwind(payload),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn every_chunk_runs_exactly_once() {
+        for chunks in [0usize, 1, 2, 3, 7, 64, 1000] {
+            let counts: Vec<AtomicUsize> = (0..chunks).map(|_| AtomicUsize::new(0)).collect();
+            for_each_chunk(chunks, |c| {
+                counts[c].fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            })
+            .unwrap();
+            assert!(
+                counts.iter().all(|n| n.load(Ordering::Relaxed) == 1),
+                "{chunks} chunks"
+            );
+        }
+    }
+
+    #[test]
+    fn slow_chunks_spread_over_the_pool() {
+        let threads = Mutex::new(HashSet::new());
+        for_each_chunk(16, |_| {
+            threads.lock().unwrap().insert(std::thread::current().id());
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            Ok(())
+        })
+        .unwrap();
+        let used = threads.lock().unwrap().len();
+        assert!(
+            used <= budget(),
+            "{used} threads for a budget of {}",
+            budget()
+        );
+        if budget() > 1 {
+            assert!(used >= 2, "16 chunks of 5 ms stayed on one thread");
+        }
+    }
+
+    #[test]
+    fn the_first_error_is_returned_and_later_chunks_are_skipped() {
+        let ran = AtomicUsize::new(0);
+        let err = for_each_chunk(10_000, |c| {
+            ran.fetch_add(1, Ordering::Relaxed);
+            if c == 3 {
+                Err(crate::Error::InvalidValue("chunk 3".into()))
+            } else {
+                Ok(())
+            }
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("chunk 3"), "{err}");
+        assert!(ran.load(Ordering::Relaxed) < 10_000);
+    }
+
+    #[test]
+    fn a_panicking_chunk_panics_the_caller_after_the_others_stop() {
+        let running = AtomicUsize::new(0);
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            for_each_chunk(64, |c| {
+                running.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_micros(200));
+                running.fetch_sub(1, Ordering::SeqCst);
+                if c == 1 {
+                    panic!("chunk 1 failed");
+                }
+                Ok(())
+            })
+        }));
+        let payload = outcome.unwrap_err();
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"chunk 1 failed"));
+        // No chunk is still running once the caller has unwound.
+        assert_eq!(running.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn concurrent_callers_each_get_their_own_chunks() {
+        std::thread::scope(|s| {
+            for t in 0..8usize {
+                s.spawn(move || {
+                    for round in 0..50usize {
+                        let chunks = 1 + (t * 7 + round) % 40;
+                        let sum = AtomicUsize::new(0);
+                        for_each_chunk(chunks, |c| {
+                            sum.fetch_add(c + 1, Ordering::Relaxed);
+                            Ok(())
+                        })
+                        .unwrap();
+                        assert_eq!(sum.into_inner(), chunks * (chunks + 1) / 2);
+                    }
+                });
+            }
+        });
+    }
 }

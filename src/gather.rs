@@ -3,10 +3,10 @@
 //!
 //! A gather resolves each index to the store that holds it and the index
 //! there ([`Parts::part`]), then decodes straight into its place in the
-//! output: one pass, no intermediate buffer, split into contiguous lanes of
-//! the output on the executor when the batch is large enough.
-
-use rayon::prelude::*;
+//! output: one pass, no intermediate buffer. A batch larger than one chunk
+//! is cut into contiguous chunks of the output that the calling thread and
+//! the executor's workers claim one at a time as they come free
+//! ([`executor::for_each_chunk`]), so fan-out never makes a gather wait.
 
 use crate::buffer::Buffer;
 use crate::error::{Error, Result};
@@ -15,10 +15,14 @@ use crate::ragged;
 use crate::schema::Schema;
 use crate::store::{self, RaggedBatch, RecordIndex, Store};
 
-/// Below this many bytes per lane a raw gather stays on one thread.
-const MIN_LANE_BYTES_RAW: usize = 256 << 10;
-/// Below this many bytes per lane a decoding gather stays on one thread.
-const MIN_LANE_BYTES_CODED: usize = 64 << 10;
+/// Output bytes per chunk of a raw gather: the unit that threads claim one
+/// at a time (see [`executor::for_each_chunk`]). Large enough that claiming
+/// costs nothing beside the copy, small enough that a 512 KiB batch still
+/// spreads over eight threads.
+const CHUNK_BYTES_RAW: usize = 64 << 10;
+/// Output bytes per chunk of a decoding gather (decoding costs about ten
+/// times a copy per byte, and small frames cost more per byte still).
+const CHUNK_BYTES_CODED: usize = 16 << 10;
 
 /// What a gather reads from: one store, or stores end to end.
 pub(crate) trait Parts: Sync {
@@ -52,17 +56,40 @@ pub(crate) fn check_indices<I: RecordIndex>(idx: &[I], len: u64) -> Result<()> {
     Ok(())
 }
 
-/// How many lanes a gather of `records` records and `bytes` bytes uses.
-fn lanes(coded: bool, records: usize, bytes: usize) -> usize {
-    let min = if coded {
-        MIN_LANE_BYTES_CODED
+/// Records per chunk for a gather of `records` records and `bytes` bytes:
+/// at least one, and about [`CHUNK_BYTES_RAW`] or [`CHUNK_BYTES_CODED`] of
+/// output each.
+fn chunk_records(coded: bool, records: usize, bytes: usize) -> usize {
+    let target = if coded {
+        CHUNK_BYTES_CODED
     } else {
-        MIN_LANE_BYTES_RAW
+        CHUNK_BYTES_RAW
     };
-    executor::budget()
-        .min(records)
-        .min(bytes.div_ceil(min))
-        .max(1)
+    let per_record = bytes.div_ceil(records.max(1)).max(1);
+    target.div_ceil(per_record).clamp(1, records.max(1))
+}
+
+/// Hands each chunk its own part of the output: chunk `c` takes slot `c`
+/// exactly once.
+struct Slots<T>(Vec<std::sync::Mutex<Option<T>>>);
+
+impl<T> Slots<T> {
+    fn new(parts: impl IntoIterator<Item = T>) -> Self {
+        Slots(
+            parts
+                .into_iter()
+                .map(|p| std::sync::Mutex::new(Some(p)))
+                .collect(),
+        )
+    }
+
+    fn take(&self, c: usize) -> T {
+        self.0[c]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .expect("each chunk is claimed once")
+    }
 }
 
 fn dense_width<P: Parts + ?Sized>(parts: &P) -> Result<usize> {
@@ -109,15 +136,14 @@ pub(crate) fn dense_into<P: Parts + ?Sized, I: RecordIndex>(
         }
         Ok(())
     };
-    let lanes = lanes(parts.coded(), idx.len(), dst.len());
-    if lanes == 1 {
+    let per = chunk_records(parts.coded(), idx.len(), dst.len());
+    if per >= idx.len() || executor::budget() == 1 {
         return fill(idx, dst);
     }
-    let per = idx.len().div_ceil(lanes);
-    executor::pool().install(|| {
-        idx.par_chunks(per)
-            .zip(dst.par_chunks_mut(per * width))
-            .try_for_each(|(ids, out)| fill(ids, out))
+    let slots = Slots::new(idx.chunks(per).zip(dst.chunks_mut(per * width)));
+    executor::for_each_chunk(slots.0.len(), |c| {
+        let (ids, out) = slots.take(c);
+        fill(ids, out)
     })
 }
 
@@ -183,14 +209,13 @@ pub(crate) fn ragged<P: Parts + ?Sized, I: RecordIndex>(
         }
         Ok(())
     };
-    let lanes = lanes(parts.coded(), idx.len(), total);
-    if lanes == 1 {
+    let per = chunk_records(parts.coded(), idx.len(), total);
+    if per >= idx.len() || executor::budget() == 1 {
         fill(idx, &spans, buffer.as_mut_slice(), 0)?;
     } else {
         // Contiguous blocks of the index list, each with its own slice of
         // the destination.
-        let per = idx.len().div_ceil(lanes);
-        let mut blocks = Vec::with_capacity(lanes);
+        let mut blocks = Vec::with_capacity(idx.len().div_ceil(per));
         let mut rest = buffer.as_mut_slice();
         let mut consumed = 0usize;
         for (ids, sp) in idx.chunks(per).zip(spans.chunks(per)) {
@@ -200,10 +225,10 @@ pub(crate) fn ragged<P: Parts + ?Sized, I: RecordIndex>(
             rest = tail;
             consumed = end;
         }
-        executor::pool().install(|| {
-            blocks
-                .into_par_iter()
-                .try_for_each(|(ids, sp, out, base)| fill(ids, sp, out, base))
+        let slots = Slots::new(blocks);
+        executor::for_each_chunk(slots.0.len(), |c| {
+            let (ids, sp, out, base) = slots.take(c);
+            fill(ids, sp, out, base)
         })?;
     }
     Ok(RaggedBatch::new(buffer, spans, itemsize))
