@@ -6,9 +6,10 @@
 //! pool bookkeeping but none of its threads, so the first use in a new
 //! process builds a fresh pool instead of waiting forever on dead workers.
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 pub const THREADS_ENV: &str = "LOADERX_THREADS";
 
@@ -82,29 +83,141 @@ pub fn threads() -> usize {
     pool().current_num_threads()
 }
 
-/// Runs `work(c)` once for every chunk `c` in `0..chunks`, on the calling
-/// thread and on as many pool workers as join while chunks remain.
+/// What the chunks of a fan-out do, for its cost model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Work {
+    /// Copying stored bytes (raw records).
+    Copy = 0,
+    /// Decoding frames (compressed records).
+    Decode = 1,
+}
+
+/// The running cost model that decides whether a batch is worth waking
+/// pool workers for: smoothed nanoseconds per KiB of output of each kind of
+/// work (measured on the calling thread, alone or not) and smoothed
+/// nanoseconds from asking a worker to join until it starts (measured by the
+/// workers). A batch fans out when doing it alone is predicted to take more
+/// than twice a wake-up; one batch in [`PROBE_EVERY`] that would not fans
+/// out anyway, so the wake-up estimate follows a pool that gets less busy.
+struct Model {
+    ns_per_kib: [AtomicU64; 2],
+    wake_ns: AtomicU64,
+    declined: AtomicU64,
+}
+
+static MODEL: Model = Model {
+    // Starting guesses: a copy at 10 GB/s, a decode at 1 GB/s, 20 µs wake-ups.
+    ns_per_kib: [AtomicU64::new(100), AtomicU64::new(1000)],
+    wake_ns: AtomicU64::new(20_000),
+    declined: AtomicU64::new(0),
+};
+
+const PROBE_EVERY: u64 = 64;
+
+/// Moves a smoothed value an eighth of the way to `sample` (racing updates
+/// may lose one another's step: harmless for an estimate).
+fn smooth(value: &AtomicU64, sample: u64) {
+    let old = value.load(Ordering::Relaxed);
+    let new = if sample >= old {
+        old + (sample - old) / 8
+    } else {
+        old - (old - sample) / 8
+    };
+    value.store(new.max(1), Ordering::Relaxed);
+}
+
+/// The plan of one batch of `chunks` chunks and `bytes` bytes of output:
+/// how many pool workers may join, and the clock of the calling thread.
+pub(crate) struct FanOut {
+    work: Work,
+    bytes: usize,
+    chunks: usize,
+    helpers: usize,
+    /// Predicted nanoseconds of one chunk done alone.
+    chunk_ns: u64,
+    start: Instant,
+}
+
+impl FanOut {
+    /// Plans a batch: no helpers when the executor has one thread, when
+    /// there is one chunk, or when the batch is predicted to take less than
+    /// two wake-ups alone.
+    pub(crate) fn plan(work: Work, bytes: usize, chunks: usize) -> FanOut {
+        let alone_ns = (bytes as u64 / 1024)
+            .saturating_mul(MODEL.ns_per_kib[work as usize].load(Ordering::Relaxed));
+        let mut helpers = budget().saturating_sub(1).min(chunks.saturating_sub(1));
+        if helpers > 0 && alone_ns < 2 * MODEL.wake_ns.load(Ordering::Relaxed) {
+            let declined = MODEL.declined.fetch_add(1, Ordering::Relaxed);
+            if declined % PROBE_EVERY != PROBE_EVERY - 1 {
+                helpers = 0;
+            }
+        }
+        FanOut {
+            work,
+            bytes,
+            chunks,
+            helpers,
+            chunk_ns: alone_ns / chunks.max(1) as u64,
+            start: Instant::now(),
+        }
+    }
+
+    /// A plan that always fans out (tests of the fan-out itself).
+    #[cfg(test)]
+    fn forced(chunks: usize) -> FanOut {
+        FanOut {
+            work: Work::Copy,
+            bytes: 0,
+            chunks,
+            helpers: budget().saturating_sub(1).min(chunks.saturating_sub(1)),
+            chunk_ns: u64::MAX / 2,
+            start: Instant::now(),
+        }
+    }
+
+    /// Whether pool workers may join (else the caller does it all alone).
+    pub(crate) fn fans_out(&self) -> bool {
+        self.helpers > 0
+    }
+
+    /// Records the time of a batch done alone by the calling thread.
+    pub(crate) fn done_alone(self) {
+        self.learn(self.start.elapsed(), self.bytes);
+    }
+
+    fn learn(&self, busy: Duration, bytes: usize) {
+        if let Some(sample) = (busy.as_nanos() as u64).checked_div(bytes as u64 / 1024) {
+            smooth(&MODEL.ns_per_kib[self.work as usize], sample);
+        }
+    }
+}
+
+/// Runs `work(c)` once for every chunk `c` of `plan`, on the calling thread
+/// and on as many pool workers as join while chunks remain.
 ///
 /// The caller never waits to start: it claims chunks itself from the first
 /// instant, and asks one or two pool workers to join; each worker that wakes
-/// while chunks are left asks up to three more (so a large batch has a dozen
-/// threads on it after two wake-ups), up to `budget() - 1` workers in all.
-/// Chunks are claimed one at a time from a shared counter, so a worker that
-/// wakes late (after the caller has claimed everything) finds nothing to do
-/// and the caller does not wait for it: a small gather costs what one thread
-/// costs plus one wake-up call, a large one spreads over every thread that
-/// is free, and uneven chunks (frames that decode at different speeds)
-/// balance themselves. The caller returns once every claimed chunk is done.
+/// while enough work is left asks up to three more (so a large batch has a
+/// dozen threads on it after two wake-ups), up to `budget() - 1` workers in
+/// all. Chunks are claimed one at a time from a shared counter, so a worker
+/// that wakes late (after the caller has claimed everything) finds nothing
+/// to do and the caller does not wait for it: a batch costs at most what one
+/// thread costs plus one wake-up call, a large one spreads over every
+/// thread that is free, and uneven chunks (frames that decode at different
+/// speeds) balance themselves. The caller returns once every claimed chunk
+/// is done.
 ///
 /// The first error is returned (chunks not yet started are skipped after
 /// it); a panic in any chunk is resumed on the caller once the others stop.
-pub(crate) fn for_each_chunk<F>(chunks: usize, work: F) -> crate::Result<()>
+pub(crate) fn for_each_chunk<F>(plan: FanOut, work: F) -> crate::Result<()>
 where
     F: Fn(usize) -> crate::Result<()> + Sync,
 {
-    let helpers = budget().saturating_sub(1).min(chunks.saturating_sub(1));
-    if helpers == 0 {
-        return (0..chunks).try_for_each(work);
+    let chunks = plan.chunks;
+    if !plan.fans_out() {
+        let r = (0..chunks).try_for_each(work);
+        plan.done_alone();
+        return r;
     }
     let work: &(dyn Fn(usize) -> crate::Result<()> + Sync + '_) = &work;
     // SAFETY: only the lifetime bound is erased. The pointer is called only
@@ -119,14 +232,18 @@ where
         next: AtomicUsize::new(0),
         done: AtomicUsize::new(0),
         chunks,
-        spare: AtomicUsize::new(helpers),
+        spare: AtomicUsize::new(plan.helpers),
+        chunk_ns: plan.chunk_ns,
         work: WorkPtr(work),
         failed: AtomicBool::new(false),
         error: Mutex::new(None),
         waiter: std::thread::current(),
     });
     fanout.recruit(if chunks >= 8 { 2 } else { 1 });
-    fanout.claim_all();
+    let (ran, busy) = fanout.claim_all();
+    if ran > 0 {
+        plan.learn(busy, plan.bytes / chunks * ran);
+    }
     fanout.wait();
     fanout.finish()
 }
@@ -155,6 +272,8 @@ struct Fanout {
     chunks: usize,
     /// Workers that may still be asked to join.
     spare: AtomicUsize,
+    /// Predicted nanoseconds of one chunk on one thread.
+    chunk_ns: u64,
     work: WorkPtr,
     failed: AtomicBool,
     error: Mutex<Option<Failure>>,
@@ -164,13 +283,16 @@ struct Fanout {
 
 impl Fanout {
     /// Asks up to `n` more pool workers to join while at least two chunks
-    /// are unclaimed (one for this thread, one for the newcomer).
+    /// are unclaimed (one for this thread, one for the newcomer) and they
+    /// are predicted to take longer than two wake-ups.
     fn recruit(self: &std::sync::Arc<Self>, n: usize) {
         for _ in 0..n {
-            if self
+            let left = self
                 .chunks
-                .saturating_sub(self.next.load(Ordering::Relaxed))
-                < 2
+                .saturating_sub(self.next.load(Ordering::Relaxed));
+            if left < 2
+                || (left as u64).saturating_mul(self.chunk_ns)
+                    < 2 * MODEL.wake_ns.load(Ordering::Relaxed)
             {
                 return;
             }
@@ -181,20 +303,26 @@ impl Fanout {
                 return;
             }
             let me = std::sync::Arc::clone(self);
+            let asked = Instant::now();
             pool().spawn(move || {
+                smooth(&MODEL.wake_ns, asked.elapsed().as_nanos() as u64);
                 me.recruit(3);
                 me.claim_all();
             });
         }
     }
 
-    /// Claims and runs chunks until none is left.
-    fn claim_all(&self) {
+    /// Claims and runs chunks until none is left; returns how many this
+    /// thread ran and for how long.
+    fn claim_all(&self) -> (usize, Duration) {
+        let start = Instant::now();
+        let mut ran = 0;
         loop {
             let c = self.next.fetch_add(1, Ordering::Relaxed);
             if c >= self.chunks {
-                return;
+                return (ran, start.elapsed());
             }
+            ran += 1;
             if !self.failed.load(Ordering::Relaxed) {
                 // SAFETY: chunk `c < chunks` is claimed and not yet done, so
                 // the caller of `for_each_chunk` is still inside it and
@@ -250,10 +378,30 @@ mod tests {
     use std::collections::HashSet;
 
     #[test]
+    fn small_batches_stay_on_the_caller_and_large_ones_fan_out() {
+        // A 1 KiB copy is predicted far below two wake-ups: at most the odd
+        // probe (one plan in PROBE_EVERY, shared with concurrent tests) fans out.
+        let fanned = (0..PROBE_EVERY)
+            .filter(|_| FanOut::plan(Work::Copy, 1024, 4).fans_out())
+            .count();
+        assert!(
+            fanned <= 2,
+            "{fanned} of {PROBE_EVERY} tiny batches fanned out"
+        );
+        // A TiB to decode always does, when there is a pool to fan out to.
+        let large = FanOut::plan(Work::Decode, 1 << 40, 1000);
+        assert_eq!(large.fans_out(), budget() > 1);
+        assert!(
+            !FanOut::plan(Work::Decode, 1 << 40, 1).fans_out(),
+            "one chunk"
+        );
+    }
+
+    #[test]
     fn every_chunk_runs_exactly_once() {
         for chunks in [0usize, 1, 2, 3, 7, 64, 1000] {
             let counts: Vec<AtomicUsize> = (0..chunks).map(|_| AtomicUsize::new(0)).collect();
-            for_each_chunk(chunks, |c| {
+            for_each_chunk(FanOut::forced(chunks), |c| {
                 counts[c].fetch_add(1, Ordering::Relaxed);
                 Ok(())
             })
@@ -268,7 +416,7 @@ mod tests {
     #[test]
     fn slow_chunks_spread_over_the_pool() {
         let threads = Mutex::new(HashSet::new());
-        for_each_chunk(16, |_| {
+        for_each_chunk(FanOut::forced(16), |_| {
             threads.lock().unwrap().insert(std::thread::current().id());
             std::thread::sleep(std::time::Duration::from_millis(5));
             Ok(())
@@ -288,7 +436,7 @@ mod tests {
     #[test]
     fn the_first_error_is_returned_and_later_chunks_are_skipped() {
         let ran = AtomicUsize::new(0);
-        let err = for_each_chunk(10_000, |c| {
+        let err = for_each_chunk(FanOut::forced(10_000), |c| {
             ran.fetch_add(1, Ordering::Relaxed);
             if c == 3 {
                 Err(crate::Error::InvalidValue("chunk 3".into()))
@@ -305,7 +453,7 @@ mod tests {
     fn a_panicking_chunk_panics_the_caller_after_the_others_stop() {
         let running = AtomicUsize::new(0);
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            for_each_chunk(64, |c| {
+            for_each_chunk(FanOut::forced(64), |c| {
                 running.fetch_add(1, Ordering::SeqCst);
                 std::thread::sleep(std::time::Duration::from_micros(200));
                 running.fetch_sub(1, Ordering::SeqCst);
@@ -329,7 +477,7 @@ mod tests {
                     for round in 0..50usize {
                         let chunks = 1 + (t * 7 + round) % 40;
                         let sum = AtomicUsize::new(0);
-                        for_each_chunk(chunks, |c| {
+                        for_each_chunk(FanOut::forced(chunks), |c| {
                             sum.fetch_add(c + 1, Ordering::Relaxed);
                             Ok(())
                         })

@@ -10,7 +10,7 @@
 
 use crate::buffer::Buffer;
 use crate::error::{Error, Result};
-use crate::executor;
+use crate::executor::{self, FanOut, Work};
 use crate::ragged;
 use crate::schema::Schema;
 use crate::store::{self, RaggedBatch, RecordIndex, Store};
@@ -67,6 +67,14 @@ fn chunk_records(coded: bool, records: usize, bytes: usize) -> usize {
     };
     let per_record = bytes.div_ceil(records.max(1)).max(1);
     target.div_ceil(per_record).clamp(1, records.max(1))
+}
+
+fn work_of<P: Parts + ?Sized>(parts: &P) -> Work {
+    if parts.coded() {
+        Work::Decode
+    } else {
+        Work::Copy
+    }
 }
 
 /// Hands each chunk its own part of the output: chunk `c` takes slot `c`
@@ -137,11 +145,14 @@ pub(crate) fn dense_into<P: Parts + ?Sized, I: RecordIndex>(
         Ok(())
     };
     let per = chunk_records(parts.coded(), idx.len(), dst.len());
-    if per >= idx.len() || executor::budget() == 1 {
-        return fill(idx, dst);
+    let plan = FanOut::plan(work_of(parts), dst.len(), idx.len().div_ceil(per));
+    if !plan.fans_out() {
+        let r = fill(idx, dst);
+        plan.done_alone();
+        return r;
     }
     let slots = Slots::new(idx.chunks(per).zip(dst.chunks_mut(per * width)));
-    executor::for_each_chunk(slots.0.len(), |c| {
+    executor::for_each_chunk(plan, |c| {
         let (ids, out) = slots.take(c);
         fill(ids, out)
     })
@@ -210,8 +221,10 @@ pub(crate) fn ragged<P: Parts + ?Sized, I: RecordIndex>(
         Ok(())
     };
     let per = chunk_records(parts.coded(), idx.len(), total);
-    if per >= idx.len() || executor::budget() == 1 {
+    let plan = FanOut::plan(work_of(parts), total, idx.len().div_ceil(per));
+    if !plan.fans_out() {
         fill(idx, &spans, buffer.as_mut_slice(), 0)?;
+        plan.done_alone();
     } else {
         // Contiguous blocks of the index list, each with its own slice of
         // the destination.
@@ -226,7 +239,7 @@ pub(crate) fn ragged<P: Parts + ?Sized, I: RecordIndex>(
             consumed = end;
         }
         let slots = Slots::new(blocks);
-        executor::for_each_chunk(slots.0.len(), |c| {
+        executor::for_each_chunk(plan, |c| {
             let (ids, sp, out, base) = slots.take(c);
             fill(ids, sp, out, base)
         })?;
