@@ -112,12 +112,34 @@ static MODEL: Model = Model {
     declined: AtomicU64::new(0),
 };
 
-const PROBE_EVERY: u64 = 64;
+const PROBE_EVERY: u64 = 32;
 
-/// Moves a smoothed value an eighth of the way to `sample` (racing updates
-/// may lose one another's step: harmless for an estimate).
+/// The fan-out cost model's current estimates (for diagnostics and the
+/// benchmarks): nanoseconds per KiB of output copied and decoded on one
+/// thread, and nanoseconds until an asked pool worker starts.
+#[derive(Clone, Copy, Debug)]
+pub struct FanOutModel {
+    pub copy_ns_per_kib: u64,
+    pub decode_ns_per_kib: u64,
+    pub wake_ns: u64,
+}
+
+/// A snapshot of the fan-out cost model of this process.
+pub fn fan_out_model() -> FanOutModel {
+    FanOutModel {
+        copy_ns_per_kib: MODEL.ns_per_kib[Work::Copy as usize].load(Ordering::Relaxed),
+        decode_ns_per_kib: MODEL.ns_per_kib[Work::Decode as usize].load(Ordering::Relaxed),
+        wake_ns: MODEL.wake_ns.load(Ordering::Relaxed),
+    }
+}
+
+/// Moves a smoothed value an eighth of the way to `sample`, taken as at
+/// most four times the value (so one preempted worker or one page fault
+/// storm does not swing the model), and racing updates may lose one
+/// another's step: harmless for an estimate.
 fn smooth(value: &AtomicU64, sample: u64) {
     let old = value.load(Ordering::Relaxed);
+    let sample = sample.min(old.saturating_mul(4));
     let new = if sample >= old {
         old + (sample - old) / 8
     } else {
