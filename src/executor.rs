@@ -162,13 +162,15 @@ pub(crate) struct FanOut {
 
 impl FanOut {
     /// Plans a batch: no helpers when the executor has one thread, when
-    /// there is one chunk, or when the batch is predicted to take less than
-    /// two wake-ups alone.
+    /// there is one chunk or no byte to produce, or when the batch is
+    /// predicted to take less than two wake-ups alone.
     pub(crate) fn plan(work: Work, bytes: usize, chunks: usize) -> FanOut {
         let alone_ns = (bytes as u64 / 1024)
             .saturating_mul(MODEL.ns_per_kib[work as usize].load(Ordering::Relaxed));
         let mut helpers = budget().saturating_sub(1).min(chunks.saturating_sub(1));
-        if helpers > 0 && alone_ns < 2 * MODEL.wake_ns.load(Ordering::Relaxed) {
+        if bytes == 0 {
+            helpers = 0;
+        } else if helpers > 0 && alone_ns < 2 * MODEL.wake_ns.load(Ordering::Relaxed) {
             let declined = MODEL.declined.fetch_add(1, Ordering::Relaxed);
             if declined % PROBE_EVERY != PROBE_EVERY - 1 {
                 helpers = 0;
