@@ -83,6 +83,11 @@ def run_one(workload: str, batch: int | None, threads: int, args, out: Path) -> 
         cmd.append("--quick")
     env = dict(os.environ)
     env.pop("LOADERX_THREADS", None)
+    # numpy's OpenBLAS starts a thread per CPU at import, and those threads
+    # were seen spinning (blas_thread_server in a profile) although nothing
+    # calls BLAS: on a small machine they take cycles from the gather
+    # threads under test. The benchmarks call no BLAS.
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
     if threads != DEFAULT:
         env["LOADERX_THREADS"] = str(threads)
     log(f"{case_name(workload, batch)}, LOADERX_THREADS={label(threads)}: {' '.join(cmd[1:])}")
