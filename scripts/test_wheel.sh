@@ -12,6 +12,9 @@
 #   scripts/test_wheel.sh WHEEL SDIST     tests given ones (scripts/wheel.sh's
 #                                         release builds in dist/); the sdist
 #                                         then builds in the release profile
+#                                         (LOADERX_SDIST_PROFILE=dev: the dev one)
+#   scripts/test_wheel.sh WHEEL           the wheel only, e.g. the cp313t one
+#                                         with PYTHON=python3.13t
 #
 # pytest runs from a side directory on PYTHONPATH, so the virtualenv itself
 # holds nothing but numpy, loaderx and pip.
@@ -34,12 +37,12 @@ if [ "$#" -eq 0 ]; then
     SDIST="$(ls "$WORK"/built/loaderx-*.tar.gz)"
     SDIST_PROFILE=dev
     deactivate
-elif [ "$#" -eq 2 ]; then
+elif [ "$#" -le 2 ]; then
     WHEEL="$(realpath "$1")"
-    SDIST="$(realpath "$2")"
+    SDIST="$([ "$#" -eq 2 ] && realpath "$2" || true)"
     SDIST_PROFILE="${LOADERX_SDIST_PROFILE:-release}"
 else
-    echo "usage: scripts/test_wheel.sh [WHEEL SDIST]" >&2
+    echo "usage: scripts/test_wheel.sh [WHEEL [SDIST]]" >&2
     exit 2
 fi
 PY="${PYTHON:-python3}"
@@ -81,6 +84,7 @@ echo "test_wheel.sh: $(basename "$WHEEL")"
 fresh_venv "$WORK/venv-wheel"
 "$WORK/venv-wheel/bin/python" -m pip install -q "$WHEEL"
 run_examples "$WORK/venv-wheel"
+[ -n "$SDIST" ] || exit 0
 
 echo "test_wheel.sh: $(basename "$SDIST") -> wheel ($SDIST_PROFILE profile)"
 t0=$(date +%s)
