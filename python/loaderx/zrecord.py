@@ -390,18 +390,28 @@ class _Writer:
     until the writer thread has taken the first. The first write error is
     kept, later queued batches are dropped, and the error is raised by the
     next ``submit`` or ``drain``.
+
+    Several Python threads may append, read and close at once (they really
+    run at once on a free-threaded build): ``_lock`` makes starting the
+    writer thread, queueing a batch, taking the pending error and stopping
+    atomic, so one store has one writer thread, and a batch is either queued
+    before ``stop`` (and written) or refused with ValueError after it.
     """
 
-    def __init__(self, native):
+    def __init__(self, native, name: str):
         self._native = native
+        self._name = name
+        self._lock = threading.Lock()
         self._slot: queue.Queue = queue.Queue(maxsize=1)
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
         self._error: BaseException | None = None
+        self._stopped = False
         _WRITERS.add(self)
 
     def wait_idle(self):
-        if self._thread is not None and self._pid == os.getpid() and self._thread.is_alive():
+        thread = self._thread
+        if thread is not None and self._pid == os.getpid() and thread.is_alive():
             self._slot.join()
 
     def _run(self):
@@ -417,38 +427,56 @@ class _Writer:
             finally:
                 self._slot.task_done()
 
-    def _ensure_thread(self):
-        if self._pid != os.getpid():
-            # A forked child inherits neither the thread nor a usable queue.
-            self._slot = queue.Queue(maxsize=1)
-            self._thread = None
-            self._pid = os.getpid()
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(
-                target=self._run, name="loaderx-ragged-writer", daemon=True
-            )
-            self._thread.start()
+    def _forked(self) -> bool:
+        if self._pid == os.getpid():
+            return False
+        # A forked child inherits neither the thread nor a usable queue, and
+        # the lock may have been held by a thread the child does not have.
+        self._lock = threading.Lock()
+        self._slot = queue.Queue(maxsize=1)
+        self._thread = None
+        self._pid = os.getpid()
+        return True
 
-    def raise_pending(self):
+    def _take_error_locked(self):
         err, self._error = self._error, None
         if err is not None:
             raise err
 
+    def raise_pending(self):
+        self._forked()
+        with self._lock:
+            self._take_error_locked()
+
     def submit(self, packed):
-        self.raise_pending()
-        self._ensure_thread()
-        self._slot.put(packed)
+        self._forked()
+        with self._lock:
+            if self._stopped:
+                raise ValueError(f"{self._name} is closed")
+            self._take_error_locked()
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="loaderx-ragged-writer", daemon=True
+                )
+                self._thread.start()
+            # Under the lock, so that stop() cannot slip its sentinel ahead
+            # of this batch (the writer thread never takes the lock).
+            self._slot.put(packed)
 
     def drain(self):
-        if self._thread is not None and self._pid == os.getpid():
+        if not self._forked() and self._thread is not None:
             self._slot.join()
         self.raise_pending()
 
     def stop(self):
-        if self._thread is not None and self._pid == os.getpid() and self._thread.is_alive():
-            self._slot.put(None)
-            self._thread.join()
-        self._thread = None
+        self._forked()
+        with self._lock:
+            self._stopped = True
+            thread, self._thread = self._thread, None
+            if thread is not None and thread.is_alive():
+                self._slot.put(None)
+        if thread is not None:
+            thread.join()
 
 
 def _encode_values(logical: str, values) -> list:
@@ -488,7 +516,7 @@ class RaggedStore(_Store):
 
     def __init__(self, native, path):
         super().__init__(native, path)
-        self._writer = _Writer(native)
+        self._writer = _Writer(native, f"{type(self).__name__} {path!r}")
 
     @classmethod
     def create(

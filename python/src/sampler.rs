@@ -1,5 +1,7 @@
 //! `loaderx._native.Sampler`: one native call per batch of indices.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use loaderx::sampler::{Mode, Sampler as Core};
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::exceptions::PyValueError;
@@ -13,9 +15,16 @@ pub fn parse_mode(mode: &str) -> PyResult<Mode> {
     })
 }
 
-#[pyclass(module = "loaderx._native")]
+/// Frozen, so Python threads share it without pyo3's runtime borrow
+/// checking (which raises "Already borrowed" when threads race on a
+/// free-threaded build): the batches are pure functions of the step, and the
+/// step is an atomic, so concurrent `next()` calls each get a distinct step.
+#[pyclass(frozen, module = "loaderx._native")]
 pub struct Sampler {
+    /// The plan; its own step is unused (see `step`).
     inner: Core,
+    /// The step the next `next()` returns.
+    step: AtomicU64,
 }
 
 impl Sampler {
@@ -47,15 +56,15 @@ impl Sampler {
     fn new(n: u64, batch_size: usize, mode: &str, seed: u64) -> PyResult<Sampler> {
         let inner = Core::new(n, batch_size, parse_mode(mode)?, seed)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        Ok(Sampler { inner })
+        let step = AtomicU64::new(inner.step());
+        Ok(Sampler { inner, step })
     }
 
     /// The batch of the current step; advances the step.
-    fn next<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
-        let step = self.inner.step();
-        let arr = self.batch(py, step);
-        self.inner.set_step(step.wrapping_add(1));
-        arr
+    fn next<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
+        // fetch_add wraps at 2^64 like the core's step.
+        let step = self.step.fetch_add(1, Ordering::AcqRel);
+        self.batch(py, step)
     }
 
     /// The batch of `step` (pure; the current step is unchanged).
@@ -65,12 +74,12 @@ impl Sampler {
 
     #[getter]
     fn get_step(&self) -> u64 {
-        self.inner.step()
+        self.step.load(Ordering::Acquire)
     }
 
     #[setter]
-    fn set_step(&mut self, step: u64) {
-        self.inner.set_step(step)
+    fn set_step(&self, step: u64) {
+        self.step.store(step, Ordering::Release)
     }
 
     #[getter]

@@ -94,3 +94,17 @@ def local_ray(ray_session):
     # the record-order assertions need it.
     ctx.execution_options.preserve_order = True
     return ray
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """With ``LOADERX_FORBID_SKIPS=1`` (scripts/test_free_threaded.sh) a
+    skipped test fails the run: tests that cannot run there are deselected
+    by name instead, so none is skipped silently."""
+    if os.environ.get("LOADERX_FORBID_SKIPS") != "1":
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter is not None else []
+    if skipped:
+        for rep in skipped:
+            reporter.write_line(f"LOADERX_FORBID_SKIPS: skipped {rep.nodeid}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -13,7 +13,6 @@ from loaderx.zrecord import DenseStore, RaggedStore
 from conftest import DTYPES, random_records, snapshot
 
 pa = pytest.importorskip("pyarrow")
-pl = pytest.importorskip("polars")
 
 ARROW_TYPES = {
     np.bool_: pa.bool_(),
@@ -161,7 +160,7 @@ def test_arrow_loader_transform_receives_the_batch(table_streams):
         assert next(loader) == 8
 
 
-def test_hand_off_pyarrow_polars_pandas(table_streams):
+def test_hand_off_pyarrow_pandas(table_streams):
     streams, img, label, toks = table_streams
     ca = pa.chunked_array(streams["image"])
     np.testing.assert_array_equal(ca.combine_chunks().to_numpy_ndarray(), img)
@@ -169,16 +168,21 @@ def test_hand_off_pyarrow_polars_pandas(table_streams):
     assert tbl.column_names == ["record_id", "image", "label", "tokens"]
     assert tbl.column("record_id").to_pylist() == list(range(len(label)))
     np.testing.assert_array_equal(tbl.column("label").to_numpy(), label)
-    s = pl.Series(streams["label"])
-    np.testing.assert_array_equal(s.to_numpy(), label)
-    df = pl.DataFrame(la.table({"label": streams["label"], "tokens": streams["tokens"]}))
-    assert df.columns == ["record_id", "label", "tokens"]
-    assert df["tokens"].struct.field("data").to_list()[3] == toks[3].tolist()
     pdf = tbl.to_pandas()
     assert list(pdf["label"]) == label.tolist()
     np.testing.assert_array_equal(np.asarray(pdf["image"][7]), img[7].ravel())
     no_index = pa.table(la.table({"label": streams["label"]}, index_column=None))
     assert no_index.column_names == ["label"]
+
+
+def test_hand_off_polars(table_streams):
+    pl = pytest.importorskip("polars")
+    streams, _, label, toks = table_streams
+    s = pl.Series(streams["label"])
+    np.testing.assert_array_equal(s.to_numpy(), label)
+    df = pl.DataFrame(la.table({"label": streams["label"], "tokens": streams["tokens"]}))
+    assert df.columns == ["record_id", "label", "tokens"]
+    assert df["tokens"].struct.field("data").to_list()[3] == toks[3].tolist()
 
 
 def test_duckdb_sql_over_the_reader(table_streams):
@@ -218,13 +222,17 @@ def test_ingest_pyarrow_table(root):
         s.close()
 
 
-def test_ingest_polars_large_list_and_streams(root):
+def test_ingest_polars_large_list(root):
+    pl = pytest.importorskip("polars")
     df = pl.DataFrame({"a": [[1, 2, 3], [4], [5, 6]], "b": [1.0, 2.0, 3.0]})
     stores = la.ingest(df, root / "pl")
     assert [r.tolist() for r in stores["a"][:]] == [[1, 2, 3], [4], [5, 6]]
     np.testing.assert_array_equal(stores["b"][:], [1.0, 2.0, 3.0])
     for s in stores.values():
         s.close()
+
+
+def test_ingest_streams_a_reader(root):
     # a multi-batch reader streams batch by batch
     batches = [pa.record_batch({"v": pa.array(np.arange(i * 10, i * 10 + 10))}) for i in range(5)]
     reader = pa.RecordBatchReader.from_batches(batches[0].schema, batches)

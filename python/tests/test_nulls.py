@@ -84,7 +84,7 @@ def test_python_reads_give_masked_arrays_and_none(table_dir):
         np.testing.assert_array_equal(toks[3], np.arange(4, dtype=np.int32))
 
 
-def test_arrow_sql_and_parquet_carry_nulls(table_dir, root):
+def test_arrow_and_sql_carry_nulls(table_dir):
     t, table, _, valid = table_dir
     with loaderx.open_table(t) as tab:
         got = loaderx.arrow.table(tab, index_column=None).read_all()
@@ -100,6 +100,11 @@ def test_arrow_sql_and_parquet_carry_nulls(table_dir, root):
         assert r == {"n": [N - 2], "k": [N], "s": [sum(i * 10 for i in range(N) if valid[i])]}
         ids = loaderx.sql("SELECT id FROM t WHERE caption IS NULL ORDER BY id", t=tab)["id"]
         assert ids.to_pylist() == NULL_ROWS
+
+
+def test_parquet_carries_nulls(table_dir, root):
+    t, table, _, valid = table_dir
+    with loaderx.open_table(t) as tab:
         loaderx.parquet.export(tab, root / "n.parquet")
     back = pq.read_table(root / "n.parquet")
     assert back["label"].to_pylist() == table["label"].to_pylist()

@@ -40,12 +40,23 @@ def open_table(t):
     }
 
 
-def test_export_read_back_by_pyarrow_polars_duckdb(table_dir, root):
+@pytest.fixture
+def exported(table_dir, root):
+    """The table exported to Parquet with small row groups."""
     t, img, label, toks = table_dir
     streams = open_table(t)
     out = root / "train.parquet"
     rows = lpq.export(streams, out, row_group_bytes=2048)
     assert rows == len(label)
+    with_index = root / "indexed.parquet"
+    lpq.export(streams, with_index, index_column="record_id")
+    for s in streams.values():
+        s.close()
+    return out, with_index, img, label, toks
+
+
+def test_export_read_back_by_pyarrow(exported):
+    out, with_index, img, label, toks = exported
     f = pq.ParquetFile(out)
     assert f.metadata.num_row_groups > 1  # row groups bounded in bytes
     assert f.metadata.row_group(0).column(0).compression == "ZSTD"
@@ -55,11 +66,20 @@ def test_export_read_back_by_pyarrow_polars_duckdb(table_dir, root):
     np.testing.assert_array_equal(tbl["image"].combine_chunks().to_numpy_ndarray(), img)
     np.testing.assert_array_equal(tbl["label"].to_numpy(), label)
     assert [r["data"] for r in tbl["tokens"].to_pylist()] == [x.tolist() for x in toks]
+    assert pq.read_table(with_index).column_names[0] == "record_id"
+
+
+def test_export_read_back_by_polars(exported):
     pl = pytest.importorskip("polars")
+    out, _, _, label, _ = exported
     df = pl.read_parquet(out)
     assert df["label"].to_list() == label.tolist()
     assert "arrow.fixed_shape_tensor" in str(df.schema["image"])
+
+
+def test_export_read_back_by_duckdb(exported):
     duckdb = pytest.importorskip("duckdb")
+    out, _, img, label, _ = exported
     con = duckdb.connect()
     counts = con.execute(
         f"SELECT label, count(*) FROM read_parquet('{out}') GROUP BY label ORDER BY label"
@@ -67,11 +87,6 @@ def test_export_read_back_by_pyarrow_polars_duckdb(table_dir, root):
     assert counts == [(v, int((label == v).sum())) for v in range(5)]
     first = con.execute(f"SELECT image FROM read_parquet('{out}') LIMIT 1").fetchone()[0]
     assert list(first) == img[0].ravel().tolist()
-    with_index = root / "indexed.parquet"
-    lpq.export(streams, with_index, index_column="record_id")
-    assert pq.read_table(with_index).column_names[0] == "record_id"
-    for s in streams.values():
-        s.close()
 
 
 def test_ingest_round_trip(table_dir, root):

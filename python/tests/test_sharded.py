@@ -91,11 +91,15 @@ def test_sharded_table_reads_like_the_plain_one(tables):
         loaderx.parquet.export(s, os.path.join(plain, "..", "s.parquet"))
         pa_p = pq.read_table(os.path.join(plain, "..", "p.parquet"))
         assert pa_p.equals(pq.read_table(os.path.join(plain, "..", "s.parquet")))
-        # datafusion-python sees the same table through the FFI provider.
-        import datafusion
 
-        from loaderx.datafusion import TableProvider
 
+def test_datafusion_python_reads_a_sharded_table(tables):
+    # datafusion-python sees the same table through the FFI provider.
+    datafusion = pytest.importorskip("datafusion")
+    from loaderx.datafusion import TableProvider
+
+    _, sharded, (ids, img, _), _ = tables
+    with loaderx.open_table(sharded) as s:
         ctx = datafusion.SessionContext()
         ctx.register_table("t", TableProvider(s))
         q = "SELECT record_id, img FROM t WHERE id % 7 = 3 ORDER BY record_id"

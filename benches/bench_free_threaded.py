@@ -1,0 +1,196 @@
+"""Free-threaded CPython against the GIL build: the loader with a CPU-heavy
+Python transform.
+
+``bench_loader.py``'s ``loaderx-raw`` and ``loaderx-zstd`` pipelines with
+the ``heavy`` transform (a pure-Python per-sample crop and flip on the
+DataLoader's transform threads) run under two interpreters built from the
+same CPython 3.13.5 source, one standard (GIL) and one free-threaded
+(``--disable-gil``), each with its loaderx release wheel (abi3 and
+``cp313t``). On the GIL build the transform threads take turns; without the
+GIL they run at once. Rounds are interleaved (GIL, free-threaded,
+free-threaded, GIL, ...) so that a drift of the machine hits both alike; each
+round is one ``bench_loader.py`` child run per interpreter and worker count
+(``--rounds 1``), and the median over rounds is reported, with the ratio
+free-threaded / GIL of batches/s and of peak PSS.
+
+Set up the two virtualenvs with ``benches/bench_free_threaded.sh`` (which
+then runs this script), or give them::
+
+    python benches/bench_free_threaded.py --gil-python A/bin/python --ft-python B/bin/python
+
+The markdown table goes to stdout, progress to stderr, everything measured to
+``benches/out/free_threaded.json`` (``-quick`` appended for --quick).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PIPELINES = ("loaderx-raw", "loaderx-zstd")
+FLAVOURS = ("gil", "ft")
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def describe(python: str) -> dict:
+    code = (
+        "import json, sys, sysconfig, loaderx._native as n;"
+        "print(json.dumps({'version': sys.version.split()[0],"
+        "'free_threaded': bool(sysconfig.get_config_var('Py_GIL_DISABLED')),"
+        "'gil_enabled': sys._is_gil_enabled() if hasattr(sys, '_is_gil_enabled') else True,"
+        "'extension': n.__file__.rsplit('/', 1)[-1]}))"
+    )
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def run_once(python: str, workers: int, args, out_dir: Path) -> dict:
+    """One bench_loader.py run (both pipelines, heavy transform, one round)."""
+    cmd = [
+        python,
+        str(HERE / "bench_loader.py"),
+        "--only",
+        ",".join(args.pipelines),
+        "--transform",
+        "heavy",
+        "--workers",
+        str(workers),
+        "--rounds",
+        "1",
+        "--out",
+        str(out_dir),
+    ]
+    if args.quick:
+        cmd.append("--quick")
+    for flag in ("images", "batches", "memory_seconds"):
+        v = getattr(args, flag)
+        if v is not None:
+            cmd += [f"--{flag.replace('_', '-')}", str(v)]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON_GIL", "PYTHONPATH")}
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
+    name = "loader-quick.json" if args.quick else "loader.json"
+    payload = json.loads((out_dir / name).read_text())
+    got = {}
+    for pipeline in args.pipelines:
+        r = payload["results"][f"{pipeline}/heavy"]
+        if "error" in r:
+            raise RuntimeError(f"{python} {pipeline}: {r['error']}")
+        got[pipeline] = {
+            "batches_s": r["batches_s"],
+            "peak_pss_mib": r["memory"]["peak_pss_mib"],
+        }
+    return {"results": got, "machine": payload.get("machine")}
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(prog="bench_free_threaded.py", description=__doc__.split("\n")[0])
+    p.add_argument("--gil-python", required=True, help="interpreter of the GIL build")
+    p.add_argument("--ft-python", required=True, help="interpreter of the free-threaded build")
+    p.add_argument("--workers", default="2,4", help="transform threads, comma-separated (2,4)")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (3)")
+    p.add_argument(
+        "--pipelines", default=",".join(PIPELINES), help="subset of " + ",".join(PIPELINES)
+    )
+    p.add_argument("--images", type=int, help="records (bench_loader's default 2500)")
+    p.add_argument("--batches", type=int, help="batches per round (bench_loader's default 200)")
+    p.add_argument("--memory-seconds", type=float, help="memory pass (bench_loader's 5 s)")
+    p.add_argument("--quick", action="store_true", help="seconds-long smoke run (not results)")
+    p.add_argument("--out", type=Path, default=HERE / "out", help="JSON directory")
+    args = p.parse_args(argv)
+    args.pipelines = [x for x in args.pipelines.split(",") if x]
+    if not args.pipelines or any(x not in PIPELINES for x in args.pipelines):
+        p.error(f"--pipelines must name some of {','.join(PIPELINES)}")
+    try:
+        workers = [int(w) for w in args.workers.split(",")]
+    except ValueError:
+        p.error("--workers must be comma-separated ints")
+    if not workers or min(workers) < 1 or args.rounds < 1:
+        p.error("--workers must be >= 1 and --rounds >= 1")
+
+    pythons = {"gil": args.gil_python, "ft": args.ft_python}
+    info = {k: describe(v) for k, v in pythons.items()}
+    if info["gil"]["free_threaded"] or not info["gil"]["gil_enabled"]:
+        p.error(f"--gil-python is not a GIL build: {info['gil']}")
+    if not info["ft"]["free_threaded"] or info["ft"]["gil_enabled"]:
+        p.error(f"--ft-python does not run without the GIL: {info['ft']}")
+    for k, v in info.items():
+        log(f"{k}: Python {v['version']}, extension {v['extension']}")
+
+    runs: dict = {k: {w: [] for w in workers} for k in FLAVOURS}
+    machine = None
+    with tempfile.TemporaryDirectory(prefix="loaderx-bench-ft-") as tmp:
+        for r in range(args.rounds):
+            order = FLAVOURS if r % 2 == 0 else FLAVOURS[::-1]
+            for w in workers:
+                for flavour in order:
+                    log(f"round {r + 1}/{args.rounds}: {flavour}, {w} workers")
+                    got = run_once(pythons[flavour], w, args, Path(tmp))
+                    machine = machine or got["machine"]
+                    runs[flavour][w].append(got["results"])
+
+    summary = {}
+    for w in workers:
+        for pipeline in args.pipelines:
+            row = {}
+            for flavour in FLAVOURS:
+                rs = [x[pipeline] for x in runs[flavour][w]]
+                row[flavour] = {
+                    "batches_s": statistics.median(x["batches_s"] for x in rs),
+                    "peak_pss_mib": statistics.median(x["peak_pss_mib"] for x in rs),
+                    "rounds": rs,
+                }
+            row["batches_s_ratio"] = row["ft"]["batches_s"] / row["gil"]["batches_s"]
+            row["pss_ratio"] = row["ft"]["peak_pss_mib"] / row["gil"]["peak_pss_mib"]
+            summary[f"{pipeline}/{w}"] = row
+
+    name = "free_threaded" + ("-quick" if args.quick else "")
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"{name}.json"
+    config = {k: getattr(args, k) for k in ("rounds", "images", "batches", "quick")}
+    config["workers"] = workers
+    path.write_text(
+        json.dumps(
+            {
+                "name": name,
+                "config": config,
+                "interpreters": info,
+                "machine": machine,
+                "results": summary,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"## {name}\n")
+    print(
+        f"loaderx DataLoader, `heavy` transform, median of {args.rounds} interleaved rounds; "
+        f"GIL: Python {info['gil']['version']} ({info['gil']['extension']}), "
+        f"free-threaded: Python {info['ft']['version']} ({info['ft']['extension']}).\n"
+    )
+    print(
+        "| pipeline | workers | GIL batches/s | free-threaded batches/s | ratio | "
+        "GIL PSS MiB | free-threaded PSS MiB | PSS ratio |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for key, row in summary.items():
+        pipeline, w = key.split("/")
+        print(
+            f"| {pipeline} | {w} | {row['gil']['batches_s']:.2f} | {row['ft']['batches_s']:.2f} "
+            f"| {row['batches_s_ratio']:.2f}x | {row['gil']['peak_pss_mib']:.0f} "
+            f"| {row['ft']['peak_pss_mib']:.0f} | {row['pss_ratio']:.2f}x |"
+        )
+    print(f"\nJSON: {path}")
+
+
+if __name__ == "__main__":
+    main()

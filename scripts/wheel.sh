@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Builds the release wheels and the sdist into dist/:
+#   loaderx-V-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
+#       every CPython >= 3.9 with the GIL (the stable ABI);
+#   loaderx-V-cp313-cp313t-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
+#       free-threaded CPython 3.13 (built by scripts/_py313t.sh);
+#   loaderx-V.tar.gz
+#       the sdist (builds the abi3 wheel with `pip wheel`).
+# Both wheels link against glibc 2.17 symbols through zig (maturin --zig, the
+# `ziglang` package): no manylinux container. `auditwheel show` prints each
+# wheel's platform tag at the end, and the script fails unless it says
+# manylinux_2_17. Options: --abi3-only skips the free-threaded wheel,
+# --cp313t-only the abi3 one.
+#
+# The release cargo target dir is its own (~/.cache/loaderx-target-wheel):
+# zig's C compiler would otherwise rebuild the C dependencies of the dev
+# build in ~/.cache/loaderx-target. Timings: README "Install".
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+build_abi3=1
+build_ft=1
+for a in "$@"; do
+    case "$a" in
+        --abi3-only) build_ft=0 ;;
+        --cp313t-only) build_abi3=0 ;;
+        *) echo "usage: scripts/wheel.sh [--abi3-only | --cp313t-only]" >&2; exit 2 ;;
+    esac
+done
+export CARGO_TARGET_DIR="${LOADERX_WHEEL_TARGET:-$HOME/.cache/loaderx-target-wheel}"
+# A small virtualenv with the build tools only.
+TOOLS="${LOADERX_WHEEL_VENV:-$ROOT/.venv-wheel}"
+REQ=scripts/wheel-requirements.txt
+if [ ! -x "$TOOLS/bin/python" ]; then
+    python3 -m venv "$TOOLS"
+fi
+stamp="$TOOLS/.requirements.sha"
+want="$(sha256sum "$REQ" | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    "$TOOLS/bin/python" -m pip install -q --upgrade pip
+    "$TOOLS/bin/python" -m pip install -q -r "$REQ"
+    echo "$want" > "$stamp"
+fi
+# maturin finds zig through the `ziglang` module of the python on PATH.
+export PATH="$TOOLS/bin:$PATH"
+MATURIN="$TOOLS/bin/maturin"
+mkdir -p dist
+version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
+[ "$build_abi3" = 0 ] || rm -f dist/loaderx-"$version"-cp39-abi3-*.whl
+[ "$build_ft" = 0 ] || rm -f dist/loaderx-"$version"-cp313-cp313t-*.whl
+rm -f dist/loaderx-"$version".tar.gz
+# Build from a copy of the tracked and new (not ignored) files, so nothing
+# ignored (an extension left by `maturin develop`, a virtualenv) rides along;
+# the copy stays at one path so that cargo rebuilds only what changed.
+STAGE="${LOADERX_WHEEL_STAGE:-$HOME/.cache/loaderx-wheel-src}"
+mkdir -p "$STAGE"
+git ls-files -co --exclude-standard > "$STAGE.files"
+# tar keeps the modification times, so unchanged files look unchanged to cargo.
+tr '\n' '\0' < "$STAGE.files" | tar --null --ignore-failed-read -T - -cf - | tar -xf - -C "$STAGE"
+# Drop files that left the tree since the last run.
+(cd "$STAGE" && find . -type f -printf '%P\n' | sort | comm -23 - <(sort "$STAGE.files") \
+    | tr '\n' '\0' | xargs -0 -r rm -f)
+DIST="$ROOT/dist"
+cd "$STAGE"
+
+if [ "$build_abi3" = 1 ]; then
+    t0=$(date +%s)
+    nice -n 10 "$MATURIN" build --release --zig --compatibility manylinux2014 \
+        --interpreter "$TOOLS/bin/python" --out "$DIST"
+    echo "wheel.sh: abi3 wheel in $(( $(date +%s) - t0 ))s" >&2
+fi
+if [ "$build_ft" = 1 ]; then
+    # shellcheck source=scripts/_py313t.sh
+    source "$ROOT/scripts/_py313t.sh"
+    t0=$(date +%s)
+    # See scripts/test_free_threaded.sh: PyO3 0.30 supports 3.14t and later;
+    # its version check is skipped for 3.13t.
+    UNSAFE_PYO3_SKIP_VERSION_CHECK=1 nice -n 10 "$MATURIN" build --release --zig \
+        --compatibility manylinux2014 --no-default-features --features sql \
+        --interpreter "$PY313T" --out "$DIST"
+    echo "wheel.sh: cp313t wheel in $(( $(date +%s) - t0 ))s" >&2
+fi
+"$MATURIN" sdist --out "$DIST"
+
+cd "$ROOT"
+for whl in dist/loaderx-"$version"-*.whl; do
+    "$TOOLS/bin/auditwheel" show "$whl"
+    "$TOOLS/bin/auditwheel" show "$whl" | grep -q 'manylinux_2_17_x86_64' \
+        || { echo "wheel.sh: $whl is not manylinux_2_17 (manylinux2014)" >&2; exit 1; }
+    # One extension module per wheel, and it is the one for the wheel's tag.
+    n="$("$TOOLS/bin/python" -c 'import sys, zipfile; print(sum(n.endswith(".so") for n in zipfile.ZipFile(sys.argv[1]).namelist()))' "$whl")"
+    [ "$n" = 1 ] || { echo "wheel.sh: $whl holds $n extension modules" >&2; exit 1; }
+done
+ls -la dist/
