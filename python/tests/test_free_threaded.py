@@ -313,8 +313,10 @@ def test_closing_while_others_gather(root, kind):
     assert store.closed
 
 
-def test_closing_a_ragged_store_while_others_append_keeps_every_acknowledged_append(root):
-    store = RaggedStore.create(root / "r", np.int64)
+def _append_until_closed(store, batch_of):
+    """Thread 0 closes ``store`` once every other thread has appended once;
+    the others append ``batch_of(i, b)`` for b = 0, 1, ... until the closed
+    error. Returns each thread's acknowledged batch numbers."""
     acked = [[] for _ in range(THREADS)]
     started = threading.Barrier(THREADS)
 
@@ -326,7 +328,7 @@ def test_closing_a_ragged_store_while_others_append_keeps_every_acknowledged_app
         b = 0
         while True:
             try:
-                store.append([np.array([i, b], dtype=np.int64)] * 3)
+                store.append(batch_of(i, b))
             except Exception as exc:  # noqa: BLE001 - must be the closed error
                 assert _closed(exc), repr(exc)
                 break
@@ -336,6 +338,12 @@ def test_closing_a_ragged_store_while_others_append_keeps_every_acknowledged_app
             b += 1
 
     run_threads(work)
+    return acked
+
+
+def test_closing_a_ragged_store_while_others_append_keeps_every_acknowledged_append(root):
+    store = RaggedStore.create(root / "r", np.int64)
+    acked = _append_until_closed(store, lambda i, b: [np.array([i, b], dtype=np.int64)] * 3)
     with RaggedStore.open(root / "r") as again:
         records = again[:]
     # Exactly the appends that returned are in the store, each whole, in order.
@@ -347,27 +355,7 @@ def test_closing_a_ragged_store_while_others_append_keeps_every_acknowledged_app
 
 def test_closing_a_dense_store_while_others_append_keeps_every_acknowledged_append(root):
     store = DenseStore.create(root / "d", np.int64, (2,))
-    acked = [[] for _ in range(THREADS)]
-    started = threading.Barrier(THREADS)
-
-    def work(i):
-        if i == 0:
-            started.wait()
-            store.close()
-            return
-        b = 0
-        while True:
-            try:
-                store.append(np.array([[i, b]], dtype=np.int64))
-            except Exception as exc:  # noqa: BLE001 - must be the closed error
-                assert _closed(exc), repr(exc)
-                break
-            acked[i].append(b)
-            if b == 0:
-                started.wait()
-            b += 1
-
-    run_threads(work)
+    acked = _append_until_closed(store, lambda i, b: np.array([[i, b]], dtype=np.int64))
     with DenseStore.open(root / "d") as again:
         rows = again[:]
     for i in range(1, THREADS):
