@@ -96,8 +96,9 @@ pub(crate) enum Work {
 /// pool workers for: smoothed nanoseconds per KiB of output of each kind of
 /// work (measured on the calling thread, alone or not) and smoothed
 /// nanoseconds from asking a worker to join until it starts (measured by the
-/// workers). A batch fans out when doing it alone is predicted to take more
-/// than twice a wake-up; one batch in [`PROBE_EVERY`] that would not fans
+/// workers). A batch fans out when doing it alone is predicted to take longer
+/// than a wake-up (a worker that comes later finds nothing left and costs
+/// the caller only the call that woke it); one batch in [`PROBE_EVERY`] that would not fans
 /// out anyway, so the wake-up estimate follows a pool that gets less busy.
 struct Model {
     ns_per_kib: [AtomicU64; 2],
@@ -148,6 +149,22 @@ fn smooth(value: &AtomicU64, sample: u64) {
     value.store(new.max(1), Ordering::Relaxed);
 }
 
+/// The wake-up estimate falls halfway to a faster sample and rises a
+/// sixteenth of the way to a slower one. Workers that sleep because batches
+/// stay on their callers wake slowly, and a mean of those would keep
+/// batches on their callers for good; the fast wake-ups of a pool in use
+/// are what a batch that fans out gets.
+fn smooth_wake(sample: u64) {
+    let value = &MODEL.wake_ns;
+    let old = value.load(Ordering::Relaxed);
+    let new = if sample >= old {
+        old + (sample.min(old.saturating_mul(4)) - old) / 16
+    } else {
+        old - (old - sample) / 2
+    };
+    value.store(new.max(1), Ordering::Relaxed);
+}
+
 /// The plan of one batch of `chunks` chunks and `bytes` bytes of output:
 /// how many pool workers may join, and the clock of the calling thread.
 pub(crate) struct FanOut {
@@ -163,14 +180,14 @@ pub(crate) struct FanOut {
 impl FanOut {
     /// Plans a batch: no helpers when the executor has one thread, when
     /// there is one chunk or no byte to produce, or when the batch is
-    /// predicted to take less than two wake-ups alone.
+    /// predicted to take less than a wake-up alone.
     pub(crate) fn plan(work: Work, bytes: usize, chunks: usize) -> FanOut {
         let alone_ns = (bytes as u64 / 1024)
             .saturating_mul(MODEL.ns_per_kib[work as usize].load(Ordering::Relaxed));
         let mut helpers = budget().saturating_sub(1).min(chunks.saturating_sub(1));
         if bytes == 0 {
             helpers = 0;
-        } else if helpers > 0 && alone_ns < 2 * MODEL.wake_ns.load(Ordering::Relaxed) {
+        } else if helpers > 0 && alone_ns < MODEL.wake_ns.load(Ordering::Relaxed) {
             let declined = MODEL.declined.fetch_add(1, Ordering::Relaxed);
             if declined % PROBE_EVERY != PROBE_EVERY - 1 {
                 helpers = 0;
@@ -308,7 +325,7 @@ struct Fanout {
 impl Fanout {
     /// Asks up to `n` more pool workers to join while at least two chunks
     /// are unclaimed (one for this thread, one for the newcomer) and they
-    /// are predicted to take longer than two wake-ups.
+    /// are predicted to take longer than a wake-up.
     fn recruit(self: &std::sync::Arc<Self>, n: usize) {
         for _ in 0..n {
             let left = self
@@ -316,7 +333,7 @@ impl Fanout {
                 .saturating_sub(self.next.load(Ordering::Relaxed));
             if left < 2
                 || (left as u64).saturating_mul(self.chunk_ns)
-                    < 2 * MODEL.wake_ns.load(Ordering::Relaxed)
+                    < MODEL.wake_ns.load(Ordering::Relaxed)
             {
                 return;
             }
@@ -329,7 +346,7 @@ impl Fanout {
             let me = std::sync::Arc::clone(self);
             let asked = Instant::now();
             pool().spawn(move || {
-                smooth(&MODEL.wake_ns, asked.elapsed().as_nanos() as u64);
+                smooth_wake(asked.elapsed().as_nanos() as u64);
                 me.recruit(3);
                 me.claim_all();
             });
@@ -403,7 +420,7 @@ mod tests {
 
     #[test]
     fn small_batches_stay_on_the_caller_and_large_ones_fan_out() {
-        // A 1 KiB copy is predicted far below two wake-ups: at most the odd
+        // A 1 KiB copy is predicted far below a wake-up: at most the odd
         // probe (one plan in PROBE_EVERY, shared with concurrent tests) fans out.
         let fanned = (0..PROBE_EVERY)
             .filter(|_| FanOut::plan(Work::Copy, 1024, 4).fans_out())
