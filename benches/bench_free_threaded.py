@@ -85,9 +85,12 @@ def run_once(python: str, workers: int, args, out_dir: Path) -> dict:
         r = payload["results"][f"{pipeline}/heavy"]
         if "error" in r:
             raise RuntimeError(f"{python} {pipeline}: {r['error']}")
+        cores = r["process_cpu_cores"]
         got[pipeline] = {
             "batches_s": r["batches_s"],
             "peak_pss_mib": r["memory"]["peak_pss_mib"],
+            "cpu_cores": cores["user"] + cores["system"],
+            "cpu_system_cores": cores["system"],
         }
     return {"results": got, "machine": payload.get("machine")}
 
@@ -145,10 +148,10 @@ def main(argv=None) -> None:
             for flavour in FLAVOURS:
                 rs = [x[pipeline] for x in runs[flavour][w]]
                 row[flavour] = {
-                    "batches_s": statistics.median(x["batches_s"] for x in rs),
-                    "peak_pss_mib": statistics.median(x["peak_pss_mib"] for x in rs),
-                    "rounds": rs,
+                    key: statistics.median(x[key] for x in rs)
+                    for key in ("batches_s", "peak_pss_mib", "cpu_cores", "cpu_system_cores")
                 }
+                row[flavour]["rounds"] = rs
             row["batches_s_ratio"] = row["ft"]["batches_s"] / row["gil"]["batches_s"]
             row["pss_ratio"] = row["ft"]["peak_pss_mib"] / row["gil"]["peak_pss_mib"]
             summary[f"{pipeline}/{w}"] = row
@@ -179,16 +182,24 @@ def main(argv=None) -> None:
     )
     print(
         "| pipeline | workers | GIL batches/s | free-threaded batches/s | ratio | "
-        "GIL PSS MiB | free-threaded PSS MiB | PSS ratio |"
+        "GIL PSS MiB | free-threaded PSS MiB | PSS ratio | CPU cores GIL / free-threaded "
+        "(of which system) |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for key, row in summary.items():
         pipeline, w = key.split("/")
+        gil, ft = row["gil"], row["ft"]
         print(
-            f"| {pipeline} | {w} | {row['gil']['batches_s']:.2f} | {row['ft']['batches_s']:.2f} "
-            f"| {row['batches_s_ratio']:.2f}x | {row['gil']['peak_pss_mib']:.0f} "
-            f"| {row['ft']['peak_pss_mib']:.0f} | {row['pss_ratio']:.2f}x |"
+            f"| {pipeline} | {w} | {gil['batches_s']:.2f} | {ft['batches_s']:.2f} "
+            f"| {row['batches_s_ratio']:.2f}x | {gil['peak_pss_mib']:.0f} "
+            f"| {ft['peak_pss_mib']:.0f} | {row['pss_ratio']:.2f}x "
+            f"| {gil['cpu_cores']:.2f} ({gil['cpu_system_cores']:.2f}) / "
+            f"{ft['cpu_cores']:.2f} ({ft['cpu_system_cores']:.2f}) |"
         )
+    print(
+        f"\nThis machine has {os.cpu_count()} CPUs; CPU cores are the benchmark process's "
+        "(user + system) / wall over the timed rounds."
+    )
     print(f"\nJSON: {path}")
 
 

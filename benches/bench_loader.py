@@ -453,12 +453,18 @@ def run_one(spec: dict) -> None:
         for _ in range(spec["warmup"]):
             next(it)
         rounds = []
+        cpu = {"user": 0.0, "system": 0.0, "wall": 0.0}
         for r in range(spec["rounds"]):
             gc.collect()
+            c0 = os.times()
             t0 = time.perf_counter()
             for _ in range(spec["batches"]):
                 next(it)
             seconds = time.perf_counter() - t0
+            c1 = os.times()
+            cpu["user"] += c1.user - c0.user
+            cpu["system"] += c1.system - c0.system
+            cpu["wall"] += seconds
             rounds.append(spec["batches"] / seconds)
             log(f"{name}: round {r + 1}: {rounds[-1]:.2f} batches/s")
 
@@ -484,6 +490,12 @@ def run_one(spec: dict) -> None:
             "memory_pass_batches": memory_batches,
             "memory_pass_s": memory_s,
             "memory_pass_batches_s": memory_batches / memory_s,
+            # CPU time of this process (its threads, not worker processes)
+            # over the timed rounds, in cores: (user, system) / wall.
+            "process_cpu_cores": {
+                "user": cpu["user"] / cpu["wall"],
+                "system": cpu["system"] / cpu["wall"],
+            },
         },
     )
 
