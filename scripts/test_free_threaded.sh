@@ -1,23 +1,43 @@
 #!/usr/bin/env bash
-# Runs the whole Python test suite on free-threaded CPython 3.13 (3.13t) with
-# the GIL disabled, against an extension built for it (`cp313t`, without the
-# abi3 feature). The interpreter is built once from Debian's python3.13
-# source package and kept in ~/.cache (scripts/_py313t.sh); the virtualenv is
-# .venv-ft (requirements-free-threaded.txt); the cargo target dir is the one
-# scripts/test.sh uses, so DataFusion & co. are compiled once for both.
+# Runs the whole Python test suite on free-threaded CPython with the GIL
+# disabled, against an extension built for it (`cp313t` / `cp314t`, without
+# the abi3 feature):
 #
-# Tests that need a package with no cp313t wheel are deselected by name
-# below (and listed in the README); every other skip fails the run.
+#   scripts/test_free_threaded.sh                          3.13.5t (default)
+#   LOADERX_FT_VERSION=3.14.4 scripts/test_free_threaded.sh  3.14.4t
+#
+# The interpreter is built once from a distribution's source package and kept
+# in ~/.cache (scripts/_cpython.sh); the virtualenv is .venv-ft (3.13t) or
+# .venv-ft314 (requirements-free-threaded-cp31Xt.txt). 3.13t shares the cargo
+# target dir of scripts/test.sh, so DataFusion & co. are compiled once for
+# both; 3.14t has its own (~/.cache/loaderx-target-cp314t), so that the two
+# free-threaded builds do not rebuild PyO3 for each other on every run.
+#
+# Tests that need a package with no wheel for the interpreter are deselected
+# by name below (and listed in the README); every other skip fails the run.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-# shellcheck source=scripts/_py313t.sh
-source scripts/_py313t.sh
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/loaderx-target}"
-VENV="${LOADERX_FT_VENV:-$ROOT/.venv-ft}"
-REQ=requirements-free-threaded.txt
-if [ ! -x "$VENV/bin/python" ]; then
-    "$PY313T" -m venv "$VENV"
+FT_VERSION="${LOADERX_FT_VERSION:-3.13.5}"
+FT_MINOR="${FT_VERSION%.*}"
+case "$FT_MINOR" in
+    3.13) TAG=cp313t; VENV_DEFAULT="$ROOT/.venv-ft"
+          export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/loaderx-target}" ;;
+    3.14) TAG=cp314t; VENV_DEFAULT="$ROOT/.venv-ft314"
+          export CARGO_TARGET_DIR="${LOADERX_FT314_TARGET:-$HOME/.cache/loaderx-target-cp314t}" ;;
+    *) echo "test_free_threaded.sh: LOADERX_FT_VERSION must be 3.13.x or 3.14.x, got $FT_VERSION" >&2
+       exit 2 ;;
+esac
+# shellcheck source=scripts/_cpython.sh
+source scripts/_cpython.sh
+cpython_ensure "$FT_VERSION" ft
+VENV="${LOADERX_FT_VENV:-$VENV_DEFAULT}"
+REQ="requirements-free-threaded-$TAG.txt"
+# A virtualenv of another interpreter (an older build, another version) is remade.
+if [ ! -x "$VENV/bin/python" ] \
+    || [ "$("$VENV/bin/python" -c 'import sys; print(sys.base_prefix)' 2>/dev/null)" != "$(dirname "$(dirname "$CPYTHON")")" ]; then
+    rm -rf "$VENV"
+    "$CPYTHON" -m venv "$VENV"
 fi
 stamp="$VENV/.requirements.sha"
 want="$(sha256sum "$REQ" | cut -d' ' -f1)"
@@ -34,20 +54,23 @@ unset PYTHON_GIL
 python -c 'import sys; assert not sys._is_gil_enabled(), "not a free-threaded run"'
 python -VV
 
-# PyO3 0.30 supports free-threaded CPython from 3.14 on (0.29 dropped 3.13t),
-# but no 3.14 source is reachable from these machines: its build script's
-# version check is skipped for 3.13t with PyO3's UNSAFE_PYO3_SKIP_VERSION_CHECK.
-# (PyO3 0.30 still carries the 3.13t object layout; this suite is what says
-# the result works.) A 3.14t interpreter needs no override.
-if python -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))'; then
+# PyO3 0.30 supports free-threaded CPython from 3.14 on (0.29 dropped 3.13t):
+# for 3.13t its build script's version check is skipped with PyO3's
+# UNSAFE_PYO3_SKIP_VERSION_CHECK. (PyO3 0.30 still carries the 3.13t object
+# layout; this suite is what says the result works.) 3.14t needs no override.
+if [ "$FT_MINOR" = 3.13 ]; then
     export UNSAFE_PYO3_SKIP_VERSION_CHECK=1
+else
+    unset UNSAFE_PYO3_SKIP_VERSION_CHECK
 fi
 maturin develop --quiet --no-default-features --features sql
 
-# Tests that cannot run on 3.13t, each with its reason (README "Free-threaded
-# Python" lists the same). No cp313t wheel at any version (checked
-# 2026-12-01): polars (its runtime is cp311-abi3 only), duckdb, datafusion
-# (datafusion-python), ray, zstandard; torch is in no test requirements file.
+# Tests that cannot run on the free-threaded interpreter, each with its
+# reason (README "Free-threaded Python" lists the same). Checked 2026-12-01:
+# no cp313t or cp314t wheel at any version of polars (its runtime is
+# cp311-abi3 only; polars-runtime-32 has an empty placeholder for 3.14t),
+# ray or zstandard; duckdb has none for 3.13t and only a dev pre-release for
+# 3.14t; torch is in no test requirements file.
 T=python/tests
 DESELECT=(
     --ignore=$T/test_polars.py                                # polars (whole module)
@@ -59,17 +82,22 @@ DESELECT=(
     --deselect $T/test_parquet_cli.py::test_export_read_back_by_duckdb # duckdb
     --deselect $T/test_text.py::test_duckdb_sees_strings      # duckdb
     --deselect $T/test_text.py::test_polars_sees_strings      # polars
-    --deselect $T/test_sql.py::test_datafusion_python_register_table # datafusion
-    --deselect $T/test_sharded.py::test_datafusion_python_reads_a_sharded_table # datafusion
     --deselect $T/test_plot.py::test_quick_bench_run_plots     # zstandard
     --deselect $T/test_examples.py::test_example_runs[duckdb_inspect.py] # duckdb
     --deselect $T/test_examples.py::test_example_runs[polars_prep.py] # polars
     --deselect $T/test_examples.py::test_example_runs[real_data.py] # polars, duckdb
     --deselect $T/test_examples.py::test_example_runs[ray_train.py] # ray
     --deselect $T/test_examples.py::test_example_runs[torch_train.py] # torch (not a test requirement)
-    # pyarrow 24.0.0, the newest cp313t wheel, cannot read a nullable
-    # fixed-size-list column back from Parquet (ArrowInvalid: "Expected all
-    # lists to be of size=6"); pyarrow 26.0.1 reads the same file.
-    --deselect $T/test_nulls.py::test_parquet_carries_nulls
 )
+if [ "$FT_MINOR" = 3.13 ]; then
+    DESELECT+=(
+        # datafusion-python has no cp313t wheel (55.0.0 has a cp314t one).
+        --deselect $T/test_sql.py::test_datafusion_python_register_table
+        --deselect $T/test_sharded.py::test_datafusion_python_reads_a_sharded_table
+        # pyarrow 24.0.0, the newest cp313t wheel, cannot read a nullable
+        # fixed-size-list column back from Parquet (ArrowInvalid: "Expected
+        # all lists to be of size=6"); pyarrow 26.0.1 (cp314t too) reads it.
+        --deselect $T/test_nulls.py::test_parquet_carries_nulls
+    )
+fi
 LOADERX_FORBID_SKIPS=1 python -m pytest -q python/tests "${DESELECT[@]}" "$@"

@@ -1,11 +1,11 @@
 """Many Python threads on one store, sampler or SQL session.
 
-On a free-threaded interpreter (3.13t, scripts/test_free_threaded.sh) these
-threads really run at once; on a GIL build they interleave at the GIL's
-switch points, so the tests run there too. Each checks the data, not just
-the absence of a crash: every gathered record is compared with what was
-written, and after ``close`` every call raises the store's closed error
-(ValueError, as on a single thread).
+On a free-threaded interpreter (3.13t or 3.14t,
+scripts/test_free_threaded.sh) these threads really run at once; on a GIL
+build they interleave at the GIL's switch points, so the tests run there
+too. Each checks the data, not just the absence of a crash: every gathered
+record is compared with what was written, and after ``close`` every call
+raises the store's closed error (ValueError, as on a single thread).
 """
 
 import os
