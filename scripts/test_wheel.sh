@@ -13,8 +13,8 @@
 #                                         release builds in dist/); the sdist
 #                                         then builds in the release profile
 #                                         (LOADERX_SDIST_PROFILE=dev: the dev one)
-#   scripts/test_wheel.sh WHEEL           the wheel only, e.g. the cp313t one
-#                                         with PYTHON=python3.13t
+#   scripts/test_wheel.sh WHEEL           the wheel only, e.g. the cp314t one
+#                                         with PYTHON=python3.14t
 #
 # pytest runs from a side directory on PYTHONPATH, so the virtualenv itself
 # holds nothing but numpy, loaderx and pip.

@@ -3,14 +3,15 @@
 #   loaderx-V-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
 #       every CPython >= 3.9 with the GIL (the stable ABI);
 #   loaderx-V-cp313-cp313t-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
-#       free-threaded CPython 3.13 (built by scripts/_py313t.sh);
+#   loaderx-V-cp314-cp314t-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
+#       free-threaded CPython 3.13 and 3.14 (built by scripts/_cpython.sh);
 #   loaderx-V.tar.gz
 #       the sdist (builds the abi3 wheel with `pip wheel`).
-# Both wheels link against glibc 2.17 symbols through zig (maturin --zig, the
+# Every wheel links against glibc 2.17 symbols through zig (maturin --zig, the
 # `ziglang` package): no manylinux container. `auditwheel show` prints each
 # wheel's platform tag at the end, and the script fails unless it says
-# manylinux_2_17. Options: --abi3-only skips the free-threaded wheel,
-# --cp313t-only the abi3 one.
+# manylinux_2_17. Options: --abi3-only skips the free-threaded wheels,
+# --ft-only the abi3 one.
 #
 # The release cargo target dir is its own (~/.cache/loaderx-target-wheel):
 # zig's C compiler would otherwise rebuild the C dependencies of the dev
@@ -23,8 +24,8 @@ build_ft=1
 for a in "$@"; do
     case "$a" in
         --abi3-only) build_ft=0 ;;
-        --cp313t-only) build_abi3=0 ;;
-        *) echo "usage: scripts/wheel.sh [--abi3-only | --cp313t-only]" >&2; exit 2 ;;
+        --ft-only) build_abi3=0 ;;
+        *) echo "usage: scripts/wheel.sh [--abi3-only | --ft-only]" >&2; exit 2 ;;
     esac
 done
 export CARGO_TARGET_DIR="${LOADERX_WHEEL_TARGET:-$HOME/.cache/loaderx-target-wheel}"
@@ -47,7 +48,7 @@ MATURIN="$TOOLS/bin/maturin"
 mkdir -p dist
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
 [ "$build_abi3" = 0 ] || rm -f dist/loaderx-"$version"-cp39-abi3-*.whl
-[ "$build_ft" = 0 ] || rm -f dist/loaderx-"$version"-cp313-cp313t-*.whl
+[ "$build_ft" = 0 ] || rm -f dist/loaderx-"$version"-cp31[34]-cp31[34]t-*.whl
 rm -f dist/loaderx-"$version".tar.gz
 # Build from a copy of the tracked and new (not ignored) files, so nothing
 # ignored (an extension left by `maturin develop`, a virtualenv) rides along;
@@ -70,15 +71,23 @@ if [ "$build_abi3" = 1 ]; then
     echo "wheel.sh: abi3 wheel in $(( $(date +%s) - t0 ))s" >&2
 fi
 if [ "$build_ft" = 1 ]; then
-    # shellcheck source=scripts/_py313t.sh
-    source "$ROOT/scripts/_py313t.sh"
-    t0=$(date +%s)
-    # See scripts/test_free_threaded.sh: PyO3 0.30 supports 3.14t and later;
-    # its version check is skipped for 3.13t.
-    UNSAFE_PYO3_SKIP_VERSION_CHECK=1 nice -n 10 "$MATURIN" build --release --zig \
-        --compatibility manylinux2014 --no-default-features --features sql \
-        --interpreter "$PY313T" --out "$DIST"
-    echo "wheel.sh: cp313t wheel in $(( $(date +%s) - t0 ))s" >&2
+    # shellcheck source=scripts/_cpython.sh
+    source "$ROOT/scripts/_cpython.sh"
+    for ftv in 3.13.5 3.14.4; do
+        cpython_ensure "$ftv" ft
+        tag="cp$(echo "${ftv%.*}" | tr -d .)t"
+        # PyO3 0.30 supports free-threaded CPython from 3.14 on; its version
+        # check is skipped for 3.13t (see scripts/test_free_threaded.sh).
+        if [ "${ftv%.*}" = 3.13 ]; then
+            export UNSAFE_PYO3_SKIP_VERSION_CHECK=1
+        else
+            unset UNSAFE_PYO3_SKIP_VERSION_CHECK
+        fi
+        t0=$(date +%s)
+        nice -n 10 "$MATURIN" build --release --zig --compatibility manylinux2014 \
+            --no-default-features --features sql --interpreter "$CPYTHON" --out "$DIST"
+        echo "wheel.sh: $tag wheel in $(( $(date +%s) - t0 ))s" >&2
+    done
 fi
 "$MATURIN" sdist --out "$DIST"
 
