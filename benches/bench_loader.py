@@ -10,8 +10,11 @@ over ``.npy`` files opened with ``mmap_mode="r"`` in each worker, with
 Grain (``grain``: ``grain.python.DataLoader`` over a
 ``RandomAccessDataSource`` on the same ``.npy`` files, a shuffled
 ``IndexSampler`` and ``Batch``, with worker processes). Transforms:
-``identity`` and ``heavy`` (a Python-bound per-sample crop and flip, see
-:func:`heavy_sample`).
+``identity``; ``heavy``, a per-sample random crop and flip decided in Python
+(:func:`heavy_sample`: its pixel work is NumPy copies, which release the GIL);
+and ``augment``, ``heavy`` plus a random erasing whose boxes are drawn and
+tested for overlap in a pure-Python loop (:func:`augment_sample`: a
+Python-bound per-sample loop, the product document's ``--transform augment``).
 
 Grain is optional and is not in ``requirements.txt`` (nor is torch, which the
 loader needs): install it with ``.venv/bin/pip install grain`` (tested with
@@ -68,7 +71,8 @@ warnings.filterwarnings("ignore", message="The given NumPy array is not writable
 # --------------------------------------------------------------------------
 
 PIPELINES = ("loaderx-raw", "loaderx-zstd", "torch", "torch-spawn", "grain")
-TRANSFORMS = ("identity", "heavy")
+TRANSFORMS = ("identity", "heavy", "augment")
+DEFAULT_TRANSFORMS = ("identity", "heavy")  # augment on request (--transform augment)
 TORCH = "torch"  # the reference row of every ratio; Grain is an extra reference, no target
 GRAIN = "grain"
 # Grain's per-worker output buffer, in batches: the counterpart of torch's prefetch_factor.
@@ -114,7 +118,7 @@ def _splitmix64(state: int) -> tuple[int, int]:
 
 
 def heavy_sample(image: np.ndarray, key: int) -> np.ndarray:
-    """A Python-bound per-sample augmentation of one (3, H, W) uint8 image.
+    """A per-sample augmentation of one (3, H, W) uint8 image.
 
     The decisions are drawn in pure Python (splitmix64) from ``key``, the
     record index, so the output is a pure function of the record: a random
@@ -133,11 +137,58 @@ def heavy_sample(image: np.ndarray, key: int) -> np.ndarray:
     return np.ascontiguousarray(crop)
 
 
-def heavy_batch(batch: dict) -> dict:
-    """loaderx's transform: ``heavy_sample`` on every image of the batch, stacked."""
-    images, labels = batch["image"], batch["label"]
-    crops = [heavy_sample(images[j], int(labels[j])) for j in range(len(labels))]
-    return {"image": np.stack(crops), "label": labels}
+ERASE_BOXES = 16  # candidate boxes per sample of augment's random erasing
+ERASE_FILL = 127
+
+
+def augment_sample(image: np.ndarray, key: int) -> np.ndarray:
+    """``heavy_sample``, then a random erasing decided in a pure-Python loop.
+
+    ``ERASE_BOXES`` candidate square boxes (side 8 to 32) are drawn with
+    splitmix64 from a state derived from ``key``; a box is kept unless it
+    overlaps one kept before it, and the kept boxes are filled with
+    ``ERASE_FILL``. The draws and the overlap tests are Python (the GIL holds
+    them on a standard build), the fills small NumPy slices; the output is a
+    pure function of the record.
+    """
+    crop = heavy_sample(image, key)
+    state = key ^ 0x5DEECE66D
+    kept: list[tuple[int, int, int]] = []
+    for _ in range(ERASE_BOXES):
+        state, a = _splitmix64(state)
+        state, b = _splitmix64(state)
+        state, c = _splitmix64(state)
+        size = 8 + a % 25
+        y = b % (CROP - size)
+        x = c % (CROP - size)
+        for ky, kx, ks in kept:
+            if y < ky + ks and ky < y + size and x < kx + ks and kx < x + size:
+                break
+        else:
+            kept.append((y, x, size))
+    for y, x, size in kept:
+        crop[:, y : y + size, x : x + size] = ERASE_FILL
+    return crop
+
+
+SAMPLE_TRANSFORMS = {"identity": None, "heavy": heavy_sample, "augment": augment_sample}
+
+
+def _batch_transform(sample):
+    """loaderx's transform: ``sample`` on every image of the batch, stacked."""
+
+    def transform(batch: dict) -> dict:
+        images, labels = batch["image"], batch["label"]
+        out = [sample(images[j], int(labels[j])) for j in range(len(labels))]
+        return {"image": np.stack(out), "label": labels}
+
+    transform.__name__ = f"{sample.__name__}_batch"
+    return transform
+
+
+heavy_batch = _batch_transform(heavy_sample)
+augment_batch = _batch_transform(augment_sample)
+BATCH_TRANSFORMS = {"identity": None, "heavy": heavy_batch, "augment": augment_batch}
 
 
 class NpyDataset:
@@ -145,14 +196,14 @@ class NpyDataset:
 
     ``__getitem__`` returns one ``(image, label)`` sample: the image is a view
     of the mapped file (identity; the default collate copies it once) or the
-    result of :func:`heavy_sample`.
+    result of the transform's sample function (``SAMPLE_TRANSFORMS``).
     """
 
-    def __init__(self, images: str, labels: str, n: int, heavy: bool):
+    def __init__(self, images: str, labels: str, n: int, transform: str):
         self.images_path = images
         self.labels_path = labels
         self.n = n
-        self.heavy = heavy
+        self.transform = transform
         self._images = None
         self._labels = None
 
@@ -165,8 +216,9 @@ class NpyDataset:
             self._labels = np.load(self.labels_path, mmap_mode="r")
         label = int(self._labels[i])
         image = self._images[i]
-        if self.heavy:
-            image = heavy_sample(image, label)
+        sample = SAMPLE_TRANSFORMS[self.transform]
+        if sample is not None:
+            image = sample(image, label)
         return image, label
 
     def __getstate__(self):
@@ -246,7 +298,7 @@ def _loaderx_pipeline(spec: dict):
     loader = DataLoader(
         streams,
         batch_size=spec["batch_size"],
-        transform=heavy_batch if spec["transform"] == "heavy" else None,
+        transform=BATCH_TRANSFORMS[spec["transform"]],
         mode="cyclic",
         seed=spec["seed"],
         prefetch=4,
@@ -273,7 +325,7 @@ def _torch_pipeline(spec: dict):
         str(data / "images.npy"),
         str(data / "labels.npy"),
         spec["images"],
-        spec["transform"] == "heavy",
+        spec["transform"],
     )
     generator = torch.Generator()
     generator.manual_seed(spec["seed"])
@@ -329,8 +381,11 @@ def _grain_sampler(spec: dict):
 def _grain_pipeline(spec: dict):
     import grain.python as grain
 
-    class HeavySample(grain.MapTransform):
-        """``heavy_sample`` on one record, keyed by its label (the record index).
+    sample = SAMPLE_TRANSFORMS[spec["transform"]]
+
+    class Sample(grain.MapTransform):
+        """The transform's sample function on one record, keyed by its label
+        (the record index).
 
         Defined here so that Grain stays an optional import of this script;
         Grain ships its pipeline to the workers with cloudpickle, which pickles
@@ -339,11 +394,11 @@ def _grain_pipeline(spec: dict):
 
         def map(self, element: dict) -> dict:
             label = element["label"]
-            return {"image": heavy_sample(element["image"], int(label)), "label": label}
+            return {"image": sample(element["image"], int(label)), "label": label}
 
     data = Path(spec["data"])
     source = NpySource(str(data / "images.npy"), str(data / "labels.npy"), spec["images"])
-    operations = [HeavySample()] if spec["transform"] == "heavy" else []
+    operations = [Sample()] if sample is not None else []
     operations.append(grain.Batch(batch_size=spec["batch_size"], drop_remainder=True))
     loader = grain.DataLoader(
         data_source=source,
@@ -398,8 +453,8 @@ def _validate_first(spec: dict, batch, unpack) -> None:
     what = f"{spec['pipeline']}/{spec['transform']} first batch"
     images, labels = unpack(batch)
     b = spec["batch_size"]
-    heavy = spec["transform"] == "heavy"
-    shape = (b, 3, CROP, CROP) if heavy else (b, *wl.IMAGE_SHAPE)
+    sample = SAMPLE_TRANSFORMS[spec["transform"]]
+    shape = (b, 3, CROP, CROP) if sample is not None else (b, *wl.IMAGE_SHAPE)
     if images.dtype != np.uint8 or images.shape != shape:
         raise AssertionError(f"{what}: images {images.dtype} {images.shape}, want uint8 {shape}")
     if labels.dtype != np.int64 or labels.shape != (b,):
@@ -414,7 +469,7 @@ def _validate_first(spec: dict, batch, unpack) -> None:
         if not np.array_equal(src_labels[labels], labels):
             raise AssertionError(f"{what}: label stream does not hold the record index")
         for j, i in enumerate(labels.tolist()):
-            want = heavy_sample(src_images[i], i) if heavy else src_images[i]
+            want = sample(src_images[i], i) if sample is not None else src_images[i]
             if not np.array_equal(images[j], want):
                 raise AssertionError(f"{what}: image at position {j} is not record {i}")
     finally:
@@ -714,11 +769,12 @@ LOADER_NOTES = """\
 - Every pipeline runs in its own child process; stores and .npy files share
   one temporary directory and a warm page cache. The first batch is validated
   (shapes, dtypes, the sampler's indices, every image against the source
-  record, after the transform for `heavy`); then warm-up, then three timed
+  record, after the transform for `heavy` and `augment`); then warm-up, then three timed
   rounds. batches/s is the median round; `rounds` lists all three.
 - loaderx-*: `DataLoader({"image", "label"}, mode="cyclic", prefetch=4,
   workers=W)` over one DenseStore per stream with that codec; `identity` is
-  `transform=None` (no transform threads), `heavy` runs on the W threads.
+  `transform=None` (no transform threads), `heavy` and `augment` run on the
+  W threads.
 - torch: `torch.utils.data.DataLoader` over .npy files mapped lazily in each
   worker, `RandomSampler` with a seeded generator, default collate,
   `drop_last=True`, persistent workers, prefetch_factor 2; `fork` (torch) or
@@ -738,7 +794,12 @@ LOADER_NOTES = """\
   from the record index, then the 200x200 crop (flipped with p = 1/2) copied
   out; loaderx runs it over the batch in its transform and stacks the crops,
   torch in `__getitem__` before the default collate stacks them, Grain in a
-  `MapTransform` before `Batch` (`identity` has no `MapTransform`).
+  `MapTransform` before `Batch` (`identity` has no `MapTransform`). Its pixel
+  work is NumPy copies, which release the GIL.
+- augment: `heavy`, then a random erasing decided in a pure-Python loop: 16
+  candidate square boxes (side 8 to 32) drawn with splitmix64 from the
+  record index, each kept unless it overlaps one kept before it; kept boxes
+  are filled with 127. Run where `heavy` runs.
 - Memory comes from a separate steady pass after the timed rounds: every
   100 ms the parent sums Pss and Rss from /proc/<pid>/smaps_rollup over the
   child and all its descendants (workers, resource tracker). Peak PSS
@@ -906,7 +967,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("--only", help="comma-separated subset of pipelines: " + ",".join(PIPELINES))
     p.add_argument(
-        "--transform", help="comma-separated subset of transforms: " + ",".join(TRANSFORMS)
+        "--transform",
+        help="comma-separated subset of transforms: "
+        + ",".join(TRANSFORMS)
+        + " (default: "
+        + ",".join(DEFAULT_TRANSFORMS)
+        + ")",
     )
     p.add_argument("--images", type=int, help="records (default 2500; 256 with --quick)")
     p.add_argument(
@@ -950,7 +1016,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         return args
     args.selected = _csv(args.only, PIPELINES, "--only", p) if args.only else list(PIPELINES)
     args.transforms = (
-        _csv(args.transform, TRANSFORMS, "--transform", p) if args.transform else list(TRANSFORMS)
+        _csv(args.transform, TRANSFORMS, "--transform", p)
+        if args.transform
+        else list(DEFAULT_TRANSFORMS)
     )
     k = 1 if args.quick else 0
     for name, values in DEFAULTS.items():
