@@ -22,6 +22,14 @@ _cpython_source() {  # version -> url sha256
     esac
 }
 
+cpython_reachable() {  # version: 0 if a build or the tarball is cached, or its source answers
+    local url sha
+    read -r url sha < <(_cpython_source "$1") || return 1
+    [ -x "$CPYTHON_HOME/$1-ft/bin/python${1%.*}t" ] && return 0
+    echo "$sha  $CPYTHON_HOME/${url##*/}" | sha256sum -c --status 2>/dev/null && return 0
+    curl -sSfI -m 30 -o /dev/null "$url"
+}
+
 cpython_ensure() {  # version kind(ft|gil)
     local version="$1" kind="$2" minor gil flags=()
     minor="${version%.*}"
