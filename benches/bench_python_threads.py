@@ -25,6 +25,8 @@ MASK = (1 << 64) - 1
 
 
 def _step(state: int) -> tuple[int, int]:
+    # bench_loader._splitmix64, written again so that this file needs only
+    # the standard library (bench_loader imports numpy).
     state = (state + 0x9E3779B97F4A7C15) & MASK
     z = state
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
