@@ -9,7 +9,7 @@
 #   3.14.4  Ubuntu resolute python3.14 (archive.ubuntu.com)
 # Each build is kept in the user cache directory across runs and fresh
 # clones, like the cargo target dir. Sourced by scripts/test_free_threaded.sh,
-# scripts/wheel.sh and benches/bench_free_threaded.sh.
+# scripts/wheel.sh, benches/bench_free_threaded.sh and .ci/run.
 CPYTHON_HOME="${LOADERX_CPYTHON_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/loaderx-cpython}"
 
 _cpython_source() {  # version -> url sha256
