@@ -381,6 +381,17 @@ pub fn bytes_pack(array: &dyn Array, field: &Field, nulls: Option<&NullBuffer>) 
             array.null_count()
         )));
     }
+    if logical_of(array.data_type()) == Logical::Utf8 {
+        // Arrow arrays built from raw buffers (pyarrow's `from_buffers`, an
+        // FFI import) are not validated; a value that is not UTF-8 would
+        // ingest silently and the column would then read as corrupted.
+        array.to_data().validate_full().map_err(|e| {
+            Error::InvalidValue(format!(
+                "column {:?} is utf8, but the array does not hold valid UTF-8 ({e})",
+                field.name()
+            ))
+        })?;
+    }
     let mut packed = Packed::with_capacity(array.len(), 0);
     macro_rules! pack {
         ($arr:expr) => {{

@@ -250,3 +250,33 @@ def test_cli_shows_text(table_dir):
     rows = json.loads(r.stdout)["rows"]
     assert rows[0]["caption"] == "dög 🐶"
     assert io is not None
+
+
+def invalid_utf8_column(large=False):
+    """A utf8 array holding b"\\xff\\xfe" as its second value: built from raw
+    buffers, which pyarrow does not validate."""
+    data = b"ok" + b"\xff\xfe" + b"fine"
+    width = np.int64 if large else np.int32
+    offsets = np.array([0, 2, 4, 8], width).tobytes()
+    typ = pa.large_utf8() if large else pa.utf8()
+    return pa.Array.from_buffers(typ, 3, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_ingest_refuses_invalid_utf8_and_leaves_nothing(root, large):
+    bad = pa.table({"n": pa.array([1, 2, 3], pa.int64()), "caption": invalid_utf8_column(large)})
+    with pytest.raises(ValueError, match=r'column "caption" is utf8.*not hold valid UTF-8'):
+        loaderx.arrow.ingest(bad, root / "t")
+    assert not (root / "t").exists()
+    # Into an existing directory: nothing of the table is left there either.
+    (root / "u").mkdir()
+    with pytest.raises(ValueError, match="caption"):
+        loaderx.arrow.ingest(bad, root / "u")
+    assert os.listdir(root / "u") == []
+
+
+def test_ingest_sharded_refuses_invalid_utf8(root):
+    bad = pa.table({"caption": invalid_utf8_column()})
+    with pytest.raises(ValueError, match=r'column "caption" is utf8'):
+        loaderx.ingest_sharded(bad, root / "s", workers=1)
+    assert not (root / "s").exists()
