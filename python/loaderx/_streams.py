@@ -144,3 +144,26 @@ def check_table(name, streams, index_column: str | None) -> tuple[list, list[str
     if index_column in names:
         raise ValueError(f"table {name!r}: stream {index_column!r} collides with the index column")
     return natives, names
+
+
+def batch_reader(pa, native):
+    """A ``pyarrow.RecordBatchReader`` over a native batch reader, batch by
+    batch (each one native call, zero-copy). Errors raised while reading keep
+    their class (``Corrupted``, ``StoreBusy``, ``OSError`` with its errno):
+    the C stream interface would carry only an errno and a message."""
+
+    def batches():
+        while (batch := native.read_next()) is not None:
+            yield pa.record_batch(batch)
+
+    return pa.RecordBatchReader.from_batches(pa.schema(native.schema), batches())
+
+
+def chunked_array(pa, native_store, name: str):
+    """The whole store as a ``pyarrow.ChunkedArray`` of byte-bounded chunks
+    (see :func:`batch_reader` for why not through the C stream)."""
+    reader = _native.arrow_chunks(native_store, name, BATCH_BYTES)
+    chunks = []
+    while (chunk := reader.read_next()) is not None:
+        chunks.append(pa.array(chunk))
+    return pa.chunked_array(chunks, type=pa.field(reader.field).type)

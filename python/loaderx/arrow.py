@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from . import _native
 from ._streams import (
     BATCH_BYTES,
+    batch_reader,
     check_codec,
     check_index_column,
     check_path,
@@ -53,7 +54,7 @@ def table(streams: Mapping, index_column: str | None = "record_id"):
     natives, names = drain_streams(streams)
     check_index_column(index_column, names)
     reader = _native.arrow_table_reader(natives, names, index_column, BATCH_BYTES)
-    return pa.RecordBatchReader.from_stream(reader)
+    return batch_reader(pa, reader)
 
 
 def ingest(source, root, codec: str = "zstd", dict_bytes: bytes | None = None) -> dict:

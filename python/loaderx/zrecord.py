@@ -26,9 +26,6 @@ with the GIL released.
 from __future__ import annotations
 
 import os
-import queue
-import threading
-import weakref
 from collections.abc import Iterable
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -38,7 +35,14 @@ import numpy as np
 from . import _native
 from ._errors import Corrupted, StoreBusy
 from ._keys import normalize
-from ._streams import BATCH_BYTES, StoreBase, check_codec, check_path, require_pyarrow
+from ._streams import (
+    BATCH_BYTES,
+    StoreBase,
+    check_codec,
+    check_path,
+    chunked_array,
+    require_pyarrow,
+)
 
 __all__ = ["DenseStore", "RaggedStore", "DICT_TIERS", "DictTier", "StoreBusy", "Corrupted"]
 
@@ -266,7 +270,7 @@ class _Store(StoreBase):
         pa = require_pyarrow()
         native = self._drain()
         if key is None:
-            return pa.chunked_array(self)
+            return chunked_array(pa, native, self._field_name)
         index, scalar = normalize(key, lambda: len(native))
         if scalar:
             index = np.array([index], dtype=np.int64)
@@ -366,119 +370,6 @@ class DenseStore(_Store):
         native.append_dense(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
 
 
-_WRITERS: weakref.WeakSet = weakref.WeakSet()
-
-
-def _drain_writers_before_fork():
-    # A fork while a queued ragged batch is being written would hand the
-    # child a store mid-append; finish the queued writes first.
-    for writer in list(_WRITERS):
-        try:
-            writer.wait_idle()
-        except Exception:  # noqa: BLE001 - errors are reported to the owner later
-            pass
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_drain_writers_before_fork)
-
-
-class _Writer:
-    """The one-slot writer queue of a ragged store.
-
-    ``submit`` returns once the packed batch is queued; a second batch waits
-    until the writer thread has taken the first. The first write error is
-    kept, later queued batches are dropped, and the error is raised by the
-    next ``submit`` or ``drain``.
-
-    Several Python threads may append, read and close at once (they really
-    run at once on a free-threaded build): ``_lock`` makes starting the
-    writer thread, queueing a batch, taking the pending error and stopping
-    atomic, so one store has one writer thread, and a batch is either queued
-    before ``stop`` (and written) or refused with ValueError after it.
-    """
-
-    def __init__(self, native, name: str):
-        self._native = native
-        self._name = name
-        self._lock = threading.Lock()
-        self._slot: queue.Queue = queue.Queue(maxsize=1)
-        self._thread: threading.Thread | None = None
-        self._pid = os.getpid()
-        self._error: BaseException | None = None
-        self._stopped = False
-        _WRITERS.add(self)
-
-    def wait_idle(self):
-        thread = self._thread
-        if thread is not None and self._pid == os.getpid() and thread.is_alive():
-            self._slot.join()
-
-    def _run(self):
-        while True:
-            packed = self._slot.get()
-            try:
-                if packed is None:
-                    return
-                if self._error is None:
-                    self._native.append_packed(packed)
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                self._error = exc
-            finally:
-                self._slot.task_done()
-
-    def _forked(self) -> bool:
-        if self._pid == os.getpid():
-            return False
-        # A forked child inherits neither the thread nor a usable queue, and
-        # the lock may have been held by a thread the child does not have.
-        self._lock = threading.Lock()
-        self._slot = queue.Queue(maxsize=1)
-        self._thread = None
-        self._pid = os.getpid()
-        return True
-
-    def _take_error_locked(self):
-        err, self._error = self._error, None
-        if err is not None:
-            raise err
-
-    def raise_pending(self):
-        self._forked()
-        with self._lock:
-            self._take_error_locked()
-
-    def submit(self, packed):
-        self._forked()
-        with self._lock:
-            if self._stopped:
-                raise ValueError(f"{self._name} is closed")
-            self._take_error_locked()
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._run, name="loaderx-ragged-writer", daemon=True
-                )
-                self._thread.start()
-            # Under the lock, so that stop() cannot slip its sentinel ahead
-            # of this batch (the writer thread never takes the lock).
-            self._slot.put(packed)
-
-    def drain(self):
-        if not self._forked() and self._thread is not None:
-            self._slot.join()
-        self.raise_pending()
-
-    def stop(self):
-        self._forked()
-        with self._lock:
-            self._stopped = True
-            thread, self._thread = self._thread, None
-            if thread is not None and thread.is_alive():
-                self._slot.put(None)
-        if thread is not None:
-            thread.join()
-
-
 def _encode_values(logical: str, values) -> list:
     """The records of text (``str``) or binary (``bytes``) values: a value's
     bytes as a 1-D uint8 array, an empty value as the 0-d array ``0``."""
@@ -514,10 +405,6 @@ class RaggedStore(_Store):
 
     _kind = "ragged"
 
-    def __init__(self, native, path):
-        super().__init__(native, path)
-        self._writer = _Writer(native, f"{type(self).__name__} {path!r}")
-
     @classmethod
     def create(
         cls, path, dtype, codec: str = "zstd", dict_bytes=None, checksum: bool = False
@@ -532,7 +419,7 @@ class RaggedStore(_Store):
 
     def _drain(self):
         native = self._live()
-        self._writer.drain()
+        native.drain_writes()
         return native
 
     def to_arrow(self, key=None, variable_shape_tensor: bool = False):
@@ -569,7 +456,7 @@ class RaggedStore(_Store):
                 # packed here, written by the writer queue.
                 packed = _native.arrow_append(native, records)
                 if len(packed):
-                    self._writer.submit(packed)
+                    native.submit_packed(packed)
                 return
         if isinstance(records, (str, bytes)) or not hasattr(records, "__iter__"):
             raise TypeError(
@@ -579,17 +466,17 @@ class RaggedStore(_Store):
             records = _encode_values(native.logical, records)
         packed = native.pack(records)
         if len(packed) == 0:
-            self._writer.raise_pending()
+            native.raise_pending_write()
             return
-        self._writer.submit(packed)
+        native.submit_packed(packed)
 
     def close(self) -> None:
         native = self._native
         if native is None:
             return
         try:
-            self._writer.drain()
+            native.drain_writes()
         finally:
-            self._writer.stop()
+            native.stop_writes()
             self._native = None
             native.close()

@@ -2,7 +2,7 @@
 //! Arrow C Data Interface, via pyo3-arrow), and Arrow data into stores.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arrow_array::ArrayRef;
 use arrow_schema::{ArrowError, Field, FieldRef};
@@ -17,7 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 use pyo3_arrow::ffi::{to_schema_pycapsule, to_stream_pycapsule, ArrayIterator};
 use pyo3_arrow::input::{AnyArray, AnyRecordBatch};
-use pyo3_arrow::{PyArray, PyRecordBatchReader};
+use pyo3_arrow::{PyArray, PyField, PyRecordBatch, PySchema};
 
 use crate::errors::{wrapped, IntoPyResult};
 use crate::store::{PackedRecords, Store};
@@ -151,13 +151,101 @@ pub fn arrow_table_reader(
     names: Vec<String>,
     index_column: Option<String>,
     max_bytes: usize,
-) -> PyResult<PyRecordBatchReader> {
+) -> PyResult<BatchReader> {
     let streams: Vec<(String, Handle)> = names
         .into_iter()
         .zip(stores.into_iter().map(Handle))
         .collect();
     let reader = la::TableReader::new(streams, index_column, max_bytes).py()?;
-    Ok(PyRecordBatchReader::new(Box::new(IoClassed(reader))))
+    Ok(BatchReader {
+        schema: arrow_array::RecordBatchReader::schema(&reader),
+        reader: Mutex::new(Some(Box::new(reader))),
+    })
+}
+
+/// The batches of a lazy reader, one native call each (the GIL released
+/// around the gather). The Python facade wraps it in a
+/// `pyarrow.RecordBatchReader` over a generator, not the C stream interface:
+/// that interface carries only an errno and a message, so a `Corrupted` or
+/// `StoreBusy` raised while reading would reach the caller as a bare
+/// `OSError`; through `read_next` it keeps its class.
+#[pyclass(frozen, module = "loaderx._native")]
+pub struct BatchReader {
+    schema: arrow_schema::SchemaRef,
+    reader: Mutex<Option<Box<dyn arrow_array::RecordBatchReader + Send>>>,
+}
+
+#[pymethods]
+impl BatchReader {
+    /// The batches' schema (an Arrow PyCapsule object).
+    #[getter]
+    fn schema(&self) -> PySchema {
+        PySchema::new(Arc::clone(&self.schema))
+    }
+
+    /// The next batch, or None at the end (after which it stays None).
+    fn read_next(&self, py: Python<'_>) -> PyResult<Option<PyRecordBatch>> {
+        let next = py.detach(|| {
+            let mut guard = self.reader.lock().unwrap_or_else(|p| p.into_inner());
+            let next = guard.as_mut().and_then(|r| r.next());
+            if next.is_none() {
+                *guard = None; // releases the store handles
+            }
+            next
+        });
+        match next {
+            None => Ok(None),
+            Some(Ok(batch)) => Ok(Some(PyRecordBatch::new(batch))),
+            Some(Err(e)) => Err(arrow_py(e)),
+        }
+    }
+}
+
+/// The chunks of a whole store, one native call each; see [`BatchReader`]
+/// for why the facade reads them this way.
+#[pyclass(frozen, module = "loaderx._native")]
+pub struct ArrayReader {
+    field: FieldRef,
+    reader: Mutex<Option<la::ColumnReader<Handle>>>,
+}
+
+#[pymethods]
+impl ArrayReader {
+    /// The chunks' field (an Arrow PyCapsule object).
+    #[getter]
+    fn field(&self) -> PyField {
+        PyField::new(Arc::clone(&self.field))
+    }
+
+    /// The next chunk, or None at the end.
+    fn read_next(&self, py: Python<'_>) -> PyResult<Option<PyArray>> {
+        let next = py.detach(|| {
+            let mut guard = self.reader.lock().unwrap_or_else(|p| p.into_inner());
+            let next = guard.as_mut().and_then(|r| r.next());
+            if next.is_none() {
+                *guard = None;
+            }
+            next
+        });
+        match next {
+            None => Ok(None),
+            Some(Ok(array)) => Ok(Some(
+                PyArray::try_new(array, Arc::clone(&self.field)).map_err(arrow_py)?,
+            )),
+            Some(Err(e)) => Err(arrow_py(e)),
+        }
+    }
+}
+
+/// A reader of a whole store's byte-bounded chunks (see [`ArrayReader`]).
+#[pyfunction]
+#[pyo3(signature = (store, name, max_bytes=la::DEFAULT_BATCH_BYTES))]
+pub fn arrow_chunks(store: Py<Store>, name: &str, max_bytes: usize) -> PyResult<ArrayReader> {
+    let reader = la::ColumnReader::new(Handle(store), name, max_bytes).py()?;
+    Ok(ArrayReader {
+        field: reader.field(),
+        reader: Mutex::new(Some(reader)),
+    })
 }
 
 /// Every chunk of an Arrow array / chunked array / stream, with its field.

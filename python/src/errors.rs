@@ -1,8 +1,9 @@
 //! One mapping from engine errors to Python exceptions.
 //!
-//! `StoreBusy` and `Corrupted` are defined in Python (`loaderx._errors`) so
-//! that they pickle and document like any Python exception; everything else
-//! maps to the builtin a NumPy user expects.
+//! `StoreBusy` and `Corrupted` are created here (both `OSError` subclasses,
+//! named `loaderx.zrecord.*` so that they pickle by reference and document
+//! where users meet them); everything else maps to the builtin a NumPy user
+//! expects.
 
 use std::io;
 use std::path::Path;
@@ -14,29 +15,39 @@ use pyo3::exceptions::{
     PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::PyType;
 
-fn python_error(py: Python<'_>, name: &str, cell: &'static PyOnceLock<Py<PyType>>) -> Py<PyType> {
-    cell.get_or_try_init(py, || -> PyResult<Py<PyType>> {
-        let ty = py.import("loaderx._errors")?.getattr(name)?;
-        Ok(ty.cast_into::<PyType>()?.unbind())
-    })
-    .map(|t| t.clone_ref(py))
-    .unwrap_or_else(|_| py.get_type::<PyOSError>().unbind())
-}
+pyo3::create_exception!(
+    loaderx.zrecord,
+    StoreBusy,
+    PyOSError,
+    "Another handle, in this or another process, holds the store's lock.\n\n\
+     A writer holds a store alone: ``DenseStore.open(path)`` takes a\n\
+     non-blocking exclusive lock on ``meta.zr`` for the handle's lifetime.\n\
+     Read-only handles (``open(path, readonly=True)``) take a shared lock:\n\
+     they coexist with each other, in any processes, but not with a writer.\n\
+     Close the other handle, open read-only, or share one handle (a dict of\n\
+     open stores can feed any number of loaders and SQL queries in one\n\
+     process)."
+);
 
-fn raise_named(name: &str, cell: &'static PyOnceLock<Py<PyType>>, msg: String) -> PyErr {
-    Python::attach(|py| {
-        let ty = python_error(py, name, cell);
-        PyErr::from_type(ty.into_bound(py), msg)
-    })
-}
+pyo3::create_exception!(
+    loaderx.zrecord,
+    Corrupted,
+    PyOSError,
+    "A store or table on disk breaks an invariant of the format.\n\n\
+     The message names the file (``meta.zr``, ``data.zr``, ``dict.zr``,\n\
+     ``table.json`` or ``manifest.json``) and the broken invariant. Stores\n\
+     are rebuildable training data: rebuild it from its source."
+);
 
 pyo3::import_exception!(io, UnsupportedOperation);
 
-static STORE_BUSY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static CORRUPTED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+/// Adds the exception classes to the extension module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("StoreBusy", m.py().get_type::<StoreBusy>())?;
+    m.add("Corrupted", m.py().get_type::<Corrupted>())?;
+    Ok(())
+}
 
 pub fn to_py(err: Error) -> PyErr {
     store_error(&err)
@@ -47,8 +58,8 @@ pub fn store_error(err: &Error) -> PyErr {
     let msg = err.to_string();
     match err {
         Error::Io { path, source } => os_error(source, Some(path)),
-        Error::Corrupted { .. } => raise_named("Corrupted", &CORRUPTED, msg),
-        Error::Busy(_) => raise_named("StoreBusy", &STORE_BUSY, msg),
+        Error::Corrupted { .. } => Corrupted::new_err(msg),
+        Error::Busy(_) => StoreBusy::new_err(msg),
         // io.UnsupportedOperation is both an OSError and a ValueError.
         Error::ReadOnly { .. } | Error::ShardedReadOnly { .. } | Error::NullableReadOnly { .. } => {
             UnsupportedOperation::new_err(msg)

@@ -11,6 +11,7 @@ mod sampler;
 #[cfg(feature = "sql")]
 mod sql;
 mod store;
+mod writer;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -62,27 +63,9 @@ fn table_types(py: Python<'_>, dir: std::path::PathBuf) -> PyResult<Bound<'_, Py
     Ok(d)
 }
 
-/// Records column types `(name, type, nullable)` in `dir`'s `table.json`
-/// (merged; ("tensor", false) removes an entry), atomically.
-#[pyfunction]
-fn write_table_types(dir: std::path::PathBuf, types: Vec<(String, String, bool)>) -> PyResult<()> {
-    let types = types
-        .into_iter()
-        .map(|(name, l, nullable)| {
-            loaderx::schema::Logical::from_name(&l)
-                .map(|logical| (name, loaderx::table::ColumnType { logical, nullable }))
-                .ok_or_else(|| {
-                    pyo3::exceptions::PyValueError::new_err(format!(
-                        "column types must be 'tensor', 'utf8' or 'binary', got {l:?}"
-                    ))
-                })
-        })
-        .collect::<PyResult<Vec<_>>>()?;
-    loaderx::table::write_types(&dir, &types).py()
-}
-
 #[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::register(m)?;
     m.add_class::<store::Store>()?;
     m.add_class::<store::PackedRecords>()?;
     m.add_class::<arrays::GatherBuffer>()?;
@@ -91,17 +74,17 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(train_dict, m)?)?;
     m.add_function(wrap_pyfunction!(dict_tier, m)?)?;
     m.add_function(wrap_pyfunction!(table_types, m)?)?;
-    m.add_function(wrap_pyfunction!(write_table_types, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_field, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_stream, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_gather, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_table_reader, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::arrow_chunks, m)?)?;
+    m.add_class::<arrow::BatchReader>()?;
+    m.add_class::<arrow::ArrayReader>()?;
     m.add_function(wrap_pyfunction!(arrow::arrow_append, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_ingest, m)?)?;
     m.add("DICT_TIERS", dict_tiers(m.py())?)?;
-    m.add("MIN_DICT_SAMPLES", loaderx::dict::MIN_SAMPLES)?;
     m.add("MIN_DICT_SAMPLE_BYTES", loaderx::dict::MIN_SAMPLE_BYTES)?;
-    m.add("THREADS", loaderx::executor::budget())?;
     m.add_function(wrap_pyfunction!(parquet::parquet_export, m)?)?;
     m.add_function(wrap_pyfunction!(parquet::parquet_ingest, m)?)?;
     m.add_function(wrap_pyfunction!(parquet::parquet_rows, m)?)?;

@@ -25,6 +25,7 @@ use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyList, PyTuple};
 
 use crate::arrays::{array_view, GatherBuffer};
 use crate::errors::IntoPyResult;
+use crate::writer::Writer;
 
 /// What a handle reads: one store, or read-only stores end to end (a
 /// sharded table's column).
@@ -96,29 +97,40 @@ pub struct Store {
     /// How the table presents the records (text, binary, tensors).
     logical: Logical,
     descr: Py<PyArrayDescr>,
+    /// The writer queue of ragged appends (see `crate::writer`).
+    writer: Writer,
 }
 
 /// A ragged batch packed for appending (shape prefixes and payloads).
 #[pyclass(frozen, module = "loaderx._native")]
 pub struct PackedRecords {
-    packed: Packed,
+    /// Taken (left empty) when the batch is queued for writing.
+    packed: std::sync::Mutex<Packed>,
 }
 
 impl From<Packed> for PackedRecords {
     fn from(packed: Packed) -> Self {
-        PackedRecords { packed }
+        PackedRecords {
+            packed: std::sync::Mutex::new(packed),
+        }
+    }
+}
+
+impl PackedRecords {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Packed> {
+        self.packed.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
 #[pymethods]
 impl PackedRecords {
     fn __len__(&self) -> usize {
-        self.packed.len()
+        self.lock().len()
     }
 
     #[getter]
     fn nbytes(&self) -> usize {
-        self.packed.bytes.len()
+        self.lock().bytes.len()
     }
 }
 
@@ -169,6 +181,7 @@ impl Store {
             engine: AtomicPtr::new(engine_ptr),
             owner_pid: std::process::id(),
             child_closed: AtomicBool::new(false),
+            writer: Writer::new(),
         })
     }
 
@@ -262,6 +275,22 @@ impl Store {
             }
             f(column.data.engine_mut().py()?).py()
         })
+    }
+
+    /// Appends a packed ragged batch under the exclusive lock; needs no GIL
+    /// (the writer thread calls it).
+    pub(crate) fn write_packed(&self, packed: &Packed) -> Result<(), Error> {
+        let mut guard = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let column = guard.as_mut().ok_or_else(|| {
+            Error::InvalidState(format!("store {} is closed", self.path.display()))
+        })?;
+        if column.validity.is_some() {
+            return Err(Error::NullableReadOnly {
+                op: "write",
+                path: self.path.clone(),
+            });
+        }
+        column.data.engine_mut()?.append_ragged(packed)
     }
 
     pub(crate) fn dense_array<'py>(
@@ -628,17 +657,6 @@ impl Store {
         self.read_engine(|e| Ok(e.len() as usize))
     }
 
-    /// The zstd dictionary of a `zstd_dict` store, else None.
-    fn dictionary<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let dict = self
-            .source_read(|s| match s {
-                Source::One(e) => Ok(e.dictionary().map(|d| d.to_vec())),
-                Source::Many(c) => Ok(c.parts()[0].dictionary().map(|d| d.to_vec())),
-            })
-            .py()?;
-        Ok(dict.map(|d| PyBytes::new(py, &d)))
-    }
-
     /// Appends dense records given as the raw bytes of a C-contiguous
     /// `(n, *item_shape)` array of the store's dtype.
     fn append_dense(&self, py: Python<'_>, data: PyReadonlyArray1<'_, u8>) -> PyResult<()> {
@@ -741,13 +759,33 @@ impl Store {
             packed
         });
         drop(arrays);
-        Ok(PackedRecords { packed })
+        Ok(PackedRecords::from(packed))
     }
 
-    /// Appends a packed ragged batch (see `pack`).
-    fn append_packed(&self, py: Python<'_>, batch: &Bound<'_, PackedRecords>) -> PyResult<()> {
-        let packed = &batch.get().packed;
-        self.with_write(py, |s| s.append_ragged(packed))
+    /// Queues a packed ragged batch (see `pack`) for the writer thread; the
+    /// batch object is left empty. Waits while the queue's one slot is
+    /// full; raises a pending write error instead of queueing.
+    fn submit_packed(slf: &Bound<'_, Self>, batch: &Bound<'_, PackedRecords>) -> PyResult<()> {
+        let packed = std::mem::take(&mut *batch.get().lock());
+        let store = slf.get();
+        let name = format!("RaggedStore '{}'", store.path.display());
+        store.writer.submit(slf.py(), slf, packed, &name)
+    }
+
+    /// Waits until every queued batch is written; raises the first write
+    /// error, if any.
+    fn drain_writes(&self, py: Python<'_>) -> PyResult<()> {
+        self.writer.drain(py)
+    }
+
+    /// Raises the pending write error, if any, without waiting.
+    fn raise_pending_write(&self) -> PyResult<()> {
+        self.writer.raise_pending()
+    }
+
+    /// Refuses later batches and waits for the writer thread to end.
+    fn stop_writes(&self, py: Python<'_>) {
+        self.writer.stop(py)
     }
 
     /// Gathers records at `idx`: dense → one `(k, *item_shape)` array,
@@ -857,6 +895,9 @@ impl Store {
             self.child_closed.store(true, Ordering::Release);
             return Ok(());
         }
+        // Queued batches are written first (a writer error is the facade's
+        // to raise, from drain_writes, before it closes).
+        self.writer.stop(py);
         py.detach(|| {
             let mut guard = self.inner.write().unwrap_or_else(|e| e.into_inner());
             self.engine.store(std::ptr::null_mut(), Ordering::Release);

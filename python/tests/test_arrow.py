@@ -1,6 +1,7 @@
 """Arrow interop: types, zero-copy, hand-off to pyarrow/polars/pandas/DuckDB,
 round trips and bad input."""
 
+import os
 import sys
 
 import numpy as np
@@ -302,3 +303,36 @@ def test_missing_pyarrow_raises_import_error_naming_the_extra(table_streams, mon
         la.table(streams)
     with pytest.raises(ImportError, match=r"loaderx\[arrow\]"):
         DataLoader(streams, output="arrow")
+
+
+def corrupt_payloads(path):
+    """Overwrites data.zr with bytes that are no zstd frame (same size)."""
+    data = os.path.join(path, "data.zr")
+    size = os.path.getsize(data)
+    with open(data, "r+b") as f:
+        f.write(b"\x00" * size)
+
+
+def test_a_corrupted_store_read_through_arrow_keeps_its_class(root):
+    from loaderx import Corrupted
+
+    path = root / "x"
+    with DenseStore.create(path, np.int64, (4,), codec="zstd") as s:
+        s.append(np.arange(400, dtype=np.int64).reshape(100, 4))
+    corrupt_payloads(path)
+    with DenseStore.open(path, readonly=True) as s:
+        with pytest.raises(Corrupted, match="data.zr"):
+            la.table({"x": s}).read_all()
+        with pytest.raises(Corrupted, match="data.zr"):
+            list(la.table({"x": s}, index_column=None))
+        with pytest.raises(Corrupted, match="data.zr"):
+            la.table({"x": s}).read_next_batch()
+        with pytest.raises(Corrupted, match="data.zr"):
+            s.to_arrow()
+        # Through the C stream interface (what pa.table() and
+        # pa.chunked_array() of a PyCapsule object use) a consumer sees an
+        # OSError: the interface carries an errno and a message, no class.
+        with pytest.raises(OSError, match="data.zr"):
+            pa.table(la.table({"x": s}))
+        with pytest.raises(OSError, match="data.zr"):
+            pa.chunked_array(s)

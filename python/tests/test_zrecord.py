@@ -239,29 +239,93 @@ def test_ragged_writer_queue_is_drained_before_reads(root):
     rs.close()
 
 
+WRITER_FAILS = r"""
+import os, resource, signal, sys
+import numpy as np
+import pytest
+from loaderx import RaggedStore
+
+# A real write failure: past RLIMIT_FSIZE, pwrite fails with EFBIG (the
+# signal it would also raise is ignored).
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+_, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+rs = RaggedStore.create(sys.argv[1], np.uint8, codec="raw")
+rs.append([np.ones(3, np.uint8)])
+assert len(rs) == 1
+big = [np.ones(1 << 20, np.uint8)]
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, hard))
+rs.append(big)  # queued; fails in the writer
+with pytest.raises(OSError, match="File too large"):
+    len(rs)
+resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+assert len(rs) == 1  # the error was reported once; the store still works
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, hard))
+rs.append(big)
+import time
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:  # let the writer take (and fail) the batch
+    try:
+        rs._native.raise_pending_write()
+    except OSError as exc:
+        pending = exc
+        break
+    time.sleep(0.01)
+else:
+    raise AssertionError("the writer never failed")
+assert "File too large" in str(pending)
+resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+rs.append(big)
+rs.append(big)  # the second append raised nothing: the error was taken once
+assert len(rs) == 3
+rs.close()
+print("ok")
+"""
+
+
 def test_ragged_writer_error_surfaces_at_next_call(root):
-    rs = RaggedStore.create(root / "r", np.uint8)
-    rs.append([np.ones(3, np.uint8)])
-    assert len(rs) == 1
+    import subprocess
+    import sys
 
-    class Failing:
-        def append_packed(self, packed):
-            raise OSError(28, "No space left on device")
+    r = subprocess.run(
+        [sys.executable, "-c", WRITER_FAILS, str(root / "r")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"
 
-    real = rs._writer._native
-    rs._writer._native = Failing()
-    rs.append([np.ones(2, np.uint8)])  # queued; fails in the writer
-    with pytest.raises(OSError, match="No space left"):
-        len(rs)
-    rs._writer._native = real
-    assert len(rs) == 1  # the error was reported once; the store still works
-    rs._writer._native = Failing()
+
+def test_ragged_writer_error_surfaces_at_the_next_append(root):
+    """The other half: a failed queued batch is raised by the next append
+    (not only by a draining call), and that append is not queued."""
+    import subprocess
+    import sys
+
+    code = r"""
+import resource, signal, sys, time
+import numpy as np
+import pytest
+from loaderx import RaggedStore
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+_, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+rs = RaggedStore.create(sys.argv[1], np.uint8, codec="raw")
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, hard))
+rs.append([np.ones(1 << 20, np.uint8)])
+time.sleep(0.5)  # the writer takes and fails it meanwhile, or the next append waits
+with pytest.raises(OSError, match="File too large"):
     rs.append([np.ones(2, np.uint8)])
-    rs._writer._slot.join()  # let the writer take (and fail) the batch
-    with pytest.raises(OSError, match="No space left"):
-        rs.append([np.ones(2, np.uint8)])  # the next append reports it
-    rs._writer._native = real
-    rs.close()
+    rs.append([np.ones(2, np.uint8)])  # at the latest, once the slot frees
+resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+assert len(rs) == 0
+rs.close()
+print("ok")
+"""
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(root / "r")], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"
 
 
 def test_context_manager_and_idempotent_close(root):
