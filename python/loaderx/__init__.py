@@ -21,6 +21,11 @@ Modules:
   ``Mapping`` of column name to stream; :func:`loaderx.new_shard` and
   :func:`loaderx.commit_shards` let parallel writers add shards, and
   :func:`loaderx.ingest_sharded` ingests an Arrow source on all cores.
+
+``import loaderx`` imports numpy and the native extension only; each
+submodule above is imported the first time it is named
+(``loaderx.polars.scan_table(...)`` works after a bare ``import loaderx``),
+so optional packages (pyarrow, polars, Ray, ...) load only when used.
 """
 
 from ._sql import sql
@@ -40,3 +45,33 @@ __all__ = [
     "commit_shards",
     "ingest_sharded",
 ]
+
+#: Submodules imported on first attribute access (see the module docstring).
+_SUBMODULES = frozenset(
+    {
+        "arrow",
+        "cli",
+        "datafusion",
+        "dataloader",
+        "pandas",
+        "parquet",
+        "polars",
+        "ray",
+        "table",
+        "utils",
+        "zrecord",
+        "zsampler",
+    }
+)
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _SUBMODULES)

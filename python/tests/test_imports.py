@@ -99,3 +99,39 @@ def test_module_imports_in_a_fresh_interpreter(module):
         timeout=120,
     )
     assert r.returncode == 0, r.stderr
+
+
+def run_fresh(code: str) -> subprocess.CompletedProcess:
+    paths = [str(PACKAGE.parent), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+OPTIONAL = ["pyarrow", "polars", "pandas", "ray", "datafusion", "duckdb", "matplotlib"]
+
+
+def test_import_loaderx_loads_no_optional_package():
+    r = run_fresh(f"import sys, loaderx\nprint([m for m in {OPTIONAL!r} if m in sys.modules])\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "name", ["arrow", "parquet", "polars", "pandas", "ray", "datafusion", "utils", "cli"]
+)
+def test_submodule_imports_on_first_access(name):
+    r = run_fresh(
+        "import sys, loaderx\n"
+        f"assert 'loaderx.{name}' not in sys.modules\n"
+        f"m = loaderx.{name}\n"
+        f"assert m is sys.modules['loaderx.{name}'], m\n"
+        f"assert {name!r} in dir(loaderx)\n"
+    )
+    assert r.returncode == 0, r.stderr
+
+
+def test_unknown_attribute_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        loaderx.nope  # noqa: B018
