@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs a built loaderx wheel (not a development build) into a fresh
-# virtualenv that holds numpy only, and runs the product document's examples
+# virtualenv that holds numpy only, and runs the original API examples
 # (python/tests/test_seed_examples.py) against it; then builds a wheel from
 # the sdist with pip and does the same with that one.
 #
@@ -80,6 +80,21 @@ fresh_venv() {  # dir
     "$1/bin/python" -m pip install -q "$NUMPY"
 }
 
+# The license travels with both: the wheel's dist-info and the sdist's root.
+"$PY" - "$WHEEL" "$SDIST" <<'PY'
+import sys, tarfile, zipfile
+wheel, sdist = sys.argv[1], sys.argv[2]
+names = zipfile.ZipFile(wheel).namelist()
+assert any(n.split("/")[0].endswith(".dist-info") and n.endswith("LICENSE") for n in names), (
+    f"{wheel} carries no LICENSE: {[n for n in names if 'dist-info' in n]}"
+)
+if sdist:
+    members = tarfile.open(sdist).getnames()
+    assert any(m.count("/") == 1 and m.endswith("/LICENSE") for m in members), (
+        f"{sdist} carries no LICENSE at its root"
+    )
+print("test_wheel.sh: LICENSE is in the wheel" + (" and the sdist" if sdist else ""))
+PY
 echo "test_wheel.sh: $(basename "$WHEEL")"
 fresh_venv "$WORK/venv-wheel"
 "$WORK/venv-wheel/bin/python" -m pip install -q "$WHEEL"
