@@ -5,15 +5,15 @@
 # from dist/ (scripts/wheel.sh). Each gets a virtualenv with numpy and the
 # wheel only, kept in ~/.cache/loaderx-bench-ft.
 #
-#   benches/bench_free_threaded.sh [ARGS]                          3.14.4 (default)
-#   LOADERX_FT_VERSION=3.13.5 benches/bench_free_threaded.sh [ARGS]  3.13.5
+#   benches/bench_free_threaded.sh [ARGS]                        3.14 (default)
+#   LOADERX_FT_VERSION=3.13 benches/bench_free_threaded.sh [ARGS]  3.13
 #
 # ARGS go to bench_free_threaded.py.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-FT_VERSION="${LOADERX_FT_VERSION:-3.14.4}"
-tag="cp$(echo "${FT_VERSION%.*}" | tr -d .)"
+FT_VERSION="${LOADERX_FT_VERSION:-3.14}"
+tag="cp$(echo "$FT_VERSION" | cut -d. -f1,2 | tr -d .)"
 # shellcheck source=scripts/_cpython.sh
 source scripts/_cpython.sh
 cpython_ensure "$FT_VERSION" gil

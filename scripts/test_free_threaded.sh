@@ -3,11 +3,11 @@
 # disabled, against an extension built for it (`cp313t` / `cp314t`, without
 # the abi3 feature):
 #
-#   scripts/test_free_threaded.sh                          3.13.5t (default)
-#   LOADERX_FT_VERSION=3.14.4 scripts/test_free_threaded.sh  3.14.4t
+#   scripts/test_free_threaded.sh                        3.13t (default)
+#   LOADERX_FT_VERSION=3.14 scripts/test_free_threaded.sh  3.14t
 #
-# The interpreter is built once from a distribution's source package and kept
-# in ~/.cache (scripts/_cpython.sh); the virtualenv is .venv-ft (3.13t) or
+# The interpreter is built once from Debian's source package and kept in
+# ~/.cache (scripts/_cpython.sh); the virtualenv is .venv-ft (3.13t) or
 # .venv-ft314 (requirements-free-threaded-cp31Xt.txt). 3.13t shares the cargo
 # target dir of scripts/test.sh, so DataFusion & co. are compiled once for
 # both; 3.14t has its own (~/.cache/loaderx-target-cp314t), so that the two
@@ -18,14 +18,14 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-FT_VERSION="${LOADERX_FT_VERSION:-3.13.5}"
-FT_MINOR="${FT_VERSION%.*}"
+FT_VERSION="${LOADERX_FT_VERSION:-3.13}"
+FT_MINOR="$(echo "$FT_VERSION" | cut -d. -f1,2)"
 case "$FT_MINOR" in
     3.13) TAG=cp313t; VENV_DEFAULT="$ROOT/.venv-ft"
           export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/loaderx-target}" ;;
     3.14) TAG=cp314t; VENV_DEFAULT="$ROOT/.venv-ft314"
           export CARGO_TARGET_DIR="${LOADERX_FT314_TARGET:-$HOME/.cache/loaderx-target-cp314t}" ;;
-    *) echo "test_free_threaded.sh: LOADERX_FT_VERSION must be 3.13.x or 3.14.x, got $FT_VERSION" >&2
+    *) echo "test_free_threaded.sh: LOADERX_FT_VERSION must be 3.13 or 3.14, got $FT_VERSION" >&2
        exit 2 ;;
 esac
 # shellcheck source=scripts/_cpython.sh

@@ -73,12 +73,12 @@ fi
 if [ "$build_ft" = 1 ]; then
     # shellcheck source=scripts/_cpython.sh
     source "$ROOT/scripts/_cpython.sh"
-    for ftv in 3.13.5 3.14.4; do
+    for ftv in 3.13 3.14; do
         cpython_ensure "$ftv" ft
-        tag="cp$(echo "${ftv%.*}" | tr -d .)t"
+        tag="cp$(echo "$ftv" | tr -d .)t"
         # PyO3 0.30 supports free-threaded CPython from 3.14 on; its version
         # check is skipped for 3.13t (see scripts/test_free_threaded.sh).
-        if [ "${ftv%.*}" = 3.13 ]; then
+        if [ "$ftv" = 3.13 ]; then
             export UNSAFE_PYO3_SKIP_VERSION_CHECK=1
         else
             unset UNSAFE_PYO3_SKIP_VERSION_CHECK
