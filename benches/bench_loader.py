@@ -14,7 +14,7 @@ Grain (``grain``: ``grain.python.DataLoader`` over a
 (:func:`heavy_sample`: its pixel work is NumPy copies, which release the GIL);
 and ``augment``, ``heavy`` plus a random erasing whose boxes are drawn and
 tested for overlap in a pure-Python loop (:func:`augment_sample`: a
-Python-bound per-sample loop, the product document's ``--transform augment``).
+Python-bound per-sample loop, the original benchmark's ``--transform augment``).
 
 Grain is optional and is not in ``requirements.txt`` (nor is torch, which the
 loader needs): install it with ``.venv/bin/pip install grain`` (tested with

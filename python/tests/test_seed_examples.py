@@ -1,4 +1,4 @@
-"""Every Python example of the product document, run as written in a temp dir.
+"""Every Python example of the original API document, run as written in a temp dir.
 
 Each test first creates the inputs an example assumes (``data.npy``,
 ``images``, ``seqs`` ...) and then runs the example's code unchanged.
