@@ -255,3 +255,43 @@ def test_persistent_forked_worker_outlives_close_and_reopen(root, kind):
         _stop(p)
     with cls.open(path) as s:
         assert len(s) == 19
+
+
+def test_fork_waits_for_queued_ragged_writes(root):
+    """A fork while ragged batches are queued or being written waits for the
+    writer: the child sees every batch appended before the fork, complete,
+    and its own appends are refused without touching the parent's queue."""
+    rs = RaggedStore.create(root / "r", np.int64, codec="zstd")
+    rng = np.random.default_rng(3)
+    batches = [
+        [rng.integers(0, 1 << 40, size=int(k), dtype=np.int64) for k in rng.integers(1, 4000, 64)]
+        for _ in range(12)
+    ]
+    for b in batches:
+        rs.append(b)  # returns once queued: the writer is still busy
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(r)
+        try:
+            n = len(rs._native)  # the native length: no draining, no queue
+            ok = all(
+                np.array_equal(rs._native.gather(np.array([i * 64 + 63]))[0], b[63])
+                for i, b in enumerate(batches)
+            )
+            try:
+                rs.append([np.ones(3, np.int64)])
+                refused = "no"
+            except ValueError as exc:
+                refused = "forked child" in str(exc) and "yes"
+            os.write(w, f"{n} {ok} {refused}".encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        msg = f.read()
+    os.waitpid(pid, 0)
+    assert msg == f"{64 * len(batches)} True yes"
+    rs.append([np.ones(3, np.int64)])  # the parent's queue still works
+    assert len(rs) == 64 * len(batches) + 1
+    rs.close()
