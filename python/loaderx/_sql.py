@@ -29,11 +29,27 @@ def sql(query: str, **tables: Mapping):
     those rows; predicates on scalar streams are evaluated before heavy
     streams are gathered, and those are gathered for the surviving rows only.
 
-    >>> t = loaderx.sql("SELECT label, count(*) AS n FROM train GROUP BY label",
-    ...                 train={"image": images, "label": labels})        # doctest: +SKIP
-    >>> ids = loaderx.sql("SELECT record_id FROM train WHERE label = 3",
-    ...                   train=streams)["record_id"]                     # doctest: +SKIP
-    >>> DataLoader(streams, indices=ids)                                  # doctest: +SKIP
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> import loaderx
+    >>> train = os.path.join(tempfile.mkdtemp(), "train")
+    >>> images = loaderx.DenseStore.create(os.path.join(train, "image"), np.uint8, (3, 8, 8))
+    >>> images.append(np.zeros((12, 3, 8, 8), np.uint8))
+    >>> labels = loaderx.DenseStore.create(os.path.join(train, "label"), np.int64, ())
+    >>> labels.append(np.arange(12) % 4)
+    >>> streams = {"image": images, "label": labels}
+    >>> t = loaderx.sql("SELECT label, count(*) AS n FROM train GROUP BY label ORDER BY label",
+    ...                 train=streams)
+    >>> t.to_pydict()
+    {'label': [0, 1, 2, 3], 'n': [3, 3, 3, 3]}
+    >>> ids = loaderx.sql("SELECT record_id FROM train WHERE label = 3", train=streams)["record_id"]
+    >>> ids.to_pylist()
+    [3, 7, 11]
+    >>> from loaderx.dataloader import DataLoader
+    >>> with DataLoader(streams, batch_size=2, indices=ids) as loader:
+    ...     sorted(next(loader)["label"].tolist())
+    [3, 3]
+    >>> images.close(); labels.close()
     """
     pa = require_pyarrow()
     require_sql()

@@ -47,8 +47,21 @@ def table(streams: Mapping, index_column: str | None = "record_id"):
     named ``index_column`` (omit it with ``None``). Batches are bounded in
     bytes; records are gathered as the reader is consumed.
 
-    >>> reader = loaderx.arrow.table({"image": images, "label": labels})  # doctest: +SKIP
-    >>> pa.table(reader).num_rows                                         # doctest: +SKIP
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> import loaderx
+    >>> train = os.path.join(tempfile.mkdtemp(), "train")
+    >>> images = loaderx.DenseStore.create(os.path.join(train, "image"), np.uint8, (3, 8, 8))
+    >>> images.append(np.zeros((12, 3, 8, 8), np.uint8))
+    >>> labels = loaderx.DenseStore.create(os.path.join(train, "label"), np.int64, ())
+    >>> labels.append(np.arange(12) % 4)
+    >>> import loaderx.arrow
+    >>> reader = loaderx.arrow.table({"image": images, "label": labels})
+    >>> reader.schema.names
+    ['record_id', 'image', 'label']
+    >>> reader.read_all().num_rows
+    12
+    >>> images.close(); labels.close()
     """
     pa = require_pyarrow()
     natives, names = drain_streams(streams)

@@ -1,9 +1,21 @@
 """Stores as tables of datafusion-python (``pip install 'loaderx[datafusion]'``).
 
->>> from datafusion import SessionContext                              # doctest: +SKIP
->>> ctx = SessionContext()                                             # doctest: +SKIP
->>> ctx.register_table("train", TableProvider({"image": images, "label": labels}))  # doctest: +SKIP
->>> ctx.sql("SELECT label, count(*) FROM train GROUP BY label").to_arrow_table()   # doctest: +SKIP
+>>> import os, tempfile
+>>> import numpy as np
+>>> import loaderx
+>>> train = os.path.join(tempfile.mkdtemp(), "train")
+>>> images = loaderx.DenseStore.create(os.path.join(train, "image"), np.uint8, (3, 8, 8))
+>>> images.append(np.zeros((12, 3, 8, 8), np.uint8))
+>>> labels = loaderx.DenseStore.create(os.path.join(train, "label"), np.int64, ())
+>>> labels.append(np.arange(12) % 4)
+>>> from datafusion import SessionContext
+>>> from loaderx.datafusion import TableProvider
+>>> ctx = SessionContext()
+>>> ctx.register_table("train", TableProvider({"image": images, "label": labels}))
+>>> q = "SELECT label, count(*) AS n FROM train GROUP BY label ORDER BY label"
+>>> ctx.sql(q).to_arrow_table().to_pydict()
+{'label': [0, 1, 2, 3], 'n': [3, 3, 3, 3]}
+>>> images.close(); labels.close()
 """
 
 from __future__ import annotations

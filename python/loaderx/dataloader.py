@@ -10,10 +10,29 @@ threads; batches come out strictly in step order whatever the thread timing.
 There are no epochs: iterate as long as training runs, and resume bit-exactly
 with ``start_step=loader.state_dict()["step"]``.
 
->>> loader = DataLoader({"image": images, "label": labels}, batch_size=32)  # doctest: +SKIP
->>> batch = next(loader)                                                     # doctest: +SKIP
->>> batch["image"].shape, batch["label"].shape                               # doctest: +SKIP
-((32, 3, 224, 224), (32,))
+>>> import os, tempfile
+>>> import numpy as np
+>>> import loaderx
+>>> train = os.path.join(tempfile.mkdtemp(), "train")
+>>> images = loaderx.DenseStore.create(os.path.join(train, "image"), np.uint8, (3, 8, 8))
+>>> images.append(np.zeros((12, 3, 8, 8), np.uint8))
+>>> labels = loaderx.DenseStore.create(os.path.join(train, "label"), np.int64, ())
+>>> labels.append(np.arange(12) % 4)
+>>> from loaderx.dataloader import DataLoader
+>>> loader = DataLoader({"image": images, "label": labels}, batch_size=4, seed=7)
+>>> batch = next(loader)
+>>> batch["image"].shape, batch["label"].shape
+((4, 3, 8, 8), (4,))
+>>> state = loader.state_dict()
+>>> state["step"]
+1
+>>> following = next(loader)["label"]
+>>> loader.close()
+>>> with DataLoader({"image": images, "label": labels}, batch_size=4, seed=7,
+...                 start_step=state["step"]) as resumed:
+...     bool((next(resumed)["label"] == following).all())
+True
+>>> images.close(); labels.close()
 """
 
 from __future__ import annotations

@@ -1,8 +1,21 @@
 """Tables as pandas DataFrames: :func:`to_pandas`.
 
->>> df = loaderx.pandas.to_pandas(loaderx.open_table("data/train"))  # doctest: +SKIP
->>> df["image"].iloc[0].shape                          # doctest: +SKIP
-(3, 224, 224)
+>>> import os, tempfile
+>>> import numpy as np
+>>> import loaderx
+>>> train = os.path.join(tempfile.mkdtemp(), "train")
+>>> images = loaderx.DenseStore.create(os.path.join(train, "image"), np.uint8, (3, 8, 8))
+>>> images.append(np.zeros((12, 3, 8, 8), np.uint8))
+>>> labels = loaderx.DenseStore.create(os.path.join(train, "label"), np.int64, ())
+>>> labels.append(np.arange(12) % 4)
+>>> images.close(); labels.close()
+>>> import loaderx.pandas
+>>> with loaderx.open_table(train) as table:
+...     df = loaderx.pandas.to_pandas(table)
+>>> list(df.columns), df.index.name, len(df)
+(['image', 'label'], 'record_id', 12)
+>>> df["image"].iloc[0].shape
+(3, 8, 8)
 
 What pandas gets, column by column:
 

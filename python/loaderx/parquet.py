@@ -1,9 +1,24 @@
 """Streaming Parquet export and ingest.
 
->>> loaderx.parquet.export({"image": images, "label": labels}, "train.parquet")   # doctest: +SKIP
->>> pq.read_table("train.parquet").schema.field("image").type                     # doctest: +SKIP
-extension<arrow.fixed_shape_tensor[value_type=uint8, shape=[3,224,224]]>
->>> stores = loaderx.parquet.ingest("train.parquet", "restored")                  # doctest: +SKIP
+>>> import os, tempfile
+>>> import numpy as np
+>>> import loaderx
+>>> train = os.path.join(tempfile.mkdtemp(), "train")
+>>> images = loaderx.DenseStore.create(os.path.join(train, "image"), np.uint8, (3, 8, 8))
+>>> images.append(np.zeros((12, 3, 8, 8), np.uint8))
+>>> labels = loaderx.DenseStore.create(os.path.join(train, "label"), np.int64, ())
+>>> labels.append(np.arange(12) % 4)
+>>> import loaderx.parquet
+>>> import pyarrow.parquet as pq
+>>> out = os.path.join(os.path.dirname(train), "train.parquet")
+>>> rows = loaderx.parquet.export({"image": images, "label": labels}, out)
+>>> pq.read_table(out).schema.field("image").type
+FixedShapeTensorType(extension<arrow.fixed_shape_tensor[value_type=uint8, shape=[3,8,8]]>)
+>>> stores = loaderx.parquet.ingest(out, os.path.join(os.path.dirname(train), "restored"))
+>>> sorted(stores), len(stores["image"])
+(['image', 'label'], 12)
+>>> for s in [images, labels, *stores.values()]:
+...     s.close()
 """
 
 from __future__ import annotations

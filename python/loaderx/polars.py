@@ -1,7 +1,20 @@
 """Tables as lazy polars frames: :func:`scan_table`.
 
->>> lf = loaderx.polars.scan_table("data/train")                          # doctest: +SKIP
->>> lf.filter(pl.col("label") == 3).select("image").collect()             # doctest: +SKIP
+>>> import os, tempfile
+>>> import numpy as np
+>>> import loaderx
+>>> train = os.path.join(tempfile.mkdtemp(), "train")
+>>> images = loaderx.DenseStore.create(os.path.join(train, "image"), np.uint8, (3, 8, 8))
+>>> images.append(np.zeros((12, 3, 8, 8), np.uint8))
+>>> labels = loaderx.DenseStore.create(os.path.join(train, "label"), np.int64, ())
+>>> labels.append(np.arange(12) % 4)
+>>> images.close(); labels.close()
+>>> import polars as pl
+>>> import loaderx.polars
+>>> lf = loaderx.polars.scan_table(train)
+>>> df = lf.filter(pl.col("label") == 3).select("record_id", "image").collect()
+>>> df["record_id"].to_list(), df["image"].dtype
+([3, 7, 11], Array(UInt8, shape=(3, 8, 8)))
 
 The scan is a polars IO plugin (``polars.io.plugins.register_io_source``).
 Column types, known without reading a record:
