@@ -6,7 +6,8 @@ renders a docstring (the rendered site only; the sources are untouched):
 
 * bare ``>>>`` examples, which Markdown reads as prose (``t["x"][[3, 1]]``
   even looks like a reference link): each block, from its first ``>>>``
-  line to the next blank line, is wrapped in a ``pycon`` code fence;
+  line to the next blank line, is wrapped in a ``pycon`` code fence, and
+  its ``# doctest: +SKIP`` flags are dropped;
 * roles such as ``:func:`open_table``` or ``:class:`Corrupted```, which
   become plain code spans.
 """
@@ -17,6 +18,7 @@ import re
 
 import griffe
 
+DOCTEST_FLAG = re.compile(r"\s*#\s*doctest:.*$")
 ROLE = re.compile(r":(?:py:)?(?:func|class|meth|mod|attr|data|exc|obj):`~?([^`]+)`")
 
 
@@ -32,7 +34,7 @@ def fence(text: str) -> str:
             indent = line[: len(line) - len(stripped)]
             block = []
             while i < len(lines) and lines[i].strip():
-                block.append(lines[i])
+                block.append(DOCTEST_FLAG.sub("", lines[i]))
                 i += 1
             out.append(f"{indent}```pycon")
             out.extend(block)
