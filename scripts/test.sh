@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Builds in the dev profile and runs every test: the Rust suites and the Rust
-# examples, then pytest (which also runs every Python example) against the
-# freshly built extension.
+# examples, then pytest (which also runs every Python example and the
+# docstring examples) and the documentation's examples against the freshly
+# built extension.
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 # fault-injection numbers every write for the crash-point sweeps (tests/crash.rs).
 cargo test -p loaderx -p loaderx-datafusion -p loaderx-parquet --features loaderx/fault-injection
 cargo run -q -p loaderx --example quickstart
 cargo run -q -p loaderx --example loader
 maturin develop --quiet
-python -m pytest -q python/tests "$@"
+# The test suite and every docstring example of the package (ray.py's need a
+# Ray cluster and are not collected).
+python -m pytest -q python/tests python/loaderx --doctest-modules \
+    --ignore=python/loaderx/__main__.py --ignore=python/loaderx/ray.py "$@"
+# The Python examples of the README and the documentation pages.
+python scripts/check_docs_examples.py

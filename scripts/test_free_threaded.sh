@@ -14,7 +14,7 @@
 # free-threaded builds do not rebuild PyO3 for each other on every run.
 #
 # Tests that need a package with no wheel for the interpreter are deselected
-# by name below (and listed in the README); every other skip fails the run.
+# by name below (and listed in docs/development.md); every other skip fails the run.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -66,7 +66,7 @@ fi
 maturin develop --quiet --no-default-features --features sql
 
 # Tests that cannot run on the free-threaded interpreter, each with its
-# reason (README "Free-threaded Python" lists the same). Checked 2026-12-01:
+# reason (docs/development.md "Free-threaded suites" lists the same). Checked 2026-12-01:
 # no cp313t or cp314t wheel at any version of polars (its runtime is
 # cp311-abi3 only; polars-runtime-32 has an empty placeholder for 3.14t),
 # ray or zstandard; duckdb has none for 3.13t and only a dev pre-release for

@@ -15,7 +15,7 @@
 #
 # The release cargo target dir is its own (~/.cache/loaderx-target-wheel):
 # zig's C compiler would otherwise rebuild the C dependencies of the dev
-# build in ~/.cache/loaderx-target. Timings: README "Install".
+# build in ~/.cache/loaderx-target. Timings: docs/development.md "Build times".
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
