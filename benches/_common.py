@@ -196,7 +196,7 @@ def check_requirements(backends: Sequence[type[Backend]]) -> None:
             missing.append(f"  {who}: needs Python package '{dist}' (import {mod}): {e}")
     if missing:
         hint = (
-            "peers: pip install -r benches/requirements.txt; loaderx: build it into the "
+            "peers: pip install -r requirements/bench.txt; loaderx: build it into the "
             "venv (maturin develop / pip install .). Use --only to run a subset."
         )
         sys.exit("error: missing packages\n" + "\n".join(missing) + "\n" + hint)

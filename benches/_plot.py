@@ -13,7 +13,7 @@
 
 Titles carry the run's name, the machine (CPU, logical CPUs) and its UTC date,
 all from the payload. matplotlib is an optional bench dependency
-(``pip install -r benches/requirements.txt``); it is imported when a chart is
+(``pip install -r requirements/bench.txt``); it is imported when a chart is
 drawn, with the Agg backend, and text stays text in the SVG (searchable, small).
 """
 
@@ -39,7 +39,7 @@ def _pyplot():
     except ImportError as e:
         raise ImportError(
             "charts need matplotlib, an optional bench dependency: "
-            "pip install -r benches/requirements.txt (or pip install matplotlib)"
+            "pip install -r requirements/bench.txt (or pip install matplotlib)"
         ) from e
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt

@@ -7,7 +7,7 @@
 
 Store results (``bench_dense.py``, ``bench_ragged.py``) and loader results
 (``bench_loader.py``) go into separate charts. The format follows the suffix
-(.svg or .png). Needs matplotlib (``pip install -r benches/requirements.txt``).
+(.svg or .png). Needs matplotlib (``pip install -r requirements/bench.txt``).
 """
 
 from __future__ import annotations

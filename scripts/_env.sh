@@ -11,10 +11,10 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 # Reinstall only when the requirements changed.
 stamp="$VENV/.requirements-dev.sha"
-want="$(sha256sum requirements-dev.txt | cut -d' ' -f1)"
+want="$(sha256sum requirements/dev.txt | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     "$VENV/bin/python" -m pip install -q --upgrade pip
-    "$VENV/bin/python" -m pip install -q -r requirements-dev.txt
+    "$VENV/bin/python" -m pip install -q -r requirements/dev.txt
     echo "$want" > "$stamp"
 fi
 # shellcheck disable=SC1091

@@ -8,7 +8,7 @@
 #
 # The interpreter is built once from Debian's source package and kept in
 # ~/.cache (scripts/_cpython.sh); the virtualenv is .venv-ft (3.13t) or
-# .venv-ft314 (requirements-free-threaded-cp31Xt.txt). 3.13t shares the cargo
+# .venv-ft314 (requirements/free-threaded.txt). 3.13t shares the cargo
 # target dir of scripts/test.sh, so DataFusion & co. are compiled once for
 # both; 3.14t has its own (~/.cache/loaderx-target-cp314t), so that the two
 # free-threaded builds do not rebuild PyO3 for each other on every run.
@@ -32,7 +32,7 @@ esac
 source scripts/_cpython.sh
 cpython_ensure "$FT_VERSION" ft
 VENV="${LOADERX_FT_VENV:-$VENV_DEFAULT}"
-REQ="requirements-free-threaded-$TAG.txt"
+REQ="requirements/free-threaded.txt"
 # A virtualenv of another interpreter (an older build, another version) is remade.
 if [ ! -x "$VENV/bin/python" ] \
     || [ "$("$VENV/bin/python" -c 'import sys; print(sys.base_prefix)' 2>/dev/null)" != "$(dirname "$(dirname "$CPYTHON")")" ]; then

@@ -31,7 +31,7 @@ done
 export CARGO_TARGET_DIR="${LOADERX_WHEEL_TARGET:-$HOME/.cache/loaderx-target-wheel}"
 # A small virtualenv with the build tools only.
 TOOLS="${LOADERX_WHEEL_VENV:-$ROOT/.venv-wheel}"
-REQ=scripts/wheel-requirements.txt
+REQ=requirements/wheel.txt
 if [ ! -x "$TOOLS/bin/python" ]; then
     python3 -m venv "$TOOLS"
 fi

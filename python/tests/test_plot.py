@@ -145,7 +145,7 @@ def test_bad_inputs(plotting, tmp_path):
 
 def test_missing_matplotlib_names_the_extra(plotting, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(ImportError, match="benches/requirements.txt"):
+    with pytest.raises(ImportError, match="requirements/bench.txt"):
         plotting.plot(GATHER, tmp_path / "gather.svg")
     with pytest.raises(ImportError, match="matplotlib"):
         plotting.check_target(tmp_path / "gather.svg")
