@@ -16,6 +16,9 @@ Modules:
   projection, predicate and head pushdown.
 * :mod:`loaderx.pandas` — ``to_pandas``: a table as a pandas DataFrame,
   tensor columns as object columns of exact-shape ndarrays.
+* :mod:`loaderx.ray` — Ray Data: ``read_table`` and ``write_table``.
+* :mod:`loaderx.table` — :func:`loaderx.open_table` and the sharded-table
+  writers below.
 * :func:`loaderx.open_table` — a table (plain: a directory of equal-length
   stores; sharded: plain tables joined by a manifest) as a read-only
   ``Mapping`` of column name to stream; :func:`loaderx.new_shard` and

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from . import _native
 from ._streams import check_table, require_pyarrow, require_sql
+from ._typing import Streams
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["sql"]
 
@@ -19,7 +24,7 @@ def _tables(tables: Mapping[str, Mapping], index_column: str | None):
     return specs
 
 
-def sql(query: str, **tables: Mapping):
+def sql(query: str, **tables: Streams) -> pa.Table:
     """Runs a SQL query over stores and returns a ``pyarrow.Table``.
 
     Each keyword names a table: a dict of equal-length streams (open
@@ -42,7 +47,8 @@ def sql(query: str, **tables: Mapping):
     ...                 train=streams)
     >>> t.to_pydict()
     {'label': [0, 1, 2, 3], 'n': [3, 3, 3, 3]}
-    >>> ids = loaderx.sql("SELECT record_id FROM train WHERE label = 3", train=streams)["record_id"]
+    >>> q = "SELECT record_id FROM train WHERE label = 3 ORDER BY record_id"
+    >>> ids = loaderx.sql(q, train=streams)["record_id"]
     >>> ids.to_pylist()
     [3, 7, 11]
     >>> from loaderx.dataloader import DataLoader

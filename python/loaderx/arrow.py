@@ -23,7 +23,7 @@ nothing but an object with the Arrow PyCapsule interface.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from . import _native
 from ._streams import (
@@ -35,12 +35,18 @@ from ._streams import (
     drain_streams,
     require_pyarrow,
 )
+from ._typing import ArrowSource, PathLike, Streams
 from .table import open_columns
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from .zrecord import DenseStore, RaggedStore
 
 __all__ = ["table", "ingest"]
 
 
-def table(streams: Mapping, index_column: str | None = "record_id"):
+def table(streams: Streams, index_column: str | None = "record_id") -> pa.RecordBatchReader:
     """A lazy ``pyarrow.RecordBatchReader`` over equal-length streams.
 
     One column per stream in dict order, preceded by a UInt64 index column
@@ -70,7 +76,9 @@ def table(streams: Mapping, index_column: str | None = "record_id"):
     return batch_reader(pa, reader)
 
 
-def ingest(source, root, codec: str = "zstd", dict_bytes: bytes | None = None) -> dict:
+def ingest(
+    source: ArrowSource, root: PathLike, codec: str = "zstd", dict_bytes: bytes | None = None
+) -> dict[str, DenseStore | RaggedStore]:
     """Writes every column of ``source`` into its own new store under
     ``root/<column>`` and returns ``{column: store}``, opened.
 

@@ -20,10 +20,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from . import _native
 from ._streams import check_index_column, drain_streams, require_sql
+from ._typing import Streams
 
 __all__ = ["TableProvider"]
 
@@ -37,7 +36,7 @@ class TableProvider:
     same pushdowns as :func:`loaderx.sql` apply.
     """
 
-    def __init__(self, streams: Mapping, index_column: str | None = "record_id"):
+    def __init__(self, streams: Streams, index_column: str | None = "record_id") -> None:
         require_sql()
         natives, names = drain_streams(streams)
         check_index_column(index_column, names)

@@ -43,11 +43,12 @@ from collections.abc import Mapping
 from typing import Any, Callable
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _native
 from ._streams import check_streams, require_pyarrow
 from .zrecord import DenseStore, RaggedStore
-from .zsampler import _as_int, _as_mode
+from .zsampler import Mode, _as_int, _as_mode
 
 __all__ = ["DataLoader"]
 
@@ -130,10 +131,10 @@ class DataLoader:
         streams: Mapping[str, DenseStore | RaggedStore],
         batch_size: int = 256,
         transform: Callable[[Any], Any] | None = None,
-        mode="cyclic",
+        mode: str | Mode = "cyclic",
         seed: int = 0,
         start_step: int = 0,
-        indices=None,
+        indices: npt.ArrayLike | None = None,
         prefetch: int = 4,
         workers: int = 4,
         output: str = "numpy",
@@ -141,7 +142,7 @@ class DataLoader:
         rank: int = 0,
         world_size: int = 1,
         raw: bool = False,
-    ):
+    ) -> None:
         self._closed = True  # until fully constructed
         check_streams(streams)
         lengths = {name: len(store) for name, store in streams.items()}
@@ -276,10 +277,10 @@ class DataLoader:
 
     # -- public API --------------------------------------------------------
 
-    def __iter__(self):
+    def __iter__(self) -> DataLoader:
         return self
 
-    def __next__(self):
+    def __next__(self) -> Any:
         if self._closed:
             raise ValueError("DataLoader is closed")
         self._check_process()
@@ -335,7 +336,7 @@ class DataLoader:
         self._threads = []
         self._results.clear()
 
-    def __enter__(self):
+    def __enter__(self) -> DataLoader:
         return self
 
     def __exit__(self, *exc) -> None:

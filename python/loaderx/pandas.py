@@ -33,11 +33,16 @@ row number. Everything is read into memory.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ._streams import drain_streams
+from ._typing import Streams
+
+if TYPE_CHECKING:
+    import pandas
 
 __all__ = ["to_pandas"]
 
@@ -79,7 +84,12 @@ def _column(store):
     return data
 
 
-def to_pandas(table, *, columns=None, index_column: str | None = "record_id"):
+def to_pandas(
+    table: Streams,
+    *,
+    columns: Sequence[str] | None = None,
+    index_column: str | None = "record_id",
+) -> pandas.DataFrame:
     """A ``pandas.DataFrame`` of a table's rows.
 
     ``table`` is an open :class:`loaderx.Table` or a dict of equal-length

@@ -25,19 +25,22 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Mapping
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from . import _native
 from ._streams import check_codec, check_index_column, check_path, drain_streams
+from ._typing import PathLike, Streams
 from .table import open_columns
+
+if TYPE_CHECKING:
+    from .zrecord import DenseStore, RaggedStore
 
 __all__ = ["export", "ingest"]
 
 
 def export(
-    streams: Mapping,
-    path,
+    streams: Streams,
+    path: PathLike,
     index_column: str | None = None,
     *,
     row_group_bytes: int | None = None,
@@ -59,8 +62,13 @@ def export(
 
 
 def ingest(
-    path, root, codec: str = "zstd", dict_bytes: bytes | None = None, *, progress=None
-) -> dict:
+    path: PathLike,
+    root: PathLike,
+    codec: str = "zstd",
+    dict_bytes: bytes | None = None,
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, DenseStore | RaggedStore]:
     """Streams a Parquet file into one new store per column under
     ``root/<column>`` and returns ``{column: store}``, opened. An Arrow IPC
     file or stream (``.arrow``, ``.feather`` v2, ``.arrows``) is read the

@@ -12,7 +12,7 @@
 >>> import polars as pl
 >>> import loaderx.polars
 >>> lf = loaderx.polars.scan_table(train)
->>> df = lf.filter(pl.col("label") == 3).select("record_id", "image").collect()
+>>> df = lf.filter(pl.col("label") == 3).select("record_id", "image").collect().sort("record_id")
 >>> df["record_id"].to_list(), df["image"].dtype
 ([3, 7, 11], Array(UInt8, shape=(3, 8, 8)))
 
@@ -43,10 +43,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ._streams import BATCH_BYTES, check_index_column, check_path, drain_streams, require_pyarrow
+from ._typing import PathLike, Streams
+
+if TYPE_CHECKING:
+    import polars
 
 __all__ = ["scan_table"]
 
@@ -144,13 +149,13 @@ def _schema(pl, columns: dict, index_column: str | None) -> dict:
 
 
 def scan_table(
-    path_or_table,
+    path_or_table: PathLike | Streams,
     *,
     batch_rows: int | None = None,
     index_column: str | None = "record_id",
     ragged: str = "list",
     pushdown: bool = True,
-):
+) -> polars.LazyFrame:
     """A ``polars.LazyFrame`` over a table, read as it is collected.
 
     ``path_or_table`` is a table directory (plain or sharded; opened

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from . import _native
@@ -42,7 +44,9 @@ def _sample_iterable(records, budget: int):
     return b"".join(x.tobytes() for _, x in kept), [x.nbytes for _, x in kept]
 
 
-def train_dict(source, tier: str = "balanced") -> bytes:
+def train_dict(
+    source: np.ndarray | Iterable[np.ndarray] | DenseStore | RaggedStore, tier: str = "balanced"
+) -> bytes:
     """Trains a zstd dictionary for ``codec="zstd_dict"`` stores.
 
     ``source`` is an ndarray (records along axis 0), an iterable of arrays or

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -43,6 +43,12 @@ from ._streams import (
     chunked_array,
     require_pyarrow,
 )
+from ._typing import ArrowSource, DTypeLike, Key, PathLike, Shape
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+_S = TypeVar("_S", bound="_Store")
 
 __all__ = ["DenseStore", "RaggedStore", "DICT_TIERS", "DictTier", "StoreBusy", "Corrupted"]
 
@@ -101,7 +107,7 @@ class _Store(StoreBase):
     # -- lifecycle ---------------------------------------------------------
 
     @classmethod
-    def open(cls, path, readonly: bool = False):
+    def open(cls: type[_S], path: PathLike, readonly: bool = False) -> _S:
         """Opens an existing store of this kind.
 
         By default the handle reads and writes, and holds the store alone: it
@@ -205,7 +211,7 @@ class _Store(StoreBase):
 
     # -- reads -------------------------------------------------------------
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Key) -> Any:
         native = self._drain()
         index, scalar = normalize(key, lambda: len(native))
         if scalar:
@@ -217,7 +223,7 @@ class _Store(StoreBase):
 
     # -- maintenance -------------------------------------------------------
 
-    def delete(self, key) -> None:
+    def delete(self, key: Key) -> None:
         """Deletes records (any key form). The last record moves into each
         hole, so the index space stays ``0..len``; indices of moved records
         change. Duplicates delete once."""
@@ -229,7 +235,7 @@ class _Store(StoreBase):
         if len(index):
             native.delete(index)
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, int]:
         """``{'records', 'live_bytes', 'data_bytes', 'reclaimable'}``."""
         return self._drain().stats()
 
@@ -263,7 +269,7 @@ class _Store(StoreBase):
         native = self._drain()
         return _native.arrow_stream(native, self._field_name, requested_schema, BATCH_BYTES)
 
-    def to_arrow(self, key=None):
+    def to_arrow(self, key: Key | None = None) -> pa.ChunkedArray | pa.Array:
         """The records as Arrow: a ``pyarrow.ChunkedArray`` of the whole store
         (``key=None``) or a ``pyarrow.Array`` of the selected records (a key of
         any indexing form; an int gives a length-1 array)."""
@@ -301,7 +307,13 @@ class DenseStore(_Store):
 
     @classmethod
     def create(
-        cls, path, dtype, item_shape, codec: str = "zstd", dict_bytes=None, checksum: bool = False
+        cls,
+        path: PathLike,
+        dtype: DTypeLike,
+        item_shape: Shape,
+        codec: str = "zstd",
+        dict_bytes: bytes | None = None,
+        checksum: bool = False,
     ) -> DenseStore:
         """Creates an empty dense store at ``path`` (parents are created).
 
@@ -327,7 +339,7 @@ class DenseStore(_Store):
         return cls(_native.Store.create(path, dt.str, list(shape), codec, blob, checksum), path)
 
     @property
-    def item_shape(self) -> tuple:
+    def item_shape(self) -> tuple[int, ...]:
         """The shape of every record."""
         return self._live().item_shape
 
@@ -335,7 +347,7 @@ class DenseStore(_Store):
         record = native.get(index)
         return record[()] if record is not None and record.ndim == 0 else record
 
-    def append(self, data) -> None:
+    def append(self, data: np.ndarray | ArrowSource) -> None:
         """Appends the records of ``data``, an array of shape
         ``(n, *item_shape)`` and exactly the store's dtype.
 
@@ -407,7 +419,12 @@ class RaggedStore(_Store):
 
     @classmethod
     def create(
-        cls, path, dtype, codec: str = "zstd", dict_bytes=None, checksum: bool = False
+        cls,
+        path: PathLike,
+        dtype: DTypeLike,
+        codec: str = "zstd",
+        dict_bytes: bytes | None = None,
+        checksum: bool = False,
     ) -> RaggedStore:
         """Creates an empty ragged store at ``path`` (parents are created);
         ``codec``, ``dict_bytes`` and ``checksum`` as in :meth:`DenseStore.create`."""
@@ -422,7 +439,9 @@ class RaggedStore(_Store):
         native.drain_writes()
         return native
 
-    def to_arrow(self, key=None, variable_shape_tensor: bool = False):
+    def to_arrow(
+        self, key: Key | None = None, variable_shape_tensor: bool = False
+    ) -> pa.ChunkedArray | pa.Array:
         """Like :meth:`DenseStore.to_arrow`; with ``variable_shape_tensor=True``
         (and a key) the records come as the canonical
         ``arrow.variable_shape_tensor``, which needs every selected record to
@@ -438,7 +457,7 @@ class RaggedStore(_Store):
             index = np.array([index], dtype=np.int64)
         return pa.array(_native.arrow_gather(native, index, self._field_name, True))
 
-    def append(self, records: Iterable[Any]) -> None:
+    def append(self, records: Iterable[np.ndarray] | ArrowSource) -> None:
         """Appends records from any iterable of arrays of the store's dtype.
 
         Each record must be nonempty; its shape is kept exactly (0-d

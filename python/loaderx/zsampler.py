@@ -80,7 +80,7 @@ class Sampler:
 
     Mode = Mode
 
-    def __init__(self, n: int, batch_size: int, mode, seed: int = 0):
+    def __init__(self, n: int, batch_size: int, mode: Mode | str, seed: int = 0) -> None:
         n = _as_int("n", n, 1, _MAX_N)
         batch_size = _as_int("batch_size", batch_size, 1, 1 << 40)
         mode = _as_mode(mode)
