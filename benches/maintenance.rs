@@ -11,6 +11,7 @@
 
 use std::time::Instant;
 
+use loaderx::Records;
 use loaderx::{Codec, DType, Schema, Store};
 
 fn records(n: usize, width: usize, seed: u64) -> Vec<u8> {

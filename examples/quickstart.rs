@@ -5,6 +5,7 @@
 
 use loaderx::ragged::Packed;
 use loaderx::sampler::{Mode, Sampler};
+use loaderx::Records;
 use loaderx::{Codec, DType, Schema, Store};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -1,11 +1,15 @@
-//! Borrowing records for the length of one call.
+//! Readable records: the one trait every reader of records implements.
 //!
-//! Readers that outlive the caller's borrow (the [`crate::loader`]'s
-//! producer threads, Arrow table and column readers, the SQL and Parquet
-//! connectors) hold something that lends [`Records`] on demand rather than
-//! the records themselves: a plain `&Store` or `Arc<Store>`, a
-//! [`Concat`] (a sharded table's column), or a binding's handle that takes
-//! its own lock (and refuses a closed store) around each call.
+//! [`Records`] is what gathers, Arrow views, the loader, dictionary
+//! training and the connectors read: a [`Store`], a [`Concat`] of read-only
+//! stores (a sharded table's column) or a [`Typed`] view of either (text,
+//! binary, nullable columns). Each implements it once.
+//!
+//! Readers that outlive the caller's borrow (the loader's producer threads,
+//! Arrow table and column readers, the SQL and Parquet connectors) hold a
+//! [`StoreAccess`]: something that lends [`Records`] for the length of one
+//! call (a plain `&Store` or `Arc<Store>`, or a binding's handle that takes
+//! its own lock, and refuses a closed store, around each call).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,19 +17,20 @@ use std::sync::Arc;
 use crate::buffer::Buffer;
 use crate::codec::Codec;
 use crate::concat::Concat;
-use crate::error::{Kind, Result};
-use crate::schema::{Logical, Schema};
+use crate::error::{Error, Kind, Result};
+use crate::gather;
+use crate::schema::{DType, Logical, Schema};
 use crate::store::{RaggedBatch, ReadCounters, Stats, Store};
 
-/// The indices of one gather: unsigned, or signed (negative ones fail with
-/// `IndexOutOfRange`, as the bindings pass them).
+/// The indices of one gather as a caller holds them: unsigned, or signed
+/// (as the bindings pass them; a negative one is out of range).
 #[derive(Clone, Copy, Debug)]
 pub enum Indices<'a> {
     U64(&'a [u64]),
     I64(&'a [i64]),
 }
 
-impl Indices<'_> {
+impl<'a> Indices<'a> {
     pub fn len(&self) -> usize {
         match self {
             Indices::U64(v) => v.len(),
@@ -35,6 +40,29 @@ impl Indices<'_> {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The indices as the `u64`s a gather takes, without a copy. Signed
+    /// indices are checked here: the first one outside `0..len` (a
+    /// negative one included) fails with [`Error::IndexOutOfRange`].
+    /// Unsigned ones pass as they are; the gather checks them.
+    pub fn resolve(self, len: u64) -> Result<&'a [u64]> {
+        match self {
+            Indices::U64(v) => Ok(v),
+            Indices::I64(v) => {
+                if let Some(&bad) = v.iter().find(|&&i| i < 0 || i as u64 >= len) {
+                    return Err(Error::IndexOutOfRange {
+                        index: bad as i128,
+                        len,
+                    });
+                }
+                // SAFETY: i64 and u64 have the same size and alignment and
+                // every bit pattern is valid for both; every value is
+                // non-negative (checked above), so it reads as the same
+                // number. The slice keeps `v`'s lifetime.
+                Ok(unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u64>(), v.len()) })
+            }
+        }
     }
 }
 
@@ -74,18 +102,12 @@ impl<'a, const N: usize> From<&'a [i64; N]> for Indices<'a> {
     }
 }
 
-/// Calls `$f` with the indices as a typed slice.
-macro_rules! with_indices {
-    ($idx:expr, |$v:ident| $body:expr) => {
-        match $idx {
-            Indices::U64($v) => $body,
-            Indices::I64($v) => $body,
-        }
-    };
-}
-
-/// What every reader needs of a sequence of records: a [`Store`] or a
-/// [`Concat`] of stores.
+/// A sequence of records that can be read: a [`Store`], a [`Concat`] of
+/// stores, or a [`Typed`] view of either.
+///
+/// Gathers take any indices in `0..len`, in any order, duplicates allowed;
+/// the first index outside fails with [`Error::IndexOutOfRange`] (signed
+/// indices go through [`Indices::resolve`] first).
 pub trait Records: Send + Sync {
     /// What errors and Arrow fields name: a store's directory, or a
     /// sharded column's path.
@@ -94,26 +116,45 @@ pub trait Records: Send + Sync {
     fn kind(&self) -> Kind {
         self.schema().kind()
     }
+    /// The codec (of a concatenation: its first part's; each part decodes
+    /// its own).
     fn codec(&self) -> Codec;
     fn len(&self) -> u64;
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// Logical bytes of record `i`, `None` past the end.
+    /// Logical bytes of record `i` (dense: the record; ragged: prefix and
+    /// payload), `None` past the end.
     fn logical_len(&self, i: u64) -> Option<usize>;
+    /// Space accounting (summed over a concatenation's parts).
     fn stats(&self) -> Stats;
+    /// Records and logical bytes gathered through this reader so far.
     fn read_counters(&self) -> ReadCounters;
     /// Whether writes are refused ([`Concat`]s always refuse them).
     fn is_readonly(&self) -> bool;
     /// Whether new zstd frames carry a content checksum.
     fn checksum(&self) -> bool;
-    /// See [`Store::gather_dense_into`].
-    fn gather_dense_into(&self, idx: Indices<'_>, dst: &mut [u8]) -> Result<()>;
-    /// See [`Store::gather_dense`].
-    fn gather_dense(&self, idx: Indices<'_>) -> Result<Buffer>;
-    /// See [`Store::gather_ragged`].
-    fn gather_ragged(&self, idx: Indices<'_>) -> Result<RaggedBatch>;
-    /// See [`Store::read_record`].
+    /// Gathers dense records `idx` into `dst`, which must hold exactly
+    /// `idx.len()` records; each decodes straight into its place.
+    fn gather_dense_into(&self, idx: &[u64], dst: &mut [u8]) -> Result<()>;
+    /// Gathers dense records into a new buffer.
+    fn gather_dense(&self, idx: &[u64]) -> Result<Buffer> {
+        let width = gather::dense_width(self.path(), self.schema())?;
+        let mut buf = idx
+            .len()
+            .checked_mul(width)
+            .and_then(Buffer::try_new)
+            .ok_or_else(|| Error::OutOfMemory {
+                bytes: (idx.len() as u64).saturating_mul(width as u64),
+                what: format!("a gather of {} records", idx.len()),
+            })?;
+        self.gather_dense_into(idx, buf.as_mut_slice())?;
+        Ok(buf)
+    }
+    /// Gathers ragged records `idx` into one buffer of 8-byte aligned
+    /// records.
+    fn gather_ragged(&self, idx: &[u64]) -> Result<RaggedBatch>;
+    /// The logical bytes of one record.
     fn read_record(&self, i: u64) -> Result<Vec<u8>>;
     /// How a table presents the records ([`Logical::Tensor`] for a bare
     /// store; see [`Typed`]).
@@ -128,7 +169,8 @@ pub trait Records: Send + Sync {
 }
 
 /// Records presented as a table's logical type (text or binary values of a
-/// ragged `uint8` store): everything else is the inner records'.
+/// ragged `uint8` store), optionally with a validity stream: everything
+/// else is the inner records'.
 pub struct Typed<'a> {
     records: &'a dyn Records,
     logical: Logical,
@@ -157,8 +199,7 @@ impl<'a> Typed<'a> {
 
 /// Checks that `validity` is a validity stream for `records`.
 pub fn check_validity(records: &dyn Records, validity: &dyn Records) -> Result<()> {
-    use crate::error::Error;
-    let want = Schema::dense(crate::schema::DType::Bool, &[])?;
+    let want = Schema::dense(DType::Bool, &[])?;
     if *validity.schema() != want {
         return Err(Error::corrupted(
             validity.path(),
@@ -210,13 +251,13 @@ impl Records for Typed<'_> {
     fn checksum(&self) -> bool {
         self.records.checksum()
     }
-    fn gather_dense_into(&self, idx: Indices<'_>, dst: &mut [u8]) -> Result<()> {
+    fn gather_dense_into(&self, idx: &[u64], dst: &mut [u8]) -> Result<()> {
         self.records.gather_dense_into(idx, dst)
     }
-    fn gather_dense(&self, idx: Indices<'_>) -> Result<Buffer> {
+    fn gather_dense(&self, idx: &[u64]) -> Result<Buffer> {
         self.records.gather_dense(idx)
     }
-    fn gather_ragged(&self, idx: Indices<'_>) -> Result<RaggedBatch> {
+    fn gather_ragged(&self, idx: &[u64]) -> Result<RaggedBatch> {
         self.records.gather_ragged(idx)
     }
     fn read_record(&self, i: u64) -> Result<Vec<u8>> {
@@ -230,120 +271,9 @@ impl Records for Typed<'_> {
     }
 }
 
-/// A [`StoreAccess`] whose records a table presents as `logical`.
-pub struct TypedAccess<S> {
-    inner: S,
-    logical: Logical,
-}
-
-impl<S: StoreAccess> TypedAccess<S> {
-    /// Fails when the records cannot hold `logical`.
-    pub fn new(inner: S, logical: Logical) -> Result<TypedAccess<S>> {
-        inner.with(|r| logical.check(r.schema()))?;
-        Ok(TypedAccess { inner, logical })
-    }
-}
-
-impl<S: StoreAccess> StoreAccess for TypedAccess<S> {
-    fn with<T>(&self, f: impl FnOnce(&dyn Records) -> Result<T>) -> Result<T> {
-        let logical = self.logical;
-        self.inner.with(|r| {
-            f(&Typed {
-                records: r,
-                logical,
-                validity: None,
-            })
-        })
-    }
-}
-
-impl Records for Store {
-    fn path(&self) -> &Path {
-        Store::path(self)
-    }
-    fn schema(&self) -> &Schema {
-        Store::schema(self)
-    }
-    fn codec(&self) -> Codec {
-        Store::codec(self)
-    }
-    fn len(&self) -> u64 {
-        Store::len(self)
-    }
-    fn logical_len(&self, i: u64) -> Option<usize> {
-        Store::logical_len(self, i)
-    }
-    fn stats(&self) -> Stats {
-        Store::stats(self)
-    }
-    fn read_counters(&self) -> ReadCounters {
-        Store::read_counters(self)
-    }
-    fn is_readonly(&self) -> bool {
-        Store::is_readonly(self)
-    }
-    fn checksum(&self) -> bool {
-        Store::checksum(self)
-    }
-    fn gather_dense_into(&self, idx: Indices<'_>, dst: &mut [u8]) -> Result<()> {
-        with_indices!(idx, |v| Store::gather_dense_into(self, v, dst))
-    }
-    fn gather_dense(&self, idx: Indices<'_>) -> Result<Buffer> {
-        with_indices!(idx, |v| Store::gather_dense(self, v))
-    }
-    fn gather_ragged(&self, idx: Indices<'_>) -> Result<RaggedBatch> {
-        with_indices!(idx, |v| Store::gather_ragged(self, v))
-    }
-    fn read_record(&self, i: u64) -> Result<Vec<u8>> {
-        Store::read_record(self, i)
-    }
-}
-
-impl Records for Concat {
-    fn path(&self) -> &Path {
-        Concat::path(self)
-    }
-    fn schema(&self) -> &Schema {
-        Concat::schema(self)
-    }
-    fn codec(&self) -> Codec {
-        Concat::codec(self)
-    }
-    fn len(&self) -> u64 {
-        Concat::len(self)
-    }
-    fn logical_len(&self, i: u64) -> Option<usize> {
-        Concat::logical_len(self, i)
-    }
-    fn stats(&self) -> Stats {
-        Concat::stats(self)
-    }
-    fn read_counters(&self) -> ReadCounters {
-        Concat::read_counters(self)
-    }
-    fn is_readonly(&self) -> bool {
-        true
-    }
-    fn checksum(&self) -> bool {
-        self.parts().iter().all(Store::checksum)
-    }
-    fn gather_dense_into(&self, idx: Indices<'_>, dst: &mut [u8]) -> Result<()> {
-        with_indices!(idx, |v| Concat::gather_dense_into(self, v, dst))
-    }
-    fn gather_dense(&self, idx: Indices<'_>) -> Result<Buffer> {
-        with_indices!(idx, |v| Concat::gather_dense(self, v))
-    }
-    fn gather_ragged(&self, idx: Indices<'_>) -> Result<RaggedBatch> {
-        with_indices!(idx, |v| Concat::gather_ragged(self, v))
-    }
-    fn read_record(&self, i: u64) -> Result<Vec<u8>> {
-        Concat::read_record(self, i)
-    }
-}
-
-/// Something that lends [`Records`] for a moment: `&Store`, `Arc<Store>`,
-/// `&Concat`, `Arc<Concat>`, or a binding's handle. Lets readers outlive the
-/// caller's borrow.
+/// Something that lends [`Records`] for the length of one call: `&Store`,
+/// `&Concat`, an `Arc` of any records, or a binding's handle (which takes
+/// its lock around the call). Lets readers outlive the caller's borrow.
 pub trait StoreAccess: Send + Sync {
     fn with<T>(&self, f: impl FnOnce(&dyn Records) -> Result<T>) -> Result<T>;
 }
@@ -354,19 +284,13 @@ impl StoreAccess for &Store {
     }
 }
 
-impl StoreAccess for Arc<Store> {
-    fn with<T>(&self, f: impl FnOnce(&dyn Records) -> Result<T>) -> Result<T> {
-        f(&**self)
-    }
-}
-
 impl StoreAccess for &Concat {
     fn with<T>(&self, f: impl FnOnce(&dyn Records) -> Result<T>) -> Result<T> {
         f(*self)
     }
 }
 
-impl StoreAccess for Arc<Concat> {
+impl<R: Records> StoreAccess for Arc<R> {
     fn with<T>(&self, f: impl FnOnce(&dyn Records) -> Result<T>) -> Result<T> {
         f(&**self)
     }

@@ -117,7 +117,7 @@ pub fn field_of(records: &dyn Records, name: &str) -> Field {
 }
 
 /// The validity of `records` at `idx` (None without a validity stream).
-pub fn gather_nulls(records: &dyn Records, idx: Indices<'_>) -> Result<Option<NullBuffer>> {
+pub fn gather_nulls(records: &dyn Records, idx: &[u64]) -> Result<Option<NullBuffer>> {
     let Some(v) = records.validity() else {
         return Ok(None);
     };
@@ -217,7 +217,7 @@ fn to_i32(v: usize, what: &str) -> Result<i32> {
 
 /// Gathers records `idx` of `store` as one Arrow array of [`field_for`]'s type.
 pub fn gather_array<'i>(store: &dyn Records, idx: impl Into<Indices<'i>>) -> Result<ArrayRef> {
-    let idx = idx.into();
+    let idx = idx.into().resolve(store.len())?;
     let array = gather_values(store, idx)?;
     match gather_nulls(store, idx)? {
         Some(nulls) if nulls.null_count() > 0 => {
@@ -234,7 +234,7 @@ pub fn gather_array<'i>(store: &dyn Records, idx: impl Into<Indices<'i>>) -> Res
 }
 
 /// [`gather_array`] without the nulls.
-fn gather_values(store: &dyn Records, idx: Indices<'_>) -> Result<ArrayRef> {
+fn gather_values(store: &dyn Records, idx: &[u64]) -> Result<ArrayRef> {
     if store.logical().is_bytes() {
         return gather_bytes_array(store, idx);
     }
@@ -286,12 +286,12 @@ pub fn gather_variable_shape_tensor<'i>(
     idx: impl Into<Indices<'i>>,
     name: &str,
 ) -> Result<(ArrayRef, Field)> {
-    let idx = idx.into();
     if store.kind() != Kind::Ragged {
         return Err(Error::InvalidValue(
             "variable_shape_tensor is for ragged stores".into(),
         ));
     }
+    let idx = idx.into().resolve(store.len())?;
     let dtype = store.schema().dtype;
     let (data, shapes, ndims) = gather_ragged_parts(store, idx)?;
     let ndim = ndims.first().copied().unwrap_or(1);
@@ -337,7 +337,7 @@ fn pack_down(mut buffer: crate::Buffer, moves: &[(usize, usize)]) -> crate::Buff
 
 /// Gathers the values of a text or binary column as one Utf8 / Binary
 /// array, laying the values end to end in the gathered buffer itself.
-fn gather_bytes_array(store: &dyn Records, idx: Indices<'_>) -> Result<ArrayRef> {
+fn gather_bytes_array(store: &dyn Records, idx: &[u64]) -> Result<ArrayRef> {
     let logical = store.logical();
     let batch = store.gather_ragged(idx)?;
     let mut offsets = Vec::with_capacity(batch.len() + 1);
@@ -449,7 +449,7 @@ pub fn logical_of(data_type: &DataType) -> Logical {
 /// array, every record's dims (flattened, as i32) and each record's ndim.
 fn gather_ragged_parts(
     store: &dyn Records,
-    idx: Indices<'_>,
+    idx: &[u64],
 ) -> Result<(ArrayRef, Vec<i32>, Vec<usize>)> {
     let dtype = store.schema().dtype;
     let itemsize = dtype.itemsize();

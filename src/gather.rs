@@ -2,18 +2,22 @@
 //! of stores (a sharded table's column, [`crate::concat::Concat`]).
 //!
 //! A gather resolves each index to the store that holds it and the index
-//! there ([`Parts::part`]), then decodes straight into its place in the
+//! there (`locate`), then decodes straight into its place in the
 //! output: one pass, no intermediate buffer. A batch larger than one chunk
 //! is cut into contiguous chunks of the output that the calling thread and
 //! the executor's workers claim one at a time as they come free
 //! ([`executor::for_each_chunk`]), so fan-out never makes a gather wait.
 
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::access::Records;
 use crate::buffer::Buffer;
 use crate::error::{Error, Result};
 use crate::executor::{self, FanOut, Work};
 use crate::ragged;
 use crate::schema::Schema;
-use crate::store::{self, RaggedBatch, RecordIndex, Store};
+use crate::store::{self, RaggedBatch, ReadCounters, Store};
 
 /// Output bytes per chunk of a raw gather: the unit that threads claim one
 /// at a time (see [`executor::for_each_chunk`]). Large enough that claiming
@@ -24,36 +28,54 @@ const CHUNK_BYTES_RAW: usize = 64 << 10;
 /// times a copy per byte, and small frames cost more per byte still).
 const CHUNK_BYTES_CODED: usize = 16 << 10;
 
-/// What a gather reads from: one store, or stores end to end.
-pub(crate) trait Parts: Sync {
+/// What one gather reads: the records' schema and count, where each
+/// record lives, and the counters it adds to. A [`Store`] and a
+/// [`crate::concat::Concat`] each build one per call; `locate` is a
+/// closure, so the per-record lookup is inlined (no dynamic call).
+pub(crate) struct Source<'a, L> {
     /// The records' schema (every part shares it).
-    fn schema(&self) -> &Schema;
+    pub schema: &'a Schema,
     /// Total number of records.
-    fn len(&self) -> u64;
-    /// The store holding record `i` (`i < len`) and its index there.
-    fn part(&self, i: u64) -> (&Store, u64);
+    pub len: u64,
     /// Whether any part decodes (not raw).
-    fn coded(&self) -> bool;
+    pub coded: bool,
     /// What the error of a wrong-kind gather names.
-    fn describe(&self) -> String;
-    /// Adds to the read counters.
-    fn count_read(&self, records: usize, bytes: usize);
+    pub path: &'a Path,
+    pub counters: &'a Counters,
+    /// The store holding record `i < len` and its index there.
+    pub locate: L,
+}
+
+/// Records and logical bytes gathered through one reader.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    records: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn add(&self, records: usize, bytes: usize) {
+        self.records.fetch_add(records as u64, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> ReadCounters {
+        ReadCounters {
+            records: self.records.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// Fails with `IndexOutOfRange` on the first index outside `0..len`.
-pub(crate) fn check_indices<I: RecordIndex>(idx: &[I], len: u64) -> Result<()> {
-    for &i in idx {
-        match i.to_u64() {
-            Some(u) if u < len => {}
-            _ => {
-                return Err(Error::IndexOutOfRange {
-                    index: i.as_i128(),
-                    len,
-                })
-            }
-        }
+pub(crate) fn check_indices(idx: &[u64], len: u64) -> Result<()> {
+    match idx.iter().find(|&&i| i >= len) {
+        Some(&i) => Err(Error::IndexOutOfRange {
+            index: i as i128,
+            len,
+        }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Records per chunk for a gather of `records` records and `bytes` bytes:
@@ -69,8 +91,8 @@ fn chunk_records(coded: bool, records: usize, bytes: usize) -> usize {
     target.div_ceil(per_record).clamp(1, records.max(1))
 }
 
-fn work_of<P: Parts + ?Sized>(parts: &P) -> Work {
-    if parts.coded() {
+fn work_of<L>(src: &Source<'_, L>) -> Work {
+    if src.coded {
         Work::Decode
     } else {
         Work::Copy
@@ -100,27 +122,23 @@ impl<T> Slots<T> {
     }
 }
 
-fn dense_width<P: Parts + ?Sized>(parts: &P) -> Result<usize> {
-    parts
-        .schema()
-        .record_width()
-        .map(|w| w as usize)
-        .ok_or_else(|| {
-            Error::InvalidValue(format!(
-                "{} is a ragged store, not a dense store",
-                parts.describe()
-            ))
-        })
+/// Bytes per record of dense records at `path`; fails for ragged ones.
+pub(crate) fn dense_width(path: &Path, schema: &Schema) -> Result<usize> {
+    schema.record_width().map(|w| w as usize).ok_or_else(|| {
+        Error::InvalidValue(format!(
+            "{} is a ragged store, not a dense store",
+            path.display()
+        ))
+    })
 }
 
 /// Gathers dense records `idx` (any order, duplicates allowed) into `dst`,
 /// which must hold exactly `idx.len()` records.
-pub(crate) fn dense_into<P: Parts + ?Sized, I: RecordIndex>(
-    parts: &P,
-    idx: &[I],
-    dst: &mut [u8],
-) -> Result<()> {
-    let width = dense_width(parts)?;
+pub(crate) fn dense_into<'s, L>(src: &Source<'s, L>, idx: &[u64], dst: &mut [u8]) -> Result<()>
+where
+    L: Fn(u64) -> (&'s Store, u64) + Sync,
+{
+    let width = dense_width(src.path, src.schema)?;
     if dst.len() != idx.len() * width {
         return Err(Error::InvalidValue(format!(
             "destination of {} bytes does not hold {} records of {width} bytes",
@@ -128,24 +146,24 @@ pub(crate) fn dense_into<P: Parts + ?Sized, I: RecordIndex>(
             idx.len()
         )));
     }
-    check_indices(idx, parts.len())?;
-    parts.count_read(idx.len(), dst.len());
+    check_indices(idx, src.len)?;
+    src.counters.add(idx.len(), dst.len());
     let map_large = store::map_large_records();
-    let fill = |ids: &[I], out: &mut [u8]| -> Result<()> {
+    let fill = |ids: &[u64], out: &mut [u8]| -> Result<()> {
         for (j, (&i, rec)) in ids.iter().zip(out.chunks_exact_mut(width)).enumerate() {
             // The location table is far larger than the caches on big
             // stores: fetch a few entries ahead.
             if let Some(&ahead) = ids.get(j + 8) {
-                let (s, k) = parts.part(ahead.to_u64().unwrap());
+                let (s, k) = (src.locate)(ahead);
                 s.prefetch_dense_loc(k);
             }
-            let (s, k) = parts.part(i.to_u64().unwrap());
+            let (s, k) = (src.locate)(i);
             s.read_loc(k, s.dense_loc(k, width), rec, map_large)?;
         }
         Ok(())
     };
-    let per = chunk_records(parts.coded(), idx.len(), dst.len());
-    let plan = FanOut::plan(work_of(parts), dst.len(), idx.len().div_ceil(per));
+    let per = chunk_records(src.coded, idx.len(), dst.len());
+    let plan = FanOut::plan(work_of(src), dst.len(), idx.len().div_ceil(per));
     if !plan.fans_out() {
         let r = fill(idx, dst);
         plan.done_alone();
@@ -158,41 +176,26 @@ pub(crate) fn dense_into<P: Parts + ?Sized, I: RecordIndex>(
     })
 }
 
-/// Gathers dense records into a new buffer.
-pub(crate) fn dense<P: Parts + ?Sized, I: RecordIndex>(parts: &P, idx: &[I]) -> Result<Buffer> {
-    let width = dense_width(parts)?;
-    let mut buf = idx
-        .len()
-        .checked_mul(width)
-        .and_then(Buffer::try_new)
-        .ok_or_else(|| Error::OutOfMemory {
-            bytes: (idx.len() as u64).saturating_mul(width as u64),
-            what: format!("a gather of {} records", idx.len()),
-        })?;
-    dense_into(parts, idx, buf.as_mut_slice())?;
-    Ok(buf)
-}
-
 /// Gathers ragged records `idx` into one buffer of 8-byte aligned records.
-pub(crate) fn ragged<P: Parts + ?Sized, I: RecordIndex>(
-    parts: &P,
-    idx: &[I],
-) -> Result<RaggedBatch> {
-    if parts.schema().record_width().is_some() {
+pub(crate) fn ragged<'s, L>(src: &Source<'s, L>, idx: &[u64]) -> Result<RaggedBatch>
+where
+    L: Fn(u64) -> (&'s Store, u64) + Sync,
+{
+    if src.schema.record_width().is_some() {
         return Err(Error::InvalidValue(format!(
             "{} is a dense store, not a ragged store",
-            parts.describe()
+            src.path.display()
         )));
     }
-    check_indices(idx, parts.len())?;
+    check_indices(idx, src.len)?;
     let mut spans = Vec::with_capacity(idx.len());
     let mut total = 0usize;
     for (j, &i) in idx.iter().enumerate() {
         if let Some(&ahead) = idx.get(j + 8) {
-            let (s, k) = parts.part(ahead.to_u64().unwrap());
+            let (s, k) = (src.locate)(ahead);
             s.prefetch_loc(k);
         }
-        let (s, k) = parts.part(i.to_u64().unwrap());
+        let (s, k) = (src.locate)(i);
         let len = s.logical_len(k).unwrap_or(0);
         spans.push((total, len));
         total = total
@@ -207,21 +210,21 @@ pub(crate) fn ragged<P: Parts + ?Sized, I: RecordIndex>(
         bytes: total as u64,
         what: format!("a gather of {} ragged records", idx.len()),
     })?;
-    parts.count_read(idx.len(), spans.iter().map(|s| s.1).sum());
-    let itemsize = parts.schema().dtype.itemsize();
+    src.counters.add(idx.len(), spans.iter().map(|s| s.1).sum());
+    let itemsize = src.schema.dtype.itemsize();
     let map_large = store::map_large_records();
-    let fill = |ids: &[I], sp: &[(usize, usize)], out: &mut [u8], base: usize| -> Result<()> {
+    let fill = |ids: &[u64], sp: &[(usize, usize)], out: &mut [u8], base: usize| -> Result<()> {
         for (&i, &(start, len)) in ids.iter().zip(sp) {
             let rec = &mut out[start - base..start - base + len];
-            let (s, k) = parts.part(i.to_u64().unwrap());
+            let (s, k) = (src.locate)(i);
             s.read_into(k, rec, map_large)?;
             ragged::parse(rec, itemsize)
                 .map_err(|e| Error::corrupted(s.data_path(), format!("record {k}: {e}")))?;
         }
         Ok(())
     };
-    let per = chunk_records(parts.coded(), idx.len(), total);
-    let plan = FanOut::plan(work_of(parts), total, idx.len().div_ceil(per));
+    let per = chunk_records(src.coded, idx.len(), total);
+    let plan = FanOut::plan(work_of(src), total, idx.len().div_ceil(per));
     if !plan.fans_out() {
         fill(idx, &spans, buffer.as_mut_slice(), 0)?;
         plan.done_alone();

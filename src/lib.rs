@@ -8,7 +8,7 @@
 //! Training reads stores through the [`sampler`] (each step's indices, a pure
 //! function of the step) and the [`loader`] ([`DataLoader`]: every stream
 //! gathered at the same indices, prefetched ahead, handed over in step
-//! order), over anything that lends [`access::Records`] ([`StoreAccess`]):
+//! order), over anything that lends [`Records`] ([`StoreAccess`]):
 //! a store, or a [`concat::Concat`] of read-only stores end to end (the
 //! column of a sharded table).
 //!
@@ -40,7 +40,7 @@ pub mod schema;
 pub mod store;
 pub mod table;
 
-pub use access::StoreAccess;
+pub use access::{Indices, Records, StoreAccess, Typed};
 pub use buffer::Buffer;
 pub use codec::Codec;
 pub use error::{Error, Result};

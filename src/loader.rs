@@ -208,7 +208,7 @@ impl<S: StoreAccess> Plan<S> {
             let (c, v) = s.with(|e| {
                 let c = self.column(e, name, idx)?;
                 let v = match (self.output, e.validity()) {
-                    (Output::Arrays, Some(v)) => Some(v.gather_dense(idx.into())?),
+                    (Output::Arrays, Some(v)) => Some(v.gather_dense(idx)?),
                     _ => None,
                 };
                 Ok((c, v))
@@ -227,8 +227,8 @@ impl<S: StoreAccess> Plan<S> {
                 crate::arrow::field_of(store, name),
                 crate::arrow::gather_array(store, idx)?,
             )),
-            (Output::Arrays, Kind::Dense) => store.gather_dense(idx.into()).map(Column::Dense),
-            (Output::Arrays, Kind::Ragged) => store.gather_ragged(idx.into()).map(Column::Ragged),
+            (Output::Arrays, Kind::Dense) => store.gather_dense(idx).map(Column::Dense),
+            (Output::Arrays, Kind::Ragged) => store.gather_ragged(idx).map(Column::Ragged),
         }
     }
 }

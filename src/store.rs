@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
+use crate::access::Records;
 use crate::buffer::Buffer;
 use crate::codec::{self, Codec, DecodeError, Dictionary};
 use crate::error::{Error, Kind, Result};
@@ -27,7 +28,7 @@ use crate::format::{
     self, Header, RecordLoc, DATA_FILE, DICT_FILE, HEADER_SIZE, LOC_SIZE, MAX_RECORD_BYTES,
     META_FILE, PAGE_SIZE,
 };
-use crate::gather::{self, Parts};
+use crate::gather::{self, Counters, Source};
 use crate::journal::{self, Journal, Move};
 use crate::lock::LockedMeta;
 use crate::ragged::{self, Packed, RaggedRecord};
@@ -131,7 +132,7 @@ impl RecordIndex for usize {
     }
 }
 
-/// Space accounting reported by [`Store::stats`].
+/// Space accounting reported by [`Records::stats`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stats {
     pub records: u64,
@@ -229,8 +230,7 @@ pub struct Store {
     /// are open read-only, and every write is refused with
     /// [`Error::ReadOnly`].
     readonly: bool,
-    records_read: AtomicU64,
-    bytes_read: AtomicU64,
+    counters: Counters,
     closed: bool,
 }
 
@@ -439,8 +439,7 @@ impl Store {
             failed: None,
             owner_pid: std::process::id(),
             readonly: false,
-            records_read: AtomicU64::new(0),
-            bytes_read: AtomicU64::new(0),
+            counters: Counters::default(),
             closed: false,
         })
     }
@@ -629,8 +628,7 @@ impl Store {
             failed: None,
             owner_pid: std::process::id(),
             readonly,
-            records_read: AtomicU64::new(0),
-            bytes_read: AtomicU64::new(0),
+            counters: Counters::default(),
             closed: false,
         };
         // A read-only handle already holds the journal's locations (read
@@ -682,11 +680,6 @@ impl Store {
             && codec::frame_has_checksum(&head)
     }
 
-    /// Whether zstd frames written through this handle carry a checksum.
-    pub fn checksum(&self) -> bool {
-        self.checksum
-    }
-
     fn compute_packed_dense(&self) -> bool {
         let Some(w) = self.schema.record_width() else {
             return false;
@@ -721,32 +714,8 @@ impl Store {
         Ok(store)
     }
 
-    pub fn path(&self) -> &Path {
-        &self.dir
-    }
-
-    pub fn schema(&self) -> &Schema {
-        &self.schema
-    }
-
-    pub fn kind(&self) -> Kind {
-        self.schema.kind()
-    }
-
-    pub fn codec(&self) -> Codec {
-        self.codec
-    }
-
     pub fn dictionary(&self) -> Option<&[u8]> {
         self.dict.as_ref().map(|d| d.bytes())
-    }
-
-    pub fn len(&self) -> u64 {
-        self.locs.len() as u64
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.locs.is_empty()
     }
 
     /// Location of record `i` (for inspection and tests).
@@ -754,43 +723,9 @@ impl Store {
         self.locs.get(i as usize).copied()
     }
 
-    /// Logical bytes of record `i` (dense: the record, ragged: prefix and payload).
-    pub fn logical_len(&self, i: u64) -> Option<usize> {
-        self.loc(i).map(|l| l.logic_length as usize)
-    }
-
-    pub fn stats(&self) -> Stats {
-        Stats {
-            records: self.len(),
-            live_bytes: self.live_bytes,
-            data_bytes: self.tail,
-            // Open rejects overlapping entries, so this never saturates.
-            reclaimable: self.tail.saturating_sub(self.live_bytes),
-        }
-    }
-
-    /// Records and logical bytes gathered through this handle so far.
-    pub fn read_counters(&self) -> ReadCounters {
-        ReadCounters {
-            records: self.records_read.load(Ordering::Relaxed),
-            bytes: self.bytes_read.load(Ordering::Relaxed),
-        }
-    }
-
-    fn count_read(&self, records: usize, bytes: usize) {
-        self.records_read
-            .fetch_add(records as u64, Ordering::Relaxed);
-        self.bytes_read.fetch_add(bytes as u64, Ordering::Relaxed);
-    }
-
     /// Whether this handle belongs to the calling process (not a forked child).
     pub fn is_owner(&self) -> bool {
         std::process::id() == self.owner_pid
-    }
-
-    /// Whether the handle was opened with [`Store::open_readonly`].
-    pub fn is_readonly(&self) -> bool {
-        self.readonly
     }
 
     /// Fails with [`Error::ReadOnly`] naming `op` when the handle is
@@ -982,10 +917,6 @@ impl Store {
 
     // ---------------------------------------------------------------- gather
 
-    fn check_indices<I: RecordIndex>(&self, idx: &[I]) -> Result<()> {
-        gather::check_indices(idx, self.len())
-    }
-
     pub(crate) fn data_path(&self) -> &Path {
         &self.data_path
     }
@@ -1093,38 +1024,15 @@ impl Store {
         })
     }
 
-    /// Gathers dense records `idx` (any order, duplicates allowed) into `dst`,
-    /// which must hold exactly `idx.len()` records.
-    pub fn gather_dense_into<I: RecordIndex>(&self, idx: &[I], dst: &mut [u8]) -> Result<()> {
-        gather::dense_into(self, idx, dst)
-    }
-
-    /// Gathers dense records into a new buffer.
-    pub fn gather_dense<I: RecordIndex>(&self, idx: &[I]) -> Result<Buffer> {
-        gather::dense(self, idx)
-    }
-
-    /// Gathers ragged records `idx` into one buffer of 8-byte aligned records.
-    pub fn gather_ragged<I: RecordIndex>(&self, idx: &[I]) -> Result<RaggedBatch> {
-        gather::ragged(self, idx)
-    }
-
-    /// The logical bytes of one record.
-    pub fn read_record(&self, i: u64) -> Result<Vec<u8>> {
-        self.check_indices(&[i])?;
-        let len = self.locs[i as usize].logic_length as usize;
-        let mut out = Vec::new();
-        out.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
-            bytes: len as u64,
-            what: format!("record {i}"),
-        })?;
-        out.resize(len, 0);
-        self.read_into(i, &mut out, map_large_records())?;
-        if self.kind() == Kind::Ragged {
-            ragged::parse(&out, self.schema.dtype.itemsize())
-                .map_err(|e| Error::corrupted(&self.data_path, format!("record {i}: {e}")))?;
+    fn source<'a>(&'a self) -> Source<'a, impl Fn(u64) -> (&'a Store, u64) + Sync + 'a> {
+        Source {
+            schema: &self.schema,
+            len: self.len(),
+            coded: self.codec != Codec::Raw,
+            path: &self.dir,
+            counters: &self.counters,
+            locate: move |i| (self, i),
         }
-        Ok(out)
     }
 
     // ------------------------------------------------------- delete, compact
@@ -1133,7 +1041,7 @@ impl Store {
     /// descending index order. Duplicates delete once.
     pub fn delete<I: RecordIndex>(&mut self, idx: &[I]) -> Result<()> {
         self.check_writable("delete")?;
-        self.check_indices(idx)?;
+        check_record_indices(idx, self.len())?;
         let mut order: Vec<u64> = idx.iter().map(|i| i.to_u64().unwrap()).collect();
         order.sort_unstable_by(|a, b| b.cmp(a));
         order.dedup();
@@ -1504,31 +1412,92 @@ impl std::fmt::Debug for Store {
     }
 }
 
-impl Parts for Store {
+impl Records for Store {
+    fn path(&self) -> &Path {
+        &self.dir
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
+    }
+
+    fn codec(&self) -> Codec {
+        self.codec
     }
 
     fn len(&self) -> u64 {
         self.locs.len() as u64
     }
 
-    #[inline]
-    fn part(&self, i: u64) -> (&Store, u64) {
-        (self, i)
+    fn logical_len(&self, i: u64) -> Option<usize> {
+        self.locs.get(i as usize).map(|l| l.logic_length as usize)
     }
 
-    fn coded(&self) -> bool {
-        self.codec != Codec::Raw
+    fn stats(&self) -> Stats {
+        Stats {
+            records: self.len(),
+            live_bytes: self.live_bytes,
+            data_bytes: self.tail,
+            // Open rejects overlapping entries, so this never saturates.
+            reclaimable: self.tail.saturating_sub(self.live_bytes),
+        }
     }
 
-    fn describe(&self) -> String {
-        self.dir.display().to_string()
+    fn read_counters(&self) -> ReadCounters {
+        self.counters.get()
     }
 
-    fn count_read(&self, records: usize, bytes: usize) {
-        Store::count_read(self, records, bytes);
+    /// Whether the handle was opened with [`Store::open_readonly`].
+    fn is_readonly(&self) -> bool {
+        self.readonly
     }
+
+    /// Whether zstd frames written through this handle carry a checksum.
+    fn checksum(&self) -> bool {
+        self.checksum
+    }
+
+    fn gather_dense_into(&self, idx: &[u64], dst: &mut [u8]) -> Result<()> {
+        gather::dense_into(&self.source(), idx, dst)
+    }
+
+    fn gather_ragged(&self, idx: &[u64]) -> Result<RaggedBatch> {
+        gather::ragged(&self.source(), idx)
+    }
+
+    fn read_record(&self, i: u64) -> Result<Vec<u8>> {
+        gather::check_indices(&[i], self.len())?;
+        let len = self.locs[i as usize].logic_length as usize;
+        let mut out = Vec::new();
+        out.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
+            bytes: len as u64,
+            what: format!("record {i}"),
+        })?;
+        out.resize(len, 0);
+        self.read_into(i, &mut out, map_large_records())?;
+        if self.kind() == Kind::Ragged {
+            ragged::parse(&out, self.schema.dtype.itemsize())
+                .map_err(|e| Error::corrupted(&self.data_path, format!("record {i}: {e}")))?;
+        }
+        Ok(out)
+    }
+}
+
+/// Fails with `IndexOutOfRange` on the first index outside `0..len` (a
+/// negative one included).
+fn check_record_indices<I: RecordIndex>(idx: &[I], len: u64) -> Result<()> {
+    for &i in idx {
+        match i.to_u64() {
+            Some(u) if u < len => {}
+            _ => {
+                return Err(Error::IndexOutOfRange {
+                    index: i.as_i128(),
+                    len,
+                })
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Hints the CPU to fetch `value` into cache.

@@ -7,6 +7,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use loaderx::Records;
 use loaderx::{Codec, DType, Schema, Store};
 
 struct Counting;

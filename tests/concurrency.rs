@@ -13,6 +13,7 @@ use std::process::{Command, Output, Stdio};
 use loaderx::dict;
 use loaderx::error::Kind;
 use loaderx::ragged::Packed;
+use loaderx::Records;
 use loaderx::{Codec, DType, Error, Schema, Store};
 
 const CHILD_ENV: &str = "LOADERX_BUSY_CHILD";

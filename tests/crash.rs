@@ -29,6 +29,7 @@ use std::time::Duration;
 use loaderx::fileio::fault;
 use loaderx::ragged::Packed;
 use loaderx::store::set_compact_steps_for_tests;
+use loaderx::Records;
 use loaderx::{Codec, DType, Error, Schema, Store};
 
 const SCENARIO_ENV: &str = "LOADERX_SWEEP_SCENARIO";

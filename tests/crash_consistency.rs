@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use loaderx::dict;
 use loaderx::ragged::Packed;
+use loaderx::Records;
 use loaderx::{Codec, DType, Schema, Store};
 
 const CHILD_ENV: &str = "LOADERX_CRASH_CHILD";

@@ -6,6 +6,7 @@
 use std::os::unix::fs::FileExt;
 
 use loaderx::ragged::Packed;
+use loaderx::Records;
 use loaderx::{Codec, DType, Error, Schema, Store};
 
 struct Rng(u64);

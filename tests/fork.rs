@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use loaderx::Records;
 use loaderx::{Codec, DType, Error, Schema, Store};
 
 const CHILD_ENV: &str = "LOADERX_FORK_CHILD";

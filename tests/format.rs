@@ -6,6 +6,7 @@ use std::path::Path;
 
 use loaderx::dict;
 use loaderx::ragged::Packed;
+use loaderx::Records;
 use loaderx::{Codec, DType, Schema, Store};
 
 // ------------------------------------------------------------------ helpers

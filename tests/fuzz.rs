@@ -27,6 +27,7 @@ use arrow_schema::ArrowError;
 use loaderx::arrow::{self as lx_arrow, ColumnReader, TableReader};
 use loaderx::error::Kind;
 use loaderx::ragged::Packed;
+use loaderx::Records as _;
 use loaderx::{dict, store, Codec, DType, Error, Schema, Store};
 use proptest::prelude::*;
 use proptest::sample::Index;

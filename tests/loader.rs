@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use loaderx::access::Records;
 use loaderx::loader::{Batch, Column, DataLoader, Options, Subset};
 use loaderx::ragged::Packed;
 use loaderx::sampler::{Mode, Sampler};
+use loaderx::Records;
 use loaderx::{Codec, DType, Error, Schema, Store, StoreAccess};
 
 const N: u64 = 300;

@@ -8,12 +8,20 @@ use loaderx::dict;
 use loaderx::error::Kind;
 use loaderx::ragged::Packed;
 use loaderx::{Codec, DType, Error, Schema, Store};
+use loaderx::{Indices, Records};
 
 // ------------------------------------------------------------------ helpers
 
 const META: &str = "meta.zr";
 const DATA: &str = "data.zr";
 const DICT: &str = "dict.zr";
+
+/// A gather of signed indices, as the bindings pass them.
+fn signed(store: &Store, idx: &[i64]) -> Result<loaderx::Buffer, Error> {
+    Indices::from(idx)
+        .resolve(store.len())
+        .and_then(|idx| store.gather_dense(idx))
+}
 
 fn trained_dict(seed: u32) -> Vec<u8> {
     let mut samples = Vec::new();
@@ -1022,19 +1030,24 @@ fn index_out_of_range() {
             store.gather_dense(&[u64::MAX]).map(|_| ()),
             u64::MAX as i128,
         );
-        oor(store.gather_dense(&[-1i64]).map(|_| ()), -1);
+        oor(signed(&store, &[-1i64]).map(|_| ()), -1);
         oor(
-            store.gather_dense(&[2i64, i64::MIN]).map(|_| ()),
+            signed(&store, &[2i64, i64::MIN]).map(|_| ()),
             i64::MIN as i128,
         );
-        oor(store.gather_dense(&[7usize]).map(|_| ()), 7);
+        oor(store.gather_dense(&[7u64]).map(|_| ()), 7);
         let mut dst = vec![0u8; 64];
-        oor(store.gather_dense_into(&[0i64, -3], &mut dst), -3);
+        oor(
+            Indices::from(&[0i64, -3])
+                .resolve(store.len())
+                .and_then(|idx| store.gather_dense_into(idx, &mut dst)),
+            -3,
+        );
         oor(store.read_record(5).map(|_| ()), 5);
         // a bad index anywhere in a large gather
         let mut idx: Vec<i64> = (0..5000).map(|k| k % 5).collect();
         idx[4321] = -2;
-        oor(store.gather_dense(&idx).map(|_| ()), -2);
+        oor(signed(&store, &idx).map(|_| ()), -2);
         // delete: nothing is deleted
         oor(store.delete(&[0u64, 9]), 9);
         oor(store.delete(&[-1i64]), -1);
@@ -1044,7 +1057,10 @@ fn index_out_of_range() {
 
         let dir = ragged_store(&tmp.path().join(format!("r-{codec}")), codec);
         let store = Store::open(&dir).unwrap();
-        match store.gather_ragged(&[0i64, -1]) {
+        match Indices::from(&[0i64, -1])
+            .resolve(store.len())
+            .and_then(|idx| store.gather_ragged(idx))
+        {
             Err(Error::IndexOutOfRange { index: -1, len: 6 }) => {}
             other => panic!("expected IndexOutOfRange, got {other:?}"),
         }

@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 
 use loaderx::dict;
 use loaderx::ragged::Packed;
+use loaderx::Records;
 use loaderx::{Codec, DType, Schema, Store};
 use proptest::prelude::*;
 use proptest::test_runner::Config;

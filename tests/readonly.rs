@@ -19,6 +19,7 @@ use std::time::SystemTime;
 
 use loaderx::error::Kind;
 use loaderx::ragged::Packed;
+use loaderx::Records;
 use loaderx::{Codec, DType, Error, Schema, Store};
 
 const CHILD_ENV: &str = "LOADERX_RO_CHILD";

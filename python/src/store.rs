@@ -10,12 +10,12 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::{RwLock, RwLockWriteGuard};
 
-use loaderx::access::{Records, Typed};
 use loaderx::concat::Concat;
 use loaderx::error::Kind;
 use loaderx::ragged::Packed;
 use loaderx::schema::Logical;
 use loaderx::{Codec, DType, Error, Schema, Store as Engine};
+use loaderx::{Indices, Records, Typed};
 use numpy::{
     PyArrayDescr, PyArrayDescrMethods, PyReadonlyArray1, PyUntypedArray, PyUntypedArrayMethods,
 };
@@ -378,7 +378,9 @@ impl Store {
 
 /// The validity of a nullable column's records at `idx` (None otherwise).
 fn validity_at(s: &dyn Records, idx: &[i64]) -> Result<Option<loaderx::Buffer>, Error> {
-    s.validity().map(|v| v.gather_dense(idx.into())).transpose()
+    s.validity()
+        .map(|v| v.gather_dense(Indices::from(idx).resolve(v.len())?))
+        .transpose()
 }
 
 pub(crate) fn parse_codec(codec: &str) -> PyResult<Codec> {
@@ -765,13 +767,19 @@ impl Store {
         let (value, valid) = match self.kind {
             Kind::Dense => {
                 let (buf, valid) = self.with_read(py, |s| {
-                    Ok((s.gather_dense(idx.into())?, validity_at(s, idx)?))
+                    Ok((
+                        s.gather_dense(Indices::from(idx).resolve(s.len())?)?,
+                        validity_at(s, idx)?,
+                    ))
                 })?;
                 (self.dense_array(py, buf, Some(idx.len()))?, valid)
             }
             Kind::Ragged => {
                 let (batch, valid) = self.with_read(py, |s| {
-                    Ok((s.gather_ragged(idx.into())?, validity_at(s, idx)?))
+                    Ok((
+                        s.gather_ragged(Indices::from(idx).resolve(s.len())?)?,
+                        validity_at(s, idx)?,
+                    ))
                 })?;
                 let values = if self.logical.is_bytes() {
                     self.bytes_values(py, batch)?
@@ -803,15 +811,21 @@ impl Store {
         }
         match self.kind {
             Kind::Dense => {
-                let buf = self.with_read(py, |s| s.gather_dense((&idx).into()))?;
+                let buf = self.with_read(py, |s| {
+                    s.gather_dense(Indices::from(&idx).resolve(s.len())?)
+                })?;
                 self.dense_array(py, buf, None)
             }
             Kind::Ragged if self.logical.is_bytes() => {
-                let batch = self.with_read(py, |s| s.gather_ragged((&idx).into()))?;
+                let batch = self.with_read(py, |s| {
+                    s.gather_ragged(Indices::from(&idx).resolve(s.len())?)
+                })?;
                 Ok(self.bytes_values(py, batch)?.remove(0))
             }
             Kind::Ragged => {
-                let batch = self.with_read(py, |s| s.gather_ragged((&idx).into()))?;
+                let batch = self.with_read(py, |s| {
+                    s.gather_ragged(Indices::from(&idx).resolve(s.len())?)
+                })?;
                 Ok(self.ragged_arrays(py, batch)?.remove(0))
             }
         }

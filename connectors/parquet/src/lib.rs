@@ -453,7 +453,7 @@ fn ingest_parquet<C: ChunkReader + 'static>(
 mod tests {
     use super::*;
     use loaderx::ragged::Packed;
-    use loaderx::{DType, Schema, Store};
+    use loaderx::{DType, Records, Schema, Store};
 
     /// Ten raw (2, 3) uint8 records holding 0..60, at `dir/img`.
     fn image_store(dir: &Path) -> Store {
