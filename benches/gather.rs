@@ -8,8 +8,8 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use loaderx::ragged::Packed;
 use loaderx::sampler::{Mode, Sampler};
+use loaderx::Packed;
 use loaderx::Records;
 use loaderx::{Codec, DType, Schema, Store};
 

@@ -3,8 +3,8 @@
 //!
 //!     cargo run --release --example quickstart
 
-use loaderx::ragged::Packed;
 use loaderx::sampler::{Mode, Sampler};
+use loaderx::Packed;
 use loaderx::Records;
 use loaderx::{Codec, DType, Schema, Store};
 

@@ -46,7 +46,7 @@ pub enum Error {
     /// read-only (maps to `io.UnsupportedOperation`); nothing changed.
     #[error("cannot {op}: the handle on store {} is read-only (opened with readonly=True); open the store without readonly to write", path.display())]
     ReadOnly { op: &'static str, path: PathBuf },
-    /// A write on a sharded table's column ([`crate::concat::Concat`]),
+    /// A write on a sharded table's column ([`crate::read::concat::Concat`]),
     /// which is read-only by design (maps to `io.UnsupportedOperation`).
     #[error("cannot {op}: {} is a column of a sharded table, which is read-only; add data as new shards (loaderx.new_shard, then loaderx.commit_shards)", path.display())]
     ShardedReadOnly { op: &'static str, path: PathBuf },

@@ -12,7 +12,7 @@ use std::process::{Command, Output, Stdio};
 
 use loaderx::dict;
 use loaderx::error::Kind;
-use loaderx::ragged::Packed;
+use loaderx::Packed;
 use loaderx::Records;
 use loaderx::{Codec, DType, Error, Schema, Store};
 

@@ -4,7 +4,7 @@
 //!
 //! Every write, fsync, truncation, creation and rename of the engine is a
 //! numbered fault point (feature `fault-injection`, see
-//! `loaderx::fileio::fault`). For each scenario and store flavour, a child
+//! `loaderx::fault`). For each scenario and store flavour, a child
 //! process (this test binary re-executed with `--exact sweep_child`) first
 //! runs the operation unharmed and reports how many fault points it
 //! reached; then, for every k, a fresh copy of the starting store is handed
@@ -26,9 +26,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use loaderx::fileio::fault;
-use loaderx::ragged::Packed;
-use loaderx::store::set_compact_steps_for_tests;
+use loaderx::fault;
+use loaderx::set_compact_steps_for_tests;
+use loaderx::Packed;
 use loaderx::Records;
 use loaderx::{Codec, DType, Error, Schema, Store};
 

@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use loaderx::dict;
-use loaderx::ragged::Packed;
+use loaderx::Packed;
 use loaderx::Records;
 use loaderx::{Codec, DType, Schema, Store};
 

@@ -5,7 +5,7 @@
 
 use std::os::unix::fs::FileExt;
 
-use loaderx::ragged::Packed;
+use loaderx::Packed;
 use loaderx::Records;
 use loaderx::{Codec, DType, Error, Schema, Store};
 

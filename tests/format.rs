@@ -5,7 +5,7 @@ use std::fs;
 use std::path::Path;
 
 use loaderx::dict;
-use loaderx::ragged::Packed;
+use loaderx::Packed;
 use loaderx::Records;
 use loaderx::{Codec, DType, Schema, Store};
 

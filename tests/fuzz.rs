@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 use arrow_schema::ArrowError;
 use loaderx::arrow::{self as lx_arrow, ColumnReader, TableReader};
 use loaderx::error::Kind;
-use loaderx::ragged::Packed;
+use loaderx::Packed;
 use loaderx::Records as _;
-use loaderx::{dict, store, Codec, DType, Error, Schema, Store};
+use loaderx::{dict, Codec, DType, Error, Schema, Store};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config, RngAlgorithm, RngSeed, TestCaseError};
@@ -923,10 +923,10 @@ fn exercise(dir: &Path, seed: u64) -> TestCaseResult {
     let all: Vec<u64> = (0..store.len()).collect();
     let records = read_all(&store, dir, "read_record")?;
     gather(&store, dir, &all, &records, "gather of every index")?;
-    store::streaming(|| gather(&store, dir, &all, &records, "streaming gather"))?;
+    loaderx::streaming(|| gather(&store, dir, &all, &records, "streaming gather"))?;
     let list = random_list(&store, seed);
     gather(&store, dir, &list, &records, "gather of a random list")?;
-    store::streaming(|| arrow_views(&store, dir, &all))?;
+    loaderx::streaming(|| arrow_views(&store, dir, &all))?;
     check_stats(&store)?;
 
     let mut store = store;
@@ -1442,7 +1442,7 @@ fn oversized_frame_is_not_staged_whole() {
         patch(&dir.join(META), 8, &size.to_le_bytes());
         patch(&dir.join(META), 4096 + 8, &u32::MAX.to_le_bytes());
         let t0 = Instant::now();
-        let r = Store::open(&dir).and_then(|s| store::streaming(|| s.read_record(0)));
+        let r = Store::open(&dir).and_then(|s| loaderx::streaming(|| s.read_record(0)));
         match r {
             Err(Error::Corrupted { file, .. }) => {
                 assert!(file == dir.join(META) || file == dir.join(DATA), "{file:?}")

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use loaderx::loader::{Batch, Column, DataLoader, Options, Subset};
-use loaderx::ragged::Packed;
 use loaderx::sampler::{Mode, Sampler};
+use loaderx::Packed;
 use loaderx::Records;
 use loaderx::{Codec, DType, Error, Schema, Store, StoreAccess};
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use loaderx::dict;
 use loaderx::error::Kind;
-use loaderx::ragged::Packed;
+use loaderx::Packed;
 use loaderx::{Codec, DType, Error, Schema, Store};
 use loaderx::{Indices, Records};
 

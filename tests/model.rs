@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use loaderx::dict;
-use loaderx::ragged::Packed;
+use loaderx::Packed;
 use loaderx::Records;
 use loaderx::{Codec, DType, Schema, Store};
 use proptest::prelude::*;

@@ -18,7 +18,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::SystemTime;
 
 use loaderx::error::Kind;
-use loaderx::ragged::Packed;
+use loaderx::Packed;
 use loaderx::Records;
 use loaderx::{Codec, DType, Error, Schema, Store};
 
@@ -387,8 +387,8 @@ mod pending_journal {
     //! with `Corrupted`, and work after a writable open recovered it.
 
     use super::*;
-    use loaderx::fileio::fault;
-    use loaderx::store::set_compact_steps_for_tests;
+    use loaderx::fault;
+    use loaderx::set_compact_steps_for_tests;
 
     const SCENARIO_ENV: &str = "LOADERX_RO_JOURNAL_SCENARIO";
 

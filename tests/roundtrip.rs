@@ -8,7 +8,7 @@ use std::process::Command;
 use loaderx::dict;
 use loaderx::error::Kind;
 use loaderx::executor;
-use loaderx::ragged::Packed;
+use loaderx::Packed;
 use loaderx::{Codec, DType, Schema, Stats, Store};
 use loaderx::{Indices, Records};
 
@@ -823,7 +823,7 @@ fn large_records_read_through_the_mapping_except_when_streaming() {
         let data = dir.canonicalize().unwrap().join("data.zr");
         assert_eq!(mapped_rss_kib(&data), 0, "nothing is mapped before a read");
         let got = if streaming {
-            loaderx::store::streaming(|| store.gather_dense(&all).unwrap())
+            loaderx::streaming(|| store.gather_dense(&all).unwrap())
         } else {
             store.gather_dense(&all).unwrap()
         };

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use arrow_array::RecordBatchReader;
 use loaderx::arrow::TableReader;
-use loaderx::concat::Concat;
 use loaderx::loader::{Batch, Column, DataLoader, Options, Subset};
-use loaderx::ragged::Packed;
 use loaderx::sampler::Mode;
+use loaderx::Concat;
+use loaderx::Packed;
 use loaderx::{Codec, DType, Error, Schema, Store};
 use loaderx::{Indices, Records};
 

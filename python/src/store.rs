@@ -10,10 +10,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::{RwLock, RwLockWriteGuard};
 
-use loaderx::concat::Concat;
 use loaderx::error::Kind;
-use loaderx::ragged::Packed;
 use loaderx::schema::Logical;
+use loaderx::Concat;
+use loaderx::Packed;
 use loaderx::{Codec, DType, Error, Schema, Store as Engine};
 use loaderx::{Indices, Records, Typed};
 use numpy::{
@@ -143,7 +143,7 @@ impl Store {
             PyValueError::new_err(format!("{path}: {e}"))
         });
         let checked = checked.and_then(|()| match &engine.validity {
-            Some(v) => loaderx::access::check_validity(engine.data.records(), v.records()).py(),
+            Some(v) => loaderx::check_validity(engine.data.records(), v.records()).py(),
             None => Ok(()),
         });
         if let Err(e) = checked {
@@ -687,7 +687,7 @@ impl Store {
                 )));
             }
             let nbytes = arr.shape().iter().product::<usize>() * self.dtype.itemsize();
-            if nbytes as u64 + 8 * (1 + arr.ndim() as u64) > loaderx::format::MAX_RECORD_BYTES {
+            if nbytes as u64 + 8 * (1 + arr.ndim() as u64) > loaderx::MAX_RECORD_BYTES {
                 return Err(PyValueError::new_err(format!(
                     "records[{i}] is {nbytes} bytes, over the 2 GiB record limit"
                 )));
@@ -888,7 +888,7 @@ impl Store {
         py: Python<'py>,
         budget: usize,
     ) -> PyResult<(Bound<'py, PyBytes>, Vec<usize>)> {
-        let (bytes, sizes) = self.with_read(py, |s| loaderx::dict::sample_store(s, budget))?;
+        let (bytes, sizes) = self.with_read(py, |s| loaderx::sample_store(s, budget))?;
         Ok((PyBytes::new(py, &bytes), sizes))
     }
 }

@@ -101,7 +101,7 @@ impl Packed {
         let mut bounds = Vec::with_capacity(records + 1);
         bounds.push(0);
         let mut buf = Vec::with_capacity(bytes);
-        crate::buffer::advise_huge_pages(buf.as_mut_ptr(), bytes);
+        crate::read::buffer::advise_huge_pages(buf.as_mut_ptr(), bytes);
         Packed { bytes: buf, bounds }
     }
 

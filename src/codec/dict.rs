@@ -1,5 +1,5 @@
 //! Everything about the dictionaries of the `zstd_dict` codec: the tiers,
-//! sampling records and training, and loading (and validating) a dictionary
+//! choosing which records to sample, training, and loading (and validating) a dictionary
 //! for use.
 //!
 //! A tier fixes the dictionary size and the training byte budget; the sample
@@ -10,7 +10,6 @@ use std::sync::OnceLock;
 
 use zstd::zstd_safe::{CDict, DDict};
 
-use crate::access::Records;
 use crate::error::{Error, Result};
 
 /// zstd level of the `zstd_dict` codec (the dictionary's compression side
@@ -104,21 +103,6 @@ pub fn tier(name: &str) -> Result<DictTier> {
                 "tier must be one of 'fast', 'balanced', 'max', got '{name}'"
             ))
         })
-}
-
-/// A strided sample of a store's records (their logical bytes, back to back,
-/// and each one's size) within `budget` bytes, for [`train`].
-pub fn sample_store(store: &dyn Records, budget: usize) -> Result<(Vec<u8>, Vec<usize>)> {
-    let n = store.len() as usize;
-    let plan = sample_plan(n, |i| store.logical_len(i as u64).unwrap_or(0), budget);
-    let mut bytes = Vec::new();
-    let mut sizes = Vec::with_capacity(plan.len());
-    for i in plan {
-        let rec = store.read_record(i as u64)?;
-        sizes.push(rec.len());
-        bytes.extend_from_slice(&rec);
-    }
-    Ok((bytes, sizes))
 }
 
 /// Picks which of `count` records of `sizes(i)` bytes to sample: an even

@@ -28,12 +28,14 @@
 //! and closing or dropping the loader leaks the pipeline instead of joining
 //! threads that do not exist in the child.
 
+mod prefetch;
+
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::access::{Records, StoreAccess};
-use crate::buffer::Buffer;
 use crate::error::{Error, Kind, Result};
-use crate::prefetch::Prefetcher;
+use crate::loader::prefetch::Prefetcher;
+use crate::read::buffer::Buffer;
+use crate::read::records::{Records, StoreAccess};
 use crate::sampler::{Mode, Sampler};
 use crate::store::{self, RaggedBatch, RecordIndex};
 

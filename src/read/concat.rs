@@ -8,10 +8,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::access::Records;
 use crate::codec::Codec;
 use crate::error::{Error, Result};
-use crate::gather::{self, Counters, Source};
+use crate::read::gather::{self, Counters, Source};
+use crate::read::records::Records;
 use crate::schema::Schema;
 use crate::store::{RaggedBatch, ReadCounters, Stats, Store};
 

@@ -1,5 +1,5 @@
 //! Batch gathers, written once for a single store and for a concatenation
-//! of stores (a sharded table's column, [`crate::concat::Concat`]).
+//! of stores (a sharded table's column, [`crate::read::concat::Concat`]).
 //!
 //! A gather resolves each index to the store that holds it and the index
 //! there (`locate`), then decodes straight into its place in the
@@ -11,11 +11,11 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::access::Records;
-use crate::buffer::Buffer;
 use crate::error::{Error, Result};
 use crate::executor::{self, FanOut, Work};
-use crate::ragged;
+use crate::read::buffer::Buffer;
+use crate::read::ragged;
+use crate::read::records::Records;
 use crate::schema::Schema;
 use crate::store::{self, RaggedBatch, ReadCounters, Store};
 
@@ -30,7 +30,7 @@ const CHUNK_BYTES_CODED: usize = 16 << 10;
 
 /// What one gather reads: the records' schema and count, where each
 /// record lives, and the counters it adds to. A [`Store`] and a
-/// [`crate::concat::Concat`] each build one per call; `locate` is a
+/// [`crate::read::concat::Concat`] each build one per call; `locate` is a
 /// closure, so the per-record lookup is inlined (no dynamic call).
 pub(crate) struct Source<'a, L> {
     /// The records' schema (every part shares it).

@@ -14,11 +14,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::buffer::Buffer;
 use crate::codec::Codec;
-use crate::concat::Concat;
 use crate::error::{Error, Kind, Result};
-use crate::gather;
+use crate::read::buffer::Buffer;
+use crate::read::concat::Concat;
+use crate::read::gather;
 use crate::schema::{DType, Logical, Schema};
 use crate::store::{RaggedBatch, ReadCounters, Stats, Store};
 
