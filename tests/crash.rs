@@ -18,12 +18,14 @@
 
 #![cfg(feature = "fault-injection")]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::ErrorKind;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use loaderx::fault;
@@ -298,9 +300,8 @@ struct Outcome {
 }
 
 fn run_child(scenario: Scenario, f: Flavour, dir: &Path, fault: Option<(u64, &str)>) -> Outcome {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["sweep_child", "--exact", "--nocapture", "--test-threads=1"])
-        .env(SCENARIO_ENV, format!("{}:{}", scenario.name(), f.name()))
+    let mut cmd = common::rerun("sweep_child");
+    cmd.env(SCENARIO_ENV, format!("{}:{}", scenario.name(), f.name()))
         .env(DIR_ENV, dir)
         .env_remove("LOADERX_FAULT_AT")
         .env_remove("LOADERX_FAULT")
@@ -627,13 +628,7 @@ fn random_kills_on_one_long_lived_store() {
     let mut committed: Option<Vec<u64>> = None;
     let (mut at_pending, mut at_committed) = (0, 0);
     for cycle in 0..100u64 {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "random_worker",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+        let mut child = common::rerun("random_worker")
             .env(SEED_ENV, (cycle * 7919 + 13).to_string())
             .env("LOADERX_FAULT_SKIP_FSYNC", "1")
             .env(DIR_ENV, dir)

@@ -6,10 +6,12 @@
 //! `--exact crash_child` and `LOADERX_CRASH_CHILD` set. It prints a line
 //! when it reaches the point the parent should kill it at.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use loaderx::dict;
@@ -212,8 +214,7 @@ impl Drop for ChildGuard {
 }
 
 fn spawn_child(mode: &str, f: Flavour, dir: &Path) -> ChildGuard {
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args(["crash_child", "--exact", "--nocapture", "--test-threads=1"])
+    let child = common::rerun("crash_child")
         .env(CHILD_ENV, format!("{mode}:{}", f.name()))
         .env(DIR_ENV, dir)
         .stdout(Stdio::piped())

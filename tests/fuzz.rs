@@ -15,11 +15,13 @@
 //!   of depending on the host's memory and overcommit policy;
 //! * regression tests that could abort run in a child process ([`in_child`]).
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -28,7 +30,7 @@ use loaderx::arrow::{self as lx_arrow, ColumnReader, TableReader};
 use loaderx::error::Kind;
 use loaderx::Packed;
 use loaderx::Records as _;
-use loaderx::{dict, Codec, DType, Error, Schema, Store};
+use loaderx::{Codec, DType, Error, Schema, Store};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config, RngAlgorithm, RngSeed, TestCaseError};
@@ -103,16 +105,7 @@ fn noise(seed: u64, n: usize) -> Vec<u8> {
 }
 
 fn trained_dict() -> Vec<u8> {
-    let mut samples = Vec::new();
-    let mut sizes = Vec::new();
-    for i in 0..300u32 {
-        let rec: Vec<u8> = (0..120u32)
-            .map(|j| ((i * 13 + j * j) % 41) as u8 + if j % 5 == 0 { 120 } else { 0 })
-            .collect();
-        sizes.push(rec.len());
-        samples.extend_from_slice(&rec);
-    }
-    dict::train(&samples, &sizes, dict::tier("fast").unwrap()).unwrap()
+    common::trained_dict(0)
 }
 
 /// `n` ragged records of `dtype`: 0-d, 1-d and 2-d shapes.
@@ -1101,8 +1094,7 @@ fn in_child(name: &str, body: impl FnOnce()) {
         return;
     }
     let log = tempfile::NamedTempFile::new().unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+    let mut child = common::rerun(name)
         .env(ENV, name)
         .stdin(Stdio::null())
         .stdout(log.reopen().unwrap())

@@ -1,10 +1,11 @@
 //! Malformed stores and bad inputs fail with a typed error, never a panic
 //! (docs/format.md, "Invariants checked on open and on every read").
 
+mod common;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use loaderx::dict;
 use loaderx::error::Kind;
 use loaderx::Packed;
 use loaderx::{Codec, DType, Error, Schema, Store};
@@ -23,18 +24,7 @@ fn signed(store: &Store, idx: &[i64]) -> Result<loaderx::Buffer, Error> {
         .and_then(|idx| store.gather_dense(idx))
 }
 
-fn trained_dict(seed: u32) -> Vec<u8> {
-    let mut samples = Vec::new();
-    let mut sizes = Vec::new();
-    for i in 0..300u32 {
-        let rec: Vec<u8> = (0..120u32)
-            .map(|j| ((i * 13 + j * j + seed) % 41) as u8 + if j % 5 == 0 { 120 } else { 0 })
-            .collect();
-        sizes.push(rec.len());
-        samples.extend_from_slice(&rec);
-    }
-    dict::train(&samples, &sizes, dict::tier("fast").unwrap()).unwrap()
-}
+use common::trained_dict;
 
 fn dense_records(n: usize) -> Vec<u8> {
     (0..n as u32 * 8)

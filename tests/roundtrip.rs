@@ -2,8 +2,9 @@
 //! gather in random order with duplicates, compare bytes. Also empty and
 //! large (multi-lane) gathers, delete + compact and the stats accounting.
 
+mod common;
+
 use std::path::Path;
-use std::process::Command;
 
 use loaderx::dict;
 use loaderx::error::Kind;
@@ -485,12 +486,7 @@ fn large_gathers_fan_out_over_five_threads() {
         large_gathers();
         return;
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "large_gathers_fan_out_over_five_threads",
-            "--exact",
-            "--test-threads=1",
-        ])
+    let out = common::rerun("large_gathers_fan_out_over_five_threads")
         .env(FAN_OUT_CHILD, "1")
         .env(executor::THREADS_ENV, "5")
         .output()
