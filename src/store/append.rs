@@ -10,7 +10,7 @@ use crate::codec::{self, Codec};
 use crate::error::{Error, Kind, Result};
 use crate::executor;
 use crate::format::{RecordLoc, MAX_RECORD_BYTES};
-use crate::io::local as fileio;
+use crate::io::StorageFile;
 use crate::read::ragged::{self, Packed};
 use crate::read::records::Records;
 
@@ -78,7 +78,9 @@ impl Store {
         let start = self.tail;
         let new_locs: Vec<RecordLoc> = if self.codec == Codec::Raw {
             // The source is already the exact byte run to store.
-            fileio::pwrite(&self.data, src, start).map_err(io_at(&self.data_path))?;
+            self.data
+                .write_all_at(src, start)
+                .map_err(io_at(&self.data_path))?;
             (0..n)
                 .map(|i| {
                     let r = record(i);
@@ -114,7 +116,7 @@ impl Store {
                                 // Offsets are reserved in completion order.
                                 let offset =
                                     frontier.fetch_add(frame.len() as u64, Ordering::Relaxed);
-                                fileio::pwrite(data, frame, offset)
+                                data.write_all_at(frame, offset)
                                     .map_err(|e| Error::io(data_path, e))?;
                                 *loc = RecordLoc {
                                     offset,
@@ -145,5 +147,59 @@ impl Store {
         self.header_dirty = true;
         self.ensure_map(self.tail);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::codec::Codec;
+    use crate::error::Error;
+    use crate::read::records::Records;
+    use crate::store::testing::bytes_store;
+
+    #[test]
+    fn raw_records_are_packed_back_to_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = bytes_store(&tmp.path().join("s"), 3, Codec::Raw);
+        s.append_dense(&[7, 8]).unwrap();
+        assert!(s.packed_dense);
+        assert_eq!(s.tail, 5);
+        for i in 0..5 {
+            assert_eq!(s.loc(i).unwrap().offset, i);
+        }
+        assert_eq!(s.gather_dense(&[4, 0]).unwrap().as_slice(), &[8, 0]);
+    }
+
+    #[test]
+    fn compressed_records_take_disjoint_extents() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = bytes_store(&tmp.path().join("s"), 0, Codec::Zstd);
+        s.append_dense(&(0..200u8).collect::<Vec<_>>()).unwrap();
+        let mut extents: Vec<(u64, u64)> = (0..200)
+            .map(|i| s.loc(i).unwrap())
+            .map(|l| (l.offset, l.offset + l.phys_length as u64))
+            .collect();
+        extents.sort_unstable();
+        assert_eq!(extents[0].0, 0);
+        assert!(extents.windows(2).all(|w| w[0].1 == w[1].0));
+        assert_eq!(extents[199].1, s.tail);
+        assert_eq!(s.stats().live_bytes, s.tail);
+    }
+
+    #[test]
+    fn a_rejected_append_changes_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = crate::Store::create(
+            tmp.path().join("s"),
+            crate::Schema::dense(crate::DType::U8, &[2]).unwrap(),
+            Codec::Raw,
+            None,
+        )
+        .unwrap();
+        let err = s.append_dense(&[1, 2, 3]).unwrap_err();
+        assert!(matches!(err, Error::InvalidValue(_)), "{err:?}");
+        let err = s.append_ragged(&crate::Packed::default()).unwrap_err();
+        assert!(err.to_string().contains("not a ragged store"), "{err}");
+        assert_eq!((s.len(), s.tail), (0, 0));
     }
 }

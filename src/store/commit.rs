@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use crate::error::{Error, Result};
 use crate::format::journal::{Journal, Move};
 use crate::format::{self, Header, RecordLoc};
-use crate::io::local as fileio;
+use crate::io::StorageFile;
 use crate::read::records::Records;
 
 use super::{io_at, Store};
@@ -38,7 +38,7 @@ impl Store {
     fn commit_inner(&mut self, moves: Vec<Move>, payload: Vec<u8>) -> Result<Vec<u8>> {
         let len = self.len();
         let committed = self.committed_len;
-        fileio::sync_data(&self.data).map_err(io_at(&self.data_path))?;
+        self.data.sync_data().map_err(io_at(&self.data_path))?;
         // Slots past the committed table are referenced by nothing on disk:
         // they are written in place.
         if len > committed {
@@ -59,7 +59,7 @@ impl Store {
             if len > committed {
                 // The new entries reach the disk before the header that
                 // commits them.
-                fileio::sync_data(&self.meta).map_err(io_at(&self.meta_path))?;
+                self.meta.sync_data().map_err(io_at(&self.meta_path))?;
             }
             self.write_header(None)?;
             payload
@@ -74,15 +74,17 @@ impl Store {
             let at = format::meta_size_for(committed.max(len)).expect("table size fits u64");
             let (prefix, crc) = journal.encode_parts();
             let meta_err = io_at(&self.meta_path);
-            fileio::pwrite(&self.meta, &prefix, at)
+            self.meta
+                .write_all_at(&prefix, at)
                 .and_then(|_| {
-                    fileio::pwrite(&self.meta, &journal.payload, at + prefix.len() as u64)
+                    self.meta
+                        .write_all_at(&journal.payload, at + prefix.len() as u64)
                 })
                 .and_then(|_| {
                     let end = at + prefix.len() as u64 + journal.payload.len() as u64;
-                    fileio::pwrite(&self.meta, &crc, end)
+                    self.meta.write_all_at(&crc, end)
                 })
-                .and_then(|_| fileio::sync_data(&self.meta))
+                .and_then(|_| self.meta.sync_data())
                 .map_err(&meta_err)?;
             // The commit point: one header write names the journal.
             self.write_header(Some(at))?;
@@ -98,7 +100,7 @@ impl Store {
 
     /// Writes the header for the in-memory length and tail (naming a
     /// pending journal or none) and makes it durable.
-    fn write_header(&self, journal: Option<u64>) -> Result<()> {
+    pub(super) fn write_header(&self, journal: Option<u64>) -> Result<()> {
         let header = Header {
             length: self.len(),
             tail_offset: self.tail,
@@ -106,8 +108,9 @@ impl Store {
             codec: self.codec,
             journal,
         };
-        fileio::pwrite(&self.meta, &header.encode(), 0)
-            .and_then(|_| fileio::sync_data(&self.meta))
+        self.meta
+            .write_all_at(&header.encode(), 0)
+            .and_then(|_| self.meta.sync_data())
             .map_err(io_at(&self.meta_path))
     }
 
@@ -117,9 +120,11 @@ impl Store {
     pub(super) fn apply_journal(&self, journal: &Journal) -> Result<()> {
         if !journal.moves.is_empty() {
             for (dest, bytes) in journal.moves_with_bytes() {
-                fileio::pwrite(&self.data, bytes, dest).map_err(io_at(&self.data_path))?;
+                self.data
+                    .write_all_at(bytes, dest)
+                    .map_err(io_at(&self.data_path))?;
             }
-            fileio::sync_data(&self.data).map_err(io_at(&self.data_path))?;
+            self.data.sync_data().map_err(io_at(&self.data_path))?;
         }
         let slots = &journal.locs;
         let mut k = 0;
@@ -129,15 +134,12 @@ impl Store {
                 j += 1;
             }
             let run: Vec<RecordLoc> = slots[k..j].iter().map(|&(_, loc)| loc).collect();
-            fileio::pwrite(
-                &self.meta,
-                &format::encode_locs(&run),
-                format::loc_position(slots[k].0),
-            )
-            .map_err(io_at(&self.meta_path))?;
+            self.meta
+                .write_all_at(&format::encode_locs(&run), format::loc_position(slots[k].0))
+                .map_err(io_at(&self.meta_path))?;
             k = j;
         }
-        fileio::sync_data(&self.meta).map_err(io_at(&self.meta_path))?;
+        self.meta.sync_data().map_err(io_at(&self.meta_path))?;
         self.write_header(None)
     }
 
@@ -148,7 +150,8 @@ impl Store {
         while i < to {
             let j = (i + CHUNK).min(to);
             let bytes = format::encode_locs(&self.locs[i as usize..j as usize]);
-            fileio::pwrite(&self.meta, &bytes, format::loc_position(i))
+            self.meta
+                .write_all_at(&bytes, format::loc_position(i))
                 .map_err(io_at(&self.meta_path))?;
             i = j;
         }
@@ -182,13 +185,14 @@ impl Store {
         }
         self.closed = false;
         self.sync()?;
-        let data_len = self.data.metadata().map_err(io_at(&self.data_path))?.len();
+        let data_len = self.data.len().map_err(io_at(&self.data_path))?;
         if data_len != self.tail {
-            fileio::set_len(&self.data, self.tail)
-                .and_then(|_| fileio::sync_all(&self.data))
+            self.data
+                .set_len(self.tail)
+                .and_then(|_| self.data.sync_all())
                 .map_err(io_at(&self.data_path))?;
         }
-        let meta_len = self.meta.metadata().map_err(io_at(&self.meta_path))?.len();
+        let meta_len = self.meta.len().map_err(io_at(&self.meta_path))?;
         if Some(meta_len) != format::meta_size_for(self.len()) {
             self.truncate_meta()?;
         }
@@ -201,5 +205,59 @@ impl Drop for Store {
     fn drop(&mut self) {
         // Best effort: a handle dropped without close() still reaches disk.
         let _ = self.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::codec::Codec;
+    use crate::error::Error;
+    use crate::read::records::Records;
+    use crate::store::testing::{bytes_store, header_on_disk};
+    use crate::store::Store;
+
+    #[test]
+    fn appends_reach_the_header_only_at_sync() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("s");
+        let mut s = bytes_store(&dir, 2, Codec::Raw);
+        s.append_dense(&[9]).unwrap();
+        assert_eq!(header_on_disk(&dir).length, 2);
+        s.sync().unwrap();
+        let h = header_on_disk(&dir);
+        assert_eq!((h.length, h.tail_offset, h.journal), (3, 3, None));
+    }
+
+    #[test]
+    fn a_rewrite_of_committed_slots_goes_through_the_journal() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("s");
+        let mut s = bytes_store(&dir, 4, Codec::Raw);
+        s.delete(&[0u64]).unwrap();
+        s.sync().unwrap();
+        // Applied and cleared: the header names no journal, and the table
+        // holds the new location.
+        let h = header_on_disk(&dir);
+        assert_eq!((h.length, h.journal), (3, None));
+        drop(s);
+        let s = Store::open(&dir).unwrap();
+        assert_eq!(s.gather_dense(&[0, 1, 2]).unwrap().as_slice(), &[3, 1, 2]);
+    }
+
+    #[test]
+    fn a_failed_handle_refuses_writes_and_close_leaves_the_last_commit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("s");
+        let mut s = bytes_store(&dir, 2, Codec::Raw);
+        s.append_dense(&[5]).unwrap();
+        s.fail(&Error::InvalidState("injected".into()));
+        let err = s.sync().unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("an earlier write failed (injected)"),
+            "{err}"
+        );
+        s.close().unwrap();
+        assert_eq!(Store::open(&dir).unwrap().len(), 2);
     }
 }

@@ -50,3 +50,38 @@ fn check_record_indices<I: RecordIndex>(idx: &[I], len: u64) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::codec::Codec;
+    use crate::read::records::Records;
+    use crate::store::testing::bytes_store;
+
+    #[test]
+    fn deletes_swap_the_last_record_in_descending_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = bytes_store(&tmp.path().join("s"), 5, Codec::Raw);
+        // 3 first: 4 moves into slot 3; then 1: 4 (now last) moves into 1.
+        s.delete(&[1u64, 3, 3]).unwrap();
+        assert_eq!(s.gather_dense(&[0, 1, 2]).unwrap().as_slice(), &[0, 4, 2]);
+        assert_eq!(s.stats().live_bytes, 3);
+        assert_eq!(s.stats().reclaimable, 2);
+        assert!(!s.packed_dense);
+        assert_eq!(s.dirty_slots.iter().copied().collect::<Vec<_>>(), vec![1]);
+        s.sync().unwrap();
+        assert!(s.dirty_slots.is_empty());
+    }
+
+    #[test]
+    fn an_index_out_of_range_deletes_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = bytes_store(&tmp.path().join("s"), 3, Codec::Raw);
+        let err = s.delete(&[0i64, -1]).unwrap_err();
+        assert!(
+            matches!(err, crate::Error::IndexOutOfRange { index: -1, len: 3 }),
+            "{err:?}"
+        );
+        assert_eq!(s.len(), 3);
+        assert!(s.dirty_slots.is_empty());
+    }
+}

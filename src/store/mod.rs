@@ -24,15 +24,15 @@ pub(crate) use read::map_large_records;
 pub use read::streaming;
 
 use std::collections::BTreeSet;
-use std::fs::{self, File};
-use std::io::{self};
+use std::fs::TryLockError;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::codec::{Codec, Dictionary};
 use crate::error::{Error, Result};
 use crate::format::RecordLoc;
-use crate::io::local as fileio;
 use crate::io::lock::LockedMeta;
+use crate::io::{Local, LocalFile, Storage};
 use crate::read::buffer::Buffer;
 use crate::read::gather::Counters;
 use crate::read::ragged::{self, RaggedRecord};
@@ -134,8 +134,8 @@ pub struct Store {
     dir: PathBuf,
     meta_path: PathBuf,
     data_path: PathBuf,
-    meta: LockedMeta,
-    data: File,
+    meta: LockedMeta<LocalFile>,
+    data: LocalFile,
     /// Read-only mapping of data.zr covering at least `0..tail` (None when
     /// empty or when the file cannot be mapped: reads then use pread).
     map: Option<memmap2::Mmap>,
@@ -179,25 +179,25 @@ fn io_at(path: &Path) -> impl Fn(io::Error) -> Error + '_ {
     move |e| Error::io(path, e)
 }
 
-fn lock(meta: File, dir: &Path, meta_path: &Path) -> Result<LockedMeta> {
+fn lock(meta: LocalFile, dir: &Path, meta_path: &Path) -> Result<LockedMeta<LocalFile>> {
     lock_as(meta, dir, meta_path, false)
 }
 
 /// Takes the store lock: shared for a read-only handle, else exclusive.
-fn lock_as(meta: File, dir: &Path, meta_path: &Path, shared: bool) -> Result<LockedMeta> {
-    let locked = if shared {
-        LockedMeta::try_shared(meta)
-    } else {
-        LockedMeta::try_exclusive(meta)
-    };
-    locked.map_err(|e| match e {
-        fs::TryLockError::WouldBlock => Error::Busy(dir.to_path_buf()),
-        fs::TryLockError::Error(e) => Error::io(meta_path, e),
+fn lock_as(
+    meta: LocalFile,
+    dir: &Path,
+    meta_path: &Path,
+    shared: bool,
+) -> Result<LockedMeta<LocalFile>> {
+    LockedMeta::try_lock(meta, shared).map_err(|e| match e {
+        TryLockError::WouldBlock => Error::Busy(dir.to_path_buf()),
+        TryLockError::Error(e) => Error::io(meta_path, e),
     })
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {
-    fileio::sync_dir(dir).map_err(io_at(dir))
+    Local.sync_dir(dir).map_err(io_at(dir))
 }
 
 impl Store {
@@ -293,5 +293,32 @@ impl std::fmt::Debug for Store {
             .field("codec", &self.codec)
             .field("len", &self.len())
             .finish()
+    }
+}
+
+/// Stores for the phases' unit tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::path::Path;
+
+    use crate::codec::Codec;
+    use crate::format::{Header, HEADER_SIZE, META_FILE};
+    use crate::schema::{DType, Schema};
+
+    use super::Store;
+
+    /// A store of `n` one-byte dense records `0, 1, ..`, synced.
+    pub(crate) fn bytes_store(dir: &Path, n: u8, codec: Codec) -> Store {
+        let mut s =
+            Store::create(dir, Schema::dense(DType::U8, &[]).unwrap(), codec, None).unwrap();
+        s.append_dense(&(0..n).collect::<Vec<u8>>()).unwrap();
+        s.sync().unwrap();
+        s
+    }
+
+    /// The header on disk.
+    pub(crate) fn header_on_disk(dir: &Path) -> Header {
+        let meta = std::fs::read(dir.join(META_FILE)).unwrap();
+        Header::decode(meta[..HEADER_SIZE].try_into().unwrap()).unwrap()
     }
 }

@@ -2,9 +2,7 @@
 //! on the way in, and a pending journal (an interrupted commit) recovered.
 
 use std::collections::BTreeSet;
-use std::fs::{self, File, OpenOptions};
 use std::io::ErrorKind;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use crate::codec::{self, Codec, Dictionary};
@@ -14,8 +12,8 @@ use crate::format::{
     self, Header, RecordLoc, DATA_FILE, DICT_FILE, HEADER_SIZE, LOC_SIZE, MAX_RECORD_BYTES,
     META_FILE, PAGE_SIZE,
 };
-use crate::io::local as fileio;
 use crate::io::lock::LockedMeta;
+use crate::io::{Local, LocalFile, Storage, StorageFile};
 use crate::read::gather::Counters;
 use crate::read::records::Records;
 use crate::schema::{Layout, Schema};
@@ -102,17 +100,17 @@ impl Store {
         if meta_path.exists() {
             return Err(exists());
         }
-        fs::create_dir_all(dir).map_err(io_at(dir))?;
+        Local.create_dir_all(dir).map_err(io_at(dir))?;
         // meta.zr is built under a temporary name and renamed into place
         // last, so a create killed at any instant leaves either no store
         // (create may run again) or a valid empty one. The temporary file's
         // lock excludes concurrent creates; it follows the file through the
         // rename and becomes the store's lock.
         let temp_path = dir.join(CREATE_TEMP);
-        let meta = fileio::open_rw(&temp_path, false).map_err(io_at(&temp_path))?;
+        let meta = Local.create(&temp_path, false).map_err(io_at(&temp_path))?;
         let meta = lock(meta, dir, &temp_path)?;
         if meta_path.exists() {
-            let _ = fs::remove_file(&temp_path);
+            let _ = Local.remove(&temp_path);
             return Err(exists());
         }
         let result = Store::initialise(dir, meta, &schema, &schema_bytes, codec, dictionary).map(
@@ -123,16 +121,16 @@ impl Store {
         );
         if result.is_err() {
             // Leave nothing half-written behind.
-            let _ = fs::remove_file(dir.join(DATA_FILE));
-            let _ = fs::remove_file(dir.join(DICT_FILE));
-            let _ = fs::remove_file(&temp_path);
+            let _ = Local.remove(&dir.join(DATA_FILE));
+            let _ = Local.remove(&dir.join(DICT_FILE));
+            let _ = Local.remove(&temp_path);
         }
         result
     }
 
     fn initialise(
         dir: &Path,
-        meta: LockedMeta,
+        meta: LockedMeta<LocalFile>,
         schema: &Schema,
         schema_bytes: &[u8],
         codec: Codec,
@@ -152,38 +150,42 @@ impl Store {
         let mut page = vec![0u8; PAGE_SIZE as usize];
         page[..HEADER_SIZE].copy_from_slice(&header.encode());
         page[HEADER_SIZE..HEADER_SIZE + schema_bytes.len()].copy_from_slice(schema_bytes);
-        fileio::set_len(&meta, 0)
-            .and_then(|_| fileio::pwrite(&meta, &page, 0))
-            .and_then(|_| fileio::sync_all(&meta))
+        meta.set_len(0)
+            .and_then(|_| meta.write_all_at(&page, 0))
+            .and_then(|_| meta.sync_all())
             .map_err(io_at(&temp_path))?;
-        let data = fileio::open_rw(&data_path, true)
-            .and_then(|f| fileio::sync_all(&f).map(|_| f))
+        let data = Local
+            .create(&data_path, true)
+            .and_then(|f| f.sync_all().map(|_| f))
             .map_err(io_at(&data_path))?;
         match dict.as_ref().map(|d| d.bytes()) {
             Some(bytes) => {
-                fileio::open_rw(&dict_path, true)
-                    .and_then(|f| fileio::pwrite(&f, bytes, 0).and_then(|_| fileio::sync_all(&f)))
+                Local
+                    .create(&dict_path, true)
+                    .and_then(|f| f.write_all_at(bytes, 0).and_then(|_| f.sync_all()))
                     .map_err(io_at(&dict_path))?;
             }
-            None => match fs::remove_file(&dict_path) {
+            None => match Local.remove(&dict_path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == ErrorKind::NotFound => {}
                 Err(e) => return Err(Error::io(&dict_path, e)),
             },
         }
         sync_dir(dir)?;
-        fileio::rename_noreplace(&temp_path, &meta_path).map_err(|e| {
-            if e.kind() == ErrorKind::AlreadyExists {
-                Error::AlreadyExists {
-                    path: dir.to_path_buf(),
-                    reason: "a store already exists here".into(),
+        Local
+            .rename_noreplace(&temp_path, &meta_path)
+            .map_err(|e| {
+                if e.kind() == ErrorKind::AlreadyExists {
+                    Error::AlreadyExists {
+                        path: dir.to_path_buf(),
+                        reason: "a store already exists here".into(),
+                    }
+                } else {
+                    Error::io(&meta_path, e)
                 }
-            } else {
-                Error::io(&meta_path, e)
-            }
-        })?;
+            })?;
         if let Err(e) = sync_dir(dir) {
-            let _ = fs::remove_file(&meta_path);
+            let _ = Local.remove(&meta_path);
             return Err(e);
         }
         let packed_dense = codec == Codec::Raw && schema.record_width().is_some();
@@ -251,11 +253,7 @@ impl Store {
                 reason: "the path does not exist".into(),
             });
         }
-        let meta = match OpenOptions::new()
-            .read(true)
-            .write(!readonly)
-            .open(&meta_path)
-        {
+        let meta = match Local.open(&meta_path, !readonly) {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 return Err(Error::NotFound {
@@ -273,7 +271,7 @@ impl Store {
         };
         let meta = lock_as(meta, dir, &meta_path, readonly)?;
         let corrupt_meta = |msg: String| Error::corrupted(&meta_path, msg);
-        let meta_len = meta.metadata().map_err(io_at(&meta_path))?.len();
+        let meta_len = meta.len().map_err(io_at(&meta_path))?;
         if meta_len < PAGE_SIZE {
             return Err(corrupt_meta(format!(
                 "file is {meta_len} bytes, shorter than the {PAGE_SIZE}-byte header page"
@@ -296,18 +294,14 @@ impl Store {
             })?;
         debug_assert!(table_end <= meta_len);
 
-        let data = match OpenOptions::new()
-            .read(true)
-            .write(!readonly)
-            .open(&data_path)
-        {
+        let data = match Local.open(&data_path, !readonly) {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 return Err(Error::corrupted(&data_path, "file is missing"))
             }
             Err(e) => return Err(Error::io(&data_path, e)),
         };
-        let data_len = data.metadata().map_err(io_at(&data_path))?.len();
+        let data_len = data.len().map_err(io_at(&data_path))?;
         if data_len < header.tail_offset {
             return Err(Error::corrupted(
                 &data_path,
@@ -318,7 +312,7 @@ impl Store {
             ));
         }
 
-        let dict = match (header.codec, fs::read(&dict_path)) {
+        let dict = match (header.codec, Local.read(&dict_path)) {
             (Codec::ZstdDict, Ok(bytes)) if bytes.is_empty() => {
                 return Err(Error::corrupted(&dict_path, "dictionary file is empty"))
             }
@@ -454,7 +448,7 @@ impl Store {
 /// (a sparse file of zeros, say) fails at its first bad entry, and memory
 /// grows only with the entries read.
 fn read_locs(
-    meta: &File,
+    meta: &LocalFile,
     meta_path: &Path,
     length: u64,
     overlay: &[(u64, RecordLoc)],
@@ -500,7 +494,7 @@ fn read_locs(
 
 /// Reads and validates the journal a header names as pending.
 fn read_journal(
-    meta: &File,
+    meta: &LocalFile,
     meta_path: &Path,
     at: u64,
     meta_len: u64,
@@ -599,4 +593,114 @@ fn check_loc(
         return Err(format!("record {i} has phys_length 0"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::journal::Journal;
+    use crate::schema::DType;
+    use crate::store::testing::{bytes_store, header_on_disk};
+
+    #[test]
+    fn create_then_open_round_trips_and_refuses_a_second_create() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("s");
+        bytes_store(&dir, 5, Codec::Zstd).close().unwrap();
+        let s = Store::open(&dir).unwrap();
+        assert_eq!(s.len(), 5);
+        assert_eq!(s.read_record(4).unwrap(), vec![4]);
+        drop(s);
+        let again = Store::create(
+            &dir,
+            Schema::dense(DType::U8, &[]).unwrap(),
+            Codec::Raw,
+            None,
+        );
+        assert!(
+            matches!(again, Err(Error::AlreadyExists { .. })),
+            "{again:?}"
+        );
+        assert!(!dir.join(CREATE_TEMP).exists());
+        let missing = Store::open(tmp.path().join("nothing"));
+        assert!(
+            matches!(missing, Err(Error::NotFound { .. })),
+            "{missing:?}"
+        );
+    }
+
+    #[test]
+    fn open_of_the_other_kind_names_both() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("s");
+        bytes_store(&dir, 1, Codec::Raw).close().unwrap();
+        match Store::open_kind(&dir, Kind::Ragged) {
+            Err(Error::WrongKind {
+                expected, actual, ..
+            }) => {
+                assert_eq!((expected, actual), (Kind::Ragged, Kind::Dense))
+            }
+            other => panic!("expected WrongKind, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn open_recovers_a_pending_journal() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("s");
+        let mut s = bytes_store(&dir, 4, Codec::Raw);
+        // Commit a journal that points slot 0 at record 3's bytes, then stop
+        // as a crash would, before applying it.
+        let at = format::meta_size_for(4).unwrap();
+        let journal = Journal {
+            length: 4,
+            tail_offset: s.tail,
+            locs: vec![(0, s.locs[3])],
+            moves: Vec::new(),
+            payload: Vec::new(),
+        };
+        let (prefix, crc) = journal.encode_parts();
+        s.meta.write_all_at(&prefix, at).unwrap();
+        s.meta.write_all_at(&crc, at + prefix.len() as u64).unwrap();
+        s.write_header(Some(at)).unwrap();
+        s.failed = Some("stopped by the test".into());
+        drop(s);
+        assert_eq!(header_on_disk(&dir).journal, Some(at));
+
+        // A read-only handle sees the committed state and writes nothing.
+        let r = Store::open_readonly(&dir).unwrap();
+        assert_eq!(r.read_record(0).unwrap(), vec![3]);
+        drop(r);
+        assert_eq!(header_on_disk(&dir).journal, Some(at));
+
+        // A writable open applies the journal and clears it.
+        let w = Store::open(&dir).unwrap();
+        assert_eq!(w.read_record(0).unwrap(), vec![3]);
+        assert_eq!(w.read_record(3).unwrap(), vec![3]);
+        drop(w);
+        assert_eq!(header_on_disk(&dir).journal, None);
+    }
+
+    #[test]
+    fn check_loc_names_each_broken_invariant() {
+        let loc = |offset, phys, logic| RecordLoc {
+            offset,
+            phys_length: phys,
+            logic_length: logic,
+        };
+        assert_eq!(check_loc(0, &loc(0, 8, 8), Codec::Raw, Some(8), 8), Ok(()));
+        let past = check_loc(1, &loc(4, 8, 8), Codec::Raw, Some(8), 8).unwrap_err();
+        assert!(past.contains("lies past tail_offset 8"), "{past}");
+        let width = check_loc(2, &loc(0, 4, 4), Codec::Raw, Some(8), 8).unwrap_err();
+        assert!(width.contains("dense records are 8 bytes"), "{width}");
+        let raw = check_loc(3, &loc(0, 4, 9), Codec::Raw, None, 8).unwrap_err();
+        assert!(raw.contains("phys_length 4 != logic_length 9"), "{raw}");
+        let short = check_loc(4, &loc(0, 4, 4), Codec::Raw, None, 8).unwrap_err();
+        assert!(short.contains("too short for a ragged record"), "{short}");
+        let dense = check_loc(5, &loc(0, 1, 1 << 20), Codec::Zstd, Some(1 << 20), 8).unwrap_err();
+        assert!(
+            dense.contains("more than a 1-byte zstd frame can hold"),
+            "{dense}"
+        );
+    }
 }

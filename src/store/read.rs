@@ -1,9 +1,9 @@
 //! Reading a store's records: through a shared mapping of data.zr or
 //! positional reads, decoding each straight into the caller's buffer.
 
+use crate::io::StorageFile;
 use std::cell::Cell;
 use std::io::ErrorKind;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use crate::codec::{self, Codec, DecodeError};
@@ -76,7 +76,8 @@ impl Store {
         // loaderx writer for its whole life, so no byte it maps changes.
         self.map = usize::try_from(len)
             .ok()
-            .and_then(|len| unsafe { memmap2::MmapOptions::new().len(len).map(&self.data) }.ok());
+            // SAFETY: see above: no byte below tail changes while mapped.
+            .and_then(|len| unsafe { self.data.map(len) });
     }
 
     pub(crate) fn data_path(&self) -> &Path {
@@ -282,4 +283,52 @@ fn prefetch<T>(value: &T) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = value;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::testing::bytes_store;
+
+    #[test]
+    fn streaming_holds_for_its_closure_only() {
+        assert!(map_large_records());
+        streaming(|| {
+            assert!(!map_large_records());
+            streaming(|| assert!(!map_large_records()));
+            assert!(!map_large_records());
+        });
+        assert!(map_large_records());
+        let r = std::panic::catch_unwind(|| streaming(|| panic!("unwinds")));
+        assert!(r.is_err());
+        assert!(map_large_records());
+    }
+
+    #[test]
+    fn positional_reads_match_the_mapping() {
+        let tmp = tempfile::tempdir().unwrap();
+        for codec in [Codec::Raw, Codec::Zstd] {
+            let mut s = bytes_store(&tmp.path().join(format!("{codec}")), 50, codec);
+            let idx: Vec<u64> = (0..50).rev().collect();
+            let mapped = s.gather_dense(&idx).unwrap();
+            assert!(s.map.is_some());
+            s.map = None;
+            let read = s.gather_dense(&idx).unwrap();
+            assert_eq!(mapped.as_slice(), read.as_slice());
+            assert_eq!(read.as_slice()[0], 49);
+        }
+    }
+
+    #[test]
+    fn a_location_of_the_wrong_size_is_corrupt() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = bytes_store(&tmp.path().join("s"), 2, Codec::Raw);
+        let mut dst = [0u8; 2];
+        let err = s.read_loc(1, s.locs[1], &mut dst, true).unwrap_err();
+        assert!(matches!(err, Error::Corrupted { .. }), "{err:?}");
+        assert!(
+            err.to_string().contains("logic_length 1, expected 2"),
+            "{err}"
+        );
+    }
 }
