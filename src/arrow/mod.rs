@@ -1,6 +1,6 @@
 //! Arrow views of stores, and Arrow arrays into stores.
 //!
-//! Mapping (README "Arrow"):
+//! Mapping (the "Arrow" section of the repository's README.md):
 //! * dense, item_shape `()` → a primitive column of the dtype;
 //! * dense, item_shape `S` → `FixedSizeList<T>[prod(S)]` carrying the
 //!   canonical `arrow.fixed_shape_tensor` extension with `{"shape": S}`;

@@ -147,7 +147,7 @@ pub fn train(samples: &[u8], sizes: &[usize], tier: DictTier) -> Result<Vec<u8>>
     }
     if sizes.len() < MIN_SAMPLES || total < MIN_SAMPLE_BYTES {
         return Err(Error::InvalidValue(format!(
-            "train_dict needs at least {MIN_SAMPLES} records and {MIN_SAMPLE_BYTES} bytes of sample, got {} records and {total} bytes",
+            "training a dictionary needs at least {MIN_SAMPLES} records and {MIN_SAMPLE_BYTES} bytes of sample, got {} records and {total} bytes",
             sizes.len()
         )));
     }

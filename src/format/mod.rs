@@ -41,7 +41,8 @@ pub struct Header {
     /// Format extension 1: the offset in `meta.zr` of a committed journal
     /// that has not been applied to the record table yet (see
     /// [`crate::format::journal`]). `None` in every store with nothing pending, which
-    /// keeps bytes 20..31 zero as in the seed's format.
+    /// keeps bytes 20..31 zero, as every store without the extension has
+    /// them (`docs/format.md`).
     pub journal: Option<u64>,
 }
 

@@ -54,13 +54,13 @@ impl Store {
         let dir = dir.as_ref();
         if checksum && !codec.is_compressed() {
             return Err(Error::InvalidValue(format!(
-                "checksum=True needs a compressed codec ('zstd' or 'zstd_dict'), got codec '{codec}': raw records are stored as they are, without checksums"
+                "a content checksum needs a compressed codec ('zstd' or 'zstd_dict'), got codec '{codec}': raw records are stored as they are, without checksums"
             )));
         }
         match (codec, dict) {
             (Codec::ZstdDict, None) => {
                 return Err(Error::InvalidValue(
-                    "dict_bytes is required for codec 'zstd_dict' (train one with loaderx.utils.train_dict)"
+                    "dict_bytes is required for codec 'zstd_dict': its records are compressed against that dictionary"
                         .into(),
                 ))
             }
