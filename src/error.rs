@@ -46,7 +46,7 @@ pub enum Error {
     /// read-only (maps to `io.UnsupportedOperation`); nothing changed.
     #[error("cannot {op}: the handle on store {} is read-only: it shares the store with other readers and writes nothing; only a writable handle, which holds the store alone, can write", path.display())]
     ReadOnly { op: &'static str, path: PathBuf },
-    /// A write on a sharded table's column ([`crate::read::concat::Concat`]),
+    /// A write on a sharded table's column ([`crate::Concat`]),
     /// which is read-only by design (maps to `io.UnsupportedOperation`).
     #[error("cannot {op}: {} is a column of a sharded table, which is read-only; its shards are written whole, so new data goes into new shards", path.display())]
     ShardedReadOnly { op: &'static str, path: PathBuf },

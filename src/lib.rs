@@ -15,8 +15,9 @@
 //! The crate is built in layers, each a private module: `format` (the
 //! on-disk layout of meta.zr and its journal), `io` (files, locks, fault
 //! injection), `codec` (record codecs and dictionaries), `store` (the
-//! engine: open and recovery, append, delete, compact, commit), `read`
-//! (the [`Records`] trait, gathers, concatenation, buffers). The public API
+//! engine: open and recovery, append, the gather kernel, delete, compact,
+//! commit), `read` (the [`Records`] trait, buffers, ragged records, the
+//! concatenation of stores). The public API
 //! is re-exported here, plus the [`arrow`], [`sampler`], [`loader`],
 //! [`dict`], [`executor`], [`error`], [`schema`] and [`table`] namespaces.
 //!
@@ -47,11 +48,11 @@ pub use format::{Header, RecordLoc, MAX_RECORD_BYTES};
 pub use io::fault;
 pub use loader::DataLoader;
 pub use read::{
-    check_validity, sample_store, Buffer, Concat, Indices, Packed, RaggedRecord, Records,
-    StoreAccess, Typed,
+    check_validity, sample_store, Buffer, Concat, Indices, Packed, RaggedBatch, RaggedRecord,
+    ReadCounters, Records, Stats, StoreAccess, Typed,
 };
 pub use schema::{DType, Layout, Logical, Schema};
 #[cfg(feature = "fault-injection")]
 #[doc(hidden)]
 pub use store::set_compact_steps_for_tests;
-pub use store::{streaming, RaggedBatch, ReadCounters, RecordIndex, Stats, Store};
+pub use store::{streaming, RecordIndex, Store};

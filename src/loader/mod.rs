@@ -35,9 +35,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::error::{Error, Kind, Result};
 use crate::loader::prefetch::Prefetcher;
 use crate::read::buffer::Buffer;
+use crate::read::ragged::RaggedBatch;
 use crate::read::records::{Records, StoreAccess};
 use crate::sampler::{Mode, Sampler};
-use crate::store::{self, RaggedBatch, RecordIndex};
+use crate::store::{self, RecordIndex};
 
 /// Optional subset of records to sample from: step `k`'s positions
 /// `Sampler(len(subset), ...).at(k)` are mapped through it. Signed indices

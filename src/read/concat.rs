@@ -10,10 +10,11 @@ use std::path::{Path, PathBuf};
 
 use crate::codec::Codec;
 use crate::error::{Error, Result};
-use crate::read::gather::{self, Counters, Source};
-use crate::read::records::Records;
+use crate::read::ragged::RaggedBatch;
+use crate::read::records::{ReadCounters, Records, Stats, StoreAccess};
 use crate::schema::Schema;
-use crate::store::{RaggedBatch, ReadCounters, Stats, Store};
+use crate::store::gather::{self, Counters, Source};
+use crate::store::Store;
 
 /// Read-only stores of one schema, end to end (see the module documentation).
 pub struct Concat {
@@ -190,6 +191,12 @@ impl Records for Concat {
         gather::check_indices(&[i], self.len())?;
         let (s, k) = self.locate(i);
         s.read_record(k)
+    }
+}
+
+impl StoreAccess for &Concat {
+    fn with<T>(&self, f: impl FnOnce(&dyn Records) -> Result<T>) -> Result<T> {
+        f(*self)
     }
 }
 

@@ -17,10 +17,8 @@ use std::sync::Arc;
 use crate::codec::Codec;
 use crate::error::{Error, Kind, Result};
 use crate::read::buffer::Buffer;
-use crate::read::concat::Concat;
-use crate::read::gather;
+use crate::read::ragged::RaggedBatch;
 use crate::schema::{DType, Logical, Schema};
-use crate::store::{RaggedBatch, ReadCounters, Stats, Store};
 
 /// The indices of one gather as a caller holds them: unsigned, or signed
 /// (as the bindings pass them; a negative one is out of range).
@@ -102,6 +100,28 @@ impl<'a, const N: usize> From<&'a [i64; N]> for Indices<'a> {
     }
 }
 
+/// Space accounting reported by [`Records::stats`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stats {
+    pub records: u64,
+    /// Stored bytes of live records.
+    pub live_bytes: u64,
+    /// Committed payload extent of `data.zr`.
+    pub data_bytes: u64,
+    /// `data_bytes - live_bytes`: what [`Store::compact`](crate::Store::compact) would free.
+    pub reclaimable: u64,
+}
+
+/// How much a handle has read (for tests and tooling: proves what a query
+/// touched, without timing).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadCounters {
+    /// Records gathered.
+    pub records: u64,
+    /// Logical bytes gathered.
+    pub bytes: u64,
+}
+
 /// A sequence of records that can be read: a [`Store`], a [`Concat`] of
 /// stores, or a [`Typed`] view of either.
 ///
@@ -139,7 +159,7 @@ pub trait Records: Send + Sync {
     fn gather_dense_into(&self, idx: &[u64], dst: &mut [u8]) -> Result<()>;
     /// Gathers dense records into a new buffer.
     fn gather_dense(&self, idx: &[u64]) -> Result<Buffer> {
-        let width = gather::dense_width(self.path(), self.schema())?;
+        let width = dense_width(self.path(), self.schema())?;
         let mut buf = idx
             .len()
             .checked_mul(width)
@@ -272,22 +292,11 @@ impl Records for Typed<'_> {
 }
 
 /// Something that lends [`Records`] for the length of one call: `&Store`,
-/// `&Concat`, an `Arc` of any records, or a binding's handle (which takes
+/// `&Concat` (implemented beside them), an `Arc` of any records, or a
+/// binding's handle (which takes
 /// its lock around the call). Lets readers outlive the caller's borrow.
 pub trait StoreAccess: Send + Sync {
     fn with<T>(&self, f: impl FnOnce(&dyn Records) -> Result<T>) -> Result<T>;
-}
-
-impl StoreAccess for &Store {
-    fn with<T>(&self, f: impl FnOnce(&dyn Records) -> Result<T>) -> Result<T> {
-        f(*self)
-    }
-}
-
-impl StoreAccess for &Concat {
-    fn with<T>(&self, f: impl FnOnce(&dyn Records) -> Result<T>) -> Result<T> {
-        f(*self)
-    }
 }
 
 impl<R: Records> StoreAccess for Arc<R> {
@@ -300,4 +309,14 @@ impl<S: StoreAccess> StoreAccess for &S {
     fn with<T>(&self, f: impl FnOnce(&dyn Records) -> Result<T>) -> Result<T> {
         (*self).with(f)
     }
+}
+
+/// Bytes per record of dense records at `path`; fails for ragged ones.
+pub(crate) fn dense_width(path: &Path, schema: &Schema) -> Result<usize> {
+    schema.record_width().map(|w| w as usize).ok_or_else(|| {
+        Error::InvalidValue(format!(
+            "{} is a ragged store, not a dense store",
+            path.display()
+        ))
+    })
 }

@@ -15,6 +15,7 @@ mod append;
 mod commit;
 mod compact;
 mod delete;
+pub(crate) mod gather;
 mod open;
 mod read;
 
@@ -33,11 +34,9 @@ use crate::error::{Error, Result};
 use crate::format::RecordLoc;
 use crate::io::lock::LockedMeta;
 use crate::io::{Local, LocalFile, Storage};
-use crate::read::buffer::Buffer;
-use crate::read::gather::Counters;
-use crate::read::ragged::{self, RaggedRecord};
 use crate::read::records::Records;
 use crate::schema::Schema;
+use gather::Counters;
 
 /// An index into a store: `u64` or a signed integer that must not be negative.
 pub trait RecordIndex: Copy + Send + Sync {
@@ -70,63 +69,6 @@ impl RecordIndex for usize {
     }
     fn as_i128(self) -> i128 {
         self as i128
-    }
-}
-
-/// Space accounting reported by [`Records::stats`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Stats {
-    pub records: u64,
-    /// Stored bytes of live records.
-    pub live_bytes: u64,
-    /// Committed payload extent of `data.zr`.
-    pub data_bytes: u64,
-    /// `data_bytes - live_bytes`: what [`Store::compact`] would free.
-    pub reclaimable: u64,
-}
-
-/// How much a handle has read (for tests and tooling: proves what a query
-/// touched, without timing).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ReadCounters {
-    /// Records gathered.
-    pub records: u64,
-    /// Logical bytes gathered.
-    pub bytes: u64,
-}
-
-/// The records of a ragged gather, packed into one buffer.
-#[derive(Debug)]
-pub struct RaggedBatch {
-    pub buffer: Buffer,
-    /// `(start, len)` of each record's logical bytes in `buffer`; starts are
-    /// 8-byte aligned so payloads of any dtype are aligned.
-    pub spans: Vec<(usize, usize)>,
-    itemsize: usize,
-}
-
-impl RaggedBatch {
-    pub(crate) fn new(buffer: Buffer, spans: Vec<(usize, usize)>, itemsize: usize) -> RaggedBatch {
-        RaggedBatch {
-            buffer,
-            spans,
-            itemsize,
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.spans.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
-    }
-
-    /// Record `i` (already validated by the gather).
-    pub fn record(&self, i: usize) -> RaggedRecord<'_> {
-        let (start, len) = self.spans[i];
-        ragged::parse(&self.buffer.as_slice()[start..start + len], self.itemsize)
-            .expect("validated during gather")
     }
 }
 

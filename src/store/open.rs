@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::io::ErrorKind;
 use std::path::Path;
 
+use super::gather::Counters;
 use crate::codec::{self, Codec, Dictionary};
 use crate::error::{Error, Kind, Result};
 use crate::format::journal::{self, Journal};
@@ -14,7 +15,6 @@ use crate::format::{
 };
 use crate::io::lock::LockedMeta;
 use crate::io::{Local, LocalFile, Storage, StorageFile};
-use crate::read::gather::Counters;
 use crate::read::records::Records;
 use crate::schema::{Layout, Schema};
 

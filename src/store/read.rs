@@ -1,20 +1,16 @@
 //! Reading a store's records: through a shared mapping of data.zr or
 //! positional reads, decoding each straight into the caller's buffer.
 
-use crate::io::StorageFile;
 use std::cell::Cell;
 use std::io::ErrorKind;
 use std::path::Path;
 
-use crate::codec::{self, Codec, DecodeError};
-use crate::error::{Error, Kind, Result};
+use crate::codec::{self, DecodeError};
+use crate::error::{Error, Result};
 use crate::format::RecordLoc;
-use crate::read::gather::{self, Source};
-use crate::read::ragged::{self};
-use crate::read::records::Records;
-use crate::schema::Schema;
+use crate::io::StorageFile;
 
-use super::{RaggedBatch, ReadCounters, Stats, Store};
+use super::Store;
 
 /// Gathers read records through a shared, read-only mapping of data.zr: no
 /// syscall per record, and the kernel maps the page cache's large folios
@@ -186,88 +182,6 @@ impl Store {
             }
         })
     }
-
-    fn source<'a>(&'a self) -> Source<'a, impl Fn(u64) -> (&'a Store, u64) + Sync + 'a> {
-        Source {
-            schema: &self.schema,
-            len: self.len(),
-            coded: self.codec != Codec::Raw,
-            path: &self.dir,
-            counters: &self.counters,
-            locate: move |i| (self, i),
-        }
-    }
-}
-
-impl Records for Store {
-    fn path(&self) -> &Path {
-        &self.dir
-    }
-
-    fn schema(&self) -> &Schema {
-        &self.schema
-    }
-
-    fn codec(&self) -> Codec {
-        self.codec
-    }
-
-    fn len(&self) -> u64 {
-        self.locs.len() as u64
-    }
-
-    fn logical_len(&self, i: u64) -> Option<usize> {
-        self.locs.get(i as usize).map(|l| l.logic_length as usize)
-    }
-
-    fn stats(&self) -> Stats {
-        Stats {
-            records: self.len(),
-            live_bytes: self.live_bytes,
-            data_bytes: self.tail,
-            // Open rejects overlapping entries, so this never saturates.
-            reclaimable: self.tail.saturating_sub(self.live_bytes),
-        }
-    }
-
-    fn read_counters(&self) -> ReadCounters {
-        self.counters.get()
-    }
-
-    /// Whether the handle was opened with [`Store::open_readonly`].
-    fn is_readonly(&self) -> bool {
-        self.readonly
-    }
-
-    /// Whether zstd frames written through this handle carry a checksum.
-    fn checksum(&self) -> bool {
-        self.checksum
-    }
-
-    fn gather_dense_into(&self, idx: &[u64], dst: &mut [u8]) -> Result<()> {
-        gather::dense_into(&self.source(), idx, dst)
-    }
-
-    fn gather_ragged(&self, idx: &[u64]) -> Result<RaggedBatch> {
-        gather::ragged(&self.source(), idx)
-    }
-
-    fn read_record(&self, i: u64) -> Result<Vec<u8>> {
-        gather::check_indices(&[i], self.len())?;
-        let len = self.locs[i as usize].logic_length as usize;
-        let mut out = Vec::new();
-        out.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
-            bytes: len as u64,
-            what: format!("record {i}"),
-        })?;
-        out.resize(len, 0);
-        self.read_into(i, &mut out, map_large_records())?;
-        if self.kind() == Kind::Ragged {
-            ragged::parse(&out, self.schema.dtype.itemsize())
-                .map_err(|e| Error::corrupted(&self.data_path, format!("record {i}: {e}")))?;
-        }
-        Ok(out)
-    }
 }
 
 /// Hints the CPU to fetch `value` into cache.
@@ -288,6 +202,8 @@ fn prefetch<T>(value: &T) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::Codec;
+    use crate::read::records::Records;
     use crate::store::testing::bytes_store;
 
     #[test]

@@ -1,5 +1,6 @@
 //! Batch gathers, written once for a single store and for a concatenation
-//! of stores (a sharded table's column, [`crate::read::concat::Concat`]).
+//! of stores (a sharded table's column, [`crate::Concat`]), and the
+//! store's [`Records`] implementation, which runs them.
 //!
 //! A gather resolves each index to the store that holds it and the index
 //! there (`locate`), then decodes straight into its place in the
@@ -11,13 +12,17 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::{map_large_records, Store};
+use crate::codec::Codec;
+use crate::error::Kind;
 use crate::error::{Error, Result};
 use crate::executor::{self, FanOut, Work};
 use crate::read::buffer::Buffer;
 use crate::read::ragged;
+use crate::read::ragged::RaggedBatch;
 use crate::read::records::Records;
+use crate::read::records::{dense_width, ReadCounters, Stats, StoreAccess};
 use crate::schema::Schema;
-use crate::store::{self, RaggedBatch, ReadCounters, Store};
 
 /// Output bytes per chunk of a raw gather: the unit that threads claim one
 /// at a time (see [`executor::for_each_chunk`]). Large enough that claiming
@@ -30,7 +35,7 @@ const CHUNK_BYTES_CODED: usize = 16 << 10;
 
 /// What one gather reads: the records' schema and count, where each
 /// record lives, and the counters it adds to. A [`Store`] and a
-/// [`crate::read::concat::Concat`] each build one per call; `locate` is a
+/// [`crate::Concat`] each build one per call; `locate` is a
 /// closure, so the per-record lookup is inlined (no dynamic call).
 pub(crate) struct Source<'a, L> {
     /// The records' schema (every part shares it).
@@ -122,16 +127,6 @@ impl<T> Slots<T> {
     }
 }
 
-/// Bytes per record of dense records at `path`; fails for ragged ones.
-pub(crate) fn dense_width(path: &Path, schema: &Schema) -> Result<usize> {
-    schema.record_width().map(|w| w as usize).ok_or_else(|| {
-        Error::InvalidValue(format!(
-            "{} is a ragged store, not a dense store",
-            path.display()
-        ))
-    })
-}
-
 /// Gathers dense records `idx` (any order, duplicates allowed) into `dst`,
 /// which must hold exactly `idx.len()` records.
 pub(crate) fn dense_into<'s, L>(src: &Source<'s, L>, idx: &[u64], dst: &mut [u8]) -> Result<()>
@@ -148,7 +143,7 @@ where
     }
     check_indices(idx, src.len)?;
     src.counters.add(idx.len(), dst.len());
-    let map_large = store::map_large_records();
+    let map_large = map_large_records();
     let fill = |ids: &[u64], out: &mut [u8]| -> Result<()> {
         for (j, (&i, rec)) in ids.iter().zip(out.chunks_exact_mut(width)).enumerate() {
             // The location table is far larger than the caches on big
@@ -212,7 +207,7 @@ where
     })?;
     src.counters.add(idx.len(), spans.iter().map(|s| s.1).sum());
     let itemsize = src.schema.dtype.itemsize();
-    let map_large = store::map_large_records();
+    let map_large = map_large_records();
     let fill = |ids: &[u64], sp: &[(usize, usize)], out: &mut [u8], base: usize| -> Result<()> {
         for (&i, &(start, len)) in ids.iter().zip(sp) {
             let rec = &mut out[start - base..start - base + len];
@@ -248,4 +243,94 @@ where
         })?;
     }
     Ok(RaggedBatch::new(buffer, spans, itemsize))
+}
+
+impl Store {
+    fn source<'a>(&'a self) -> Source<'a, impl Fn(u64) -> (&'a Store, u64) + Sync + 'a> {
+        Source {
+            schema: &self.schema,
+            len: self.len(),
+            coded: self.codec != Codec::Raw,
+            path: &self.dir,
+            counters: &self.counters,
+            locate: move |i| (self, i),
+        }
+    }
+}
+
+impl Records for Store {
+    fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    fn codec(&self) -> Codec {
+        self.codec
+    }
+
+    fn len(&self) -> u64 {
+        self.locs.len() as u64
+    }
+
+    fn logical_len(&self, i: u64) -> Option<usize> {
+        self.locs.get(i as usize).map(|l| l.logic_length as usize)
+    }
+
+    fn stats(&self) -> Stats {
+        Stats {
+            records: self.len(),
+            live_bytes: self.live_bytes,
+            data_bytes: self.tail,
+            // Open rejects overlapping entries, so this never saturates.
+            reclaimable: self.tail.saturating_sub(self.live_bytes),
+        }
+    }
+
+    fn read_counters(&self) -> ReadCounters {
+        self.counters.get()
+    }
+
+    /// Whether the handle was opened with [`Store::open_readonly`].
+    fn is_readonly(&self) -> bool {
+        self.readonly
+    }
+
+    /// Whether zstd frames written through this handle carry a checksum.
+    fn checksum(&self) -> bool {
+        self.checksum
+    }
+
+    fn gather_dense_into(&self, idx: &[u64], dst: &mut [u8]) -> Result<()> {
+        dense_into(&self.source(), idx, dst)
+    }
+
+    fn gather_ragged(&self, idx: &[u64]) -> Result<RaggedBatch> {
+        ragged(&self.source(), idx)
+    }
+
+    fn read_record(&self, i: u64) -> Result<Vec<u8>> {
+        check_indices(&[i], self.len())?;
+        let len = self.locs[i as usize].logic_length as usize;
+        let mut out = Vec::new();
+        out.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
+            bytes: len as u64,
+            what: format!("record {i}"),
+        })?;
+        out.resize(len, 0);
+        self.read_into(i, &mut out, map_large_records())?;
+        if self.kind() == Kind::Ragged {
+            ragged::parse(&out, self.schema.dtype.itemsize())
+                .map_err(|e| Error::corrupted(&self.data_path, format!("record {i}: {e}")))?;
+        }
+        Ok(out)
+    }
+}
+
+impl StoreAccess for &Store {
+    fn with<T>(&self, f: impl FnOnce(&dyn Records) -> Result<T>) -> Result<T> {
+        f(*self)
+    }
 }
