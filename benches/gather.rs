@@ -9,9 +9,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use loaderx::sampler::{Mode, Sampler};
-use loaderx::Packed;
-use loaderx::Records;
-use loaderx::{Codec, DType, Schema, Store};
+use loaderx::{Codec, DType, Packed, Records, Schema, Store};
 
 const RECORDS: u64 = 2048;
 const BATCH: usize = 256;

@@ -4,9 +4,7 @@
 //!     cargo run --release --example quickstart
 
 use loaderx::sampler::{Mode, Sampler};
-use loaderx::Packed;
-use loaderx::Records;
-use loaderx::{Codec, DType, Schema, Store};
+use loaderx::{Codec, DType, Packed, Records, Schema, Store};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;

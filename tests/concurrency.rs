@@ -12,11 +12,8 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use loaderx::dict;
 use loaderx::error::Kind;
-use loaderx::Packed;
-use loaderx::Records;
-use loaderx::{Codec, DType, Error, Schema, Store};
+use loaderx::{dict, Codec, DType, Error, Packed, Records, Schema, Store};
 
 const CHILD_ENV: &str = "LOADERX_BUSY_CHILD";
 const DIR_ENV: &str = "LOADERX_BUSY_DIR";

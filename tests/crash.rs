@@ -28,11 +28,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use loaderx::fault;
-use loaderx::set_compact_steps_for_tests;
-use loaderx::Packed;
-use loaderx::Records;
-use loaderx::{Codec, DType, Error, Schema, Store};
+use loaderx::{
+    fault, set_compact_steps_for_tests, Codec, DType, Error, Packed, Records, Schema, Store,
+};
 
 const SCENARIO_ENV: &str = "LOADERX_SWEEP_SCENARIO";
 const DIR_ENV: &str = "LOADERX_SWEEP_DIR";

@@ -14,10 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use loaderx::dict;
-use loaderx::Packed;
-use loaderx::Records;
-use loaderx::{Codec, DType, Schema, Store};
+use loaderx::{dict, Codec, DType, Packed, Records, Schema, Store};
 
 const CHILD_ENV: &str = "LOADERX_CRASH_CHILD";
 const DIR_ENV: &str = "LOADERX_CRASH_DIR";

@@ -14,8 +14,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use loaderx::Records;
-use loaderx::{Error, Store};
+use loaderx::{Error, Records, Store};
 
 const CHILD_ENV: &str = "LOADERX_FORK_CHILD";
 const DIR_ENV: &str = "LOADERX_FORK_DIR";

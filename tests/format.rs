@@ -4,10 +4,7 @@
 use std::fs;
 use std::path::Path;
 
-use loaderx::dict;
-use loaderx::Packed;
-use loaderx::Records;
-use loaderx::{Codec, DType, Schema, Store};
+use loaderx::{dict, Codec, DType, Packed, Records, Schema, Store};
 
 // ------------------------------------------------------------------ helpers
 

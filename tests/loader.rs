@@ -11,9 +11,7 @@ use std::time::Duration;
 
 use loaderx::loader::{Batch, Column, DataLoader, Options, Subset};
 use loaderx::sampler::{Mode, Sampler};
-use loaderx::Packed;
-use loaderx::Records;
-use loaderx::{Codec, DType, Error, Schema, Store, StoreAccess};
+use loaderx::{Codec, DType, Error, Packed, Records, Schema, Store, StoreAccess};
 
 const N: u64 = 300;
 const MODES: [Mode; 3] = [Mode::Sequential, Mode::Iid, Mode::Cyclic];

@@ -6,10 +6,7 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use loaderx::dict;
-use loaderx::Packed;
-use loaderx::Records;
-use loaderx::{Codec, DType, Schema, Store};
+use loaderx::{dict, Codec, DType, Packed, Records, Schema, Store};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 

@@ -20,9 +20,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::SystemTime;
 
 use loaderx::error::Kind;
-use loaderx::Packed;
-use loaderx::Records;
-use loaderx::{Codec, DType, Error, Schema, Store};
+use loaderx::{Codec, DType, Error, Packed, Records, Schema, Store};
 
 const CHILD_ENV: &str = "LOADERX_RO_CHILD";
 const DIR_ENV: &str = "LOADERX_RO_DIR";

@@ -10,8 +10,7 @@ use crate::error::{Error, Result};
 use crate::read::records::StoreAccess;
 use crate::store;
 
-use super::gather::arrow_err;
-use super::gather::gather_array;
+use super::gather::{arrow_err, gather_array};
 use super::types::field_of;
 
 /// A record batch of `streams` gathered at `idx`, with an optional UInt64

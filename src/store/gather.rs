@@ -12,17 +12,15 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{map_large_records, Store};
 use crate::codec::Codec;
-use crate::error::Kind;
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::executor::{self, FanOut, Work};
 use crate::read::buffer::Buffer;
-use crate::read::ragged;
-use crate::read::ragged::RaggedBatch;
-use crate::read::records::Records;
-use crate::read::records::{dense_width, ReadCounters, Stats, StoreAccess};
+use crate::read::ragged::{self, RaggedBatch};
+use crate::read::records::{dense_width, ReadCounters, Records, Stats, StoreAccess};
 use crate::schema::Schema;
+
+use super::{map_large_records, Store};
 
 /// Output bytes per chunk of a raw gather: the unit that threads claim one
 /// at a time (see [`executor::for_each_chunk`]). Large enough that claiming
