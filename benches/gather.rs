@@ -8,9 +8,8 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use loaderx::ragged::Packed;
 use loaderx::sampler::{Mode, Sampler};
-use loaderx::{Codec, DType, Schema, Store};
+use loaderx::{Codec, DType, Packed, Records, Schema, Store};
 
 const RECORDS: u64 = 2048;
 const BATCH: usize = 256;

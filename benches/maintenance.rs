@@ -11,7 +11,7 @@
 
 use std::time::Instant;
 
-use loaderx::{Codec, DType, Schema, Store};
+use loaderx::{Codec, DType, Records, Schema, Store};
 
 fn records(n: usize, width: usize, seed: u64) -> Vec<u8> {
     // Compressible but distinct: a counter pattern with a per-record salt.

@@ -3,9 +3,8 @@
 //!
 //!     cargo run --release --example quickstart
 
-use loaderx::ragged::Packed;
 use loaderx::sampler::{Mode, Sampler};
-use loaderx::{Codec, DType, Schema, Store};
+use loaderx::{Codec, DType, Packed, Records, Schema, Store};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;

@@ -44,15 +44,15 @@ pub enum Error {
     Busy(PathBuf),
     /// A write (`op`: append, delete, compact, sync) on a handle opened
     /// read-only (maps to `io.UnsupportedOperation`); nothing changed.
-    #[error("cannot {op}: the handle on store {} is read-only (opened with readonly=True); open the store without readonly to write", path.display())]
+    #[error("cannot {op}: the handle on store {} is read-only: it shares the store with other readers and writes nothing; only a writable handle, which holds the store alone, can write", path.display())]
     ReadOnly { op: &'static str, path: PathBuf },
-    /// A write on a sharded table's column ([`crate::concat::Concat`]),
+    /// A write on a sharded table's column ([`crate::Concat`]),
     /// which is read-only by design (maps to `io.UnsupportedOperation`).
-    #[error("cannot {op}: {} is a column of a sharded table, which is read-only; add data as new shards (loaderx.new_shard, then loaderx.commit_shards)", path.display())]
+    #[error("cannot {op}: {} is a column of a sharded table, which is read-only; its shards are written whole, so new data goes into new shards", path.display())]
     ShardedReadOnly { op: &'static str, path: PathBuf },
     /// A write on a nullable column (one with a validity stream), which the
     /// table does not keep in step (maps to `io.UnsupportedOperation`).
-    #[error("cannot {op}: column {} is nullable (it has a validity stream), and writes to nullable columns are not supported; write the table again with its nulls (loaderx.arrow.ingest)", path.display())]
+    #[error("cannot {op}: column {} is nullable (it has a validity stream), and writes to nullable columns are not supported; the column and its validity are written together, when the table is written", path.display())]
     NullableReadOnly { op: &'static str, path: PathBuf },
     /// No store at the path.
     #[error("no store at {}: {reason}", path.display())]

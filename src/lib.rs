@@ -3,14 +3,23 @@
 //! A store is a directory holding `meta.zr` (a 4096-byte header/schema page
 //! followed by a table of 16-byte record locations), `data.zr` (record
 //! payloads) and, for the `zstd_dict` codec, `dict.zr`. The byte layout is
-//! specified in `docs/format.md` and implemented in [`format`].
+//! specified in `docs/format.md`.
 //!
 //! Training reads stores through the [`sampler`] (each step's indices, a pure
 //! function of the step) and the [`loader`] ([`DataLoader`]: every stream
 //! gathered at the same indices, prefetched ahead, handed over in step
-//! order), over anything that lends [`access::Records`] ([`StoreAccess`]):
-//! a store, or a [`concat::Concat`] of read-only stores end to end (the
-//! column of a sharded table).
+//! order), over anything that lends [`Records`] ([`StoreAccess`]): a
+//! [`Store`], or a [`Concat`] of read-only stores end to end (the column of
+//! a sharded table).
+//!
+//! The crate is built in layers, each a private module: `format` (the
+//! on-disk layout of meta.zr and its journal), `io` (files, locks, fault
+//! injection), `codec` (record codecs and dictionaries), `store` (the
+//! engine: open and recovery, append, the gather kernel, delete, compact,
+//! commit), `read` (the [`Records`] trait, buffers, ragged records, the
+//! concatenation of stores). The public API
+//! is re-exported here, plus the [`arrow`], [`sampler`], [`loader`],
+//! [`dict`], [`executor`], [`error`], [`schema`] and [`table`] namespaces.
 //!
 //! This crate is pure Rust: the Python bindings live in `python/` and the
 //! DataFusion and Parquet connectors in `connectors/`.
@@ -18,33 +27,32 @@
 #[cfg(not(target_endian = "little"))]
 compile_error!("loaderx stores are little-endian; big-endian hosts are not supported");
 
-pub mod access;
 #[cfg(feature = "arrow")]
 pub mod arrow;
-pub mod buffer;
-pub mod codec;
-pub mod concat;
-pub mod dict;
+mod codec;
 pub mod error;
 pub mod executor;
-pub mod fileio;
-pub mod format;
-mod gather;
-pub mod journal;
+mod format;
+mod io;
 pub mod loader;
-mod lock;
-pub mod prefetch;
-pub mod ragged;
+mod read;
 pub mod sampler;
 pub mod schema;
-pub mod store;
+mod store;
 pub mod table;
 
-pub use access::StoreAccess;
-pub use buffer::Buffer;
-pub use codec::Codec;
-pub use error::{Error, Result};
-pub use format::{Header, RecordLoc};
+pub use codec::{dict, Codec};
+pub use error::{Error, Kind, Result};
+pub use format::{Header, RecordLoc, MAX_RECORD_BYTES};
+#[cfg(feature = "fault-injection")]
+pub use io::fault;
 pub use loader::DataLoader;
-pub use schema::{DType, Layout, Schema};
-pub use store::{RaggedBatch, ReadCounters, Stats, Store};
+pub use read::{
+    check_validity, sample_store, Buffer, Concat, Indices, Packed, RaggedBatch, RaggedRecord,
+    ReadCounters, Records, Stats, StoreAccess, Typed,
+};
+pub use schema::{DType, Layout, Logical, Schema};
+#[cfg(feature = "fault-injection")]
+#[doc(hidden)]
+pub use store::set_compact_steps_for_tests;
+pub use store::{streaming, RecordIndex, Store};

@@ -414,7 +414,7 @@ impl fmt::Display for Logical {
 }
 
 /// Appends the text or binary value `value` to `packed` as its record.
-pub fn push_bytes_value(packed: &mut crate::ragged::Packed, value: &[u8]) {
+pub fn push_bytes_value(packed: &mut crate::read::ragged::Packed, value: &[u8]) {
     if value.is_empty() {
         packed.push(&[], &[0]);
     } else {
@@ -425,7 +425,7 @@ pub fn push_bytes_value(packed: &mut crate::ragged::Packed, value: &[u8]) {
 /// The value a text or binary record holds (see [`Logical`]), or why the
 /// record is not one.
 pub fn bytes_value<'a>(
-    record: &crate::ragged::RaggedRecord<'a>,
+    record: &crate::read::ragged::RaggedRecord<'a>,
 ) -> std::result::Result<&'a [u8], String> {
     match record.ndim() {
         0 => Ok(&[]),

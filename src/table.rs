@@ -22,7 +22,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::fileio;
+use crate::io::local as fileio;
 use crate::schema::Logical;
 
 /// The table file's name inside a table directory.

@@ -7,7 +7,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use loaderx::{Codec, DType, Schema, Store};
+use loaderx::{Codec, DType, Records, Schema, Store};
 
 struct Counting;
 

@@ -6,37 +6,19 @@
 //! Other processes are this test binary re-executed with `--exact
 //! busy_child` and `LOADERX_BUSY_CHILD` set.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use loaderx::dict;
 use loaderx::error::Kind;
-use loaderx::ragged::Packed;
-use loaderx::{Codec, DType, Error, Schema, Store};
+use loaderx::{dict, Codec, DType, Error, Packed, Records, Schema, Store};
 
 const CHILD_ENV: &str = "LOADERX_BUSY_CHILD";
 const DIR_ENV: &str = "LOADERX_BUSY_DIR";
 
-fn record(i: u64) -> Vec<u8> {
-    (0..16u64)
-        .flat_map(|k| (i * 1000 + k).to_le_bytes())
-        .collect()
-}
-
-/// A dense uint64 [16] zstd store (128-byte records) of `n` records, left open.
-fn open_store(dir: &Path, n: u64) -> Store {
-    let mut store = Store::create(
-        dir,
-        Schema::dense(DType::U64, &[16]).unwrap(),
-        Codec::Zstd,
-        None,
-    )
-    .unwrap();
-    let bytes: Vec<u8> = (0..n).flat_map(record).collect();
-    store.append_dense(&bytes).unwrap();
-    store
-}
+use common::{u64x16_record as record, u64x16_store as open_store};
 
 #[track_caller]
 fn assert_busy<T: std::fmt::Debug>(r: Result<T, Error>, dir: &Path) {
@@ -156,10 +138,8 @@ fn busy_child() {
 }
 
 fn child(mode: &str, dir: &Path) -> Command {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["busy_child", "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, mode)
-        .env(DIR_ENV, dir);
+    let mut cmd = common::rerun("busy_child");
+    cmd.env(CHILD_ENV, mode).env(DIR_ENV, dir);
     cmd
 }
 

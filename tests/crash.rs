@@ -4,7 +4,7 @@
 //!
 //! Every write, fsync, truncation, creation and rename of the engine is a
 //! numbered fault point (feature `fault-injection`, see
-//! `loaderx::fileio::fault`). For each scenario and store flavour, a child
+//! `loaderx::fault`). For each scenario and store flavour, a child
 //! process (this test binary re-executed with `--exact sweep_child`) first
 //! runs the operation unharmed and reports how many fault points it
 //! reached; then, for every k, a fresh copy of the starting store is handed
@@ -18,18 +18,19 @@
 
 #![cfg(feature = "fault-injection")]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::ErrorKind;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
-use loaderx::fileio::fault;
-use loaderx::ragged::Packed;
-use loaderx::store::set_compact_steps_for_tests;
-use loaderx::{Codec, DType, Error, Schema, Store};
+use loaderx::{
+    fault, set_compact_steps_for_tests, Codec, DType, Error, Packed, Records, Schema, Store,
+};
 
 const SCENARIO_ENV: &str = "LOADERX_SWEEP_SCENARIO";
 const DIR_ENV: &str = "LOADERX_SWEEP_DIR";
@@ -297,9 +298,8 @@ struct Outcome {
 }
 
 fn run_child(scenario: Scenario, f: Flavour, dir: &Path, fault: Option<(u64, &str)>) -> Outcome {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["sweep_child", "--exact", "--nocapture", "--test-threads=1"])
-        .env(SCENARIO_ENV, format!("{}:{}", scenario.name(), f.name()))
+    let mut cmd = common::rerun("sweep_child");
+    cmd.env(SCENARIO_ENV, format!("{}:{}", scenario.name(), f.name()))
         .env(DIR_ENV, dir)
         .env_remove("LOADERX_FAULT_AT")
         .env_remove("LOADERX_FAULT")
@@ -626,13 +626,7 @@ fn random_kills_on_one_long_lived_store() {
     let mut committed: Option<Vec<u64>> = None;
     let (mut at_pending, mut at_committed) = (0, 0);
     for cycle in 0..100u64 {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "random_worker",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+        let mut child = common::rerun("random_worker")
             .env(SEED_ENV, (cycle * 7919 + 13).to_string())
             .env("LOADERX_FAULT_SKIP_FSYNC", "1")
             .env(DIR_ENV, dir)

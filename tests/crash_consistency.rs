@@ -6,15 +6,15 @@
 //! `--exact crash_child` and `LOADERX_CRASH_CHILD` set. It prints a line
 //! when it reaches the point the parent should kill it at.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use loaderx::dict;
-use loaderx::ragged::Packed;
-use loaderx::{Codec, DType, Schema, Store};
+use loaderx::{dict, Codec, DType, Packed, Records, Schema, Store};
 
 const CHILD_ENV: &str = "LOADERX_CRASH_CHILD";
 const DIR_ENV: &str = "LOADERX_CRASH_DIR";
@@ -211,8 +211,7 @@ impl Drop for ChildGuard {
 }
 
 fn spawn_child(mode: &str, f: Flavour, dir: &Path) -> ChildGuard {
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args(["crash_child", "--exact", "--nocapture", "--test-threads=1"])
+    let child = common::rerun("crash_child")
         .env(CHILD_ENV, format!("{mode}:{}", f.name()))
         .env(DIR_ENV, dir)
         .stdout(Stdio::piped())

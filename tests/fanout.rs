@@ -5,8 +5,7 @@
 
 use std::os::unix::fs::FileExt;
 
-use loaderx::ragged::Packed;
-use loaderx::{Codec, DType, Error, Schema, Store};
+use loaderx::{Codec, DType, Error, Packed, Records, Schema, Store};
 
 struct Rng(u64);
 

@@ -9,36 +9,22 @@
 //! processes are this test binary re-executed with `--exact other_process`
 //! and `LOADERX_FORK_CHILD` set.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use loaderx::{Codec, DType, Error, Schema, Store};
+use loaderx::{Error, Records, Store};
 
 const CHILD_ENV: &str = "LOADERX_FORK_CHILD";
 const DIR_ENV: &str = "LOADERX_FORK_DIR";
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-fn record(i: u64) -> Vec<u8> {
-    (0..16u64)
-        .flat_map(|k| (i * 1000 + k).to_le_bytes())
-        .collect()
-}
-
-fn records(ids: std::ops::Range<u64>) -> Vec<u8> {
-    ids.flat_map(record).collect()
-}
+use common::{u64x16_record as record, u64x16_records as records};
 
 /// A dense uint64 [16] zstd store of `n` synced records, left open.
 fn open_store(dir: &Path, n: u64) -> Store {
-    let mut store = Store::create(
-        dir,
-        Schema::dense(DType::U64, &[16]).unwrap(),
-        Codec::Zstd,
-        None,
-    )
-    .unwrap();
-    store.append_dense(&records(0..n)).unwrap();
+    let mut store = common::u64x16_store(dir, n);
     store.sync().unwrap();
     store
 }
@@ -69,13 +55,7 @@ fn other_process() {
 /// Opens the store from another process, which expects `mode`.
 #[track_caller]
 fn other_process_opens(mode: &str, dir: &Path) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "other_process",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let out = common::rerun("other_process")
         .env(CHILD_ENV, mode)
         .env(DIR_ENV, dir)
         .output()

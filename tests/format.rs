@@ -4,9 +4,7 @@
 use std::fs;
 use std::path::Path;
 
-use loaderx::dict;
-use loaderx::ragged::Packed;
-use loaderx::{Codec, DType, Schema, Store};
+use loaderx::{dict, Codec, DType, Packed, Records, Schema, Store};
 
 // ------------------------------------------------------------------ helpers
 

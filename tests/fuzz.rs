@@ -15,19 +15,20 @@
 //!   of depending on the host's memory and overcommit policy;
 //! * regression tests that could abort run in a child process ([`in_child`]).
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use arrow_schema::ArrowError;
 use loaderx::arrow::{self as lx_arrow, ColumnReader, TableReader};
 use loaderx::error::Kind;
-use loaderx::ragged::Packed;
-use loaderx::{dict, store, Codec, DType, Error, Schema, Store};
+use loaderx::{Codec, DType, Error, Packed, Records as _, Schema, Store};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config, RngAlgorithm, RngSeed, TestCaseError};
@@ -102,16 +103,7 @@ fn noise(seed: u64, n: usize) -> Vec<u8> {
 }
 
 fn trained_dict() -> Vec<u8> {
-    let mut samples = Vec::new();
-    let mut sizes = Vec::new();
-    for i in 0..300u32 {
-        let rec: Vec<u8> = (0..120u32)
-            .map(|j| ((i * 13 + j * j) % 41) as u8 + if j % 5 == 0 { 120 } else { 0 })
-            .collect();
-        sizes.push(rec.len());
-        samples.extend_from_slice(&rec);
-    }
-    dict::train(&samples, &sizes, dict::tier("fast").unwrap()).unwrap()
+    common::trained_dict(0)
 }
 
 /// `n` ragged records of `dtype`: 0-d, 1-d and 2-d shapes.
@@ -922,10 +914,10 @@ fn exercise(dir: &Path, seed: u64) -> TestCaseResult {
     let all: Vec<u64> = (0..store.len()).collect();
     let records = read_all(&store, dir, "read_record")?;
     gather(&store, dir, &all, &records, "gather of every index")?;
-    store::streaming(|| gather(&store, dir, &all, &records, "streaming gather"))?;
+    loaderx::streaming(|| gather(&store, dir, &all, &records, "streaming gather"))?;
     let list = random_list(&store, seed);
     gather(&store, dir, &list, &records, "gather of a random list")?;
-    store::streaming(|| arrow_views(&store, dir, &all))?;
+    loaderx::streaming(|| arrow_views(&store, dir, &all))?;
     check_stats(&store)?;
 
     let mut store = store;
@@ -1100,8 +1092,7 @@ fn in_child(name: &str, body: impl FnOnce()) {
         return;
     }
     let log = tempfile::NamedTempFile::new().unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+    let mut child = common::rerun(name)
         .env(ENV, name)
         .stdin(Stdio::null())
         .stdout(log.reopen().unwrap())
@@ -1441,7 +1432,7 @@ fn oversized_frame_is_not_staged_whole() {
         patch(&dir.join(META), 8, &size.to_le_bytes());
         patch(&dir.join(META), 4096 + 8, &u32::MAX.to_le_bytes());
         let t0 = Instant::now();
-        let r = Store::open(&dir).and_then(|s| store::streaming(|| s.read_record(0)));
+        let r = Store::open(&dir).and_then(|s| loaderx::streaming(|| s.read_record(0)));
         match r {
             Err(Error::Corrupted { file, .. }) => {
                 assert!(file == dir.join(META) || file == dir.join(DATA), "{file:?}")

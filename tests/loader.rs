@@ -9,11 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use loaderx::access::Records;
 use loaderx::loader::{Batch, Column, DataLoader, Options, Subset};
-use loaderx::ragged::Packed;
 use loaderx::sampler::{Mode, Sampler};
-use loaderx::{Codec, DType, Error, Schema, Store, StoreAccess};
+use loaderx::{Codec, DType, Error, Packed, Records, Schema, Store, StoreAccess};
 
 const N: u64 = 300;
 const MODES: [Mode; 3] = [Mode::Sequential, Mode::Iid, Mode::Cyclic];

@@ -1,13 +1,15 @@
 //! Malformed stores and bad inputs fail with a typed error, never a panic
 //! (docs/format.md, "Invariants checked on open and on every read").
 
+mod common;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use loaderx::dict;
 use loaderx::error::Kind;
-use loaderx::ragged::Packed;
+use loaderx::Packed;
 use loaderx::{Codec, DType, Error, Schema, Store};
+use loaderx::{Indices, Records};
 
 // ------------------------------------------------------------------ helpers
 
@@ -15,18 +17,14 @@ const META: &str = "meta.zr";
 const DATA: &str = "data.zr";
 const DICT: &str = "dict.zr";
 
-fn trained_dict(seed: u32) -> Vec<u8> {
-    let mut samples = Vec::new();
-    let mut sizes = Vec::new();
-    for i in 0..300u32 {
-        let rec: Vec<u8> = (0..120u32)
-            .map(|j| ((i * 13 + j * j + seed) % 41) as u8 + if j % 5 == 0 { 120 } else { 0 })
-            .collect();
-        sizes.push(rec.len());
-        samples.extend_from_slice(&rec);
-    }
-    dict::train(&samples, &sizes, dict::tier("fast").unwrap()).unwrap()
+/// A gather of signed indices, as the bindings pass them.
+fn signed(store: &Store, idx: &[i64]) -> Result<loaderx::Buffer, Error> {
+    Indices::from(idx)
+        .resolve(store.len())
+        .and_then(|idx| store.gather_dense(idx))
 }
+
+use common::trained_dict;
 
 fn dense_records(n: usize) -> Vec<u8> {
     (0..n as u32 * 8)
@@ -1022,19 +1020,24 @@ fn index_out_of_range() {
             store.gather_dense(&[u64::MAX]).map(|_| ()),
             u64::MAX as i128,
         );
-        oor(store.gather_dense(&[-1i64]).map(|_| ()), -1);
+        oor(signed(&store, &[-1i64]).map(|_| ()), -1);
         oor(
-            store.gather_dense(&[2i64, i64::MIN]).map(|_| ()),
+            signed(&store, &[2i64, i64::MIN]).map(|_| ()),
             i64::MIN as i128,
         );
-        oor(store.gather_dense(&[7usize]).map(|_| ()), 7);
+        oor(store.gather_dense(&[7u64]).map(|_| ()), 7);
         let mut dst = vec![0u8; 64];
-        oor(store.gather_dense_into(&[0i64, -3], &mut dst), -3);
+        oor(
+            Indices::from(&[0i64, -3])
+                .resolve(store.len())
+                .and_then(|idx| store.gather_dense_into(idx, &mut dst)),
+            -3,
+        );
         oor(store.read_record(5).map(|_| ()), 5);
         // a bad index anywhere in a large gather
         let mut idx: Vec<i64> = (0..5000).map(|k| k % 5).collect();
         idx[4321] = -2;
-        oor(store.gather_dense(&idx).map(|_| ()), -2);
+        oor(signed(&store, &idx).map(|_| ()), -2);
         // delete: nothing is deleted
         oor(store.delete(&[0u64, 9]), 9);
         oor(store.delete(&[-1i64]), -1);
@@ -1044,7 +1047,10 @@ fn index_out_of_range() {
 
         let dir = ragged_store(&tmp.path().join(format!("r-{codec}")), codec);
         let store = Store::open(&dir).unwrap();
-        match store.gather_ragged(&[0i64, -1]) {
+        match Indices::from(&[0i64, -1])
+            .resolve(store.len())
+            .and_then(|idx| store.gather_ragged(idx))
+        {
             Err(Error::IndexOutOfRange { index: -1, len: 6 }) => {}
             other => panic!("expected IndexOutOfRange, got {other:?}"),
         }

@@ -6,9 +6,7 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use loaderx::dict;
-use loaderx::ragged::Packed;
-use loaderx::{Codec, DType, Schema, Store};
+use loaderx::{dict, Codec, DType, Packed, Records, Schema, Store};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 

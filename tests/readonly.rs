@@ -10,6 +10,8 @@
 //! Other processes are this test binary re-executed with `--exact
 //! readonly_child` and `LOADERX_RO_CHILD` set.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufRead, BufReader};
@@ -18,8 +20,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::SystemTime;
 
 use loaderx::error::Kind;
-use loaderx::ragged::Packed;
-use loaderx::{Codec, DType, Error, Schema, Store};
+use loaderx::{Codec, DType, Error, Packed, Records, Schema, Store};
 
 const CHILD_ENV: &str = "LOADERX_RO_CHILD";
 const DIR_ENV: &str = "LOADERX_RO_DIR";
@@ -300,15 +301,8 @@ fn readonly_child() {
 }
 
 fn child(mode: &str, dir: &Path) -> Command {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "readonly_child",
-        "--exact",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env(CHILD_ENV, mode)
-    .env(DIR_ENV, dir);
+    let mut cmd = common::rerun("readonly_child");
+    cmd.env(CHILD_ENV, mode).env(DIR_ENV, dir);
     cmd
 }
 
@@ -386,8 +380,8 @@ mod pending_journal {
     //! with `Corrupted`, and work after a writable open recovered it.
 
     use super::*;
-    use loaderx::fileio::fault;
-    use loaderx::store::set_compact_steps_for_tests;
+    use loaderx::fault;
+    use loaderx::set_compact_steps_for_tests;
 
     const SCENARIO_ENV: &str = "LOADERX_RO_JOURNAL_SCENARIO";
 
@@ -415,10 +409,8 @@ mod pending_journal {
     }
 
     fn run(scenario: &str, dir: &Path, kill_at: Option<u64>) -> Option<u64> {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args(["pending_journal::journal_child", "--exact", "--nocapture"])
-            .args(["--test-threads=1"])
-            .env(SCENARIO_ENV, scenario)
+        let mut cmd = common::rerun("pending_journal::journal_child");
+        cmd.env(SCENARIO_ENV, scenario)
             .env(DIR_ENV, dir)
             .env_remove("LOADERX_FAULT")
             .env_remove("LOADERX_FAULT_AT")

@@ -2,14 +2,16 @@
 //! gather in random order with duplicates, compare bytes. Also empty and
 //! large (multi-lane) gathers, delete + compact and the stats accounting.
 
+mod common;
+
 use std::path::Path;
-use std::process::Command;
 
 use loaderx::dict;
 use loaderx::error::Kind;
 use loaderx::executor;
-use loaderx::ragged::Packed;
+use loaderx::Packed;
 use loaderx::{Codec, DType, Schema, Stats, Store};
+use loaderx::{Indices, Records};
 
 // ------------------------------------------------------------------ helpers
 
@@ -142,12 +144,16 @@ fn check_dense(store: &Store, expected: &[Vec<u8>], rng: &mut Rng, what: &str) {
         .flat_map(|&i| expected[i as usize].clone())
         .collect();
     assert!(
-        store.gather_dense(&idx_i64).unwrap().as_slice() == want_rev,
+        Indices::from(&idx_i64)
+            .resolve(store.len())
+            .and_then(|i| store.gather_dense(i))
+            .unwrap()
+            .as_slice()
+            == want_rev,
         "{what}: i64"
     );
-    let idx_usize: Vec<usize> = idx.iter().map(|&i| i as usize).collect();
     let mut dst = vec![0xEEu8; idx.len() * width];
-    store.gather_dense_into(&idx_usize, &mut dst).unwrap();
+    store.gather_dense_into(&idx, &mut dst).unwrap();
     assert!(dst == want, "{what}: gather_dense_into");
 
     for (i, rec) in expected.iter().enumerate() {
@@ -181,7 +187,10 @@ fn check_ragged(store: &Store, expected: &[(Vec<u64>, Vec<u8>)], rng: &mut Rng, 
         assert_eq!(rec.payload, &payload[..], "{what}: payload of record {i}");
     }
     let idx_i64: Vec<i64> = idx.iter().map(|&i| i as i64).collect();
-    let again = store.gather_ragged(&idx_i64).unwrap();
+    let again = Indices::from(&idx_i64)
+        .resolve(store.len())
+        .and_then(|i| store.gather_ragged(i))
+        .unwrap();
     assert_eq!(again.spans, batch.spans);
     assert!(again.buffer.as_slice() == buf, "{what}: i64 gather");
     for (i, (shape, payload)) in expected.iter().enumerate() {
@@ -354,11 +363,15 @@ fn empty_gathers_and_empty_appends() {
         store.append_dense(&[]).unwrap();
         assert_eq!(store.stats(), before);
         assert!(store.gather_dense(&none).unwrap().is_empty());
-        assert!(store.gather_dense::<i64>(&[]).unwrap().is_empty());
+        assert!(Indices::from(&[0i64; 0])
+            .resolve(store.len())
+            .and_then(|i| store.gather_dense(i))
+            .unwrap()
+            .is_empty());
         store.close().unwrap();
         let store = Store::open(&dir).unwrap();
         assert_eq!(store.len(), 16);
-        assert!(store.gather_dense::<usize>(&[]).unwrap().is_empty());
+        assert!(store.gather_dense(&[]).unwrap().is_empty());
         drop(store);
 
         // ragged
@@ -377,7 +390,11 @@ fn empty_gathers_and_empty_appends() {
         assert!(store.gather_ragged(&none).unwrap().is_empty());
         store.close().unwrap();
         let store = Store::open(&dir).unwrap();
-        assert!(store.gather_ragged::<i64>(&[]).unwrap().is_empty());
+        assert!(Indices::from(&[0i64; 0])
+            .resolve(store.len())
+            .and_then(|i| store.gather_ragged(i))
+            .unwrap()
+            .is_empty());
         assert_eq!(store.len(), 1);
     }
 }
@@ -469,12 +486,7 @@ fn large_gathers_fan_out_over_five_threads() {
         large_gathers();
         return;
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "large_gathers_fan_out_over_five_threads",
-            "--exact",
-            "--test-threads=1",
-        ])
+    let out = common::rerun("large_gathers_fan_out_over_five_threads")
         .env(FAN_OUT_CHILD, "1")
         .env(executor::THREADS_ENV, "5")
         .output()
@@ -807,7 +819,7 @@ fn large_records_read_through_the_mapping_except_when_streaming() {
         let data = dir.canonicalize().unwrap().join("data.zr");
         assert_eq!(mapped_rss_kib(&data), 0, "nothing is mapped before a read");
         let got = if streaming {
-            loaderx::store::streaming(|| store.gather_dense(&all).unwrap())
+            loaderx::streaming(|| store.gather_dense(&all).unwrap())
         } else {
             store.gather_dense(&all).unwrap()
         };

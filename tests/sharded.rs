@@ -6,13 +6,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow_array::RecordBatchReader;
-use loaderx::access::Records;
 use loaderx::arrow::TableReader;
-use loaderx::concat::Concat;
 use loaderx::loader::{Batch, Column, DataLoader, Options, Subset};
-use loaderx::ragged::Packed;
 use loaderx::sampler::Mode;
+use loaderx::Concat;
+use loaderx::Packed;
 use loaderx::{Codec, DType, Error, Schema, Store};
+use loaderx::{Indices, Records};
 
 const N: u64 = 300;
 /// Where the shards split `0..N` (one shard empty).
@@ -141,7 +141,9 @@ fn gathers_match_one_store() {
         }
         assert_eq!(Records::logical_len(&**s, N), None);
         assert!(matches!(
-            s.gather_dense(&[-1i64]),
+            Indices::from(&[-1i64])
+                .resolve(s.len())
+                .and_then(|idx| s.gather_dense(idx)),
             Err(Error::IndexOutOfRange { index: -1, .. }) | Err(Error::InvalidValue(_))
         ));
     }

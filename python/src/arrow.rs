@@ -6,11 +6,11 @@ use std::sync::{Arc, Mutex};
 
 use arrow_array::ArrayRef;
 use arrow_schema::{ArrowError, Field, FieldRef};
-use loaderx::access::Records;
 use loaderx::arrow::{self as la, StoreAccess};
 use loaderx::error::Kind;
-use loaderx::ragged::Packed;
 use loaderx::Error;
+use loaderx::Packed;
+use loaderx::Records;
 use numpy::PyReadonlyArray1;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;

@@ -10,12 +10,12 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::{RwLock, RwLockWriteGuard};
 
-use loaderx::access::{Records, Typed};
-use loaderx::concat::Concat;
 use loaderx::error::Kind;
-use loaderx::ragged::Packed;
 use loaderx::schema::Logical;
+use loaderx::Concat;
+use loaderx::Packed;
 use loaderx::{Codec, DType, Error, Schema, Store as Engine};
+use loaderx::{Indices, Records, Typed};
 use numpy::{
     PyArrayDescr, PyArrayDescrMethods, PyReadonlyArray1, PyUntypedArray, PyUntypedArrayMethods,
 };
@@ -155,7 +155,7 @@ impl Store {
             PyValueError::new_err(format!("{path}: {e}"))
         });
         let checked = checked.and_then(|()| match &engine.validity {
-            Some(v) => loaderx::access::check_validity(engine.data.records(), v.records()).py(),
+            Some(v) => loaderx::check_validity(engine.data.records(), v.records()).py(),
             None => Ok(()),
         });
         if let Err(e) = checked {
@@ -407,7 +407,9 @@ impl Store {
 
 /// The validity of a nullable column's records at `idx` (None otherwise).
 fn validity_at(s: &dyn Records, idx: &[i64]) -> Result<Option<loaderx::Buffer>, Error> {
-    s.validity().map(|v| v.gather_dense(idx.into())).transpose()
+    s.validity()
+        .map(|v| v.gather_dense(Indices::from(idx).resolve(v.len())?))
+        .transpose()
 }
 
 pub(crate) fn parse_codec(codec: &str) -> PyResult<Codec> {
@@ -703,7 +705,7 @@ impl Store {
                 )));
             }
             let nbytes = arr.shape().iter().product::<usize>() * self.dtype.itemsize();
-            if nbytes as u64 + 8 * (1 + arr.ndim() as u64) > loaderx::format::MAX_RECORD_BYTES {
+            if nbytes as u64 + 8 * (1 + arr.ndim() as u64) > loaderx::MAX_RECORD_BYTES {
                 return Err(PyValueError::new_err(format!(
                     "records[{i}] is {nbytes} bytes, over the 2 GiB record limit"
                 )));
@@ -803,13 +805,19 @@ impl Store {
         let (value, valid) = match self.kind {
             Kind::Dense => {
                 let (buf, valid) = self.with_read(py, |s| {
-                    Ok((s.gather_dense(idx.into())?, validity_at(s, idx)?))
+                    Ok((
+                        s.gather_dense(Indices::from(idx).resolve(s.len())?)?,
+                        validity_at(s, idx)?,
+                    ))
                 })?;
                 (self.dense_array(py, buf, Some(idx.len()))?, valid)
             }
             Kind::Ragged => {
                 let (batch, valid) = self.with_read(py, |s| {
-                    Ok((s.gather_ragged(idx.into())?, validity_at(s, idx)?))
+                    Ok((
+                        s.gather_ragged(Indices::from(idx).resolve(s.len())?)?,
+                        validity_at(s, idx)?,
+                    ))
                 })?;
                 let values = if self.logical.is_bytes() {
                     self.bytes_values(py, batch)?
@@ -841,15 +849,21 @@ impl Store {
         }
         match self.kind {
             Kind::Dense => {
-                let buf = self.with_read(py, |s| s.gather_dense((&idx).into()))?;
+                let buf = self.with_read(py, |s| {
+                    s.gather_dense(Indices::from(&idx).resolve(s.len())?)
+                })?;
                 self.dense_array(py, buf, None)
             }
             Kind::Ragged if self.logical.is_bytes() => {
-                let batch = self.with_read(py, |s| s.gather_ragged((&idx).into()))?;
+                let batch = self.with_read(py, |s| {
+                    s.gather_ragged(Indices::from(&idx).resolve(s.len())?)
+                })?;
                 Ok(self.bytes_values(py, batch)?.remove(0))
             }
             Kind::Ragged => {
-                let batch = self.with_read(py, |s| s.gather_ragged((&idx).into()))?;
+                let batch = self.with_read(py, |s| {
+                    s.gather_ragged(Indices::from(&idx).resolve(s.len())?)
+                })?;
                 Ok(self.ragged_arrays(py, batch)?.remove(0))
             }
         }
@@ -915,7 +929,7 @@ impl Store {
         py: Python<'py>,
         budget: usize,
     ) -> PyResult<(Bound<'py, PyBytes>, Vec<usize>)> {
-        let (bytes, sizes) = self.with_read(py, |s| loaderx::dict::sample_store(s, budget))?;
+        let (bytes, sizes) = self.with_read(py, |s| loaderx::sample_store(s, budget))?;
         Ok((PyBytes::new(py, &bytes), sizes))
     }
 }

@@ -20,8 +20,8 @@
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Once, Weak};
 
-use loaderx::ragged::Packed;
 use loaderx::Error;
+use loaderx::Packed;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 

@@ -351,7 +351,7 @@ impl<S: StoreAccess + 'static> ScanPlan<S> {
                 let (_, store) = &t.streams[c - t.offset()];
                 // A scan touches the whole table over time: keep large
                 // records out of the process's mapped pages.
-                let column = loaderx::store::streaming(|| store.with(|s| la::gather_array(s, ids)));
+                let column = loaderx::streaming(|| store.with(|s| la::gather_array(s, ids)));
                 arrays.push(column.map_err(external)?);
             }
         }

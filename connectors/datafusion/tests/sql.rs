@@ -7,8 +7,8 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Int64Type, UInt64Type};
 use arrow_array::RecordBatch;
 use datafusion::prelude::SessionContext;
-use loaderx::ragged::Packed;
-use loaderx::{Codec, DType, Schema, Store};
+use loaderx::Packed;
+use loaderx::{Codec, DType, Records, Schema, Store};
 use loaderx_datafusion::{Options, StoreTable};
 
 const N: u64 = 1000;

@@ -452,8 +452,8 @@ fn ingest_parquet<C: ChunkReader + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use loaderx::ragged::Packed;
-    use loaderx::{DType, Schema, Store};
+    use loaderx::Packed;
+    use loaderx::{DType, Records, Schema, Store};
 
     /// Ten raw (2, 3) uint8 records holding 0..60, at `dir/img`.
     fn image_store(dir: &Path) -> Store {

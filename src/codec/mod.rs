@@ -11,12 +11,12 @@ use std::fmt;
 
 use zstd::zstd_safe::{self, CCtx, DCtx};
 
-pub use crate::dict::Dictionary;
+pub mod dict;
+
+pub use dict::Dictionary;
 
 /// zstd level of the `zstd` codec.
 pub const ZSTD_LEVEL: i32 = 3;
-/// zstd level of the `zstd_dict` codec.
-pub const ZSTD_DICT_LEVEL: i32 = crate::dict::ZSTD_DICT_LEVEL;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]

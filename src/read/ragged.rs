@@ -1,6 +1,8 @@
 //! The logical bytes of a ragged record: `[u64 ndim][u64 dim]*ndim[payload]`,
 //! little-endian. Shape and payload share one location and one codec frame.
 
+use crate::read::buffer::Buffer;
+
 /// NumPy's limit on array rank; a prefix claiming more is malformed.
 pub const MAX_NDIM: usize = 64;
 
@@ -101,7 +103,7 @@ impl Packed {
         let mut bounds = Vec::with_capacity(records + 1);
         bounds.push(0);
         let mut buf = Vec::with_capacity(bytes);
-        crate::buffer::advise_huge_pages(buf.as_mut_ptr(), bytes);
+        crate::read::buffer::advise_huge_pages(buf.as_mut_ptr(), bytes);
         Packed { bytes: buf, bounds }
     }
 
@@ -203,5 +205,40 @@ mod tests {
         let mut bad = p.record(0).to_vec();
         bad[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(parse(&bad, 8).is_err());
+    }
+}
+
+/// The records of a ragged gather, packed into one buffer.
+#[derive(Debug)]
+pub struct RaggedBatch {
+    pub buffer: Buffer,
+    /// `(start, len)` of each record's logical bytes in `buffer`; starts are
+    /// 8-byte aligned so payloads of any dtype are aligned.
+    pub spans: Vec<(usize, usize)>,
+    itemsize: usize,
+}
+
+impl RaggedBatch {
+    pub(crate) fn new(buffer: Buffer, spans: Vec<(usize, usize)>, itemsize: usize) -> RaggedBatch {
+        RaggedBatch {
+            buffer,
+            spans,
+            itemsize,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Record `i` (already validated by the gather).
+    pub fn record(&self, i: usize) -> RaggedRecord<'_> {
+        let (start, len) = self.spans[i];
+        parse(&self.buffer.as_slice()[start..start + len], self.itemsize)
+            .expect("validated during gather")
     }
 }

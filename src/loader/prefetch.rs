@@ -78,8 +78,15 @@ impl<T: Send + 'static> Prefetcher<T> {
     }
 
     /// The step the next call to [`Prefetcher::next`] returns.
-    pub fn step(&self) -> u64 {
+    #[cfg(test)]
+    fn step(&self) -> u64 {
         self.shared.lock().consumer
+    }
+
+    /// Number of producer threads still attached.
+    #[cfg(test)]
+    fn threads(&self) -> usize {
+        self.threads.lock().map(|t| t.len()).unwrap_or(0)
     }
 
     /// Blocks until the next step's result is ready and returns it with its
@@ -119,11 +126,6 @@ impl<T: Send + 'static> Prefetcher<T> {
         for t in threads {
             let _ = t.join();
         }
-    }
-
-    /// Number of producer threads still attached.
-    pub fn threads(&self) -> usize {
-        self.threads.lock().map(|t| t.len()).unwrap_or(0)
     }
 }
 

@@ -16,46 +16,39 @@
 //! released the same way (by its owner, explicitly), and only ever releases
 //! the open file description it was taken on: other readers keep theirs.
 
-use std::fs::{File, TryLockError};
+use std::fs::TryLockError;
 use std::ops::Deref;
 
-/// An open `meta.zr` holding the store's lock; derefs to the [`File`].
-pub(crate) struct LockedMeta {
-    file: File,
+use super::StorageFile;
+
+/// An open `meta.zr` holding the store's lock; derefs to the file.
+pub(crate) struct LockedMeta<F: StorageFile> {
+    file: F,
     /// Process that took the lock; only it releases the lock.
     owner_pid: u32,
 }
 
-impl LockedMeta {
-    /// Takes a non-blocking exclusive lock on `file` (a writer).
-    pub(crate) fn try_exclusive(file: File) -> Result<LockedMeta, TryLockError> {
-        file.try_lock()?;
-        Ok(LockedMeta::owned(file))
-    }
-
-    /// Takes a non-blocking shared lock on `file` (a read-only handle).
-    pub(crate) fn try_shared(file: File) -> Result<LockedMeta, TryLockError> {
-        file.try_lock_shared()?;
-        Ok(LockedMeta::owned(file))
-    }
-
-    fn owned(file: File) -> LockedMeta {
-        LockedMeta {
+impl<F: StorageFile> LockedMeta<F> {
+    /// Takes a non-blocking lock on `file`: shared for a read-only handle,
+    /// else exclusive (a writer).
+    pub(crate) fn try_lock(file: F, shared: bool) -> Result<LockedMeta<F>, TryLockError> {
+        file.try_lock(shared)?;
+        Ok(LockedMeta {
             file,
             owner_pid: std::process::id(),
-        }
+        })
     }
 }
 
-impl Deref for LockedMeta {
-    type Target = File;
+impl<F: StorageFile> Deref for LockedMeta<F> {
+    type Target = F;
 
-    fn deref(&self) -> &File {
+    fn deref(&self) -> &F {
         &self.file
     }
 }
 
-impl Drop for LockedMeta {
+impl<F: StorageFile> Drop for LockedMeta<F> {
     fn drop(&mut self) {
         if std::process::id() == self.owner_pid {
             // Best effort: closing the descriptor below releases the lock

@@ -7,14 +7,14 @@
 //! the batch touches), writing each record straight into its place.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::buffer::Buffer;
 use crate::codec::Codec;
 use crate::error::{Error, Result};
-use crate::gather::{self, Parts};
+use crate::read::ragged::RaggedBatch;
+use crate::read::records::{ReadCounters, Records, Stats, StoreAccess};
 use crate::schema::Schema;
-use crate::store::{RaggedBatch, ReadCounters, RecordIndex, Stats, Store};
+use crate::store::gather::{self, Counters, Source};
+use crate::store::Store;
 
 /// Read-only stores of one schema, end to end (see the module documentation).
 pub struct Concat {
@@ -26,8 +26,7 @@ pub struct Concat {
     starts: Vec<u64>,
     schema: Schema,
     coded: bool,
-    records_read: AtomicU64,
-    bytes_read: AtomicU64,
+    counters: Counters,
 }
 
 impl std::fmt::Debug for Concat {
@@ -77,17 +76,8 @@ impl Concat {
             parts,
             starts,
             schema,
-            records_read: AtomicU64::new(0),
-            bytes_read: AtomicU64::new(0),
+            counters: Counters::default(),
         })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    pub fn schema(&self) -> &Schema {
-        &self.schema
     }
 
     /// The stores, in order.
@@ -100,29 +90,64 @@ impl Concat {
         &self.starts
     }
 
-    pub fn len(&self) -> u64 {
-        self.starts[self.parts.len()]
+    /// The part holding record `i < len` and the index there.
+    #[inline]
+    fn locate(&self, i: u64) -> (&Store, u64) {
+        // The last start <= i that begins a non-empty part.
+        let s = self.starts[1..].partition_point(|&end| end <= i);
+        (&self.parts[s], i - self.starts[s])
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    fn source<'a>(&'a self) -> Source<'a, impl Fn(u64) -> (&'a Store, u64) + Sync + 'a> {
+        Source {
+            schema: &self.schema,
+            len: self.len(),
+            coded: self.coded,
+            path: &self.path,
+            counters: &self.counters,
+            locate: move |i| self.locate(i),
+        }
+    }
+
+    /// Closes every part (read-only parts write nothing).
+    pub fn close(self) -> Result<()> {
+        let mut first = Ok(());
+        for p in self.parts {
+            let r = p.close();
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+}
+
+impl Records for Concat {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn schema(&self) -> &Schema {
+        &self.schema
     }
 
     /// The first part's codec (parts may differ; each decodes its own).
-    pub fn codec(&self) -> Codec {
+    fn codec(&self) -> Codec {
         self.parts[0].codec()
     }
 
-    /// Logical bytes of record `i`.
-    pub fn logical_len(&self, i: u64) -> Option<usize> {
+    fn len(&self) -> u64 {
+        self.starts[self.parts.len()]
+    }
+
+    fn logical_len(&self, i: u64) -> Option<usize> {
         (i < self.len()).then(|| {
             let (s, k) = self.locate(i);
             s.logical_len(k).unwrap_or(0)
         })
     }
 
-    /// Space accounting summed over the parts.
-    pub fn stats(&self) -> Stats {
+    fn stats(&self) -> Stats {
         self.parts.iter().fold(
             Stats {
                 records: 0,
@@ -142,80 +167,36 @@ impl Concat {
         )
     }
 
-    /// Records and logical bytes gathered through this concatenation.
-    pub fn read_counters(&self) -> ReadCounters {
-        ReadCounters {
-            records: self.records_read.load(Ordering::Relaxed),
-            bytes: self.bytes_read.load(Ordering::Relaxed),
-        }
+    fn read_counters(&self) -> ReadCounters {
+        self.counters.get()
     }
 
-    /// The part holding record `i < len` and the index there.
-    #[inline]
-    fn locate(&self, i: u64) -> (&Store, u64) {
-        // The last start <= i that begins a non-empty part.
-        let s = self.starts[1..].partition_point(|&end| end <= i);
-        (&self.parts[s], i - self.starts[s])
+    fn is_readonly(&self) -> bool {
+        true
     }
 
-    pub fn gather_dense_into<I: RecordIndex>(&self, idx: &[I], dst: &mut [u8]) -> Result<()> {
-        gather::dense_into(self, idx, dst)
+    fn checksum(&self) -> bool {
+        self.parts.iter().all(Store::checksum)
     }
 
-    pub fn gather_dense<I: RecordIndex>(&self, idx: &[I]) -> Result<Buffer> {
-        gather::dense(self, idx)
+    fn gather_dense_into(&self, idx: &[u64], dst: &mut [u8]) -> Result<()> {
+        gather::dense_into(&self.source(), idx, dst)
     }
 
-    pub fn gather_ragged<I: RecordIndex>(&self, idx: &[I]) -> Result<RaggedBatch> {
-        gather::ragged(self, idx)
+    fn gather_ragged(&self, idx: &[u64]) -> Result<RaggedBatch> {
+        gather::ragged(&self.source(), idx)
     }
 
-    /// The logical bytes of one record.
-    pub fn read_record(&self, i: u64) -> Result<Vec<u8>> {
+    fn read_record(&self, i: u64) -> Result<Vec<u8>> {
         gather::check_indices(&[i], self.len())?;
         let (s, k) = self.locate(i);
         s.read_record(k)
     }
-
-    /// Closes every part (read-only parts write nothing).
-    pub fn close(self) -> Result<()> {
-        let mut first = Ok(());
-        for p in self.parts {
-            let r = p.close();
-            if first.is_ok() {
-                first = r;
-            }
-        }
-        first
-    }
 }
 
-impl Parts for Concat {
-    fn schema(&self) -> &Schema {
-        &self.schema
-    }
-
-    fn len(&self) -> u64 {
-        Concat::len(self)
-    }
-
-    #[inline]
-    fn part(&self, i: u64) -> (&Store, u64) {
-        self.locate(i)
-    }
-
-    fn coded(&self) -> bool {
-        self.coded
-    }
-
-    fn describe(&self) -> String {
-        self.path.display().to_string()
-    }
-
-    fn count_read(&self, records: usize, bytes: usize) {
-        self.records_read
-            .fetch_add(records as u64, Ordering::Relaxed);
-        self.bytes_read.fetch_add(bytes as u64, Ordering::Relaxed);
+impl StoreAccess for &Concat {
+    fn with<T>(&self, f: impl FnOnce(&dyn Records) -> Result<T>) -> Result<T> {
+        f(*self)
     }
 }
 

@@ -1,5 +1,5 @@
 //! Everything about the dictionaries of the `zstd_dict` codec: the tiers,
-//! sampling records and training, and loading (and validating) a dictionary
+//! choosing which records to sample, training, and loading (and validating) a dictionary
 //! for use.
 //!
 //! A tier fixes the dictionary size and the training byte budget; the sample
@@ -10,7 +10,6 @@ use std::sync::OnceLock;
 
 use zstd::zstd_safe::{CDict, DDict};
 
-use crate::access::Records;
 use crate::error::{Error, Result};
 
 /// zstd level of the `zstd_dict` codec (the dictionary's compression side
@@ -106,21 +105,6 @@ pub fn tier(name: &str) -> Result<DictTier> {
         })
 }
 
-/// A strided sample of a store's records (their logical bytes, back to back,
-/// and each one's size) within `budget` bytes, for [`train`].
-pub fn sample_store(store: &dyn Records, budget: usize) -> Result<(Vec<u8>, Vec<usize>)> {
-    let n = store.len() as usize;
-    let plan = sample_plan(n, |i| store.logical_len(i as u64).unwrap_or(0), budget);
-    let mut bytes = Vec::new();
-    let mut sizes = Vec::with_capacity(plan.len());
-    for i in plan {
-        let rec = store.read_record(i as u64)?;
-        sizes.push(rec.len());
-        bytes.extend_from_slice(&rec);
-    }
-    Ok((bytes, sizes))
-}
-
 /// Picks which of `count` records of `sizes(i)` bytes to sample: an even
 /// stride over the records, stopping at the tier's byte budget.
 pub fn sample_plan(count: usize, size_of: impl Fn(usize) -> usize, budget: usize) -> Vec<usize> {
@@ -163,7 +147,7 @@ pub fn train(samples: &[u8], sizes: &[usize], tier: DictTier) -> Result<Vec<u8>>
     }
     if sizes.len() < MIN_SAMPLES || total < MIN_SAMPLE_BYTES {
         return Err(Error::InvalidValue(format!(
-            "train_dict needs at least {MIN_SAMPLES} records and {MIN_SAMPLE_BYTES} bytes of sample, got {} records and {total} bytes",
+            "training a dictionary needs at least {MIN_SAMPLES} records and {MIN_SAMPLE_BYTES} bytes of sample, got {} records and {total} bytes",
             sizes.len()
         )));
     }

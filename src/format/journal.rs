@@ -139,6 +139,7 @@ impl Journal {
     }
 
     /// The whole journal as one buffer.
+    #[cfg(test)]
     pub fn encode(&self) -> Vec<u8> {
         let (mut out, crc) = self.encode_parts();
         out.extend_from_slice(&self.payload);

@@ -28,14 +28,17 @@
 //! and closing or dropping the loader leaks the pipeline instead of joining
 //! threads that do not exist in the child.
 
+mod prefetch;
+
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::access::{Records, StoreAccess};
-use crate::buffer::Buffer;
 use crate::error::{Error, Kind, Result};
-use crate::prefetch::Prefetcher;
+use crate::loader::prefetch::Prefetcher;
+use crate::read::buffer::Buffer;
+use crate::read::ragged::RaggedBatch;
+use crate::read::records::{Records, StoreAccess};
 use crate::sampler::{Mode, Sampler};
-use crate::store::{self, RaggedBatch, RecordIndex};
+use crate::store::{self, RecordIndex};
 
 /// Optional subset of records to sample from: step `k`'s positions
 /// `Sampler(len(subset), ...).at(k)` are mapped through it. Signed indices
@@ -208,7 +211,7 @@ impl<S: StoreAccess> Plan<S> {
             let (c, v) = s.with(|e| {
                 let c = self.column(e, name, idx)?;
                 let v = match (self.output, e.validity()) {
-                    (Output::Arrays, Some(v)) => Some(v.gather_dense(idx.into())?),
+                    (Output::Arrays, Some(v)) => Some(v.gather_dense(idx)?),
                     _ => None,
                 };
                 Ok((c, v))
@@ -227,8 +230,8 @@ impl<S: StoreAccess> Plan<S> {
                 crate::arrow::field_of(store, name),
                 crate::arrow::gather_array(store, idx)?,
             )),
-            (Output::Arrays, Kind::Dense) => store.gather_dense(idx.into()).map(Column::Dense),
-            (Output::Arrays, Kind::Ragged) => store.gather_ragged(idx.into()).map(Column::Ragged),
+            (Output::Arrays, Kind::Dense) => store.gather_dense(idx).map(Column::Dense),
+            (Output::Arrays, Kind::Ragged) => store.gather_ragged(idx).map(Column::Ragged),
         }
     }
 }

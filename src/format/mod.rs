@@ -2,6 +2,8 @@
 //! offset 0, the MsgPack schema at 32, zero padding to 4096, then one 16-byte
 //! [`RecordLoc`] per record. Every integer is little-endian.
 
+pub(crate) mod journal;
+
 use crate::codec::Codec;
 
 pub const META_FILE: &str = "meta.zr";
@@ -38,8 +40,9 @@ pub struct Header {
     pub codec: Codec,
     /// Format extension 1: the offset in `meta.zr` of a committed journal
     /// that has not been applied to the record table yet (see
-    /// [`crate::journal`]). `None` in every store with nothing pending, which
-    /// keeps bytes 20..31 zero as in the seed's format.
+    /// [`crate::format::journal`]). `None` in every store with nothing pending, which
+    /// keeps bytes 20..31 zero, as every store without the extension has
+    /// them (`docs/format.md`).
     pub journal: Option<u64>,
 }
 

@@ -1,0 +1,331 @@
+//! Ingest: an Arrow stream written as one store per column.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, FixedSizeListArray, RecordBatchReader};
+use arrow_buffer::NullBuffer;
+use arrow_schema::{ArrowError, DataType, Field};
+
+use crate::codec::Codec;
+use crate::error::{Error, Kind, Result};
+use crate::schema::{DType, Schema};
+use crate::store::Store;
+
+use super::gather::arrow_err;
+use super::packing::{bytes_pack, pack_list, ragged_pack, struct_shapes, with_dense_bytes};
+use super::types::{logical_of, schema_for_field};
+
+/// The loaderx error an Arrow error carries (a store read failing inside a
+/// batch stream, an I/O failure a connector reports) with its class kept;
+/// any other Arrow error becomes `InvalidValue`, its message after
+/// `context`. The one unwrapping of `ArrowError` for the core and the
+/// connectors.
+pub fn from_arrow_error(e: ArrowError, context: &str) -> Error {
+    match e {
+        ArrowError::ExternalError(inner) => match inner.downcast::<Error>() {
+            Ok(err) => *err,
+            Err(other) => {
+                Error::InvalidValue(format!("{context}{}", ArrowError::ExternalError(other)))
+            }
+        },
+        other => Error::InvalidValue(format!("{context}{other}")),
+    }
+}
+
+/// Names the column in a validation error.
+pub(super) fn in_column(e: Error, column: &str) -> Error {
+    match e {
+        Error::InvalidValue(m) => Error::InvalidValue(format!("column {column:?}: {m}")),
+        Error::InvalidType(m) => Error::InvalidType(format!("column {column:?}: {m}")),
+        other => other,
+    }
+}
+
+pub(super) fn column_dir(root: &Path, name: &str) -> Result<PathBuf> {
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
+        return Err(Error::InvalidValue(format!(
+            "column name {name:?} cannot name a store directory"
+        )));
+    }
+    Ok(root.join(name))
+}
+
+/// Streams every batch of `reader` into one new store per column under
+/// `root/<column>`, with memory bounded by one batch. FixedSizeList (with or
+/// without the tensor extension) becomes a dense store, List/LargeList a
+/// ragged store of 1-D records, the ragged struct a ragged store, a primitive
+/// a dense store of scalars, a string or binary column a ragged uint8 store
+/// of its values (typed in the table file). Null rows are allowed (not
+/// nulls inside a row's tensor): a column with any gets a validity stream
+/// (`.validity/<column>`, see [`crate::table`]) and a placeholder record in
+/// each null row; a column without costs nothing extra. `progress` sees the
+/// rows written so far. On any error the stores created by this call are
+/// removed. Returns each column's name and store kind; the stores are
+/// closed.
+pub fn ingest(
+    reader: impl RecordBatchReader,
+    root: &Path,
+    codec: Codec,
+    dict: Option<&[u8]>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Vec<(String, Kind)>> {
+    use crate::table::{self, ColumnType};
+
+    let arrow_schema = reader.schema();
+    let mut plan = Vec::new();
+    for field in arrow_schema.fields() {
+        let dir = column_dir(root, field.name())?;
+        let schema = schema_for_field(field)?;
+        for d in [dir.clone(), table::validity_dir(root, field.name())] {
+            if d.join(crate::format::META_FILE).exists() {
+                return Err(Error::AlreadyExists {
+                    path: d,
+                    reason: format!("a store already exists here (column {:?})", field.name()),
+                });
+            }
+        }
+        plan.push((Arc::clone(field), dir, schema));
+    }
+    // Column types go to the table file first, so a column that exists
+    // never lacks its type; validity streams are recorded as they appear.
+    let mut recorded: Vec<(String, ColumnType)> = plan
+        .iter()
+        .map(|(f, _, _)| {
+            let logical = logical_of(f.data_type());
+            (
+                f.name().clone(),
+                ColumnType {
+                    logical,
+                    nullable: false,
+                },
+            )
+        })
+        .filter(|(_, t)| t.logical.is_bytes())
+        .collect();
+    if !recorded.is_empty() {
+        std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+        table::write_types(root, &recorded)?;
+    }
+    let validity_codec = if codec == Codec::Raw {
+        Codec::Raw
+    } else {
+        Codec::Zstd
+    };
+    let mut stores: Vec<Store> = Vec::with_capacity(plan.len());
+    let mut validity: Vec<Option<Store>> = plan.iter().map(|_| None).collect();
+    let written = || -> Result<()> {
+        for (_, dir, schema) in &plan {
+            stores.push(Store::create(dir, schema.clone(), codec, dict)?);
+        }
+        let mut rows = 0u64;
+        for batch in reader {
+            let batch = batch.map_err(|e| from_arrow_error(e, "reading the source: "))?;
+            for (c, ((field, _, schema), (store, column))) in plan
+                .iter()
+                .zip(stores.iter_mut().zip(batch.columns()))
+                .enumerate()
+            {
+                let nulls = column.logical_nulls().filter(|n| n.null_count() > 0);
+                if nulls.is_some() && validity[c].is_none() {
+                    // The first null of this column: its validity stream
+                    // starts with every earlier row valid.
+                    let name = field.name().clone();
+                    let t = ColumnType {
+                        logical: logical_of(field.data_type()),
+                        nullable: true,
+                    };
+                    std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+                    table::write_types(root, &[(name.clone(), t)])?;
+                    recorded.retain(|(n, _)| *n != name);
+                    recorded.push((name.clone(), t));
+                    let schema = Schema::dense(DType::Bool, &[])?;
+                    let mut v = Store::create(
+                        table::validity_dir(root, &name),
+                        schema,
+                        validity_codec,
+                        None,
+                    )?;
+                    v.append_dense(&vec![1u8; rows as usize])?;
+                    validity[c] = Some(v);
+                }
+                if let Some(v) = validity[c].as_mut() {
+                    let bits: Vec<u8> = match &nulls {
+                        Some(n) => n.iter().map(u8::from).collect(),
+                        None => vec![1u8; column.len()],
+                    };
+                    v.append_dense(&bits)?;
+                }
+                append_column(store, schema, field, column, nulls.as_ref())
+                    .map_err(|e| in_column(e, field.name()))?;
+            }
+            rows += batch.num_rows() as u64;
+            progress(rows);
+        }
+        Ok(())
+    };
+    match written() {
+        Ok(()) => {
+            for s in stores {
+                s.close()?;
+            }
+            for v in validity.into_iter().flatten() {
+                v.close()?;
+            }
+            Ok(plan
+                .iter()
+                .map(|(f, _, s)| (f.name().clone(), s.kind()))
+                .collect())
+        }
+        Err(e) => {
+            // Nothing half-written: drop what this call created.
+            let created = stores.len();
+            drop(stores);
+            for (_, dir, _) in plan.iter().take(created) {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            for ((f, _, _), v) in plan.iter().zip(validity) {
+                if let Some(v) = v {
+                    drop(v);
+                    let _ = std::fs::remove_dir_all(table::validity_dir(root, f.name()));
+                }
+            }
+            let _ = std::fs::remove_dir(root.join(table::VALIDITY_DIR));
+            if !recorded.is_empty() {
+                let plain: Vec<_> = recorded
+                    .iter()
+                    .map(|(n, _)| (n.clone(), ColumnType::default()))
+                    .collect();
+                let _ = table::write_types(root, &plain);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Appends one batch's `column` to `store`; `nulls` marks its null rows,
+/// which get a placeholder record (zeros; an empty value for text).
+pub(super) fn append_column(
+    store: &mut Store,
+    schema: &Schema,
+    field: &Field,
+    column: &ArrayRef,
+    nulls: Option<&NullBuffer>,
+) -> Result<()> {
+    let logical = logical_of(field.data_type());
+    if let DataType::FixedSizeList(..) = column.data_type() {
+        if column.as_fixed_size_list().values().logical_null_count() > 0 {
+            // Names the row whose tensor holds a null (unless its row is null).
+            let valid = NullBuffer::new_valid(column.len());
+            strip_row_nulls(column.as_ref(), nulls.unwrap_or(&valid))?;
+        }
+    }
+    let Some(nulls) = nulls else {
+        return match schema.kind() {
+            _ if logical.is_bytes() => bytes_pack(column.as_ref(), field, None)
+                .and_then(|packed| store.append_ragged(&packed)),
+            Kind::Dense => {
+                with_dense_bytes(schema, column.as_ref(), field, |b| store.append_dense(b))
+            }
+            Kind::Ragged => ragged_pack(schema.dtype, column.as_ref(), field)
+                .and_then(|packed| store.append_ragged(&packed)),
+        };
+    };
+    let stripped = strip_row_nulls(column.as_ref(), nulls)?;
+    match schema.kind() {
+        _ if logical.is_bytes() => bytes_pack(stripped.as_ref(), field, Some(nulls))
+            .and_then(|packed| store.append_ragged(&packed)),
+        Kind::Dense => with_dense_bytes(schema, stripped.as_ref(), field, |b| {
+            let width = b.len() / column.len().max(1);
+            let mut bytes = b.to_vec();
+            for (i, valid) in nulls.iter().enumerate() {
+                if !valid {
+                    bytes[i * width..(i + 1) * width].fill(0);
+                }
+            }
+            store.append_dense(&bytes)
+        }),
+        Kind::Ragged => {
+            let dtype = schema.dtype;
+            let packed = match stripped.data_type() {
+                DataType::List(_) => pack_list(dtype, stripped.as_list::<i32>(), None, Some(nulls)),
+                DataType::LargeList(_) => {
+                    pack_list(dtype, stripped.as_list::<i64>(), None, Some(nulls))
+                }
+                DataType::Struct(_) => {
+                    // The ragged struct: its children's values in null rows
+                    // are placeholders too.
+                    let s = stripped.as_struct();
+                    let (Some(data), Some(shape)) =
+                        (s.column_by_name("data"), s.column_by_name("shape"))
+                    else {
+                        return Err(Error::InvalidType(format!(
+                            "a struct array must have fields data and shape, got {}",
+                            stripped.data_type()
+                        )));
+                    };
+                    let data = strip_row_nulls(data.as_ref(), nulls)?;
+                    let shape = strip_row_nulls(shape.as_ref(), nulls)?;
+                    let shapes = struct_shapes(shape.as_ref())?;
+                    match data.data_type() {
+                        DataType::List(_) => {
+                            pack_list(dtype, data.as_list::<i32>(), Some(&shapes), Some(nulls))
+                        }
+                        DataType::LargeList(_) => {
+                            pack_list(dtype, data.as_list::<i64>(), Some(&shapes), Some(nulls))
+                        }
+                        other => Err(Error::InvalidType(format!(
+                            "the data field must be a List or LargeList, got {other}"
+                        ))),
+                    }
+                }
+                other => Err(Error::InvalidType(format!(
+                    "a ragged column takes List, LargeList or struct{{data, shape}}, got {other}"
+                ))),
+            };
+            packed.and_then(|packed| store.append_ragged(&packed))
+        }
+    }
+}
+
+/// `array` without its row nulls (the rows stay, their values become
+/// placeholders). Nulls inside a fixed-size row (a tensor element) are
+/// refused: only whole rows may be null.
+pub(super) fn strip_row_nulls(array: &dyn Array, nulls: &NullBuffer) -> Result<ArrayRef> {
+    if let DataType::FixedSizeList(f, size) = array.data_type() {
+        let list = array.as_fixed_size_list();
+        let values = list.values();
+        let size_u = *size as usize;
+        let child_nulls = values.logical_nulls().filter(|n| n.null_count() > 0);
+        let values = match child_nulls {
+            None => Arc::clone(values),
+            Some(cn) => {
+                if let Some(j) = cn.iter().enumerate().find_map(|(j, valid)| {
+                    (!valid && nulls.is_valid(j / size_u.max(1))).then_some(j)
+                }) {
+                    return Err(Error::InvalidValue(format!(
+                        "row {} holds a null inside its tensor (element {}); only whole rows may be null",
+                        j / size_u.max(1),
+                        j % size_u.max(1)
+                    )));
+                }
+                // Every child null lies in a null row: those elements are
+                // placeholders too.
+                let row_of = |j: usize| nulls.is_valid(j / size_u.max(1));
+                let expanded = NullBuffer::from((0..values.len()).map(row_of).collect::<Vec<_>>());
+                strip_row_nulls(values.as_ref(), &expanded)?
+            }
+        };
+        let out =
+            FixedSizeListArray::try_new(Arc::clone(f), *size, values, None).map_err(arrow_err)?;
+        return Ok(Arc::new(out));
+    }
+    let data = array
+        .to_data()
+        .into_builder()
+        .nulls(None)
+        .build()
+        .map_err(arrow_err)?;
+    Ok(arrow_array::make_array(data))
+}

@@ -1,0 +1,87 @@
+//! Arrow views of stores, and Arrow arrays into stores.
+//!
+//! Mapping (the "Arrow" section of the repository's README.md):
+//! * dense, item_shape `()` → a primitive column of the dtype;
+//! * dense, item_shape `S` → `FixedSizeList<T>[prod(S)]` carrying the
+//!   canonical `arrow.fixed_shape_tensor` extension with `{"shape": S}`;
+//! * ragged → `struct{data: List<T>, shape: List<Int32>}` (any ndim), or on
+//!   request the canonical `arrow.variable_shape_tensor`
+//!   (`struct{data: List<T>, shape: FixedSizeList<Int32>[ndim]}`) when every
+//!   record of the batch has the same ndim.
+//!
+//! Numeric gathers are zero-copy: the gathered [`crate::Buffer`] becomes the
+//! Arrow values buffer. `bool` is bit-packed in Arrow, so it is a copy.
+
+mod gather;
+mod ingest;
+mod packing;
+mod readers;
+mod types;
+
+pub use gather::{gather_array, gather_nulls, gather_variable_shape_tensor};
+pub use ingest::{from_arrow_error, ingest};
+pub use packing::{bytes_pack, check_utf8, ragged_pack, with_dense_bytes};
+pub use readers::{record_batch, table_schema, ColumnReader, TableReader};
+pub use types::{arrow_type, dtype_of, field_for, field_of, logical_of, schema_for_field};
+
+/// Re-exported where Arrow readers and the connectors have always found it.
+pub use crate::read::records::{Indices, Records, StoreAccess};
+
+pub const EXTENSION_NAME: &str = "ARROW:extension:name";
+pub const EXTENSION_METADATA: &str = "ARROW:extension:metadata";
+pub const FIXED_SHAPE_TENSOR: &str = "arrow.fixed_shape_tensor";
+pub const VARIABLE_SHAPE_TENSOR: &str = "arrow.variable_shape_tensor";
+/// Default bound of one batch of a reader.
+pub const DEFAULT_BATCH_BYTES: usize = 16 << 20;
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::{Array, StructArray};
+    use arrow_schema::DataType;
+
+    use super::types::{parse_shape_json, shape_json};
+    use super::*;
+    use crate::{Codec, DType, Packed, Schema, Store};
+
+    #[test]
+    fn shape_json_round_trip() {
+        assert_eq!(
+            parse_shape_json(&shape_json(&[3, 224, 224])),
+            Some(vec![3, 224, 224])
+        );
+        assert_eq!(
+            parse_shape_json("{\"shape\": [2, 3], \"dim_names\": [\"a\",\"b\"]}"),
+            Some(vec![2, 3])
+        );
+        assert_eq!(parse_shape_json("{}"), None);
+        assert_eq!(parse_shape_json("{\"shape\":[-1]}"), None);
+    }
+
+    #[test]
+    fn variable_shape_tensor_of_scalar_records() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = Store::create(
+            tmp.path().join("s"),
+            Schema::ragged(DType::I32),
+            Codec::Raw,
+            None,
+        )
+        .unwrap();
+        let mut packed = Packed::default();
+        packed.push(&[], &7i32.to_le_bytes());
+        packed.push(&[], &9i32.to_le_bytes());
+        store.append_ragged(&packed).unwrap();
+        let (array, _) = gather_variable_shape_tensor(&store, &[0u64, 1], "x").unwrap();
+        assert_eq!(array.len(), 2);
+        let s = array.as_any().downcast_ref::<StructArray>().unwrap();
+        assert_eq!(s.column(1).len(), 2);
+    }
+
+    #[test]
+    fn every_dtype_maps_back() {
+        for d in DType::ALL {
+            assert_eq!(dtype_of(&arrow_type(d)), Some(d));
+        }
+        assert_eq!(dtype_of(&DataType::Utf8), None);
+    }
+}

@@ -1,0 +1,209 @@
+//! Local files: the [`Storage`] of the local filesystem.
+//!
+//! Every change the engine makes on disk goes through the functions here:
+//! each positional write, fsync, truncation, file creation and rename. With
+//! the `fault-injection` feature (tests only) each of them is a numbered
+//! fault point, so a crash test can kill the writer, or fail the call with
+//! an errno, before any one of them (see [`super::fault`]). Without the
+//! feature they are the plain system calls. Reads, opens, removals and
+//! listings are not fault points.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+
+use super::{Storage, StorageFile};
+
+/// The local filesystem.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Local;
+
+/// An open local file.
+#[derive(Debug)]
+pub(crate) struct LocalFile(File);
+
+impl Storage for Local {
+    type File = LocalFile;
+
+    fn open(&self, path: &Path, writable: bool) -> io::Result<LocalFile> {
+        OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .open(path)
+            .map(LocalFile)
+    }
+
+    fn create(&self, path: &Path, truncate: bool) -> io::Result<LocalFile> {
+        open_rw(path, truncate).map(LocalFile)
+    }
+
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+        std::fs::read(path)
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(dir)
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+
+    fn rename_noreplace(&self, from: &Path, to: &Path) -> io::Result<()> {
+        rename_noreplace(from, to)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        sync_dir(dir)
+    }
+}
+
+impl StorageFile for LocalFile {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.0.metadata()?.len())
+    }
+
+    #[inline]
+    fn read_exact_at(&self, buf: &mut [u8], at: u64) -> io::Result<()> {
+        FileExt::read_exact_at(&self.0, buf, at)
+    }
+
+    unsafe fn map(&self, len: usize) -> Option<memmap2::Mmap> {
+        // SAFETY: the caller guarantees that no byte read through the
+        // mapping changes while it lives (see `StorageFile::map`).
+        unsafe { memmap2::MmapOptions::new().len(len).map(&self.0) }.ok()
+    }
+
+    fn write_all_at(&self, buf: &[u8], at: u64) -> io::Result<()> {
+        pwrite(&self.0, buf, at)
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        set_len(&self.0, len)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        sync_data(&self.0)
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        sync_all(&self.0)
+    }
+
+    fn try_lock(&self, shared: bool) -> Result<(), TryLockError> {
+        if shared {
+            self.0.try_lock_shared()
+        } else {
+            self.0.try_lock()
+        }
+    }
+
+    fn unlock(&self) -> io::Result<()> {
+        self.0.unlock()
+    }
+}
+
+#[inline]
+fn point() -> io::Result<()> {
+    #[cfg(feature = "fault-injection")]
+    super::fault::point()?;
+    Ok(())
+}
+
+/// A fault point before an fsync; `false` when the test asked to skip the
+/// system call itself (see [`super::fault::skip_fsync`]).
+#[inline]
+fn sync_point() -> io::Result<bool> {
+    point()?;
+    #[cfg(feature = "fault-injection")]
+    if super::fault::skips_fsync() {
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+pub(crate) fn pwrite(file: &File, buf: &[u8], at: u64) -> io::Result<()> {
+    point()?;
+    file.write_all_at(buf, at)
+}
+
+pub(crate) fn sync_data(file: &File) -> io::Result<()> {
+    if sync_point()? {
+        file.sync_data()?;
+    }
+    Ok(())
+}
+
+pub(crate) fn sync_all(file: &File) -> io::Result<()> {
+    if sync_point()? {
+        file.sync_all()?;
+    }
+    Ok(())
+}
+
+pub(crate) fn set_len(file: &File, len: u64) -> io::Result<()> {
+    point()?;
+    file.set_len(len)
+}
+
+/// Opens `path` for reading and writing, creating it when missing; with
+/// `truncate` an existing file is emptied.
+pub(crate) fn open_rw(path: &Path, truncate: bool) -> io::Result<File> {
+    point()?;
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(truncate)
+        .mode(0o644)
+        .open(path)
+}
+
+/// fsyncs a directory, making the names created or renamed in it durable.
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    if sync_point()? {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Renames `from` over `to` (replacing it).
+pub(crate) fn rename(from: &Path, to: &Path) -> io::Result<()> {
+    point()?;
+    std::fs::rename(from, to)
+}
+
+/// Renames `from` to `to`, failing with `AlreadyExists` rather than
+/// replacing an existing `to` (where the filesystem supports it).
+pub(crate) fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    point()?;
+    let cstr = |p: &Path| {
+        CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path holds a NUL byte"))
+    };
+    let (f, t) = (cstr(from)?, cstr(to)?);
+    // SAFETY: both arguments are valid NUL-terminated paths that outlive
+    // the call; renameat2 only reads them.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        // Filesystems without RENAME_NOREPLACE: the caller holds the
+        // creation lock, so a plain rename is the same here.
+        Some(libc::EINVAL) | Some(libc::ENOSYS) => std::fs::rename(from, to),
+        _ => Err(err),
+    }
+}

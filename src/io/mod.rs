@@ -1,0 +1,83 @@
+//! Storage: where the engine's bytes live, behind one seam.
+//!
+//! [`Storage`] is a location that holds a store's files (a directory
+//! today; a prefix of an object store next, see `docs/storage.md`), and
+//! [`StorageFile`] one open file in it. Everything the store engine reads
+//! or writes goes through them: positional range reads, an optional
+//! whole-file mapping (local files only), sizes, listing, and the few
+//! writes a commit needs (positional writes, truncation, syncs, creation,
+//! removal, the no-replace rename of create, the lock). Listing and the
+//! replacing rename join it with their first callers (tables: listing
+//! shards, replacing `table.json`), which today call [`local`] directly.
+//!
+//! [`Local`] is the one implementation: the local filesystem, through the
+//! system calls of [`local`], each write-side call a fault point under the
+//! `fault-injection` feature (see [`fault`]). The engine holds its files as
+//! [`LocalFile`]s, so every call is statically dispatched: a gather's
+//! reads cost exactly the mapping copy or the `pread` they always did.
+
+use std::fs::TryLockError;
+use std::io;
+use std::path::Path;
+
+#[cfg(feature = "fault-injection")]
+pub mod fault;
+pub(crate) mod local;
+pub(crate) mod lock;
+
+pub(crate) use local::{Local, LocalFile};
+
+/// A location holding files: a local directory tree, or (read-only) an
+/// object store.
+pub(crate) trait Storage: Send + Sync {
+    type File: StorageFile;
+
+    /// Opens the existing file `path`; for writing too unless `writable`
+    /// is false.
+    fn open(&self, path: &Path, writable: bool) -> io::Result<Self::File>;
+    /// Opens `path` for reading and writing, creating it when missing;
+    /// with `truncate` an existing file is emptied.
+    fn create(&self, path: &Path, truncate: bool) -> io::Result<Self::File>;
+    /// The whole of a small file (`dict.zr`, `table.json`).
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>>;
+    /// Makes `dir` and its missing parents.
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Removes the file `path`.
+    fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Renames `from` to `to`, failing with `AlreadyExists` rather than
+    /// replacing an existing `to`.
+    fn rename_noreplace(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Makes the names created or renamed in `dir` durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+}
+
+/// One open file of a [`Storage`].
+pub(crate) trait StorageFile: Send + Sync {
+    /// Its size in bytes.
+    fn len(&self) -> io::Result<u64>;
+    /// Fills `buf` from offset `at`; `UnexpectedEof` past the end.
+    fn read_exact_at(&self, buf: &mut [u8], at: u64) -> io::Result<()>;
+    /// A read-only mapping of bytes `0..len` (it may extend past the end
+    /// of the file), or None where the storage cannot map (remote objects)
+    /// or the system refuses: readers then use [`StorageFile::read_exact_at`].
+    ///
+    /// # Safety
+    ///
+    /// While the mapping lives, no one may change the bytes of the file
+    /// that are read through it (the store lock and the engine's rule that
+    /// committed bytes below the tail are never rewritten while mapped
+    /// guarantee it).
+    unsafe fn map(&self, len: usize) -> Option<memmap2::Mmap>;
+    /// Writes all of `buf` at offset `at`.
+    fn write_all_at(&self, buf: &[u8], at: u64) -> io::Result<()>;
+    /// Truncates or extends the file to `len` bytes.
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Makes the file's data durable.
+    fn sync_data(&self) -> io::Result<()>;
+    /// Makes the file's data and metadata durable.
+    fn sync_all(&self) -> io::Result<()>;
+    /// Takes a non-blocking lock on the file: shared or exclusive.
+    fn try_lock(&self, shared: bool) -> Result<(), TryLockError>;
+    /// Releases the lock (for every holder of the open file description).
+    fn unlock(&self) -> io::Result<()>;
+}

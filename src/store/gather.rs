@@ -1,0 +1,334 @@
+//! Batch gathers, written once for a single store and for a concatenation
+//! of stores (a sharded table's column, [`crate::Concat`]), and the
+//! store's [`Records`] implementation, which runs them.
+//!
+//! A gather resolves each index to the store that holds it and the index
+//! there (`locate`), then decodes straight into its place in the
+//! output: one pass, no intermediate buffer. A batch larger than one chunk
+//! is cut into contiguous chunks of the output that the calling thread and
+//! the executor's workers claim one at a time as they come free
+//! ([`executor::for_each_chunk`]), so fan-out never makes a gather wait.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::codec::Codec;
+use crate::error::{Error, Kind, Result};
+use crate::executor::{self, FanOut, Work};
+use crate::read::buffer::Buffer;
+use crate::read::ragged::{self, RaggedBatch};
+use crate::read::records::{dense_width, ReadCounters, Records, Stats, StoreAccess};
+use crate::schema::Schema;
+
+use super::{map_large_records, Store};
+
+/// Output bytes per chunk of a raw gather: the unit that threads claim one
+/// at a time (see [`executor::for_each_chunk`]). Large enough that claiming
+/// costs nothing beside the copy, small enough that a 512 KiB batch still
+/// spreads over eight threads.
+const CHUNK_BYTES_RAW: usize = 64 << 10;
+/// Output bytes per chunk of a decoding gather (decoding costs about ten
+/// times a copy per byte, and small frames cost more per byte still).
+const CHUNK_BYTES_CODED: usize = 16 << 10;
+
+/// What one gather reads: the records' schema and count, where each
+/// record lives, and the counters it adds to. A [`Store`] and a
+/// [`crate::Concat`] each build one per call; `locate` is a
+/// closure, so the per-record lookup is inlined (no dynamic call).
+pub(crate) struct Source<'a, L> {
+    /// The records' schema (every part shares it).
+    pub schema: &'a Schema,
+    /// Total number of records.
+    pub len: u64,
+    /// Whether any part decodes (not raw).
+    pub coded: bool,
+    /// What the error of a wrong-kind gather names.
+    pub path: &'a Path,
+    pub counters: &'a Counters,
+    /// The store holding record `i < len` and its index there.
+    pub locate: L,
+}
+
+/// Records and logical bytes gathered through one reader.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    records: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn add(&self, records: usize, bytes: usize) {
+        self.records.fetch_add(records as u64, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> ReadCounters {
+        ReadCounters {
+            records: self.records.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Fails with `IndexOutOfRange` on the first index outside `0..len`.
+pub(crate) fn check_indices(idx: &[u64], len: u64) -> Result<()> {
+    match idx.iter().find(|&&i| i >= len) {
+        Some(&i) => Err(Error::IndexOutOfRange {
+            index: i as i128,
+            len,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Records per chunk for a gather of `records` records and `bytes` bytes:
+/// at least one, and about [`CHUNK_BYTES_RAW`] or [`CHUNK_BYTES_CODED`] of
+/// output each.
+fn chunk_records(coded: bool, records: usize, bytes: usize) -> usize {
+    let target = if coded {
+        CHUNK_BYTES_CODED
+    } else {
+        CHUNK_BYTES_RAW
+    };
+    let per_record = bytes.div_ceil(records.max(1)).max(1);
+    target.div_ceil(per_record).clamp(1, records.max(1))
+}
+
+fn work_of<L>(src: &Source<'_, L>) -> Work {
+    if src.coded {
+        Work::Decode
+    } else {
+        Work::Copy
+    }
+}
+
+/// Hands each chunk its own part of the output: chunk `c` takes slot `c`
+/// exactly once.
+struct Slots<T>(Vec<std::sync::Mutex<Option<T>>>);
+
+impl<T> Slots<T> {
+    fn new(parts: impl IntoIterator<Item = T>) -> Self {
+        Slots(
+            parts
+                .into_iter()
+                .map(|p| std::sync::Mutex::new(Some(p)))
+                .collect(),
+        )
+    }
+
+    fn take(&self, c: usize) -> T {
+        self.0[c]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .expect("each chunk is claimed once")
+    }
+}
+
+/// Gathers dense records `idx` (any order, duplicates allowed) into `dst`,
+/// which must hold exactly `idx.len()` records.
+pub(crate) fn dense_into<'s, L>(src: &Source<'s, L>, idx: &[u64], dst: &mut [u8]) -> Result<()>
+where
+    L: Fn(u64) -> (&'s Store, u64) + Sync,
+{
+    let width = dense_width(src.path, src.schema)?;
+    if dst.len() != idx.len() * width {
+        return Err(Error::InvalidValue(format!(
+            "destination of {} bytes does not hold {} records of {width} bytes",
+            dst.len(),
+            idx.len()
+        )));
+    }
+    check_indices(idx, src.len)?;
+    src.counters.add(idx.len(), dst.len());
+    let map_large = map_large_records();
+    let fill = |ids: &[u64], out: &mut [u8]| -> Result<()> {
+        for (j, (&i, rec)) in ids.iter().zip(out.chunks_exact_mut(width)).enumerate() {
+            // The location table is far larger than the caches on big
+            // stores: fetch a few entries ahead.
+            if let Some(&ahead) = ids.get(j + 8) {
+                let (s, k) = (src.locate)(ahead);
+                s.prefetch_dense_loc(k);
+            }
+            let (s, k) = (src.locate)(i);
+            s.read_loc(k, s.dense_loc(k, width), rec, map_large)?;
+        }
+        Ok(())
+    };
+    let per = chunk_records(src.coded, idx.len(), dst.len());
+    let plan = FanOut::plan(work_of(src), dst.len(), idx.len().div_ceil(per));
+    if !plan.fans_out() {
+        let r = fill(idx, dst);
+        plan.done_alone();
+        return r;
+    }
+    let slots = Slots::new(idx.chunks(per).zip(dst.chunks_mut(per * width)));
+    executor::for_each_chunk(plan, |c| {
+        let (ids, out) = slots.take(c);
+        fill(ids, out)
+    })
+}
+
+/// Gathers ragged records `idx` into one buffer of 8-byte aligned records.
+pub(crate) fn ragged<'s, L>(src: &Source<'s, L>, idx: &[u64]) -> Result<RaggedBatch>
+where
+    L: Fn(u64) -> (&'s Store, u64) + Sync,
+{
+    if src.schema.record_width().is_some() {
+        return Err(Error::InvalidValue(format!(
+            "{} is a dense store, not a ragged store",
+            src.path.display()
+        )));
+    }
+    check_indices(idx, src.len)?;
+    let mut spans = Vec::with_capacity(idx.len());
+    let mut total = 0usize;
+    for (j, &i) in idx.iter().enumerate() {
+        if let Some(&ahead) = idx.get(j + 8) {
+            let (s, k) = (src.locate)(ahead);
+            s.prefetch_loc(k);
+        }
+        let (s, k) = (src.locate)(i);
+        let len = s.logical_len(k).unwrap_or(0);
+        spans.push((total, len));
+        total = total
+            .checked_add(len)
+            .and_then(|t| t.checked_next_multiple_of(8))
+            .ok_or_else(|| Error::OutOfMemory {
+                bytes: u64::MAX,
+                what: format!("a gather of {} ragged records", idx.len()),
+            })?;
+    }
+    let mut buffer = Buffer::try_new(total).ok_or_else(|| Error::OutOfMemory {
+        bytes: total as u64,
+        what: format!("a gather of {} ragged records", idx.len()),
+    })?;
+    src.counters.add(idx.len(), spans.iter().map(|s| s.1).sum());
+    let itemsize = src.schema.dtype.itemsize();
+    let map_large = map_large_records();
+    let fill = |ids: &[u64], sp: &[(usize, usize)], out: &mut [u8], base: usize| -> Result<()> {
+        for (&i, &(start, len)) in ids.iter().zip(sp) {
+            let rec = &mut out[start - base..start - base + len];
+            let (s, k) = (src.locate)(i);
+            s.read_into(k, rec, map_large)?;
+            ragged::parse(rec, itemsize)
+                .map_err(|e| Error::corrupted(s.data_path(), format!("record {k}: {e}")))?;
+        }
+        Ok(())
+    };
+    let per = chunk_records(src.coded, idx.len(), total);
+    let plan = FanOut::plan(work_of(src), total, idx.len().div_ceil(per));
+    if !plan.fans_out() {
+        fill(idx, &spans, buffer.as_mut_slice(), 0)?;
+        plan.done_alone();
+    } else {
+        // Contiguous blocks of the index list, each with its own slice of
+        // the destination.
+        let mut blocks = Vec::with_capacity(idx.len().div_ceil(per));
+        let mut rest = buffer.as_mut_slice();
+        let mut consumed = 0usize;
+        for (ids, sp) in idx.chunks(per).zip(spans.chunks(per)) {
+            let end = sp.last().map_or(consumed, |&(s, l)| s + l);
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(end - consumed);
+            blocks.push((ids, sp, head, consumed));
+            rest = tail;
+            consumed = end;
+        }
+        let slots = Slots::new(blocks);
+        executor::for_each_chunk(plan, |c| {
+            let (ids, sp, out, base) = slots.take(c);
+            fill(ids, sp, out, base)
+        })?;
+    }
+    Ok(RaggedBatch::new(buffer, spans, itemsize))
+}
+
+impl Store {
+    fn source<'a>(&'a self) -> Source<'a, impl Fn(u64) -> (&'a Store, u64) + Sync + 'a> {
+        Source {
+            schema: &self.schema,
+            len: self.len(),
+            coded: self.codec != Codec::Raw,
+            path: &self.dir,
+            counters: &self.counters,
+            locate: move |i| (self, i),
+        }
+    }
+}
+
+impl Records for Store {
+    fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    fn codec(&self) -> Codec {
+        self.codec
+    }
+
+    fn len(&self) -> u64 {
+        self.locs.len() as u64
+    }
+
+    fn logical_len(&self, i: u64) -> Option<usize> {
+        self.locs.get(i as usize).map(|l| l.logic_length as usize)
+    }
+
+    fn stats(&self) -> Stats {
+        Stats {
+            records: self.len(),
+            live_bytes: self.live_bytes,
+            data_bytes: self.tail,
+            // Open rejects overlapping entries, so this never saturates.
+            reclaimable: self.tail.saturating_sub(self.live_bytes),
+        }
+    }
+
+    fn read_counters(&self) -> ReadCounters {
+        self.counters.get()
+    }
+
+    /// Whether the handle was opened with [`Store::open_readonly`].
+    fn is_readonly(&self) -> bool {
+        self.readonly
+    }
+
+    /// Whether zstd frames written through this handle carry a checksum.
+    fn checksum(&self) -> bool {
+        self.checksum
+    }
+
+    fn gather_dense_into(&self, idx: &[u64], dst: &mut [u8]) -> Result<()> {
+        dense_into(&self.source(), idx, dst)
+    }
+
+    fn gather_ragged(&self, idx: &[u64]) -> Result<RaggedBatch> {
+        ragged(&self.source(), idx)
+    }
+
+    fn read_record(&self, i: u64) -> Result<Vec<u8>> {
+        check_indices(&[i], self.len())?;
+        let len = self.locs[i as usize].logic_length as usize;
+        let mut out = Vec::new();
+        out.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
+            bytes: len as u64,
+            what: format!("record {i}"),
+        })?;
+        out.resize(len, 0);
+        self.read_into(i, &mut out, map_large_records())?;
+        if self.kind() == Kind::Ragged {
+            ragged::parse(&out, self.schema.dtype.itemsize())
+                .map_err(|e| Error::corrupted(&self.data_path, format!("record {i}: {e}")))?;
+        }
+        Ok(out)
+    }
+}
+
+impl StoreAccess for &Store {
+    fn with<T>(&self, f: impl FnOnce(&dyn Records) -> Result<T>) -> Result<T> {
+        f(*self)
+    }
+}

@@ -1,0 +1,61 @@
+//! Helpers shared by the integration tests: re-running one test of the
+//! current test binary as a child process, and the records, stores and
+//! dictionaries several tests build.
+
+// Each test binary compiles this module and uses only some of it.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::Command;
+
+use loaderx::{dict, Codec, DType, Schema, Store};
+
+/// This test binary, set up to run exactly the test `name` (a path such as
+/// `module::test` for a nested one) on one thread with its output shown.
+/// Callers add the environment that makes the test act as the child.
+pub fn rerun(name: &str) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"]);
+    cmd
+}
+
+/// A 128-byte `uint64[16]` record: `i * 1000 + k` for `k` in `0..16`.
+pub fn u64x16_record(i: u64) -> Vec<u8> {
+    (0..16u64)
+        .flat_map(|k| (i * 1000 + k).to_le_bytes())
+        .collect()
+}
+
+/// Records `ids` of [`u64x16_record`], back to back.
+pub fn u64x16_records(ids: std::ops::Range<u64>) -> Vec<u8> {
+    ids.flat_map(u64x16_record).collect()
+}
+
+/// A dense `uint64[16]` zstd store of records `0..n` ([`u64x16_record`]),
+/// appended but not synced, left open.
+pub fn u64x16_store(dir: &Path, n: u64) -> Store {
+    let mut store = Store::create(
+        dir,
+        Schema::dense(DType::U64, &[16]).unwrap(),
+        Codec::Zstd,
+        None,
+    )
+    .unwrap();
+    store.append_dense(&u64x16_records(0..n)).unwrap();
+    store
+}
+
+/// A `fast` zstd dictionary trained on 300 patterned 120-byte records;
+/// `seed` shifts the pattern (0 and 1 give different dictionaries).
+pub fn trained_dict(seed: u32) -> Vec<u8> {
+    let mut samples = Vec::new();
+    let mut sizes = Vec::new();
+    for i in 0..300u32 {
+        let rec: Vec<u8> = (0..120u32)
+            .map(|j| ((i * 13 + j * j + seed) % 41) as u8 + if j % 5 == 0 { 120 } else { 0 })
+            .collect();
+        sizes.push(rec.len());
+        samples.extend_from_slice(&rec);
+    }
+    dict::train(&samples, &sizes, dict::tier("fast").unwrap()).unwrap()
+}
