@@ -83,7 +83,7 @@ pub(super) fn to_i32(v: usize, what: &str) -> Result<i32> {
     })
 }
 
-/// Gathers records `idx` of `store` as one Arrow array of [`field_for`]'s type.
+/// Gathers records `idx` of `store` as one Arrow array of [`field_for`](super::field_for)'s type.
 pub fn gather_array<'i>(store: &dyn Records, idx: impl Into<Indices<'i>>) -> Result<ArrayRef> {
     let idx = idx.into().resolve(store.len())?;
     let array = gather_values(store, idx)?;

@@ -39,10 +39,10 @@ pub struct Header {
     pub schema_length: u32,
     pub codec: Codec,
     /// Format extension 1: the offset in `meta.zr` of a committed journal
-    /// that has not been applied to the record table yet (see
-    /// [`crate::format::journal`]). `None` in every store with nothing pending, which
-    /// keeps bytes 20..31 zero, as every store without the extension has
-    /// them (`docs/format.md`).
+    /// that has not been applied to the record table yet (see the journal
+    /// in `docs/format.md`). `None` in every store with nothing pending,
+    /// which keeps bytes 20..31 zero, as every store without the extension
+    /// has them.
     pub journal: Option<u64>,
 }
 

@@ -12,7 +12,7 @@
 //! 4. every stream is gathered at those same indices, so record `i` lines up
 //!    across streams.
 //!
-//! Producer threads run the plan ahead of the consumer on a [`Prefetcher`]
+//! Producer threads run the plan ahead of the consumer on a `Prefetcher`
 //! (at most `prefetch` steps ahead, so memory is bounded by what is in
 //! flight), and [`DataLoader::next`] hands batches over strictly in step
 //! order whatever the thread timing. Every batch is a pure function of the

@@ -1,9 +1,10 @@
 //! Readable records: the one trait every reader of records implements.
 //!
 //! [`Records`] is what gathers, Arrow views, the loader, dictionary
-//! training and the connectors read: a [`Store`], a [`Concat`] of read-only
-//! stores (a sharded table's column) or a [`Typed`] view of either (text,
-//! binary, nullable columns). Each implements it once.
+//! training and the connectors read: a [`Store`](crate::Store), a
+//! [`Concat`](crate::Concat) of read-only stores (a sharded table's column)
+//! or a [`Typed`] view of either (text, binary, nullable columns). Each
+//! implements it once.
 //!
 //! Readers that outlive the caller's borrow (the loader's producer threads,
 //! Arrow table and column readers, the SQL and Parquet connectors) hold a
@@ -122,7 +123,7 @@ pub struct ReadCounters {
     pub bytes: u64,
 }
 
-/// A sequence of records that can be read: a [`Store`], a [`Concat`] of
+/// A sequence of records that can be read: a [`Store`](crate::Store), a [`Concat`](crate::Concat) of
 /// stores, or a [`Typed`] view of either.
 ///
 /// Gathers take any indices in `0..len`, in any order, duplicates allowed;
@@ -150,7 +151,7 @@ pub trait Records: Send + Sync {
     fn stats(&self) -> Stats;
     /// Records and logical bytes gathered through this reader so far.
     fn read_counters(&self) -> ReadCounters;
-    /// Whether writes are refused ([`Concat`]s always refuse them).
+    /// Whether writes are refused ([`Concat`](crate::Concat)(crate::Concat)s always refuse them).
     fn is_readonly(&self) -> bool;
     /// Whether new zstd frames carry a content checksum.
     fn checksum(&self) -> bool;
