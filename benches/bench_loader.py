@@ -16,7 +16,7 @@ and ``augment``, ``heavy`` plus a random erasing whose boxes are drawn and
 tested for overlap in a pure-Python loop (:func:`augment_sample`: a
 Python-bound per-sample loop, the original benchmark's ``--transform augment``).
 
-Grain is optional and is not in ``requirements.txt`` (nor is torch, which the
+Grain is optional and is not in ``requirements/bench.txt`` (nor is torch, which the
 loader needs): install it with ``.venv/bin/pip install grain`` (tested with
 0.2.18). Without it the ``grain`` pipeline is skipped with a line on stderr.
 
