@@ -31,8 +31,12 @@
 # its metrics show "—" there. AB_BASE_PYTHON / AB_HEAD_PYTHON name
 # interpreters that already have a build installed and skip its build.
 # To smoke-test this script itself (not to measure), AB_PROFILE=dev builds
-# the dev profile and AB_CARGO_TARGET_DIR gives both sides one (warm) target dir.
+# the dev profile. Each side keeps its own target dir: one target dir shared
+# by two checkouts lets cargo take one checkout's build of a workspace crate
+# as fresh for the other (seen here: base failed to compile against another
+# worktree's loaderx core).
 set -euo pipefail
+shopt -s inherit_errexit # a failed build inside $(build ...) stops the script
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 usage="usage: benches/ab.sh BASE_REV [--quick] [--rounds N] [--out DIR] [--tmp DIR]"
@@ -73,7 +77,7 @@ done
 build() {
     local side="$1" tree="$2"
     local venv="$cache/loaderx-ab-venv-$side"
-    local target="${AB_CARGO_TARGET_DIR:-$cache/loaderx-ab-$side}"
+    local target="$cache/loaderx-ab-$side"
     local wheels="$out/wheels-$side"
     echo "== $side: building $(git -C "$tree" rev-parse --short HEAD)$([ "$side" = head ] && echo " + working tree") (profile $profile, release lto=$CARGO_PROFILE_RELEASE_LTO) into $venv" >&2
     {
