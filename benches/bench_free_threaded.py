@@ -34,15 +34,20 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _proc import child_env, run  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PIPELINES = ("loaderx-raw", "loaderx-zstd")
 TRANSFORMS = ("heavy", "augment")
 FLAVOURS = ("gil", "ft")
+# Each interpreter runs as it was built (no PYTHON_GIL override) on its own site-packages.
+CHILD_ENV_DROP = ("PYTHON_GIL", "PYTHONPATH")
 
 
 def log(msg: str) -> None:
@@ -57,8 +62,7 @@ def describe(python: str) -> dict:
         "'gil_enabled': sys._is_gil_enabled() if hasattr(sys, '_is_gil_enabled') else True,"
         "'extension': n.__file__.rsplit('/', 1)[-1]}))"
     )
-    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)
+    return json.loads(run([python, "-c", code]).stdout)
 
 
 def run_once(python: str, workers: int, args, out_dir: Path) -> dict:
@@ -83,8 +87,7 @@ def run_once(python: str, workers: int, args, out_dir: Path) -> dict:
         v = getattr(args, flag)
         if v is not None:
             cmd += [f"--{flag.replace('_', '-')}", str(v)]
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON_GIL", "PYTHONPATH")}
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
+    run(cmd, env=child_env(CHILD_ENV_DROP), capture=False)
     name = "loader-quick.json" if args.quick else "loader.json"
     payload = json.loads((out_dir / name).read_text())
     got = {}
@@ -107,8 +110,7 @@ def python_threads(python: str, args) -> dict:
     cmd = [python, str(HERE / "bench_python_threads.py"), "--threads", "1,2", "--json"]
     if args.quick:
         cmd += ["--draws", "50000", "--rounds", "1"]
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON_GIL", "PYTHONPATH")}
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
+    out = run(cmd, env=child_env(CHILD_ENV_DROP))
     return json.loads(out.stdout)["k_draws_s"]
 
 

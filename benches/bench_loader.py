@@ -16,7 +16,7 @@ and ``augment``, ``heavy`` plus a random erasing whose boxes are drawn and
 tested for overlap in a pure-Python loop (:func:`augment_sample`: a
 Python-bound per-sample loop, the original benchmark's ``--transform augment``).
 
-Grain is optional and is not in ``requirements.txt`` (nor is torch, which the
+Grain is optional and is not in ``requirements/bench.txt`` (nor is torch, which the
 loader needs): install it with ``.venv/bin/pip install grain`` (tested with
 0.2.18). Without it the ``grain`` pipeline is skipped with a line on stderr.
 
@@ -45,10 +45,8 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
 import warnings
@@ -60,6 +58,8 @@ import _workloads as wl
 from _machine import describe_machine_and_build
 from _plot import check_target as check_plot_target
 from _plot import plot
+from _proc import MemorySampler, emit, rollup
+from _proc import run_child as run_child_process
 from _report import DEFAULT_OUT, MIB, _target_cell, _x, log, write_json
 
 # torch warns once per worker that a read-only mmap view becomes a tensor; the
@@ -98,7 +98,6 @@ DEFAULTS = {
 
 MEMORY_INTERVAL = 0.1  # seconds between two samples of the process tree
 CHILD_TIMEOUT = 1800.0  # seconds before a hung pipeline child is killed
-_PROTOCOL = "@@bench "  # prefix of the lines a --run-one child reports on stdout
 
 
 # --------------------------------------------------------------------------
@@ -264,25 +263,6 @@ class NpySource:
 # --------------------------------------------------------------------------
 # Loader: one pipeline, in its own process (--run-one)
 # --------------------------------------------------------------------------
-
-
-def _rollup(pid: int | str = "self") -> dict[str, int] | None:
-    """Rss, Pss and the Pss split of one process, in KiB (None if it is gone)."""
-    try:
-        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
-    except OSError:
-        return None
-    out = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("Rss", "Pss", "Pss_Anon", "Pss_File", "Pss_Shmem"):
-            out[key] = int(rest.split()[0])
-    return out
-
-
-def _emit(kind: str, payload: object = None) -> None:
-    sys.stdout.write(_PROTOCOL + json.dumps({"kind": kind, "payload": payload}) + "\n")
-    sys.stdout.flush()
 
 
 def _loaderx_pipeline(spec: dict):
@@ -495,7 +475,7 @@ def run_one(spec: dict) -> None:
             import torch.utils.data  # noqa: F401  (the import's memory, below)
         if not torch_side:
             import loaderx.dataloader  # noqa: F401
-    import_rollup = _rollup()
+    import_rollup = rollup()
 
     it, unpack, close = make(spec)
     try:
@@ -525,17 +505,17 @@ def run_one(spec: dict) -> None:
 
         # The memory pass: the parent samples this process tree meanwhile.
         gc.collect()
-        _emit("memory-begin", os.getpid())
+        emit("memory-begin", os.getpid())
         t0 = time.perf_counter()
         memory_batches = 0
         while time.perf_counter() - t0 < spec["memory_seconds"]:
             next(it)
             memory_batches += 1
         memory_s = time.perf_counter() - t0
-        _emit("memory-end")
+        emit("memory-end")
     finally:
         close()
-    _emit(
+    emit(
         "result",
         {
             "batches_s": float(np.median(rounds)),
@@ -560,118 +540,42 @@ def run_one(spec: dict) -> None:
 # --------------------------------------------------------------------------
 
 
-def _parents() -> dict[int, int]:
-    """pid -> ppid of every process."""
-    out = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
-        out[int(entry.name)] = int(fields[1])
-    return out
-
-
-def process_tree(root: int) -> list[int]:
-    """``root`` and every process whose ancestry leads to it."""
-    children: dict[int, list[int]] = {}
-    for pid, ppid in _parents().items():
-        children.setdefault(ppid, []).append(pid)
-    tree, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        tree.append(pid)
-        todo.extend(children.get(pid, ()))
-    return tree
-
-
-class TreeMemory(threading.Thread):
-    """Samples summed Pss and Rss over a process tree every ``interval`` s."""
-
-    def __init__(self, root: int, interval: float = MEMORY_INTERVAL):
-        super().__init__(name="tree-memory", daemon=True)
-        self.root = root
-        self.interval = interval
-        self.halt = threading.Event()
-        self.samples = 0
-        self.peak_pss: dict | None = None
-        self.peak_rss_kib = 0
-        self.max_processes = 0
-
-    def sample(self) -> None:
-        totals = {"Rss": 0, "Pss": 0, "Pss_Anon": 0, "Pss_File": 0, "Pss_Shmem": 0}
-        procs = 0
-        for pid in process_tree(self.root):
-            r = _rollup(pid)
-            if r is None:
-                continue
-            procs += 1
-            for k in totals:
-                totals[k] += r.get(k, 0)
-        if procs == 0:
-            return
-        self.samples += 1
-        self.max_processes = max(self.max_processes, procs)
-        self.peak_rss_kib = max(self.peak_rss_kib, totals["Rss"])
-        if self.peak_pss is None or totals["Pss"] > self.peak_pss["Pss"]:
-            self.peak_pss = {**totals, "processes": procs}
-
-    def run(self) -> None:
-        while not self.halt.is_set():
-            t0 = time.perf_counter()
-            self.sample()
-            self.halt.wait(max(0.0, self.interval - (time.perf_counter() - t0)))
-
-    def stop(self) -> dict:
-        self.halt.set()
-        self.join()
-        peak = self.peak_pss or {}
-        return {
-            "samples": self.samples,
-            "interval_s": self.interval,
-            "max_processes": self.max_processes,
-            "peak_pss_mib": peak.get("Pss", 0) / 1024,
-            "peak_pss_split_mib": {
-                k: v / 1024 for k, v in peak.items() if k.startswith("Pss_")
-            },  # at the peak-PSS sample
-            "peak_aggregate_rss_mib": self.peak_rss_kib / 1024,
-        }
+def _tree_memory(sampler: MemorySampler) -> dict:
+    """The memory figures of the child's process tree (KiB samples, MiB out)."""
+    peak = sampler.peak_pss or {}
+    return {
+        "samples": sampler.samples,
+        "interval_s": sampler.interval,
+        "max_processes": sampler.max_processes,
+        "peak_pss_mib": peak.get("Pss", 0) / 1024,
+        "peak_pss_split_mib": {
+            k: v / 1024 for k, v in peak.items() if k.startswith("Pss_")
+        },  # at the peak-PSS sample
+        "peak_aggregate_rss_mib": sampler.peak_rss_kib / 1024,
+    }
 
 
 def run_child(spec: dict) -> dict:
     """Runs one pipeline in a fresh interpreter and samples its process tree."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--run-one", json.dumps(spec)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, bufsize=1)
-    watchdog = threading.Timer(CHILD_TIMEOUT, proc.kill)  # only this child, by its pid
-    watchdog.start()
-    monitor: TreeMemory | None = None
-    memory: dict | None = None
-    result: dict | None = None
+    state: dict = {"monitor": None, "memory": None, "result": None}
+
+    def on_message(proc, kind: str, payload) -> None:
+        if kind == "memory-begin":
+            state["monitor"] = MemorySampler([proc.pid], tree=True, interval=MEMORY_INTERVAL)
+            state["monitor"].start()
+        elif kind == "memory-end" and state["monitor"] is not None:
+            state["memory"] = _tree_memory(state["monitor"].stop())
+            state["monitor"] = None
+        elif kind == "result":
+            state["result"] = payload
+
     try:
-        for line in proc.stdout:
-            if not line.startswith(_PROTOCOL):
-                sys.stderr.write(line)  # stray output of the child, kept visible
-                continue
-            msg = json.loads(line[len(_PROTOCOL) :])
-            if msg["kind"] == "memory-begin":
-                monitor = TreeMemory(proc.pid)
-                monitor.start()
-            elif msg["kind"] == "memory-end" and monitor is not None:
-                memory = monitor.stop()
-                monitor = None
-            elif msg["kind"] == "result":
-                result = msg["payload"]
+        code = run_child_process(cmd, on_message, timeout=CHILD_TIMEOUT)
     finally:
-        if monitor is not None:
-            monitor.stop()
-        code = proc.wait()
-        timed_out = not watchdog.is_alive() and code < 0
-        watchdog.cancel()
-    if timed_out:
-        raise RuntimeError(f"child killed after {CHILD_TIMEOUT:g} s without finishing")
+        if state["monitor"] is not None:
+            state["monitor"].stop()
+    result, memory = state["result"], state["memory"]
     if code != 0 or result is None or memory is None:
         raise RuntimeError(f"child exited with code {code} (its stderr is above)")
     return {**result, "memory": memory}

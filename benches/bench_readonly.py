@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _workloads as wl  # noqa: E402
 from _machine import describe_machine_and_build  # noqa: E402
+from _proc import MemorySampler  # noqa: E402
 from _report import DEFAULT_OUT, GIB, MIB, _rate, log, write_json  # noqa: E402
 
 WORKLOADS = {
@@ -47,24 +48,12 @@ WORKLOADS = {
 }
 CODECS = ("raw", "zstd")
 SAMPLE_S = 0.05
+MEMORY_KEYS = ("Pss", "Rss", "Pss_Anon", "Pss_File")  # per process, bytes in the JSON
 
 
 # --------------------------------------------------------------------------
 # Worker (a spawned process)
 # --------------------------------------------------------------------------
-
-
-def _smaps(pid: int) -> dict | None:
-    try:
-        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
-    except OSError:
-        return None
-    out = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("Rss", "Pss", "Pss_Anon", "Pss_File"):
-            out[key] = int(rest.split()[0]) * 1024
-    return out
 
 
 def _worker(path, plan, want, start, mem_start, seconds, mem_seconds, results, rank):
@@ -153,20 +142,12 @@ def run_once(ctx, path: Path, plans, wants, args) -> dict:
         start.wait(timeout=60)
         mem_start.wait(timeout=args.seconds + 120)
         # Memory window: every process gathers; sample each one's smaps_rollup.
-        peak = [dict(Pss=0, Rss=0, Pss_Anon=0, Pss_File=0) for _ in range(n)]
-        peak_sum_pss = peak_sum_rss = 0
-        samples = 0
-        end = time.monotonic() + args.memory_seconds
-        while time.monotonic() < end:
-            snap = [_smaps(p.pid) for p in procs]
-            if all(s is not None for s in snap):
-                samples += 1
-                for r, s in enumerate(snap):
-                    for key in peak[r]:
-                        peak[r][key] = max(peak[r][key], s.get(key, 0))
-                peak_sum_pss = max(peak_sum_pss, sum(s["Pss"] for s in snap))
-                peak_sum_rss = max(peak_sum_rss, sum(s["Rss"] for s in snap))
-            time.sleep(SAMPLE_S)
+        mem = MemorySampler([p.pid for p in procs], interval=SAMPLE_S, keys=MEMORY_KEYS)
+        mem.sample_for(args.memory_seconds)
+        samples = mem.samples
+        peak = [{k: v * 1024 for k, v in r.items()} for r in mem.per_root_peak]
+        peak_sum_pss = (mem.peak_pss or {}).get("Pss", 0) * 1024
+        peak_sum_rss = mem.peak_rss_kib * 1024
         timed = [None] * n
         for _ in range(n):
             kind, rank, payload = results.get(timeout=args.memory_seconds + 120)

@@ -33,13 +33,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _proc import run  # noqa: E402
 from _report import DEFAULT_OUT, log, write_json  # noqa: E402
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -91,11 +91,7 @@ def run_one(workload: str, batch: int | None, threads: int, args, out: Path) -> 
     if threads != DEFAULT:
         env["LOADERX_THREADS"] = str(threads)
     log(f"{case_name(workload, batch)}, LOADERX_THREADS={label(threads)}: {' '.join(cmd[1:])}")
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(
-            f"{case_name(workload, batch)} at {label(threads)} threads failed:\n{r.stderr[-3000:]}"
-        )
+    run(cmd, env=env, what=f"{case_name(workload, batch)} at {label(threads)} threads")
     kind = "dense" if script == "bench_dense.py" else "ragged"
     path = out / f"{kind}-{name}{'-quick' if args.quick else ''}.json"
     payload = json.loads(path.read_text())

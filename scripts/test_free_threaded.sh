@@ -69,8 +69,9 @@ maturin develop --quiet --no-default-features --features sql
 # reason (docs/development.md "Free-threaded suites" lists the same). Checked 2026-12-01:
 # no cp313t or cp314t wheel at any version of polars (its runtime is
 # cp311-abi3 only; polars-runtime-32 has an empty placeholder for 3.14t),
-# ray or zstandard; duckdb has none for 3.13t and only a dev pre-release for
-# 3.14t; torch is in no test requirements file.
+# ray or zstandard (only benches/tests needs it, and it is not run here);
+# duckdb has none for 3.13t and only a dev pre-release for 3.14t; torch is in
+# no test requirements file.
 T=python/tests
 DESELECT=(
     --ignore=$T/test_polars.py                                # polars (whole module)
@@ -82,7 +83,6 @@ DESELECT=(
     --deselect $T/test_parquet_cli.py::test_export_read_back_by_duckdb # duckdb
     --deselect $T/test_text.py::test_duckdb_sees_strings      # duckdb
     --deselect $T/test_text.py::test_polars_sees_strings      # polars
-    --deselect $T/test_plot.py::test_quick_bench_run_plots     # zstandard
     --deselect $T/test_examples.py::test_example_runs[duckdb_inspect.py] # duckdb
     --deselect $T/test_examples.py::test_example_runs[polars_prep.py] # polars
     --deselect $T/test_examples.py::test_example_runs[real_data.py] # polars, duckdb

@@ -1,5 +1,11 @@
-"""Bar charts of the benchmarks (benches/_plot.py, benches/plot.py, the benches'
---plot) and of ``loaderx bench --plot``. No timing is asserted."""
+"""Bar charts of the benchmarks: benches/_plot.py, benches/plot.py and the
+benches' --plot. No timing is asserted. (``loaderx bench --plot``, the
+package's own chart, is tested in python/tests/test_cli_bench.py.)
+
+benches/tests has no conftest.py: python/tests's test modules import names
+from their ``conftest``, and a second one would shadow it when both
+directories run in one pytest session. A benches test puts benches/ on
+sys.path itself (the ``plotting`` fixture), as the bench scripts do."""
 
 import copy
 import json
@@ -11,9 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from loaderx import cli
-
-BENCHES = Path(__file__).resolve().parents[2] / "benches"
+BENCHES = Path(__file__).resolve().parents[1]
 
 GATHER = {
     "name": "dense-vision",
@@ -150,39 +154,6 @@ def test_missing_matplotlib_names_the_extra(plotting, tmp_path, monkeypatch):
     with pytest.raises(ImportError, match="matplotlib"):
         plotting.check_target(tmp_path / "gather.svg")
     assert not (tmp_path / "gather.svg").exists()
-
-
-def test_cli_bench_without_matplotlib_fails_before_running(tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "matplotlib", None)
-    out = tmp_path / "out.svg"
-    code = cli.main(["bench", "--records", "64", "--seconds", "0.1", "--plot", str(out)])
-    assert code == cli.BAD_INPUT
-    err = capsys.readouterr().err
-    assert "pip install matplotlib" in err and err.count("\n") == 1
-    assert not out.exists()
-
-
-def test_cli_bench_plot_writes_svg(tmp_path):
-    pytest.importorskip("matplotlib")
-    out = tmp_path / "out.svg"
-    r = subprocess.run(
-        [sys.executable, "-m", "loaderx", "bench", "--records", "64", "--seconds", "0.1"]
-        + ["--plot", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr
-    assert f"chart: {out}" in r.stdout
-    text = svg_text(out)
-    assert "DenseStore raw" in text and "DenseStore zstd" in text and "loaderx bench" in text
-    r = subprocess.run(
-        [sys.executable, "-m", "loaderx", "bench", "--plot", str(tmp_path / "out.txt")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == cli.BAD_INPUT and ".svg or .png" in r.stderr
 
 
 def test_quick_bench_run_plots(tmp_path):
