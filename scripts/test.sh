@@ -13,5 +13,7 @@ maturin develop --quiet
 # Ray cluster and are not collected).
 python -m pytest -q python/tests python/loaderx --doctest-modules \
     --ignore=python/loaderx/__main__.py --ignore=python/loaderx/ray.py "$@"
+# The benches' own tests (their helpers, the A/B table, the charts).
+python -m pytest -q benches/tests "$@"
 # The Python examples of the README and the documentation pages.
 python scripts/check_docs_examples.py
