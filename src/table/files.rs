@@ -76,6 +76,12 @@ pub(crate) fn remove_dir_all(dir: &Path) -> Result<()> {
     std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))
 }
 
+/// Renames `from` over `to` (both in `dir`), then fsyncs `dir`.
+pub(crate) fn rename_synced(from: &Path, to: &Path, dir: &Path) -> Result<()> {
+    fileio::rename(from, to).map_err(|e| Error::io(to, e))?;
+    fileio::sync_dir(dir).map_err(|e| Error::io(dir, e))
+}
+
 /// Removes `path` if it exists, fsyncing its directory `dir`.
 pub(crate) fn remove_file_synced(path: &Path, dir: &Path) -> Result<()> {
     match std::fs::remove_file(path) {

@@ -185,6 +185,31 @@ fn real(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| normalize(path))
 }
 
+/// A checked, prepared commit: the manifest that makes the shards visible.
+/// Write it with [`Commit::bytes`] (atomically, under the commit lock).
+#[derive(Clone, Debug)]
+pub struct Commit {
+    manifest: Manifest,
+    bytes: Vec<u8>,
+}
+
+impl Commit {
+    /// The manifest after the commit.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The new `manifest.json`'s bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The table's row count after the commit.
+    pub fn num_rows(&self) -> u64 {
+        self.manifest.num_rows()
+    }
+}
+
 /// Appends the shard directories `shards` (directly inside the table
 /// directory `table`, in order) to the table's manifest in one atomic
 /// rename, creating the manifest on the first commit. Returns the table's
@@ -197,6 +222,23 @@ fn real(path: &Path) -> PathBuf {
 /// validity stream in any shard is nullable in all: shards without one get
 /// an all-valid stream before the manifest names them.
 pub fn commit_shards(table: &Path, shards: &[PathBuf]) -> Result<u64> {
+    let names = shard_names(table, shards)?;
+    let _lock = files::CommitLock::acquire(table, MANIFEST_LOCK)?;
+    let commit = prepare_commit(table, &names)?;
+    let tmp = format!(
+        ".{MANIFEST_FILE}.{}.{}",
+        std::process::id(),
+        files::random_hex(4)
+    );
+    files::write_atomically(table, MANIFEST_FILE, &tmp, commit.bytes())?;
+    Ok(commit.num_rows())
+}
+
+/// The names of the shard directories `shards`, checked: each directly
+/// inside the table directory `table` (which must exist), a plain
+/// directory name, none twice. `InvalidValue` (or [`Error::Missing`] for
+/// the table) naming the argument otherwise.
+pub fn shard_names(table: &Path, shards: &[PathBuf]) -> Result<Vec<String>> {
     let mut names = Vec::with_capacity(shards.len());
     for s in shards {
         let norm = normalize(s);
@@ -232,7 +274,15 @@ pub fn commit_shards(table: &Path, shards: &[PathBuf]) -> Result<u64> {
             message: format!("table directory {} does not exist", table.display()),
         });
     }
-    let _lock = files::CommitLock::acquire(table, MANIFEST_LOCK)?;
+    Ok(names)
+}
+
+/// Checks the shards `names` of `table` against its manifest and each
+/// other and prepares their commit (all-valid validity streams where a
+/// nullable column needs them); the caller holds the commit lock
+/// (`.manifest.lock`) from before this call until the manifest is written.
+/// Nothing the table shows changes until the manifest is replaced.
+pub fn prepare_commit(table: &Path, names: &[String]) -> Result<Commit> {
     let current = if is_sharded(table) {
         read_manifest(table)?
     } else {
@@ -250,7 +300,7 @@ pub fn commit_shards(table: &Path, shards: &[PathBuf]) -> Result<u64> {
     };
     let mut added = Vec::with_capacity(names.len());
     let mut nullable: BTreeSet<String> = current.nullable.iter().cloned().collect();
-    for name in &names {
+    for name in names {
         if current.shards.iter().any(|s| &s.name == name) {
             return Err(Error::InvalidValue(format!(
                 "shard {} is already committed to {}",
@@ -292,13 +342,11 @@ pub fn commit_shards(table: &Path, shards: &[PathBuf]) -> Result<u64> {
             ensure_validity(&table.join(&shard.name), column, shard.rows)?;
         }
     }
-    let tmp = format!(
-        ".{MANIFEST_FILE}.{}.{}",
-        std::process::id(),
-        files::random_hex(4)
-    );
-    files::write_atomically(table, MANIFEST_FILE, &tmp, &next.to_json())?;
-    Ok(next.num_rows())
+    let bytes = next.to_json();
+    Ok(Commit {
+        manifest: next,
+        bytes,
+    })
 }
 
 /// Gives `shard` an all-valid validity stream for `column` unless it has
@@ -320,14 +368,24 @@ fn ensure_validity(shard: &Path, column: &str, rows: u64) -> Result<()> {
         return Ok(());
     }
     if files::exists(&v) {
-        files::remove_dir_all(&v)?; // a stream a killed commit left half-made
+        files::remove_dir_all(&v)?; // not a store: something half-made
     }
-    let mut store = Store::create(&v, Schema::dense(DType::Bool, &[])?, Codec::Zstd, None)?;
+    // Filled beside and renamed into place, so that a commit failing (or
+    // killed) half-way leaves no short stream for the next one to trip on.
+    let parent = v.parent().expect("a validity stream has a parent");
+    let tmp = parent.join(format!(".{column}.{}", files::random_hex(4)));
+    let mut store = Store::create(&tmp, Schema::dense(DType::Bool, &[])?, Codec::Zstd, None)?;
     let filled = if rows > 0 {
         store.append_dense(&vec![1u8; rows as usize])
     } else {
         Ok(())
     };
     let closed = store.close();
-    filled.and(closed)
+    let placed = filled
+        .and(closed)
+        .and_then(|()| files::rename_synced(&tmp, &v, parent));
+    if placed.is_err() {
+        let _ = files::remove_dir_all(&tmp);
+    }
+    placed
 }
