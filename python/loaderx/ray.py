@@ -44,10 +44,12 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ._errors import Corrupted
-from ._manifest import MANIFEST, is_sharded, read_manifest
+from . import _native
 from ._streams import BATCH_BYTES, check_index_column, check_path, require_pyarrow
-from .table import column_names, open_columns, open_store, open_table
+from .table import column_names, is_sharded, open_columns, open_store, open_table, read_manifest
+
+MANIFEST = _native.MANIFEST
+_LOCK = _native.MANIFEST_LOCK
 
 # TableDatasource is built on first access (module __getattr__), so importing
 # this module does not import Ray.
@@ -141,61 +143,6 @@ def _table_path(path) -> str:
             )
         return check_path(path.path)
     return check_path(path)
-
-
-def _check_shards(path: str, columns: list[str], parts: list) -> None:
-    """Checks on the driver, from metadata alone, that every shard named by
-    the manifest of the sharded table ``path`` holds ``columns`` with the
-    manifest's row count and the same kind, dtype and item shape as the
-    first shard; raises :class:`~loaderx.Corrupted` naming the shard."""
-    reference = None
-    for directory, _, rows in parts:
-        shard = os.path.basename(directory)
-        try:
-            names = column_names(directory)
-        except ValueError:
-            names = []
-        if names != sorted(columns):
-            raise Corrupted(
-                f"{os.path.join(path, MANIFEST)}: shard {shard!r} holds columns {names}, "
-                f"but the manifest names {columns}"
-            )
-        specs = {}
-        for name in columns:
-            with _open_column(directory, name) as store:
-                if len(store) != rows:
-                    raise Corrupted(
-                        f"{os.path.join(path, MANIFEST)}: shard {shard!r} column {name!r} "
-                        f"has {len(store)} rows, but the manifest says {rows}"
-                    )
-                specs[name] = _spec_of_store(store)
-        if reference is None:
-            reference = (shard, specs)
-        for name, spec in specs.items():
-            if spec != reference[1][name]:
-                raise Corrupted(
-                    f"{os.path.join(path, MANIFEST)}: column {name!r} is {_describe(spec)} in "
-                    f"shard {shard!r} but {_describe(reference[1][name])} in shard "
-                    f"{reference[0]!r}"
-                )
-
-
-def _spec_of_store(store) -> tuple:
-    """``(kind, dtype, item_shape)`` of a store (``item_shape`` None for
-    ragged): what every shard of a column must agree on."""
-    if store.logical != "tensor":
-        return (store.logical, store.dtype.str, None)
-    if store._kind == "dense":
-        return ("dense", store.dtype.str, tuple(store.item_shape))
-    return ("ragged", store.dtype.str, None)
-
-
-def _describe(spec) -> str:
-    kind, dtype, shape = spec
-    if kind in _BYTES:
-        return f"{kind} values"
-    dtype = np.dtype(dtype).name
-    return f"dense {dtype} of item shape {shape}" if kind == "dense" else f"ragged {dtype}"
 
 
 def _pieces(parts: list, lo: int, hi: int) -> list:
@@ -311,22 +258,18 @@ def _datasource_class():
                 available = list(manifest["columns"])
                 if not available:
                     raise ValueError(f"sharded table {path} has no columns (no shard committed)")
-                parts, offset = [], 0
-                for shard in manifest["shards"]:
-                    parts.append((os.path.join(path, shard["name"]), offset, shard["rows"]))
-                    offset += shard["rows"]
             else:
                 available = column_names(path)
-                parts = None
             columns = _check_columns(path, columns, available)
             check_index_column(index_column, available)
-            if parts is None:
-                # Opening checks every column and their equal lengths; it
-                # decodes no record.
-                with open_table(path, readonly=True) as table:
-                    parts = [(path, 0, table.num_rows)]
-            else:
-                _check_shards(path, available, parts)
+            # Opening checks the table as the core does for every reader
+            # (equal lengths; for a sharded table every shard against the
+            # manifest and the others); it decodes no record.
+            with open_table(path, readonly=True) as table:
+                parts, offset = [], 0
+                for directory, rows in table.shards:
+                    parts.append((directory, offset, rows))
+                    offset += rows
             self._path = path
             self._parts = parts
             self._num_rows = sum(rows for _, _, rows in parts)
@@ -813,7 +756,7 @@ def _sink_class():
             return {"task": task, "shard": name, "rows": rows, "columns": specs}
 
         def on_write_complete(self, write_result) -> None:
-            from ._manifest import commit_shards
+            from .table import commit_shards
 
             try:
                 done = [r for r in write_result.write_returns if r and r["shard"]]
@@ -854,8 +797,6 @@ def _sink_class():
             import json
             import shutil
 
-            from ._manifest import _LOCK
-
             path = self._path
             if not os.path.isdir(path):
                 return
@@ -891,8 +832,6 @@ def _sink_class():
 def _check_new_target(path: str, ours: str | None = None) -> None:
     """FileExistsError unless ``path`` is missing or an empty directory
     (with ``ours``: holding nothing but this write's shards and the lock)."""
-    from ._manifest import _LOCK
-
     if not os.path.exists(path):
         return
     if not os.path.isdir(path):

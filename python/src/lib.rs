@@ -11,6 +11,7 @@ mod sampler;
 #[cfg(feature = "sql")]
 mod sql;
 mod store;
+mod table;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -92,6 +93,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dict_tier, m)?)?;
     m.add_function(wrap_pyfunction!(table_types, m)?)?;
     m.add_function(wrap_pyfunction!(write_table_types, m)?)?;
+    table::register(m)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_field, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_stream, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_gather, m)?)?;
