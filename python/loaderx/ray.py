@@ -382,80 +382,53 @@ def __getattr__(name: str):
 
 # ----------------------------------------------------------------- writing
 
-#: NumPy dtypes a store holds (Arrow's bool, int, uint and float types).
-_STORE_DTYPES = frozenset(
-    np.dtype(t).str
-    for t in (
-        np.bool_,
-        np.int8,
-        np.int16,
-        np.int32,
-        np.int64,
-        np.uint8,
-        np.uint16,
-        np.uint32,
-        np.uint64,
-        np.float16,
-        np.float32,
-        np.float64,
-    )
-)
 _EXPECTED = "a bool, int, uint or float scalar or tensor (or a list of them), a string or binary"
 _BYTES = ("utf8", "binary")
+
+
+def _store_spec(name: str, typ, found) -> tuple:
+    """``("dense", dtype, shape)``, ``("ragged", dtype, None)`` or
+    ``("utf8" | "binary", "|u1", None)``: the store that the core's Arrow
+    mapping (``loaderx::arrow::schema_for_field``, the ingest's) makes of a
+    column of Arrow type ``typ``. TypeError naming the column, what it
+    expects and ``found`` for a type without one (structs, nested lists,
+    timestamps, other extension types...)."""
+    pa = require_pyarrow()
+    plain = not pa.types.is_struct(typ) and (
+        not isinstance(typ, pa.BaseExtensionType) or isinstance(typ, pa.FixedShapeTensorType)
+    )
+    if plain:
+        try:
+            kind, dtype, shape, logical = _native.arrow_store_schema(pa.field(name, typ))
+        except TypeError:
+            pass
+        else:
+            if logical != "tensor":
+                return (logical, dtype, None)
+            return (kind, dtype, None if shape is None else tuple(shape))
+    raise TypeError(f"column {name!r}: expected {_EXPECTED}, found Arrow type {found}")
 
 
 def _value_dtype(name: str, value_type, found) -> str:
     """The NumPy dtype string of an Arrow value type a store can hold, or
     TypeError naming the column, what it expects and ``found``."""
-    pa = require_pyarrow()
-    if not isinstance(value_type, pa.BaseExtensionType):
-        try:
-            dt = np.dtype(value_type.to_pandas_dtype()).str
-        except (NotImplementedError, TypeError):
-            dt = None
-        if dt in _STORE_DTYPES and (
-            pa.types.is_boolean(value_type)
-            or pa.types.is_integer(value_type)
-            or pa.types.is_floating(value_type)
-        ):
-            return dt
-    raise TypeError(f"column {name!r}: expected {_EXPECTED}, found Arrow type {found}")
+    spec = _store_spec(name, value_type, found)
+    if spec[0] != "dense" or spec[2] != ():
+        raise TypeError(f"column {name!r}: expected {_EXPECTED}, found Arrow type {found}")
+    return spec[1]
 
 
 def _column_spec(name: str, typ) -> tuple:
-    """``("dense", dtype, shape)`` or ``("ragged", dtype, None)``: what the
-    Arrow type ``typ`` of one block's column becomes (Ray's fixed-shape
-    tensors and ``arrow.fixed_shape_tensor`` dense, Ray's variable-shaped
-    tensors and lists ragged, primitives dense scalars). TypeError naming the
-    column for any other type (strings, nested lists, timestamps...)."""
-    pa = require_pyarrow()
+    """What the Arrow type ``typ`` of one block's column becomes: Ray's
+    tensor types here (fixed-shape ones dense, variable-shaped ones
+    ragged), every other type by the core's mapping (:func:`_store_spec`)."""
     from ray.data.extensions import ArrowVariableShapedTensorType
 
-    if pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_string_view(typ):
-        return ("utf8", "|u1", None)
-    if (
-        pa.types.is_binary(typ)
-        or pa.types.is_large_binary(typ)
-        or pa.types.is_binary_view(typ)
-        or pa.types.is_fixed_size_binary(typ)
-    ):
-        return ("binary", "|u1", None)
-    fixed = _ray_fixed_tensor_types()
-    if isinstance(typ, fixed):
+    if isinstance(typ, _ray_fixed_tensor_types()):
         return ("dense", _value_dtype(name, typ.storage_type.value_type, typ), tuple(typ.shape))
-    if isinstance(typ, pa.FixedShapeTensorType):
-        return ("dense", _value_dtype(name, typ.value_type, typ), tuple(typ.shape))
     if isinstance(typ, ArrowVariableShapedTensorType):
         return ("ragged", _value_dtype(name, typ.storage_type["data"].type.value_type, typ), None)
-    if pa.types.is_fixed_size_list(typ):
-        dims = []
-        while pa.types.is_fixed_size_list(typ):
-            dims.append(typ.list_size)
-            typ = typ.value_type
-        return ("dense", _value_dtype(name, typ, typ), tuple(dims))
-    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
-        return ("ragged", _value_dtype(name, typ.value_type, typ), None)
-    return ("dense", _value_dtype(name, typ, typ), ())
+    return _store_spec(name, typ, typ)
 
 
 def _ray_fixed_tensor_types() -> tuple:

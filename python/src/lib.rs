@@ -100,6 +100,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(arrow::arrow_table_reader, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_append, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_ingest, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::arrow_store_schema, m)?)?;
     m.add("DICT_TIERS", dict_tiers(m.py())?)?;
     m.add("MIN_DICT_SAMPLES", loaderx::dict::MIN_SAMPLES)?;
     m.add("MIN_DICT_SAMPLE_BYTES", loaderx::dict::MIN_SAMPLE_BYTES)?;
