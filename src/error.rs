@@ -90,6 +90,10 @@ pub enum Error {
     /// message.
     #[error("prefetch worker failed: {0}")]
     WorkerPanicked(String),
+    /// A table directory, shard directory or manifest that is not there
+    /// (maps to FileNotFoundError); the message names it.
+    #[error("{message}")]
+    Missing { path: PathBuf, message: String },
 }
 
 impl Error {

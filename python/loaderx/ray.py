@@ -44,10 +44,12 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ._errors import Corrupted
-from ._manifest import MANIFEST, is_sharded, read_manifest
+from . import _native
 from ._streams import BATCH_BYTES, check_index_column, check_path, require_pyarrow
-from .table import column_names, open_columns, open_store, open_table
+from .table import column_names, is_sharded, open_columns, open_store, open_table, read_manifest
+
+MANIFEST = _native.MANIFEST
+_LOCK = _native.MANIFEST_LOCK
 
 # TableDatasource is built on first access (module __getattr__), so importing
 # this module does not import Ray.
@@ -141,61 +143,6 @@ def _table_path(path) -> str:
             )
         return check_path(path.path)
     return check_path(path)
-
-
-def _check_shards(path: str, columns: list[str], parts: list) -> None:
-    """Checks on the driver, from metadata alone, that every shard named by
-    the manifest of the sharded table ``path`` holds ``columns`` with the
-    manifest's row count and the same kind, dtype and item shape as the
-    first shard; raises :class:`~loaderx.Corrupted` naming the shard."""
-    reference = None
-    for directory, _, rows in parts:
-        shard = os.path.basename(directory)
-        try:
-            names = column_names(directory)
-        except ValueError:
-            names = []
-        if names != sorted(columns):
-            raise Corrupted(
-                f"{os.path.join(path, MANIFEST)}: shard {shard!r} holds columns {names}, "
-                f"but the manifest names {columns}"
-            )
-        specs = {}
-        for name in columns:
-            with _open_column(directory, name) as store:
-                if len(store) != rows:
-                    raise Corrupted(
-                        f"{os.path.join(path, MANIFEST)}: shard {shard!r} column {name!r} "
-                        f"has {len(store)} rows, but the manifest says {rows}"
-                    )
-                specs[name] = _spec_of_store(store)
-        if reference is None:
-            reference = (shard, specs)
-        for name, spec in specs.items():
-            if spec != reference[1][name]:
-                raise Corrupted(
-                    f"{os.path.join(path, MANIFEST)}: column {name!r} is {_describe(spec)} in "
-                    f"shard {shard!r} but {_describe(reference[1][name])} in shard "
-                    f"{reference[0]!r}"
-                )
-
-
-def _spec_of_store(store) -> tuple:
-    """``(kind, dtype, item_shape)`` of a store (``item_shape`` None for
-    ragged): what every shard of a column must agree on."""
-    if store.logical != "tensor":
-        return (store.logical, store.dtype.str, None)
-    if store._kind == "dense":
-        return ("dense", store.dtype.str, tuple(store.item_shape))
-    return ("ragged", store.dtype.str, None)
-
-
-def _describe(spec) -> str:
-    kind, dtype, shape = spec
-    if kind in _BYTES:
-        return f"{kind} values"
-    dtype = np.dtype(dtype).name
-    return f"dense {dtype} of item shape {shape}" if kind == "dense" else f"ragged {dtype}"
 
 
 def _pieces(parts: list, lo: int, hi: int) -> list:
@@ -311,22 +258,18 @@ def _datasource_class():
                 available = list(manifest["columns"])
                 if not available:
                     raise ValueError(f"sharded table {path} has no columns (no shard committed)")
-                parts, offset = [], 0
-                for shard in manifest["shards"]:
-                    parts.append((os.path.join(path, shard["name"]), offset, shard["rows"]))
-                    offset += shard["rows"]
             else:
                 available = column_names(path)
-                parts = None
             columns = _check_columns(path, columns, available)
             check_index_column(index_column, available)
-            if parts is None:
-                # Opening checks every column and their equal lengths; it
-                # decodes no record.
-                with open_table(path, readonly=True) as table:
-                    parts = [(path, 0, table.num_rows)]
-            else:
-                _check_shards(path, available, parts)
+            # Opening checks the table as the core does for every reader
+            # (equal lengths; for a sharded table every shard against the
+            # manifest and the others); it decodes no record.
+            with open_table(path, readonly=True) as table:
+                parts, offset = [], 0
+                for directory, rows in table.shards:
+                    parts.append((directory, offset, rows))
+                    offset += rows
             self._path = path
             self._parts = parts
             self._num_rows = sum(rows for _, _, rows in parts)
@@ -439,80 +382,53 @@ def __getattr__(name: str):
 
 # ----------------------------------------------------------------- writing
 
-#: NumPy dtypes a store holds (Arrow's bool, int, uint and float types).
-_STORE_DTYPES = frozenset(
-    np.dtype(t).str
-    for t in (
-        np.bool_,
-        np.int8,
-        np.int16,
-        np.int32,
-        np.int64,
-        np.uint8,
-        np.uint16,
-        np.uint32,
-        np.uint64,
-        np.float16,
-        np.float32,
-        np.float64,
-    )
-)
 _EXPECTED = "a bool, int, uint or float scalar or tensor (or a list of them), a string or binary"
 _BYTES = ("utf8", "binary")
+
+
+def _store_spec(name: str, typ, found) -> tuple:
+    """``("dense", dtype, shape)``, ``("ragged", dtype, None)`` or
+    ``("utf8" | "binary", "|u1", None)``: the store that the core's Arrow
+    mapping (``loaderx::arrow::schema_for_field``, the ingest's) makes of a
+    column of Arrow type ``typ``. TypeError naming the column, what it
+    expects and ``found`` for a type without one (structs, nested lists,
+    timestamps, other extension types...)."""
+    pa = require_pyarrow()
+    plain = not pa.types.is_struct(typ) and (
+        not isinstance(typ, pa.BaseExtensionType) or isinstance(typ, pa.FixedShapeTensorType)
+    )
+    if plain:
+        try:
+            kind, dtype, shape, logical = _native.arrow_store_schema(pa.field(name, typ))
+        except TypeError:
+            pass
+        else:
+            if logical != "tensor":
+                return (logical, dtype, None)
+            return (kind, dtype, None if shape is None else tuple(shape))
+    raise TypeError(f"column {name!r}: expected {_EXPECTED}, found Arrow type {found}")
 
 
 def _value_dtype(name: str, value_type, found) -> str:
     """The NumPy dtype string of an Arrow value type a store can hold, or
     TypeError naming the column, what it expects and ``found``."""
-    pa = require_pyarrow()
-    if not isinstance(value_type, pa.BaseExtensionType):
-        try:
-            dt = np.dtype(value_type.to_pandas_dtype()).str
-        except (NotImplementedError, TypeError):
-            dt = None
-        if dt in _STORE_DTYPES and (
-            pa.types.is_boolean(value_type)
-            or pa.types.is_integer(value_type)
-            or pa.types.is_floating(value_type)
-        ):
-            return dt
-    raise TypeError(f"column {name!r}: expected {_EXPECTED}, found Arrow type {found}")
+    spec = _store_spec(name, value_type, found)
+    if spec[0] != "dense" or spec[2] != ():
+        raise TypeError(f"column {name!r}: expected {_EXPECTED}, found Arrow type {found}")
+    return spec[1]
 
 
 def _column_spec(name: str, typ) -> tuple:
-    """``("dense", dtype, shape)`` or ``("ragged", dtype, None)``: what the
-    Arrow type ``typ`` of one block's column becomes (Ray's fixed-shape
-    tensors and ``arrow.fixed_shape_tensor`` dense, Ray's variable-shaped
-    tensors and lists ragged, primitives dense scalars). TypeError naming the
-    column for any other type (strings, nested lists, timestamps...)."""
-    pa = require_pyarrow()
+    """What the Arrow type ``typ`` of one block's column becomes: Ray's
+    tensor types here (fixed-shape ones dense, variable-shaped ones
+    ragged), every other type by the core's mapping (:func:`_store_spec`)."""
     from ray.data.extensions import ArrowVariableShapedTensorType
 
-    if pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_string_view(typ):
-        return ("utf8", "|u1", None)
-    if (
-        pa.types.is_binary(typ)
-        or pa.types.is_large_binary(typ)
-        or pa.types.is_binary_view(typ)
-        or pa.types.is_fixed_size_binary(typ)
-    ):
-        return ("binary", "|u1", None)
-    fixed = _ray_fixed_tensor_types()
-    if isinstance(typ, fixed):
+    if isinstance(typ, _ray_fixed_tensor_types()):
         return ("dense", _value_dtype(name, typ.storage_type.value_type, typ), tuple(typ.shape))
-    if isinstance(typ, pa.FixedShapeTensorType):
-        return ("dense", _value_dtype(name, typ.value_type, typ), tuple(typ.shape))
     if isinstance(typ, ArrowVariableShapedTensorType):
         return ("ragged", _value_dtype(name, typ.storage_type["data"].type.value_type, typ), None)
-    if pa.types.is_fixed_size_list(typ):
-        dims = []
-        while pa.types.is_fixed_size_list(typ):
-            dims.append(typ.list_size)
-            typ = typ.value_type
-        return ("dense", _value_dtype(name, typ, typ), tuple(dims))
-    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
-        return ("ragged", _value_dtype(name, typ.value_type, typ), None)
-    return ("dense", _value_dtype(name, typ, typ), ())
+    return _store_spec(name, typ, typ)
 
 
 def _ray_fixed_tensor_types() -> tuple:
@@ -813,7 +729,7 @@ def _sink_class():
             return {"task": task, "shard": name, "rows": rows, "columns": specs}
 
         def on_write_complete(self, write_result) -> None:
-            from ._manifest import commit_shards
+            from .table import commit_shards
 
             try:
                 done = [r for r in write_result.write_returns if r and r["shard"]]
@@ -854,8 +770,6 @@ def _sink_class():
             import json
             import shutil
 
-            from ._manifest import _LOCK
-
             path = self._path
             if not os.path.isdir(path):
                 return
@@ -891,8 +805,6 @@ def _sink_class():
 def _check_new_target(path: str, ours: str | None = None) -> None:
     """FileExistsError unless ``path`` is missing or an empty directory
     (with ``ours``: holding nothing but this write's shards and the lock)."""
-    from ._manifest import _LOCK
-
     if not os.path.exists(path):
         return
     if not os.path.isdir(path):

@@ -23,18 +23,25 @@ its shard and record in the same native call that decodes it.
 
 from __future__ import annotations
 
+import fcntl
 import os
+import secrets
 from collections.abc import Iterator, Mapping
 
 import numpy as np
 
 from . import _native
-from ._errors import Corrupted
-from ._manifest import VALIDITY, commit_shards, is_sharded, new_shard, read_manifest
 from ._streams import StoreBase, check_path
 from .zrecord import DenseStore, RaggedStore
 
 __all__ = ["Table", "open_table", "new_shard", "commit_shards", "ingest_sharded"]
+
+#: Where a table keeps the validity streams of its nullable columns.
+VALIDITY = _native.VALIDITY
+
+
+def _wrap(native, path: str) -> StoreBase:
+    return (DenseStore if native.kind == "dense" else RaggedStore)(native, path)
 
 
 def open_store(path: str, readonly: bool = True, logical: str | None = None, validity=None):
@@ -44,36 +51,104 @@ def open_store(path: str, readonly: bool = True, logical: str | None = None, val
     table records both; see :func:`open_table`)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"no store at {path}: the path does not exist")
-    native = _native.Store.open(path, None, readonly, logical, validity)
-    return (DenseStore if native.kind == "dense" else RaggedStore)(native, path)
+    return _wrap(_native.Store.open(path, None, readonly, logical, validity), path)
 
 
 def column_names(path: str) -> list[str]:
     """The store subdirectories of a table directory, sorted."""
-    if not os.path.isdir(path):
-        raise FileNotFoundError(f"table directory {path} does not exist")
-    names = sorted(d for d in os.listdir(path) if os.path.isfile(os.path.join(path, d, "meta.zr")))
-    if not names:
-        raise ValueError(f"table directory {path} holds no stores (no subdirectory with meta.zr)")
-    return names
+    return _native.column_names(path)
 
 
 def open_columns(path: str, readonly: bool = True, names=None) -> dict:
     """Opens every store of a table directory (or those of ``names``), named
     by subdirectory, each presented as the type the table file records."""
-    streams = {}
-    names = column_names(path) if names is None else list(names)
-    types = _native.table_types(path)
+    names = None if names is None else list(names)
+    native = _native.open_columns(path, bool(readonly), names)
+    return {name: _wrap(s, os.path.join(path, name)) for name, s in native}
+
+
+def is_sharded(path) -> bool:
+    """Whether ``path`` is a sharded table (holds a manifest)."""
+    return _native.is_sharded(os.fspath(path))
+
+
+def new_shard(path) -> str:
+    """Creates a new, empty, uniquely named shard directory inside the table
+    directory ``path`` (created if needed) and returns its path.
+
+    Write a plain table into it (one store per column, e.g. with
+    :func:`loaderx.arrow.ingest`), then make it visible with
+    :func:`commit_shards`. Until then no reader sees it.
+    """
+    return os.fspath(_native.new_shard(os.fspath(path)))
+
+
+def commit_shards(path, shards) -> int:
+    """Appends the shard directories ``shards`` (paths inside the table
+    directory ``path``, in order) to the table's manifest in one atomic
+    rename, creating the manifest on the first commit. Returns the table's
+    row count after the commit.
+
+    Every shard is checked first (a plain table whose columns have equal
+    lengths, the same column names and the same kind, dtype and item shape
+    as the table's), so a rejected commit changes nothing. Commits from
+    several processes serialise on a lock file in the table directory.
+    """
+    path = os.fspath(path)
+    if isinstance(shards, (str, bytes, os.PathLike)):
+        raise TypeError("shards must be a list of shard directories, got a single path")
+    names = _native.shard_names(path, [os.fspath(s) for s in shards])
+    lock = os.open(os.path.join(path, _native.MANIFEST_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        for name in names:
-            logical, nullable = types.get(name, ("tensor", False))
-            validity = os.path.join(path, VALIDITY, name) if nullable else None
-            streams[name] = open_store(os.path.join(path, name), readonly, logical, validity)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        manifest, rows = _native.prepare_commit(path, names)
+        _write_atomically(path, manifest)
+        return rows
+    finally:
+        os.close(lock)
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    """Replaces ``path``'s manifest with ``data``: a temporary file beside
+    it, fsynced, renamed over it, the directory fsynced (the rename is the
+    commit point; a left-over temporary file is never read). The core's
+    ``loaderx::table::commit_shards`` does the same; this one runs each step
+    as a Python call, so that a signal (Ctrl-C included) lands between them
+    and the crash-point sweep of the tests reaches every step."""
+    tmp = os.path.join(path, f".{_native.MANIFEST}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
     except BaseException:
-        for s in streams.values():
-            s.close()
+        os.close(fd)
+        os.unlink(tmp)
         raise
-    return streams
+    os.close(fd)
+    try:
+        os.rename(tmp, os.path.join(path, _native.MANIFEST))
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_manifest(path) -> dict:
+    """The checked manifest of the sharded table at ``path``:
+    ``{"columns": [...], "shards": [{"name": ..., "rows": ...}, ...],
+    "types": {column: "utf8" | "binary"}, "nullable": [...]}``.
+
+    Raises :class:`~loaderx.Corrupted` naming the manifest and the broken
+    rule when it is not a manifest of this format, and when it names a shard
+    directory that does not exist (naming the shard).
+    """
+    return _native.read_manifest(os.fspath(path))
 
 
 class Table(Mapping):
@@ -195,48 +270,6 @@ class Table(Mapping):
         )
 
 
-def _open_sharded(path: str) -> Table:
-    manifest = read_manifest(path)
-    shards = manifest["shards"]
-    if not shards:
-        raise ValueError(f"sharded table {path} has no committed shards")
-    dirs = [os.path.join(path, s["name"]) for s in shards]
-    for d in dirs:
-        present = set(column_names(d))
-        if present != set(manifest["columns"]):
-            raise Corrupted(
-                f"{os.path.join(path, 'manifest.json')}: shard {os.path.basename(d)!r} holds "
-                f"columns {sorted(present)}, but the manifest names {manifest['columns']}"
-            )
-    columns = {}
-    try:
-        for name in manifest["columns"]:
-            col = os.path.join(path, name)
-            validity = None
-            if name in manifest["nullable"]:
-                validity = [os.path.join(d, VALIDITY, name) for d in dirs]
-            native = _native.Store.concat(
-                col,
-                [os.path.join(d, name) for d in dirs],
-                None,
-                manifest["types"].get(name),
-                validity,
-            )
-            cls = DenseStore if native.kind == "dense" else RaggedStore
-            columns[name] = cls(native, col)
-            for shard, n in zip(shards, native.part_lengths):
-                if n != shard["rows"]:
-                    raise Corrupted(
-                        f"{os.path.join(path, 'manifest.json')}: shard {shard['name']!r} "
-                        f"has {shard['rows']} rows, but its column {name!r} holds {n} records"
-                    )
-    except BaseException:
-        for s in columns.values():
-            s.close()
-        raise
-    return Table(path, columns, [(d, s["rows"]) for d, s in zip(dirs, shards)])
-
-
 def open_table(path, readonly: bool = True) -> Table:
     """Opens the table at ``path``, plain or sharded.
 
@@ -258,25 +291,11 @@ def open_table(path, readonly: bool = True) -> Table:
     path = check_path(path)
     if not isinstance(readonly, (bool, np.bool_)):
         raise TypeError(f"readonly must be a bool, got {type(readonly).__name__}")
-    if os.path.isdir(path) and is_sharded(path):
-        if not readonly:
-            raise ValueError(
-                f"sharded table {path} opens read-only (readonly=True), got readonly=False: "
-                "add data as new shards (loaderx.new_shard, then loaderx.commit_shards)"
-            )
-        return _open_sharded(path)
-    columns = open_columns(path, bool(readonly))
-    lengths = {name: len(s) for name, s in columns.items()}
-    first = next(iter(lengths))
-    for name, n in lengths.items():
-        if n != lengths[first]:
-            for s in columns.values():
-                s.close()
-            raise ValueError(
-                f"table {path}: columns must have equal lengths, but column {first!r} "
-                f"has {lengths[first]} rows and column {name!r} has {n}"
-            )
-    return Table(path, columns)
+    native, shards = _native.open_table(path, bool(readonly))
+    columns = {name: _wrap(s, os.path.join(path, name)) for name, s in native}
+    if shards is not None:
+        shards = [(os.fspath(d), rows) for d, rows in shards]
+    return Table(path, columns, shards)
 
 
 def _chunks(total: int, parts: int) -> list[tuple[int, int]]:

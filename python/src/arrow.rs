@@ -342,3 +342,20 @@ pub fn record_batch(
     let (fields, arrays): (Vec<Field>, Vec<ArrayRef>) = columns.into_iter().unzip();
     arrow_array::RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), arrays)
 }
+
+/// The store an Arrow field becomes on ingest (the core's mapping,
+/// `loaderx::arrow::schema_for_field`): `(kind, dtype, item_shape,
+/// logical)`, `item_shape` None for ragged; TypeError for a type without one.
+#[pyfunction]
+pub fn arrow_store_schema(
+    field: pyo3_arrow::PyField,
+) -> PyResult<(String, &'static str, Option<Vec<u64>>, &'static str)> {
+    let field = field.into_inner();
+    let schema = la::schema_for_field(&field).py()?;
+    Ok((
+        schema.kind().to_string(),
+        schema.dtype.numpy_str(),
+        schema.item_shape().map(<[u64]>::to_vec),
+        la::logical_of(field.data_type()).name(),
+    ))
+}

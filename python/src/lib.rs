@@ -11,6 +11,7 @@ mod sampler;
 #[cfg(feature = "sql")]
 mod sql;
 mod store;
+mod table;
 mod writer;
 
 use pyo3::prelude::*;
@@ -74,6 +75,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(train_dict, m)?)?;
     m.add_function(wrap_pyfunction!(dict_tier, m)?)?;
     m.add_function(wrap_pyfunction!(table_types, m)?)?;
+    table::register(m)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_field, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_stream, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_gather, m)?)?;
@@ -83,6 +85,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<arrow::ArrayReader>()?;
     m.add_function(wrap_pyfunction!(arrow::arrow_append, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_ingest, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::arrow_store_schema, m)?)?;
     m.add("DICT_TIERS", dict_tiers(m.py())?)?;
     m.add("MIN_DICT_SAMPLE_BYTES", loaderx::dict::MIN_SAMPLE_BYTES)?;
     m.add_function(wrap_pyfunction!(parquet::parquet_export, m)?)?;

@@ -139,7 +139,7 @@ fn closed_error(path: &std::path::Path) -> PyErr {
 }
 
 impl Store {
-    fn wrap(
+    pub(crate) fn wrap(
         py: Python<'_>,
         source: Source,
         logical: Logical,
@@ -904,7 +904,7 @@ impl Store {
     /// Syncs and releases the handle (a read-only one writes nothing);
     /// idempotent. In a forked child it only
     /// marks this process's copy closed (the parent still owns the store).
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
+    pub(crate) fn close(&self, py: Python<'_>) -> PyResult<()> {
         if self.in_forked_child() {
             self.child_closed.store(true, Ordering::Release);
             return Ok(());

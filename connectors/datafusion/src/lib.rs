@@ -137,6 +137,24 @@ impl<S: StoreAccess + 'static> StoreTable<S> {
     }
 }
 
+impl StoreTable<loaderx::table::Column> {
+    /// The columns of a table opened with [`loaderx::table::Table::open`]
+    /// (plain or sharded), in table order, typed as the table records
+    /// them (text, binary, nulls).
+    pub fn from_table(
+        table: loaderx::table::Table,
+        index_column: Option<String>,
+        options: Options,
+    ) -> loaderx::Result<Self> {
+        let streams = table
+            .into_columns()
+            .into_iter()
+            .map(|c| (c.name().to_string(), c))
+            .collect();
+        StoreTable::try_new(streams, index_column, options)
+    }
+}
+
 impl<S: StoreAccess + 'static> Table<S> {
     fn is_index(&self, name: &str) -> bool {
         self.index_column.as_deref() == Some(name)

@@ -1,4 +1,4 @@
-//! The table file: column types a table records beside its stores.
+//! `table.json`: the column types a table records beside its stores.
 //!
 //! A plain table is a directory of stores, one per column. Stores carry a
 //! dtype and shape but not how a table presents them; a column that is text
@@ -16,14 +16,13 @@
 //! (written beside, fsynced, renamed, directory fsynced).
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
-use crate::io::local as fileio;
+use super::files;
 use crate::schema::Logical;
+use crate::{Error, Result};
 
 /// The table file's name inside a table directory.
 pub const TABLE_FILE: &str = "table.json";
@@ -70,10 +69,8 @@ struct TableFile {
 /// The column types recorded in `dir`'s table file (empty without one).
 pub fn read_types(dir: &Path) -> Result<BTreeMap<String, ColumnType>> {
     let path = dir.join(TABLE_FILE);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
-        Err(e) => return Err(Error::io(&path, e)),
+    let Some(bytes) = files::read(&path, u64::MAX)? else {
+        return Ok(BTreeMap::new());
     };
     let file: TableFile = serde_json::from_slice(&bytes)
         .map_err(|e| Error::corrupted(&path, format!("not a table file: {e}")))?;
@@ -123,11 +120,7 @@ pub fn write_types(dir: &Path, types: &[(String, ColumnType)]) -> Result<()> {
     }
     let path = dir.join(TABLE_FILE);
     if all.is_empty() {
-        return match std::fs::remove_file(&path) {
-            Ok(()) => fileio::sync_dir(dir).map_err(|e| Error::io(dir, e)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::io(&path, e)),
-        };
+        return files::remove_file_synced(&path, dir);
     }
     let file = TableFile {
         format: FORMAT.into(),
@@ -148,18 +141,8 @@ pub fn write_types(dir: &Path, types: &[(String, ColumnType)]) -> Result<()> {
     let mut json = serde_json::to_vec_pretty(&file)
         .map_err(|e| Error::InvalidValue(format!("table file: {e}")))?;
     json.push(b'\n');
-    let tmp = dir.join(format!(".{TABLE_FILE}.{}", std::process::id()));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&json)?;
-        fileio::sync_all(&f)?;
-        fileio::rename(&tmp, &path)?;
-        fileio::sync_dir(dir)
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::io(&path, e)
-    })
+    let tmp = format!(".{TABLE_FILE}.{}", std::process::id());
+    files::write_atomically(dir, TABLE_FILE, &tmp, &json)
 }
 
 #[cfg(test)]

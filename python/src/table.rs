@@ -1,0 +1,160 @@
+//! Tables for the Python package: `loaderx.open_table`, `new_shard` and
+//! `commit_shards` over `loaderx::table`. Every call that touches the disk
+//! runs with the GIL released; each column comes back as a `Store` handle.
+//! A commit is checked and prepared here (`shard_names`, `prepare_commit`);
+//! the package holds the lock and writes the prepared manifest itself (see
+//! `loaderx.table.commit_shards`).
+
+use std::path::PathBuf;
+
+use loaderx::table::{self, Column, Stream, Table};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+
+use crate::errors::IntoPyResult;
+use crate::store::{Source, Store};
+
+/// `[(name, Store)]`: a table's columns as handles, in order.
+type Columns = Vec<(String, Store)>;
+/// `[(directory, rows)]`: a sharded table's shards, in order.
+type Shards = Vec<(PathBuf, u64)>;
+
+fn source(stream: Stream) -> Source {
+    match stream {
+        Stream::Store(s) => Source::One(s),
+        Stream::Concat(c) => Source::Many(c),
+    }
+}
+
+/// `[(name, Store)]` of `columns`, in order; on failure every column is
+/// closed.
+fn handles(py: Python<'_>, columns: Vec<Column>) -> PyResult<Columns> {
+    let mut out = Vec::with_capacity(columns.len());
+    let mut rest = columns.into_iter();
+    for column in rest.by_ref() {
+        let (name, data, logical, validity) = column.into_parts();
+        match Store::wrap(py, source(data), logical, validity.map(source)) {
+            Ok(handle) => out.push((name, handle)),
+            Err(e) => {
+                for c in rest {
+                    let _ = c.close();
+                }
+                for (_, h) in out {
+                    let _ = h.close(py);
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Opens the table at `path`, plain or sharded: `(columns, shards)` with
+/// `columns` `[(name, Store)]` in table order and `shards` `[(directory,
+/// rows)]` for a sharded table, None for a plain one.
+#[pyfunction]
+pub fn open_table(
+    py: Python<'_>,
+    path: PathBuf,
+    readonly: bool,
+) -> PyResult<(Columns, Option<Shards>)> {
+    let t = py.detach(|| Table::open(&path, readonly)).py()?;
+    let shards = t
+        .shards()
+        .map(|s| s.iter().map(|s| (s.dir.clone(), s.rows)).collect());
+    Ok((handles(py, t.into_columns())?, shards))
+}
+
+/// The columns of the plain table `path` (all, or those of `names`), typed
+/// as its table file records, without the equal-length check.
+#[pyfunction]
+#[pyo3(signature = (path, readonly=true, names=None))]
+pub fn open_columns(
+    py: Python<'_>,
+    path: PathBuf,
+    readonly: bool,
+    names: Option<Vec<String>>,
+) -> PyResult<Columns> {
+    let columns = py
+        .detach(|| table::open_columns(&path, readonly, names.as_deref()))
+        .py()?;
+    handles(py, columns)
+}
+
+/// The store subdirectories of a table directory, sorted.
+#[pyfunction]
+pub fn column_names(py: Python<'_>, path: PathBuf) -> PyResult<Vec<String>> {
+    py.detach(|| table::column_names(&path)).py()
+}
+
+/// Whether `path` is a sharded table (holds a manifest).
+#[pyfunction]
+pub fn is_sharded(py: Python<'_>, path: PathBuf) -> bool {
+    py.detach(|| table::is_sharded(&path))
+}
+
+/// The checked manifest of the sharded table at `path`: `{"columns": [...],
+/// "shards": [{"name": ..., "rows": ...}, ...], "types": {column: "utf8" |
+/// "binary"}, "nullable": [...]}`.
+#[pyfunction]
+pub fn read_manifest(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>> {
+    let m = py.detach(|| table::read_manifest(&path)).py()?;
+    let d = PyDict::new(py);
+    d.set_item("columns", &m.columns)?;
+    let shards = PyList::empty(py);
+    for s in &m.shards {
+        let e = PyDict::new(py);
+        e.set_item("name", &s.name)?;
+        e.set_item("rows", s.rows)?;
+        shards.append(e)?;
+    }
+    d.set_item("shards", shards)?;
+    let types = PyDict::new(py);
+    for (c, l) in &m.types {
+        types.set_item(c, l.name())?;
+    }
+    d.set_item("types", types)?;
+    d.set_item("nullable", &m.nullable)?;
+    Ok(d)
+}
+
+/// Creates a new, empty, uniquely named shard directory inside the table
+/// directory `path` (created if needed) and returns its path.
+#[pyfunction]
+pub fn new_shard(py: Python<'_>, path: PathBuf) -> PyResult<PathBuf> {
+    py.detach(|| table::new_shard(&path)).py()
+}
+
+/// The checked names of the shard directories `shards` of the table at
+/// `path` (see `loaderx::table::shard_names`).
+#[pyfunction]
+pub fn shard_names(py: Python<'_>, path: PathBuf, shards: Vec<PathBuf>) -> PyResult<Vec<String>> {
+    py.detach(|| table::shard_names(&path, &shards)).py()
+}
+
+/// Checks and prepares committing the shards `names` to the table at
+/// `path`, whose commit lock the caller holds: `(manifest bytes, rows)`.
+#[pyfunction]
+pub fn prepare_commit<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    names: Vec<String>,
+) -> PyResult<(Bound<'py, PyBytes>, u64)> {
+    let commit = py.detach(|| table::prepare_commit(&path, &names)).py()?;
+    Ok((PyBytes::new(py, commit.bytes()), commit.num_rows()))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(open_table, m)?)?;
+    m.add_function(wrap_pyfunction!(open_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(column_names, m)?)?;
+    m.add_function(wrap_pyfunction!(is_sharded, m)?)?;
+    m.add_function(wrap_pyfunction!(read_manifest, m)?)?;
+    m.add_function(wrap_pyfunction!(new_shard, m)?)?;
+    m.add_function(wrap_pyfunction!(shard_names, m)?)?;
+    m.add_function(wrap_pyfunction!(prepare_commit, m)?)?;
+    m.add("MANIFEST", table::MANIFEST_FILE)?;
+    m.add("MANIFEST_LOCK", table::MANIFEST_LOCK)?;
+    m.add("VALIDITY", table::VALIDITY_DIR)?;
+    Ok(())
+}

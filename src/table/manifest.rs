@@ -1,0 +1,286 @@
+//! `manifest.json`: which shards a sharded table holds, in which order (see
+//! `docs/format.md`). Reading checks every rule of the format; a manifest
+//! that breaks one is [`Error::Corrupted`] naming the manifest and the rule.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::files;
+use super::repr::{py_list, py_repr, py_str};
+use super::types::VALIDITY_DIR;
+use crate::schema::Logical;
+use crate::{Error, Result};
+
+/// The manifest's file name inside a sharded table directory.
+pub const MANIFEST_FILE: &str = "manifest.json";
+/// The commit lock's file name inside a sharded table directory.
+pub const MANIFEST_LOCK: &str = ".manifest.lock";
+/// What the manifest's `format` key holds.
+pub const MANIFEST_FORMAT: &str = "loaderx.sharded_table";
+const VERSION: u64 = 1;
+/// The most bytes of a manifest that are read.
+const MAX_BYTES: u64 = 1 << 26;
+
+/// One committed shard: a plain table directly inside the table directory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ShardEntry {
+    pub name: String,
+    pub rows: u64,
+}
+
+/// A checked manifest.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Manifest {
+    /// Column names, in table order.
+    pub columns: Vec<String>,
+    /// Committed shards, in table order.
+    pub shards: Vec<ShardEntry>,
+    /// The text and binary columns (every other column holds tensors).
+    pub types: Vec<(String, Logical)>,
+    /// The columns with a validity stream in every shard, sorted.
+    pub nullable: Vec<String>,
+}
+
+impl Manifest {
+    /// The logical type of `column`.
+    pub fn logical(&self, column: &str) -> Logical {
+        self.types
+            .iter()
+            .find(|(c, _)| c == column)
+            .map_or(Logical::Tensor, |(_, l)| *l)
+    }
+
+    pub fn is_nullable(&self, column: &str) -> bool {
+        self.nullable.iter().any(|c| c == column)
+    }
+
+    /// The row count of every shard together.
+    pub fn num_rows(&self) -> u64 {
+        self.shards.iter().map(|s| s.rows).sum()
+    }
+
+    /// The manifest's bytes (UTF-8 JSON, one-space indents, a final newline).
+    pub(crate) fn to_json(&self) -> Vec<u8> {
+        #[derive(Serialize)]
+        struct Doc<'a> {
+            format: &'a str,
+            version: u64,
+            columns: &'a [String],
+            shards: &'a [ShardEntry],
+            #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+            types: serde_json::Map<String, Value>,
+            #[serde(skip_serializing_if = "<[String]>::is_empty")]
+            nullable: &'a [String],
+        }
+        let doc = Doc {
+            format: MANIFEST_FORMAT,
+            version: VERSION,
+            columns: &self.columns,
+            shards: &self.shards,
+            types: self
+                .types
+                .iter()
+                .map(|(c, l)| (c.clone(), Value::String(l.name().into())))
+                .collect(),
+            nullable: &self.nullable,
+        };
+        let mut out = Vec::new();
+        let fmt = serde_json::ser::PrettyFormatter::with_indent(b" ");
+        let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
+        doc.serialize(&mut ser)
+            .expect("a manifest of strings and integers serialises");
+        out.push(b'\n');
+        out
+    }
+}
+
+/// Whether `dir` is a sharded table (holds a manifest).
+pub fn is_sharded(dir: &Path) -> bool {
+    files::is_file(&dir.join(MANIFEST_FILE))
+}
+
+/// Whether `name` is a shard name the format allows:
+/// `[A-Za-z0-9_][A-Za-z0-9._-]{0,254}`.
+pub fn is_shard_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 255
+        && (b[0].is_ascii_alphanumeric() || b[0] == b'_')
+        && b[1..]
+            .iter()
+            .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+}
+
+fn bad(file: &Path, what: impl Into<String>) -> Error {
+    Error::corrupted(file, what)
+}
+
+/// Python's `==` against the integer 1 (`1`, `1.0` and `true` all are).
+fn is_one(v: &Value) -> bool {
+    match v {
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64() == Some(1.0),
+        _ => false,
+    }
+}
+
+/// The checked manifest of the sharded table `dir`.
+///
+/// [`Error::Missing`] when `dir` has no manifest; [`Error::Corrupted`]
+/// naming `manifest.json` and the broken rule when it is not a manifest of
+/// this format, when it names a shard directory that does not exist
+/// (naming the shard), or a nullable column a shard has no validity stream
+/// for.
+pub fn read_manifest(dir: &Path) -> Result<Manifest> {
+    let file = dir.join(MANIFEST_FILE);
+    let Some(raw) = files::read(&file, MAX_BYTES)? else {
+        return Err(Error::Missing {
+            path: file,
+            message: format!(
+                "{} is not a sharded table: it has no {MANIFEST_FILE}",
+                dir.display()
+            ),
+        });
+    };
+    let doc: Value =
+        serde_json::from_slice(&raw).map_err(|e| bad(&file, format!("not valid JSON ({e})")))?;
+    let Some(doc) = doc.as_object() else {
+        return Err(bad(
+            &file,
+            format!("the 'format' key must be {}", py_str(MANIFEST_FORMAT)),
+        ));
+    };
+    if doc.get("format").and_then(Value::as_str) != Some(MANIFEST_FORMAT) {
+        return Err(bad(
+            &file,
+            format!("the 'format' key must be {}", py_str(MANIFEST_FORMAT)),
+        ));
+    }
+    let version = doc.get("version").unwrap_or(&Value::Null);
+    if !is_one(version) {
+        return Err(bad(
+            &file,
+            format!("version must be {VERSION}, got {}", py_repr(version)),
+        ));
+    }
+    let columns: Vec<String> = match doc.get("columns") {
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|c| c.as_str().filter(|c| !c.is_empty()).map(str::to_owned))
+            .collect::<Option<_>>()
+            .ok_or_else(|| bad(&file, "'columns' must be a list of column names"))?,
+        _ => return Err(bad(&file, "'columns' must be a list of column names")),
+    };
+    let mut unique = columns.clone();
+    unique.sort();
+    unique.dedup();
+    if unique.len() != columns.len() {
+        return Err(bad(
+            &file,
+            format!("'columns' names a column twice: {}", py_list(&columns)),
+        ));
+    }
+    let Some(Value::Array(shards)) = doc.get("shards") else {
+        return Err(bad(&file, "'shards' must be a list"));
+    };
+    let known = |c: &str| columns.iter().any(|k| k == c);
+    let types = match doc.get("types") {
+        None => Vec::new(),
+        Some(Value::Object(m)) => m
+            .iter()
+            .map(|(c, t)| match t.as_str() {
+                Some("utf8") if known(c) => Some((c.clone(), Logical::Utf8)),
+                Some("binary") if known(c) => Some((c.clone(), Logical::Binary)),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| bad(&file, "'types' must map column names to 'utf8' or 'binary'"))?,
+        Some(_) => {
+            return Err(bad(
+                &file,
+                "'types' must map column names to 'utf8' or 'binary'",
+            ))
+        }
+    };
+    let nullable: Vec<String> = match doc.get("nullable") {
+        None => Vec::new(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|c| c.as_str().filter(|c| known(c)).map(str::to_owned))
+            .collect::<Option<_>>()
+            .ok_or_else(|| bad(&file, "'nullable' must list column names"))?,
+        Some(_) => return Err(bad(&file, "'nullable' must list column names")),
+    };
+    let mut out: Vec<ShardEntry> = Vec::with_capacity(shards.len());
+    for (i, s) in shards.iter().enumerate() {
+        let name = s.get("name").unwrap_or(&Value::Null);
+        let rows = s.get("rows").unwrap_or(&Value::Null);
+        let Some(name) = name.as_str().filter(|n| is_shard_name(n)) else {
+            return Err(bad(
+                &file,
+                format!(
+                    "shard {i} must have a plain directory 'name', got {}",
+                    py_repr(name)
+                ),
+            ));
+        };
+        let Some(rows) = rows.as_u64() else {
+            return Err(bad(
+                &file,
+                format!(
+                    "shard {} must have a non-negative integer 'rows', got {}",
+                    py_str(name),
+                    py_repr(rows)
+                ),
+            ));
+        };
+        if out.iter().any(|s| s.name == name) {
+            return Err(bad(
+                &file,
+                format!("shard {} is listed twice", py_str(name)),
+            ));
+        }
+        let shard_dir = dir.join(name);
+        if !files::is_dir(&shard_dir) {
+            return Err(bad(
+                &file,
+                format!(
+                    "it names shard {}, but {} is missing",
+                    py_str(name),
+                    shard_dir.display()
+                ),
+            ));
+        }
+        out.push(ShardEntry {
+            name: name.to_owned(),
+            rows,
+        });
+    }
+    for column in &nullable {
+        for shard in &out {
+            if !files::is_store(&validity_path(dir, &shard.name, column)) {
+                return Err(bad(
+                    &file,
+                    format!(
+                        "column {} is nullable, but shard {} has no validity stream {VALIDITY_DIR}/{column}",
+                        py_str(column),
+                        py_str(&shard.name)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(Manifest {
+        columns,
+        shards: out,
+        types,
+        nullable,
+    })
+}
+
+/// The validity stream of `column` in shard `shard` of table `dir`.
+pub(crate) fn validity_path(dir: &Path, shard: &str, column: &str) -> PathBuf {
+    super::types::validity_dir(&dir.join(shard), column)
+}

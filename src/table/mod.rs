@@ -1,0 +1,40 @@
+//! Tables: named columns of one length, plain or sharded (see
+//! `docs/format.md`, "Tables").
+//!
+//! A *plain* table is a directory whose store subdirectories are its
+//! columns, typed by `table.json` ([`types`]): text, binary and nullable
+//! columns. A *sharded* table is a directory of plain tables (its shards)
+//! plus `manifest.json` ([`manifest`]) naming the committed shards in
+//! order; writers create shards ([`new_shard`]) and make a set of them
+//! visible at once ([`commit_shards`], one atomic rename).
+//!
+//! [`Table::open`] opens either with one call. Its [`Column`]s read as the
+//! table presents them (logical type and validity applied): they are
+//! [`Records`](crate::Records) and
+//! [`StoreAccess`](crate::StoreAccess), so they gather, convert to
+//! Arrow (`crate::arrow`) and feed the [`DataLoader`](crate::DataLoader).
+//!
+//! ```no_run
+//! use loaderx::table::Table;
+//! let table = Table::open("data/train", true)?;
+//! let label = table.column("label").unwrap();
+//! # Ok::<(), loaderx::Error>(())
+//! ```
+
+mod files;
+pub mod manifest;
+mod open;
+mod repr;
+mod shard;
+pub mod types;
+
+pub use manifest::{
+    is_shard_name, is_sharded, read_manifest, Manifest, ShardEntry, MANIFEST_FILE, MANIFEST_FORMAT,
+    MANIFEST_LOCK,
+};
+pub use open::{open_columns, Column, Shard, Stream, Table};
+pub use shard::{
+    check_shard_agrees, column_names, commit_shards, new_shard, prepare_commit, shard_names,
+    shard_schema, ColumnSpec, Commit, ShardSchema,
+};
+pub use types::{read_types, validity_dir, write_types, ColumnType, TABLE_FILE, VALIDITY_DIR};

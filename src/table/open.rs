@@ -1,0 +1,448 @@
+//! Opening a table, plain or sharded, with one call: named columns that
+//! gather, convert to Arrow and feed the [`crate::DataLoader`].
+
+use std::path::{Path, PathBuf};
+
+use super::manifest::{is_sharded, read_manifest, MANIFEST_FILE};
+use super::repr::{py_list, py_str};
+use super::shard::column_names;
+use super::types::{read_types, validity_dir};
+use crate::{check_validity, Records, StoreAccess};
+use crate::Concat;
+use crate::error::Kind;
+use crate::schema::Logical;
+use crate::{RaggedBatch, ReadCounters, Stats};
+use crate::{Buffer, Codec, Error, Result, Schema, Store};
+
+/// The records of a column: one store (a plain table's), or read-only
+/// stores end to end (a sharded table's).
+#[derive(Debug)]
+pub enum Stream {
+    Store(Store),
+    Concat(Concat),
+}
+
+impl Stream {
+    /// The records, as every reader takes them.
+    pub fn records(&self) -> &dyn Records {
+        match self {
+            Stream::Store(s) => s,
+            Stream::Concat(c) => c,
+        }
+    }
+
+    pub fn close(self) -> Result<()> {
+        match self {
+            Stream::Store(s) => s.close(),
+            Stream::Concat(c) => c.close(),
+        }
+    }
+}
+
+/// A named column of a table: its records, how the table presents them
+/// ([`Logical`]) and, for a nullable column, its validity stream. As
+/// [`Records`] it reads as the table presents it (text, binary, nulls).
+#[derive(Debug)]
+pub struct Column {
+    name: String,
+    data: Stream,
+    logical: Logical,
+    validity: Option<Stream>,
+}
+
+impl Column {
+    /// Checks that `data` can hold `logical` and that `validity` fits it.
+    /// On failure both are closed.
+    pub fn new(
+        name: impl Into<String>,
+        data: Stream,
+        logical: Logical,
+        validity: Option<Stream>,
+    ) -> Result<Column> {
+        let column = Column {
+            name: name.into(),
+            data,
+            logical,
+            validity,
+        };
+        let checked = column
+            .logical
+            .check(column.data.records().schema())
+            .map_err(|e| {
+                Error::InvalidValue(format!("{}: {e}", column.data.records().path().display()))
+            })
+            .and_then(|()| match &column.validity {
+                Some(v) => check_validity(column.data.records(), v.records()),
+                None => Ok(()),
+            });
+        match checked {
+            Ok(()) => Ok(column),
+            Err(e) => {
+                let _ = column.close();
+                Err(e)
+            }
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The column's own records (for a nullable column, placeholders at
+    /// the nulls).
+    pub fn data(&self) -> &Stream {
+        &self.data
+    }
+
+    pub fn validity_stream(&self) -> Option<&Stream> {
+        self.validity.as_ref()
+    }
+
+    /// `(name, records, logical type, validity)`, for a binding that keeps
+    /// the parts in handles of its own.
+    pub fn into_parts(self) -> (String, Stream, Logical, Option<Stream>) {
+        (self.name, self.data, self.logical, self.validity)
+    }
+
+    /// Closes the records and the validity stream; the first error wins.
+    pub fn close(self) -> Result<()> {
+        let first = self.data.close();
+        match self.validity {
+            Some(v) => first.and(v.close()),
+            None => first,
+        }
+    }
+}
+
+impl Records for Column {
+    fn path(&self) -> &Path {
+        self.data.records().path()
+    }
+    fn schema(&self) -> &Schema {
+        self.data.records().schema()
+    }
+    fn codec(&self) -> Codec {
+        self.data.records().codec()
+    }
+    fn len(&self) -> u64 {
+        self.data.records().len()
+    }
+    fn logical_len(&self, i: u64) -> Option<usize> {
+        self.data.records().logical_len(i)
+    }
+    fn stats(&self) -> Stats {
+        self.data.records().stats()
+    }
+    fn read_counters(&self) -> ReadCounters {
+        self.data.records().read_counters()
+    }
+    fn is_readonly(&self) -> bool {
+        self.data.records().is_readonly()
+    }
+    fn checksum(&self) -> bool {
+        self.data.records().checksum()
+    }
+    fn gather_dense_into(&self, idx: &[u64], dst: &mut [u8]) -> Result<()> {
+        self.data.records().gather_dense_into(idx, dst)
+    }
+    fn gather_dense(&self, idx: &[u64]) -> Result<Buffer> {
+        self.data.records().gather_dense(idx)
+    }
+    fn gather_ragged(&self, idx: &[u64]) -> Result<RaggedBatch> {
+        self.data.records().gather_ragged(idx)
+    }
+    fn read_record(&self, i: u64) -> Result<Vec<u8>> {
+        self.data.records().read_record(i)
+    }
+    fn logical(&self) -> Logical {
+        self.logical
+    }
+    fn validity(&self) -> Option<&dyn Records> {
+        self.validity.as_ref().map(Stream::records)
+    }
+}
+
+impl StoreAccess for Column {
+    fn with<T>(&self, f: impl FnOnce(&dyn Records) -> Result<T>) -> Result<T> {
+        f(self)
+    }
+}
+
+/// One committed shard of an open sharded table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shard {
+    /// The shard's directory (a plain table).
+    pub dir: PathBuf,
+    pub rows: u64,
+}
+
+/// An open table, plain or sharded: named columns of one length.
+#[derive(Debug)]
+pub struct Table {
+    path: PathBuf,
+    columns: Vec<Column>,
+    shards: Option<Vec<Shard>>,
+    num_rows: u64,
+}
+
+/// Closes what an open that failed half-way had opened.
+fn close_all(columns: Vec<Column>) {
+    for c in columns {
+        let _ = c.close();
+    }
+}
+
+impl Table {
+    /// Opens the table at `path`, plain or sharded (one holding
+    /// `manifest.json`).
+    ///
+    /// A plain table's columns are its store subdirectories in name order,
+    /// typed as its `table.json` records, opened read-only (shared locks)
+    /// or, with `readonly == false`, writable. A sharded table opens
+    /// read-only only: each column is a [`Concat`] of that column's store in
+    /// every committed shard, typed and nullable as the manifest records.
+    ///
+    /// Errors: [`Error::Missing`] when `path` is not a directory;
+    /// `InvalidValue` when it holds no store, when columns' lengths differ
+    /// (naming both columns and lengths), when shards disagree on a
+    /// column's schema, for a sharded table with no committed shard or
+    /// opened with `readonly == false`; [`Error::Corrupted`] naming
+    /// `manifest.json` and the rule for a manifest that is malformed, names
+    /// a missing shard or disagrees with a shard's columns or rows; and
+    /// what opening a store raises.
+    pub fn open(path: impl AsRef<Path>, readonly: bool) -> Result<Table> {
+        let path = path.as_ref();
+        if super::files::is_dir(path) && is_sharded(path) {
+            if !readonly {
+                return Err(Error::InvalidValue(format!(
+                    "sharded table {} opens read-only (readonly=True), got readonly=False: add data as new shards (loaderx.new_shard, then loaderx.commit_shards)",
+                    path.display()
+                )));
+            }
+            return Table::open_sharded(path);
+        }
+        let columns = open_columns(path, readonly, None)?;
+        let num_rows = columns[0].len();
+        if let Some(odd) = columns.iter().find(|c| c.len() != num_rows) {
+            let msg = format!(
+                "table {}: columns must have equal lengths, but column {} has {num_rows} rows and column {} has {}",
+                path.display(),
+                py_str(columns[0].name()),
+                py_str(odd.name()),
+                odd.len()
+            );
+            close_all(columns);
+            return Err(Error::InvalidValue(msg));
+        }
+        Ok(Table {
+            path: path.to_path_buf(),
+            columns,
+            shards: None,
+            num_rows,
+        })
+    }
+
+    fn open_sharded(path: &Path) -> Result<Table> {
+        let manifest = read_manifest(path)?;
+        if manifest.shards.is_empty() {
+            return Err(Error::InvalidValue(format!(
+                "sharded table {} has no committed shards",
+                path.display()
+            )));
+        }
+        let file = path.join(MANIFEST_FILE);
+        let dirs: Vec<PathBuf> = manifest.shards.iter().map(|s| path.join(&s.name)).collect();
+        let mut want = manifest.columns.clone();
+        want.sort();
+        for (shard, dir) in manifest.shards.iter().zip(&dirs) {
+            let present = column_names(dir)?;
+            if present != want {
+                return Err(Error::corrupted(
+                    &file,
+                    format!(
+                        "shard {} holds columns {}, but the manifest names {}",
+                        py_str(&shard.name),
+                        py_list(&present),
+                        py_list(&manifest.columns)
+                    ),
+                ));
+            }
+        }
+        let mut columns: Vec<Column> = Vec::with_capacity(manifest.columns.len());
+        for name in &manifest.columns {
+            let opened = (|| {
+                let col = path.join(name);
+                let data = concat(&col, dirs.iter().map(|d| d.join(name)), None)?;
+                let validity = if manifest.is_nullable(name) {
+                    let mut vname = col.clone().into_os_string();
+                    vname.push(".validity");
+                    match concat(
+                        Path::new(&vname),
+                        dirs.iter().map(|d| validity_dir(d, name)),
+                        Some(Kind::Dense),
+                    ) {
+                        Ok(v) => Some(v),
+                        Err(e) => {
+                            let _ = data.close();
+                            return Err(e);
+                        }
+                    }
+                } else {
+                    None
+                };
+                let parts = match &data {
+                    Stream::Concat(c) => c.parts().iter().map(Store::len).collect::<Vec<_>>(),
+                    Stream::Store(s) => vec![s.len()],
+                };
+                let column = Column::new(name, data, manifest.logical(name), validity)?;
+                for (shard, n) in manifest.shards.iter().zip(parts) {
+                    if n != shard.rows {
+                        let _ = column.close();
+                        return Err(Error::corrupted(
+                            &file,
+                            format!(
+                                "the manifest says shard {} has {} rows, but shard {} column {} has {n} rows",
+                                py_str(&shard.name),
+                                shard.rows,
+                                py_str(&shard.name),
+                                py_str(name)
+                            ),
+                        ));
+                    }
+                }
+                Ok(column)
+            })();
+            match opened {
+                Ok(c) => columns.push(c),
+                Err(e) => {
+                    close_all(columns);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Table {
+            path: path.to_path_buf(),
+            num_rows: manifest.num_rows(),
+            columns,
+            shards: Some(
+                manifest
+                    .shards
+                    .iter()
+                    .zip(dirs)
+                    .map(|(s, dir)| Shard { dir, rows: s.rows })
+                    .collect(),
+            ),
+        })
+    }
+
+    /// The table directory, as given to [`Table::open`].
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The length every column shares.
+    pub fn num_rows(&self) -> u64 {
+        self.num_rows
+    }
+
+    /// Columns in table order (name order for a plain table, the
+    /// manifest's for a sharded one).
+    pub fn columns(&self) -> &[Column] {
+        &self.columns
+    }
+
+    pub fn column_names(&self) -> Vec<&str> {
+        self.columns.iter().map(Column::name).collect()
+    }
+
+    pub fn column(&self, name: &str) -> Option<&Column> {
+        self.columns.iter().find(|c| c.name == name)
+    }
+
+    pub fn is_sharded(&self) -> bool {
+        self.shards.is_some()
+    }
+
+    /// The committed shards of a sharded table, in order; `None` for a
+    /// plain table.
+    pub fn shards(&self) -> Option<&[Shard]> {
+        self.shards.as_deref()
+    }
+
+    /// The columns, handed to the caller (who closes them).
+    pub fn into_columns(self) -> Vec<Column> {
+        self.columns
+    }
+
+    /// Closes every column; the first error wins.
+    pub fn close(self) -> Result<()> {
+        let mut first = Ok(());
+        for c in self.columns {
+            let r = c.close();
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+}
+
+/// Read-only stores at `parts`, joined as the stream `name`.
+fn concat(name: &Path, parts: impl Iterator<Item = PathBuf>, kind: Option<Kind>) -> Result<Stream> {
+    let stores = parts
+        .map(|p| match kind {
+            Some(k) => Store::open_kind_readonly(&p, k),
+            None => Store::open_readonly(&p),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Stream::Concat(Concat::new(name, stores)?))
+}
+
+/// Opens the columns of the plain table `dir` (every store subdirectory,
+/// or those of `names`), typed as its `table.json` records, with their
+/// validity streams; on failure none stays open.
+pub fn open_columns(dir: &Path, readonly: bool, names: Option<&[String]>) -> Result<Vec<Column>> {
+    let names = match names {
+        Some(n) => n.to_vec(),
+        None => column_names(dir)?,
+    };
+    let types = read_types(dir)?;
+    let mut out: Vec<Column> = Vec::with_capacity(names.len());
+    for name in names {
+        let t = types.get(&name).copied().unwrap_or_default();
+        let opened = (|| {
+            let at = dir.join(&name);
+            if !super::files::exists(&at) {
+                return Err(Error::NotFound {
+                    path: at,
+                    reason: "the path does not exist".into(),
+                });
+            }
+            let data = if readonly {
+                Store::open_readonly(&at)?
+            } else {
+                Store::open(&at)?
+            };
+            let validity = if t.nullable {
+                match Store::open_kind_readonly(validity_dir(dir, &name), Kind::Dense) {
+                    Ok(v) => Some(Stream::Store(v)),
+                    Err(e) => {
+                        let _ = data.close();
+                        return Err(e);
+                    }
+                }
+            } else {
+                None
+            };
+            Column::new(name.clone(), Stream::Store(data), t.logical, validity)
+        })();
+        match opened {
+            Ok(c) => out.push(c),
+            Err(e) => {
+                close_all(out);
+                return Err(e);
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,391 @@
+//! Shards: creating them, checking that they agree, and committing them to
+//! a sharded table's manifest in one atomic rename.
+
+use std::collections::BTreeSet;
+use std::path::{Component, Path, PathBuf};
+
+use super::files;
+use super::manifest::{
+    is_shard_name, is_sharded, read_manifest, Manifest, ShardEntry, MANIFEST_FILE, MANIFEST_LOCK,
+};
+use super::repr::{py_list, py_str, py_tuple};
+use super::types::{read_types, validity_dir};
+use crate::error::Kind;
+use crate::schema::Logical;
+use crate::{Codec, DType, Error, Records, Result, Schema, Store};
+
+/// What every shard of a column must agree on: its store's schema (kind,
+/// dtype, item shape) and the logical type its table records. Codecs may
+/// differ.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ColumnSpec {
+    pub schema: Schema,
+    pub logical: Logical,
+}
+
+impl std::fmt::Display for ColumnSpec {
+    /// `utf8 values`, `dense <f4 item_shape (2, 3)` or `ragged <i2`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.logical != Logical::Tensor {
+            return write!(f, "{} values", self.logical);
+        }
+        let dtype = self.schema.dtype.numpy_str();
+        match self.schema.item_shape() {
+            Some(shape) => write!(f, "dense {dtype} item_shape {}", py_tuple(shape)),
+            None => write!(f, "ragged {dtype}"),
+        }
+    }
+}
+
+/// The columns of one plain table (a shard), in name order, and its rows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardSchema {
+    pub columns: Vec<(String, ColumnSpec)>,
+    pub rows: u64,
+}
+
+impl ShardSchema {
+    fn names(&self) -> Vec<&str> {
+        self.columns.iter().map(|(n, _)| n.as_str()).collect()
+    }
+}
+
+/// The store subdirectories of the plain table `dir`, sorted:
+/// [`Error::Missing`] when `dir` is not a directory, `InvalidValue` when it
+/// holds no store.
+pub fn column_names(dir: &Path) -> Result<Vec<String>> {
+    if !files::is_dir(dir) {
+        return Err(Error::Missing {
+            path: dir.to_path_buf(),
+            message: format!("table directory {} does not exist", dir.display()),
+        });
+    }
+    let names = files::store_names(dir)?;
+    if names.is_empty() {
+        return Err(Error::InvalidValue(format!(
+            "table directory {} holds no stores (no subdirectory with meta.zr)",
+            dir.display()
+        )));
+    }
+    Ok(names)
+}
+
+/// The schema of the plain table `shard` (opened read-only, metadata only):
+/// its columns must have equal lengths.
+pub fn shard_schema(shard: &Path) -> Result<ShardSchema> {
+    if !files::is_dir(shard) {
+        return Err(Error::Missing {
+            path: shard.to_path_buf(),
+            message: format!("shard directory {} does not exist", shard.display()),
+        });
+    }
+    let names = files::store_names(shard)?;
+    if names.is_empty() {
+        return Err(Error::InvalidValue(format!(
+            "shard {} holds no stores (no subdirectory with meta.zr)",
+            shard.display()
+        )));
+    }
+    let types = read_types(shard)?;
+    let mut columns = Vec::with_capacity(names.len());
+    let mut lengths = Vec::with_capacity(names.len());
+    for name in names {
+        let logical = types.get(&name).map_or(Logical::Tensor, |t| t.logical);
+        let store = Store::open_readonly(shard.join(&name))?;
+        let schema = store.schema().clone();
+        lengths.push(store.len());
+        store.close()?;
+        logical
+            .check(&schema)
+            .map_err(|e| Error::InvalidValue(format!("{}: {e}", shard.join(&name).display())))?;
+        columns.push((name, ColumnSpec { schema, logical }));
+    }
+    for ((name, _), &n) in columns.iter().zip(&lengths) {
+        if n != lengths[0] {
+            return Err(Error::InvalidValue(format!(
+                "shard {}: columns must have equal lengths, but column {} has {} rows and column {} has {n}",
+                shard.display(),
+                py_str(&columns[0].0),
+                lengths[0],
+                py_str(name)
+            )));
+        }
+    }
+    Ok(ShardSchema {
+        columns,
+        rows: lengths[0],
+    })
+}
+
+/// Checks that the shard `name` (of `schema`) agrees with the shard
+/// `reference` (of `want`): the same column names, and per column the same
+/// [`ColumnSpec`]. `InvalidValue` naming both shards and what differs.
+pub fn check_shard_agrees(
+    name: &str,
+    schema: &ShardSchema,
+    reference: &str,
+    want: &ShardSchema,
+) -> Result<()> {
+    if schema.names() != want.names() {
+        return Err(Error::InvalidValue(format!(
+            "shard {} has columns {}, but shard {} has {}: every shard must have the same columns",
+            py_str(name),
+            py_list(&schema.names()),
+            py_str(reference),
+            py_list(&want.names())
+        )));
+    }
+    for ((col, spec), (_, other)) in schema.columns.iter().zip(&want.columns) {
+        if spec != other {
+            return Err(Error::InvalidValue(format!(
+                "column {}: shard {} holds {spec}, but shard {} holds {other}; shards must agree",
+                py_str(col),
+                py_str(name),
+                py_str(reference)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Creates a new, empty, uniquely named shard directory inside the table
+/// directory `table` (created if needed) and returns its path. Fill it as
+/// a plain table, then make it visible with [`commit_shards`]; until then
+/// no reader sees it.
+pub fn new_shard(table: &Path) -> Result<PathBuf> {
+    files::create_dir_all(table)?;
+    loop {
+        let shard = table.join(format!("shard-{}", files::random_hex(8)));
+        if files::create_dir(&shard)? {
+            return Ok(shard);
+        }
+        // 64 random bits collided: draw again.
+    }
+}
+
+/// `path` with `.` and `..` resolved lexically (Python's `normpath`),
+/// absolute.
+fn normalize(path: &Path) -> PathBuf {
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Python's `realpath`: symlinks resolved where the path exists.
+fn real(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| normalize(path))
+}
+
+/// A checked, prepared commit: the manifest that makes the shards visible.
+/// Write it with [`Commit::bytes`] (atomically, under the commit lock).
+#[derive(Clone, Debug)]
+pub struct Commit {
+    manifest: Manifest,
+    bytes: Vec<u8>,
+}
+
+impl Commit {
+    /// The manifest after the commit.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The new `manifest.json`'s bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The table's row count after the commit.
+    pub fn num_rows(&self) -> u64 {
+        self.manifest.num_rows()
+    }
+}
+
+/// Appends the shard directories `shards` (directly inside the table
+/// directory `table`, in order) to the table's manifest in one atomic
+/// rename, creating the manifest on the first commit. Returns the table's
+/// row count after the commit.
+///
+/// Every shard is checked first (a plain table whose columns have equal
+/// lengths, the same column names and the same [`ColumnSpec`]s as the
+/// table's), so a rejected commit changes nothing. Commits from several
+/// processes serialise on the lock file `.manifest.lock`. A column with a
+/// validity stream in any shard is nullable in all: shards without one get
+/// an all-valid stream before the manifest names them.
+pub fn commit_shards(table: &Path, shards: &[PathBuf]) -> Result<u64> {
+    let names = shard_names(table, shards)?;
+    let _lock = files::CommitLock::acquire(table, MANIFEST_LOCK)?;
+    let commit = prepare_commit(table, &names)?;
+    let tmp = format!(
+        ".{MANIFEST_FILE}.{}.{}",
+        std::process::id(),
+        files::random_hex(4)
+    );
+    files::write_atomically(table, MANIFEST_FILE, &tmp, commit.bytes())?;
+    Ok(commit.num_rows())
+}
+
+/// The names of the shard directories `shards`, checked: each directly
+/// inside the table directory `table` (which must exist), a plain
+/// directory name, none twice. `InvalidValue` (or [`Error::Missing`] for
+/// the table) naming the argument otherwise.
+pub fn shard_names(table: &Path, shards: &[PathBuf]) -> Result<Vec<String>> {
+    let mut names = Vec::with_capacity(shards.len());
+    for s in shards {
+        let norm = normalize(s);
+        let parent = norm.parent().unwrap_or(Path::new("/"));
+        if real(parent) != real(table) {
+            return Err(Error::InvalidValue(format!(
+                "shard {} must be a directory directly inside the table {}",
+                s.display(),
+                table.display()
+            )));
+        }
+        let name = norm
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if !is_shard_name(&name) {
+            return Err(Error::InvalidValue(format!(
+                "shard name {} must be a plain directory name",
+                py_str(&name)
+            )));
+        }
+        names.push(name);
+    }
+    if names.iter().collect::<BTreeSet<_>>().len() != names.len() {
+        return Err(Error::InvalidValue(format!(
+            "shards names a shard twice: {}",
+            py_list(&names)
+        )));
+    }
+    if !files::is_dir(table) {
+        return Err(Error::Missing {
+            path: table.to_path_buf(),
+            message: format!("table directory {} does not exist", table.display()),
+        });
+    }
+    Ok(names)
+}
+
+/// Checks the shards `names` of `table` against its manifest and each
+/// other and prepares their commit (all-valid validity streams where a
+/// nullable column needs them); the caller holds the commit lock
+/// (`.manifest.lock`) from before this call until the manifest is written.
+/// Nothing the table shows changes until the manifest is replaced.
+pub fn prepare_commit(table: &Path, names: &[String]) -> Result<Commit> {
+    let current = if is_sharded(table) {
+        read_manifest(table)?
+    } else {
+        if !files::store_names(table)?.is_empty() {
+            return Err(Error::InvalidValue(format!(
+                "{} is a plain table (it holds stores directly); shards go into a directory of their own",
+                table.display()
+            )));
+        }
+        Manifest::default()
+    };
+    let mut reference: Option<(String, ShardSchema)> = match current.shards.first() {
+        Some(first) => Some((first.name.clone(), shard_schema(&table.join(&first.name))?)),
+        None => None,
+    };
+    let mut added = Vec::with_capacity(names.len());
+    let mut nullable: BTreeSet<String> = current.nullable.iter().cloned().collect();
+    for name in names {
+        if current.shards.iter().any(|s| &s.name == name) {
+            return Err(Error::InvalidValue(format!(
+                "shard {} is already committed to {}",
+                py_str(name),
+                table.display()
+            )));
+        }
+        let dir = table.join(name);
+        let schema = shard_schema(&dir)?;
+        match &reference {
+            Some((ref_name, want)) => check_shard_agrees(name, &schema, ref_name, want)?,
+            None => reference = Some((name.clone(), schema.clone())),
+        }
+        nullable.extend(
+            read_types(&dir)?
+                .into_iter()
+                .filter(|(_, t)| t.nullable)
+                .map(|(c, _)| c),
+        );
+        added.push(ShardEntry {
+            name: name.clone(),
+            rows: schema.rows,
+        });
+    }
+    let spec = reference.map(|(_, s)| s.columns).unwrap_or_default();
+    let mut next = Manifest {
+        columns: spec.iter().map(|(c, _)| c.clone()).collect(),
+        shards: current.shards,
+        types: spec
+            .iter()
+            .filter(|(_, s)| s.logical != Logical::Tensor)
+            .map(|(c, s)| (c.clone(), s.logical))
+            .collect(),
+        nullable: nullable.into_iter().collect(),
+    };
+    next.shards.extend(added);
+    for shard in &next.shards {
+        for column in &next.nullable {
+            ensure_validity(&table.join(&shard.name), column, shard.rows)?;
+        }
+    }
+    let bytes = next.to_json();
+    Ok(Commit {
+        manifest: next,
+        bytes,
+    })
+}
+
+/// Gives `shard` an all-valid validity stream for `column` unless it has
+/// one (which must then hold `rows` bool rows).
+fn ensure_validity(shard: &Path, column: &str, rows: u64) -> Result<()> {
+    let v = validity_dir(shard, column);
+    if files::is_store(&v) {
+        let store = Store::open_kind_readonly(&v, Kind::Dense)?;
+        let (n, dtype) = (store.len(), store.schema().dtype);
+        store.close()?;
+        if n != rows || dtype != DType::Bool {
+            return Err(Error::InvalidValue(format!(
+                "shard {}: the validity stream of column {} holds {n} {} rows, expected {rows} bool rows",
+                shard.display(),
+                py_str(column),
+                dtype.numpy_str()
+            )));
+        }
+        return Ok(());
+    }
+    if files::exists(&v) {
+        files::remove_dir_all(&v)?; // not a store: something half-made
+    }
+    // Filled beside and renamed into place, so that a commit failing (or
+    // killed) half-way leaves no short stream for the next one to trip on.
+    let parent = v.parent().expect("a validity stream has a parent");
+    let tmp = parent.join(format!(".{column}.{}", files::random_hex(4)));
+    let mut store = Store::create(&tmp, Schema::dense(DType::Bool, &[])?, Codec::Zstd, None)?;
+    let filled = if rows > 0 {
+        store.append_dense(&vec![1u8; rows as usize])
+    } else {
+        Ok(())
+    };
+    let closed = store.close();
+    let placed = filled
+        .and(closed)
+        .and_then(|()| files::rename_synced(&tmp, &v, parent));
+    if placed.is_err() {
+        let _ = files::remove_dir_all(&tmp);
+    }
+    placed
+}
