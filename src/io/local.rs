@@ -8,12 +8,13 @@
 //! feature they are the plain system calls. Reads, opens, removals and
 //! listings are not fault points.
 
+use std::ffi::OsString;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
-use super::{Storage, StorageFile};
+use super::{EntryKind, Storage, StorageFile};
 
 /// The local filesystem.
 #[derive(Clone, Copy, Debug, Default)]
@@ -57,6 +58,34 @@ impl Storage for Local {
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         sync_dir(dir)
     }
+
+    fn kind(&self, path: &Path) -> io::Result<Option<EntryKind>> {
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_dir() => Ok(Some(EntryKind::Dir)),
+            Ok(m) if m.is_file() => Ok(Some(EntryKind::File)),
+            Ok(_) => Ok(None), // a socket, a device: nothing a table holds
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<OsString>> {
+        std::fs::read_dir(dir)?
+            .map(|e| e.map(|e| e.file_name()))
+            .collect()
+    }
+
+    fn create_dir(&self, dir: &Path) -> io::Result<()> {
+        std::fs::create_dir(dir)
+    }
+
+    fn remove_dir_all(&self, dir: &Path) -> io::Result<()> {
+        std::fs::remove_dir_all(dir)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        rename(from, to)
+    }
 }
 
 impl StorageFile for LocalFile {
@@ -97,6 +126,10 @@ impl StorageFile for LocalFile {
         } else {
             self.0.try_lock()
         }
+    }
+
+    fn lock(&self) -> io::Result<()> {
+        self.0.lock()
     }
 
     fn unlock(&self) -> io::Result<()> {

@@ -6,9 +6,10 @@
 //! or writes goes through them: positional range reads, an optional
 //! whole-file mapping (local files only), sizes, listing, and the few
 //! writes a commit needs (positional writes, truncation, syncs, creation,
-//! removal, the no-replace rename of create, the lock). Listing and the
-//! replacing rename join it with their first callers (tables: listing
-//! shards, replacing `table.json`), which today call [`local`] directly.
+//! removal, the no-replace rename of create, the lock), and what the table
+//! layer adds: what a path is ([`Storage::kind`]), listing a directory,
+//! the replacing rename of an atomic replacement (`table.json`,
+//! `manifest.json`) and removing a half-made directory.
 //!
 //! [`Local`] is the one implementation: the local filesystem, through the
 //! system calls of [`local`], each write-side call a fault point under the
@@ -16,6 +17,7 @@
 //! [`LocalFile`]s, so every call is statically dispatched: a gather's
 //! reads cost exactly the mapping copy or the `pread` they always did.
 
+use std::ffi::OsString;
 use std::fs::TryLockError;
 use std::io;
 use std::path::Path;
@@ -26,6 +28,14 @@ pub(crate) mod local;
 pub(crate) mod lock;
 
 pub(crate) use local::{Local, LocalFile};
+
+/// What a path names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EntryKind {
+    File,
+    /// A directory (on an object store: a prefix with objects below it).
+    Dir,
+}
 
 /// A location holding files: a local directory tree, or (read-only) an
 /// object store.
@@ -49,6 +59,18 @@ pub(crate) trait Storage: Send + Sync {
     fn rename_noreplace(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Makes the names created or renamed in `dir` durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// What `path` is, None when nothing is there.
+    fn kind(&self, path: &Path) -> io::Result<Option<EntryKind>>;
+    /// The names of the entries directly inside the directory `dir`, in no
+    /// particular order.
+    fn list(&self, dir: &Path) -> io::Result<Vec<OsString>>;
+    /// Makes the directory `dir`; `AlreadyExists` when something is there.
+    fn create_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Removes the directory `dir` and everything in it.
+    fn remove_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Renames `from` over `to`, replacing it (the commit point of an
+    /// atomic replacement).
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
 }
 
 /// One open file of a [`Storage`].
@@ -78,6 +100,8 @@ pub(crate) trait StorageFile: Send + Sync {
     fn sync_all(&self) -> io::Result<()>;
     /// Takes a non-blocking lock on the file: shared or exclusive.
     fn try_lock(&self, shared: bool) -> Result<(), TryLockError>;
+    /// Waits for the exclusive lock on the file (a table's commit lock).
+    fn lock(&self) -> io::Result<()>;
     /// Releases the lock (for every holder of the open file description).
     fn unlock(&self) -> io::Result<()>;
 }

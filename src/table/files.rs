@@ -1,39 +1,49 @@
-//! Every file access of the table layer, in one place: listing a table
-//! directory, reading `table.json` and `manifest.json`, the commit lock and
-//! atomic replacement (written beside, fsynced, renamed, directory fsynced).
-//! Stores open their own files; nothing else here touches the disk.
+//! Every file access of the table layer, in one place and through the
+//! storage seam ([`crate::io::Storage`]): what a path is, listing a table
+//! directory, reading `table.json` and `manifest.json`, making and removing
+//! shard directories, the commit lock and atomic replacement (written
+//! beside, fsynced, renamed, directory fsynced). Stores open their own
+//! files; nothing else here touches the disk.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::io::local as fileio;
+use crate::io::{EntryKind, Local, LocalFile, Storage, StorageFile};
 use crate::{Error, Result};
 
-/// Whether `dir/name` is a store directory (holds `meta.zr`).
+/// Where tables live (the local filesystem; an object store implements
+/// the same trait, see `docs/storage.md`).
+const FS: Local = Local;
+
+fn kind(path: &Path) -> Option<EntryKind> {
+    // An unreadable path counts as absent; opening it then names the error.
+    FS.kind(path).ok().flatten()
+}
+
+/// Whether `dir` is a store directory (holds `meta.zr`).
 pub(crate) fn is_store(dir: &Path) -> bool {
-    dir.join("meta.zr").is_file()
+    is_file(&dir.join("meta.zr"))
 }
 
 pub(crate) fn is_dir(path: &Path) -> bool {
-    path.is_dir()
+    kind(path) == Some(EntryKind::Dir)
 }
 
 pub(crate) fn is_file(path: &Path) -> bool {
-    path.is_file()
+    kind(path) == Some(EntryKind::File)
 }
 
 pub(crate) fn exists(path: &Path) -> bool {
-    path.exists()
+    kind(path).is_some()
 }
 
 /// The names of the store subdirectories of `dir`, sorted (by bytes, as
 /// Python sorts `str`).
 pub(crate) fn store_names(dir: &Path) -> Result<Vec<String>> {
     let mut names = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-        let entry = entry.map_err(|e| Error::io(dir, e))?;
-        let Ok(name) = entry.file_name().into_string() else {
+    for name in FS.list(dir).map_err(|e| Error::io(dir, e))? {
+        let Ok(name) = name.into_string() else {
             continue; // not a name a column can have
         };
         if is_store(&dir.join(&name)) {
@@ -46,26 +56,30 @@ pub(crate) fn store_names(dir: &Path) -> Result<Vec<String>> {
 
 /// The bytes of `path` (at most `limit`), `None` when it does not exist.
 pub(crate) fn read(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
-    let file = match File::open(path) {
+    let file = match FS.open(path, false) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io(path, e)),
     };
-    let mut bytes = Vec::new();
-    file.take(limit)
-        .read_to_end(&mut bytes)
+    let len = file.len().map_err(|e| Error::io(path, e))?.min(limit);
+    let len = usize::try_from(len).map_err(|_| Error::OutOfMemory {
+        bytes: len,
+        what: format!("reading {}", path.display()),
+    })?;
+    let mut bytes = vec![0u8; len];
+    file.read_exact_at(&mut bytes, 0)
         .map_err(|e| Error::io(path, e))?;
     Ok(Some(bytes))
 }
 
 /// Makes `dir` (and its parents) exist.
 pub(crate) fn create_dir_all(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))
+    FS.create_dir_all(dir).map_err(|e| Error::io(dir, e))
 }
 
 /// Creates the directory `dir`; `Ok(false)` when it already exists.
 pub(crate) fn create_dir(dir: &Path) -> Result<bool> {
-    match std::fs::create_dir(dir) {
+    match FS.create_dir(dir) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
         Err(e) => Err(Error::io(dir, e)),
@@ -73,25 +87,25 @@ pub(crate) fn create_dir(dir: &Path) -> Result<bool> {
 }
 
 pub(crate) fn remove_dir_all(dir: &Path) -> Result<()> {
-    std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))
+    FS.remove_dir_all(dir).map_err(|e| Error::io(dir, e))
 }
 
 /// Renames `from` over `to` (both in `dir`), then fsyncs `dir`.
 pub(crate) fn rename_synced(from: &Path, to: &Path, dir: &Path) -> Result<()> {
-    fileio::rename(from, to).map_err(|e| Error::io(to, e))?;
-    fileio::sync_dir(dir).map_err(|e| Error::io(dir, e))
+    FS.rename(from, to).map_err(|e| Error::io(to, e))?;
+    FS.sync_dir(dir).map_err(|e| Error::io(dir, e))
 }
 
 /// Removes `path` if it exists, fsyncing its directory `dir`.
 pub(crate) fn remove_file_synced(path: &Path, dir: &Path) -> Result<()> {
-    match std::fs::remove_file(path) {
-        Ok(()) => fileio::sync_dir(dir).map_err(|e| Error::io(dir, e)),
+    match FS.remove(path) {
+        Ok(()) => FS.sync_dir(dir).map_err(|e| Error::io(dir, e)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(Error::io(path, e)),
     }
 }
 
-/// Eight random bytes as 16 hex digits (the kernel's randomness; the clock
+/// `bytes` random bytes as hex digits (the kernel's randomness; the clock
 /// and the process id where it cannot be read).
 pub(crate) fn random_hex(bytes: usize) -> String {
     let mut buf = vec![0u8; bytes];
@@ -108,17 +122,18 @@ pub(crate) fn random_hex(bytes: usize) -> String {
     buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The exclusive commit lock of a table directory: a `flock` on `name` in
-/// `dir`, held until dropped (commits from any process serialise on it).
+/// The exclusive commit lock of a table directory: a lock on the file
+/// `name` in `dir`, held until dropped (commits from any process serialise
+/// on it).
 pub(crate) struct CommitLock {
-    _file: File,
+    _file: LocalFile,
 }
 
 impl CommitLock {
     /// Blocks until the lock is ours.
     pub(crate) fn acquire(dir: &Path, name: &str) -> Result<CommitLock> {
         let path = dir.join(name);
-        let file = fileio::open_rw(&path, false).map_err(|e| Error::io(&path, e))?;
+        let file = FS.create(&path, false).map_err(|e| Error::io(&path, e))?;
         file.lock().map_err(|e| Error::io(&path, e))?;
         Ok(CommitLock { _file: file })
     }
@@ -132,15 +147,15 @@ pub(crate) fn write_atomically(dir: &Path, name: &str, tmp: &str, bytes: &[u8]) 
     let path = dir.join(name);
     let tmp: PathBuf = dir.join(tmp);
     let write = || -> std::io::Result<()> {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
-        fileio::sync_all(&f)?;
+        let f = FS.create(&tmp, true)?;
+        f.write_all_at(bytes, 0)?;
+        f.sync_all()?;
         drop(f);
-        fileio::rename(&tmp, &path)?;
-        fileio::sync_dir(dir)
+        FS.rename(&tmp, &path)?;
+        FS.sync_dir(dir)
     };
     write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
+        let _ = FS.remove(&tmp);
         Error::io(&path, e)
     })
 }
