@@ -23,9 +23,7 @@ its shard and record in the same native call that decodes it.
 
 from __future__ import annotations
 
-import fcntl
 import os
-import secrets
 from collections.abc import Iterator, Mapping
 
 import numpy as np
@@ -97,46 +95,7 @@ def commit_shards(path, shards) -> int:
     path = os.fspath(path)
     if isinstance(shards, (str, bytes, os.PathLike)):
         raise TypeError("shards must be a list of shard directories, got a single path")
-    names = _native.shard_names(path, [os.fspath(s) for s in shards])
-    lock = os.open(os.path.join(path, _native.MANIFEST_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        manifest, rows = _native.prepare_commit(path, names)
-        _write_atomically(path, manifest)
-        return rows
-    finally:
-        os.close(lock)
-
-
-def _write_atomically(path: str, data: bytes) -> None:
-    """Replaces ``path``'s manifest with ``data``: a temporary file beside
-    it, fsynced, renamed over it, the directory fsynced (the rename is the
-    commit point; a left-over temporary file is never read). The core's
-    ``loaderx::table::commit_shards`` does the same; this one runs each step
-    as a Python call, so that a signal (Ctrl-C included) lands between them
-    and the crash-point sweep of the tests reaches every step."""
-    tmp = os.path.join(path, f".{_native.MANIFEST}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
-        raise
-    os.close(fd)
-    try:
-        os.rename(tmp, os.path.join(path, _native.MANIFEST))
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    return _native.commit_shards(path, [os.fspath(s) for s in shards])
 
 
 def read_manifest(path) -> dict:
@@ -291,6 +250,11 @@ def open_table(path, readonly: bool = True) -> Table:
     path = check_path(path)
     if not isinstance(readonly, (bool, np.bool_)):
         raise TypeError(f"readonly must be a bool, got {type(readonly).__name__}")
+    if not readonly and _native.is_sharded(path):
+        raise ValueError(
+            f"sharded table {path} opens read-only (readonly=True), got readonly=False: "
+            "add data as new shards (loaderx.new_shard, then loaderx.commit_shards)"
+        )
     native, shards = _native.open_table(path, bool(readonly))
     columns = {name: _wrap(s, os.path.join(path, name)) for name, s in native}
     if shards is not None:

@@ -1,15 +1,14 @@
 //! Tables for the Python package: `loaderx.open_table`, `new_shard` and
 //! `commit_shards` over `loaderx::table`. Every call that touches the disk
 //! runs with the GIL released; each column comes back as a `Store` handle.
-//! A commit is checked and prepared here (`shard_names`, `prepare_commit`);
-//! the package holds the lock and writes the prepared manifest itself (see
-//! `loaderx.table.commit_shards`).
+//! A commit is the core's whole: shards checked, the lock taken, the
+//! manifest replaced atomically.
 
 use std::path::PathBuf;
 
 use loaderx::table::{self, Column, Stream, Table};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyDict, PyList};
 
 use crate::errors::IntoPyResult;
 use crate::store::{Source, Store};
@@ -125,23 +124,11 @@ pub fn new_shard(py: Python<'_>, path: PathBuf) -> PyResult<PathBuf> {
     py.detach(|| table::new_shard(&path)).py()
 }
 
-/// The checked names of the shard directories `shards` of the table at
-/// `path` (see `loaderx::table::shard_names`).
+/// Appends the shard directories `shards` to the manifest of the table at
+/// `path` (see `loaderx::table::commit_shards`); returns the table's rows.
 #[pyfunction]
-pub fn shard_names(py: Python<'_>, path: PathBuf, shards: Vec<PathBuf>) -> PyResult<Vec<String>> {
-    py.detach(|| table::shard_names(&path, &shards)).py()
-}
-
-/// Checks and prepares committing the shards `names` to the table at
-/// `path`, whose commit lock the caller holds: `(manifest bytes, rows)`.
-#[pyfunction]
-pub fn prepare_commit<'py>(
-    py: Python<'py>,
-    path: PathBuf,
-    names: Vec<String>,
-) -> PyResult<(Bound<'py, PyBytes>, u64)> {
-    let commit = py.detach(|| table::prepare_commit(&path, &names)).py()?;
-    Ok((PyBytes::new(py, commit.bytes()), commit.num_rows()))
+pub fn commit_shards(py: Python<'_>, path: PathBuf, shards: Vec<PathBuf>) -> PyResult<u64> {
+    py.detach(|| table::commit_shards(&path, &shards)).py()
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -151,8 +138,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(is_sharded, m)?)?;
     m.add_function(wrap_pyfunction!(read_manifest, m)?)?;
     m.add_function(wrap_pyfunction!(new_shard, m)?)?;
-    m.add_function(wrap_pyfunction!(shard_names, m)?)?;
-    m.add_function(wrap_pyfunction!(prepare_commit, m)?)?;
+    m.add_function(wrap_pyfunction!(commit_shards, m)?)?;
     m.add("MANIFEST", table::MANIFEST_FILE)?;
     m.add("MANIFEST_LOCK", table::MANIFEST_LOCK)?;
     m.add("VALIDITY", table::VALIDITY_DIR)?;

@@ -11,8 +11,8 @@ import pytest
 
 import loaderx
 from loaderx import DenseStore, RaggedStore
-from loaderx._manifest import commit_shards, new_shard, read_manifest
 from loaderx.dataloader import DataLoader
+from loaderx.table import commit_shards, new_shard, read_manifest
 
 ray = pytest.importorskip("ray")
 import loaderx.ray as lray  # noqa: E402 - after the importorskip

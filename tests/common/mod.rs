@@ -59,3 +59,18 @@ pub fn trained_dict(seed: u32) -> Vec<u8> {
     }
     dict::train(&samples, &sizes, dict::tier("fast").unwrap()).unwrap()
 }
+
+/// Copies the directory tree `from` to `to` (created), files and
+/// subdirectories alike.
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! Crash-point sweep of a shard commit: a child process commits a shard
+//! and is SIGKILLed at each of the commit's file operations in turn (the
+//! `fault-injection` build's `kill` mode). After every kill the table opens
+//! with the old shard set or the new one, never anything else, its rows
+//! intact, and a fresh commit of the same shard then succeeds.
+
+#![cfg(feature = "fault-injection")]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use loaderx::fault::{self, Mode};
+use loaderx::schema::Logical;
+use loaderx::table::{self, ColumnType, Table};
+use loaderx::{Codec, DType, Records, Schema, Store};
+
+const CHILD_DIR: &str = "LOADERX_TEST_COMMIT_DIR";
+const CHILD_AT: &str = "LOADERX_TEST_COMMIT_AT";
+
+/// A plain table of one `int64` column `x` holding `from..from + rows`,
+/// nullable (with an all-valid validity stream) or not.
+fn write_shard(dir: &Path, from: i64, rows: i64, nullable: bool) {
+    let mut s = Store::create(
+        dir.join("x"),
+        Schema::dense(DType::I64, &[]).unwrap(),
+        Codec::Zstd,
+        None,
+    )
+    .unwrap();
+    let bytes: Vec<u8> = (from..from + rows).flat_map(i64::to_le_bytes).collect();
+    s.append_dense(&bytes).unwrap();
+    s.close().unwrap();
+    if nullable {
+        let mut v = Store::create(
+            table::validity_dir(dir, "x"),
+            Schema::dense(DType::Bool, &[]).unwrap(),
+            Codec::Raw,
+            None,
+        )
+        .unwrap();
+        v.append_dense(&vec![1u8; rows as usize]).unwrap();
+        v.close().unwrap();
+        let t = ColumnType {
+            logical: Logical::Tensor,
+            nullable: true,
+        };
+        table::write_types(dir, &[("x".into(), t)]).unwrap();
+    }
+}
+
+/// The table's column `x`, read whole.
+fn ids(path: &Path) -> Vec<i64> {
+    let t = Table::open(path, true).unwrap();
+    let x = t.column("x").unwrap();
+    let idx: Vec<u64> = (0..x.len()).collect();
+    let buf = x.gather_dense(&idx).unwrap();
+    buf.as_slice()
+        .chunks_exact(8)
+        .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// The child: commits the one uncommitted shard of the table in
+/// `$LOADERX_TEST_COMMIT_DIR`, killed at its fault point
+/// `$LOADERX_TEST_COMMIT_AT`. A no-op when run as a plain test.
+#[test]
+fn commit_child() {
+    let (Some(dir), Some(at)) = (std::env::var_os(CHILD_DIR), std::env::var_os(CHILD_AT)) else {
+        return;
+    };
+    let path = PathBuf::from(dir);
+    let at: u64 = at.to_str().unwrap().parse().unwrap();
+    let extra = std::fs::read_to_string(path.join("extra")).unwrap();
+    std::fs::remove_file(path.join("extra")).unwrap();
+    fault::skip_fsync(true); // a SIGKILL never loses the page cache
+    fault::arm(at, Mode::Kill);
+    table::commit_shards(&path, &[path.join(extra)]).unwrap();
+    fault::disarm();
+}
+
+#[test]
+fn a_commit_killed_at_any_step_leaves_the_old_or_the_new_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pristine = tmp.path().join("pristine");
+    let first = table::new_shard(&pristine).unwrap();
+    write_shard(&first, 0, 5, true);
+    table::commit_shards(&pristine, &[first]).unwrap();
+    // Without nulls: the commit first gives it an all-valid stream.
+    let extra = table::new_shard(&pristine).unwrap();
+    write_shard(&extra, 100, 3, false);
+    let name = extra.file_name().unwrap().to_str().unwrap().to_owned();
+    let old: Vec<i64> = (0..5).collect();
+    let new: Vec<i64> = (0..5).chain(100..103).collect();
+
+    let (mut killed_old, mut killed_new) = (0, 0);
+    for at in 0.. {
+        assert!(at < 500, "the commit never completes");
+        let path = tmp.path().join(format!("try-{at}"));
+        common::copy_tree(&pristine, &path);
+        std::fs::write(path.join("extra"), &name).unwrap();
+        let status = common::rerun("commit_child")
+            .env(CHILD_DIR, &path)
+            .env(CHILD_AT, at.to_string())
+            .output()
+            .unwrap();
+        let killed = std::os::unix::process::ExitStatusExt::signal(&status.status) == Some(9);
+        assert!(
+            killed || status.status.success(),
+            "step {at}: {}",
+            String::from_utf8_lossy(&status.stderr)
+        );
+        let got = ids(&path);
+        assert!(got == old || got == new, "step {at}: {got:?}");
+        if !killed {
+            assert_eq!(got, new, "step {at}: the commit returned");
+            break;
+        }
+        if got == old {
+            killed_old += 1;
+            // What the killed commit left behind never blocks the next one.
+            let rows = table::commit_shards(&path, &[path.join(&name)]).unwrap();
+            assert_eq!((rows, ids(&path)), (8, new.clone()), "step {at}");
+        } else {
+            killed_new += 1;
+        }
+        std::fs::remove_dir_all(&path).unwrap();
+    }
+    // Killed before the manifest's rename and after it, at several steps.
+    assert!(
+        killed_old >= 4 && killed_new >= 1,
+        "{killed_old} {killed_new}"
+    );
+}
