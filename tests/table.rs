@@ -9,12 +9,12 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::Array;
-use loaderx::Records;
 use loaderx::loader::{Column as Batched, DataLoader, Options};
-use loaderx::Packed;
 use loaderx::sampler::Mode;
 use loaderx::schema::{push_bytes_value, Logical};
 use loaderx::table::{self, ColumnType, Table};
+use loaderx::Packed;
+use loaderx::Records;
 use loaderx::{Codec, DType, Error, Schema, Store};
 
 /// Shard bounds: four shards (the second empty), of either codec.

@@ -53,9 +53,32 @@ pub fn to_py(err: Error) -> PyErr {
     store_error(&err)
 }
 
+/// What a Python caller does about `err`, where the core's message (which
+/// speaks of the data only) leaves it open: the package's names for it.
+fn python_hint(err: &Error) -> Option<&'static str> {
+    Some(match err {
+        Error::ReadOnly { .. } => {
+            "it was opened with readonly=True; open it without readonly to write"
+        }
+        Error::ShardedReadOnly { .. } => {
+            "add data as new shards: loaderx.new_shard, then loaderx.commit_shards"
+        }
+        Error::NullableReadOnly { .. } => {
+            "write the table again with its nulls: loaderx.arrow.ingest"
+        }
+        Error::InvalidValue(m) if m.starts_with("training a dictionary needs") => {
+            "give loaderx.train_dict more or larger records"
+        }
+        _ => return None,
+    })
+}
+
 /// The exception of a loaderx error.
 pub fn store_error(err: &Error) -> PyErr {
-    let msg = err.to_string();
+    let msg = match python_hint(err) {
+        Some(hint) => format!("{err} ({hint})"),
+        None => err.to_string(),
+    };
     match err {
         Error::Io { path, source } => os_error(source, Some(path)),
         Error::Corrupted { .. } => Corrupted::new_err(msg),

@@ -7,12 +7,12 @@ use super::manifest::{is_sharded, read_manifest, MANIFEST_FILE};
 use super::repr::{py_list, py_str};
 use super::shard::column_names;
 use super::types::{read_types, validity_dir};
-use crate::{check_validity, Records, StoreAccess};
-use crate::Concat;
 use crate::error::Kind;
 use crate::schema::Logical;
-use crate::{RaggedBatch, ReadCounters, Stats};
+use crate::Concat;
+use crate::{check_validity, Records, StoreAccess};
 use crate::{Buffer, Codec, Error, Result, Schema, Store};
+use crate::{RaggedBatch, ReadCounters, Stats};
 
 /// The records of a column: one store (a plain table's), or read-only
 /// stores end to end (a sharded table's).
@@ -215,7 +215,7 @@ impl Table {
         if super::files::is_dir(path) && is_sharded(path) {
             if !readonly {
                 return Err(Error::InvalidValue(format!(
-                    "sharded table {} opens read-only (readonly=True), got readonly=False: add data as new shards (loaderx.new_shard, then loaderx.commit_shards)",
+                    "sharded table {} opens read-only, got a writable open: its shards are written whole, so new data goes into new shards",
                     path.display()
                 )));
             }

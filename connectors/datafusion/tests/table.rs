@@ -5,9 +5,9 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{Array, RecordBatch};
 use datafusion::prelude::SessionContext;
-use loaderx::Packed;
 use loaderx::schema::{push_bytes_value, Logical};
 use loaderx::table::{self, ColumnType, Table};
+use loaderx::Packed;
 use loaderx::{Codec, DType, Schema, Store};
 use loaderx_datafusion::{Options, StoreTable};
 
