@@ -84,8 +84,10 @@ build() {
         [ -x "$venv/bin/python" ] || "$PY" -m venv "$venv"
         "$venv/bin/python" -m pip install -q "${pins[@]}"
         rm -rf "$wheels"
+        local started=$SECONDS
         (cd "$tree" && CARGO_TARGET_DIR="$target" "$venv/bin/maturin" build --profile "$profile" --quiet \
             -i "$venv/bin/python" -o "$wheels")
+        echo "== $side: built in $((SECONDS - started)) s (target dir $target)"
         "$venv/bin/python" -m pip install -q --force-reinstall --no-deps "$wheels"/loaderx-*.whl
     } >&2
     echo "$venv/bin/python"  # the only line on stdout
