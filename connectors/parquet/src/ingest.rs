@@ -1,0 +1,219 @@
+//! Ingest: a Parquet or Arrow IPC file into one new store per column, a
+//! failed read reported as the I/O error of the file it came from.
+
+use std::io::{self, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::Mutex;
+
+use arrow_array::RecordBatch;
+use arrow_array::RecordBatchReader;
+use arrow_ipc::reader::{FileReader, StreamReader};
+use arrow_schema::ArrowError;
+use loaderx::arrow::{self as la};
+use loaderx::error::{Cause, Kind};
+use loaderx::{Codec, Error, Result};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::file::reader::{ChunkReader, Length};
+
+use crate::parquet_err;
+use crate::sniff::{open, sniff, Format};
+
+/// [`parquet_err`] for the Arrow IPC reader.
+fn ipc_err(path: &Path) -> impl Fn(ArrowError) -> Error + '_ {
+    move |e| {
+        loaderx::error::os_error_at(&e, path)
+            .unwrap_or_else(|| Error::InvalidValue(format!("{}: {e}", path.display())))
+    }
+}
+
+/// The batches of a source file, with a read failure reported as the
+/// [`Error::Io`] of that file (`loaderx::arrow::ingest` keeps its class).
+pub(crate) struct SourceBatches<R> {
+    inner: R,
+    path: PathBuf,
+    /// The errno of a failed read the reader itself reports only as text
+    /// (the Parquet reader flattens its errors into strings).
+    failed: Option<Arc<ReadFailure>>,
+}
+
+impl<R> SourceBatches<R> {
+    pub(crate) fn new(inner: R, path: &Path) -> Self {
+        SourceBatches {
+            inner,
+            path: path.to_path_buf(),
+            failed: None,
+        }
+    }
+}
+
+impl<R: RecordBatchReader> Iterator for SourceBatches<R> {
+    type Item = std::result::Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let item = self.inner.next()?;
+        Some(item.map_err(|e| {
+            let os = loaderx::error::os_error_at(&e, &self.path).or_else(|| {
+                let code = self.failed.as_ref()?.errno()?;
+                Some(Error::Io {
+                    path: self.path.clone(),
+                    source: io::Error::from_raw_os_error(code),
+                })
+            });
+            match os {
+                Some(err) => ArrowError::ExternalError(Box::new(err)),
+                None => e,
+            }
+        }))
+    }
+}
+
+impl<R: RecordBatchReader> RecordBatchReader for SourceBatches<R> {
+    fn schema(&self) -> arrow_schema::SchemaRef {
+        self.inner.schema()
+    }
+}
+
+/// The first OS error (errno) a [`Tracked`] reader met.
+#[derive(Default)]
+struct ReadFailure(Mutex<Option<i32>>);
+
+impl ReadFailure {
+    fn note(&self, err: &(dyn std::error::Error + 'static)) {
+        if let Some(Cause::Os(io)) = loaderx::error::cause(err) {
+            if let Some(code) = io.raw_os_error() {
+                let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
+                slot.get_or_insert(code);
+            }
+        }
+    }
+
+    fn errno(&self) -> Option<i32> {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A [`ChunkReader`] that remembers the errno of a failed read, which the
+/// Parquet record batch reader would otherwise turn into text.
+struct Tracked<C> {
+    inner: C,
+    failed: Arc<ReadFailure>,
+}
+
+impl<C: Length> Length for Tracked<C> {
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+}
+
+impl<C: ChunkReader> ChunkReader for Tracked<C> {
+    type T = TrackedRead<C::T>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        match self.inner.get_read(start) {
+            Ok(inner) => Ok(TrackedRead {
+                inner,
+                failed: Arc::clone(&self.failed),
+            }),
+            Err(e) => {
+                self.failed.note(&e);
+                Err(e)
+            }
+        }
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<bytes::Bytes> {
+        self.inner.get_bytes(start, length).inspect_err(|e| {
+            self.failed.note(e);
+        })
+    }
+}
+
+struct TrackedRead<R> {
+    inner: R,
+    failed: Arc<ReadFailure>,
+}
+
+impl<R: Read> Read for TrackedRead<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner.read(buf).inspect_err(|e| {
+            self.failed.note(e);
+        })
+    }
+}
+
+/// Ingests the Parquet or Arrow IPC file `path` (see [`sniff`]) into one new
+/// store per column under `root/<column>` (see `loaderx::arrow::ingest` for
+/// the column mapping and the all-or-nothing guarantee).
+pub fn ingest(
+    path: &Path,
+    root: &Path,
+    codec: Codec,
+    dict: Option<&[u8]>,
+    batch_rows: usize,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Vec<(String, Kind)>> {
+    let format = sniff(path)?;
+    let file = open(path)?;
+    match format {
+        Format::Parquet => ingest_parquet(file, path, root, codec, dict, batch_rows, progress),
+        Format::IpcFile => {
+            let reader = FileReader::try_new(BufReader::new(file), None).map_err(ipc_err(path))?;
+            make_root(root)?;
+            la::ingest(
+                SourceBatches::new(reader, path),
+                root,
+                codec,
+                dict,
+                progress,
+            )
+        }
+        Format::IpcStream => {
+            let reader =
+                StreamReader::try_new(BufReader::new(file), None).map_err(ipc_err(path))?;
+            make_root(root)?;
+            la::ingest(
+                SourceBatches::new(reader, path),
+                root,
+                codec,
+                dict,
+                progress,
+            )
+        }
+    }
+}
+
+fn make_root(root: &Path) -> Result<()> {
+    std::fs::create_dir_all(root).map_err(|e| Error::Io {
+        path: root.to_path_buf(),
+        source: e,
+    })
+}
+
+/// [`ingest`] of the Parquet data `chunks`, read from the file `path`.
+pub(crate) fn ingest_parquet<C: ChunkReader + 'static>(
+    chunks: C,
+    path: &Path,
+    root: &Path,
+    codec: Codec,
+    dict: Option<&[u8]>,
+    batch_rows: usize,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Vec<(String, Kind)>> {
+    let failed = Arc::new(ReadFailure::default());
+    let chunks = Tracked {
+        inner: chunks,
+        failed: Arc::clone(&failed),
+    };
+    let reader = ParquetRecordBatchReaderBuilder::try_new(chunks)
+        .map_err(parquet_err(path))?
+        .with_batch_size(batch_rows.max(1))
+        .build()
+        .map_err(parquet_err(path))?;
+    make_root(root)?;
+    let source = SourceBatches {
+        failed: Some(failed),
+        ..SourceBatches::new(reader, path)
+    };
+    la::ingest(source, root, codec, dict, progress)
+}
