@@ -16,16 +16,21 @@ use loaderx::Concat;
 use loaderx::Packed;
 use loaderx::{Codec, DType, Error, Schema, Store as Engine};
 use loaderx::{Indices, Records, Typed};
-use numpy::{
-    PyArrayDescr, PyArrayDescrMethods, PyReadonlyArray1, PyUntypedArray, PyUntypedArrayMethods,
-};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use numpy::{PyArrayDescr, PyReadonlyArray1};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyList, PyTuple};
 
 use crate::arrays::{array_view, GatherBuffer};
 use crate::errors::IntoPyResult;
 use crate::writer::Writer;
+
+mod pack;
+mod parse;
+
+pub use pack::PackedRecords;
+pub(crate) use parse::parse_codec;
+use parse::{parse_dtype, parse_kind, parse_logical};
 
 /// What a handle reads: one store, or read-only stores end to end (a
 /// sharded table's column).
@@ -99,39 +104,6 @@ pub struct Store {
     descr: Py<PyArrayDescr>,
     /// The writer queue of ragged appends (see `crate::writer`).
     writer: Writer,
-}
-
-/// A ragged batch packed for appending (shape prefixes and payloads).
-#[pyclass(frozen, module = "loaderx._native")]
-pub struct PackedRecords {
-    /// Taken (left empty) when the batch is queued for writing.
-    packed: std::sync::Mutex<Packed>,
-}
-
-impl From<Packed> for PackedRecords {
-    fn from(packed: Packed) -> Self {
-        PackedRecords {
-            packed: std::sync::Mutex::new(packed),
-        }
-    }
-}
-
-impl PackedRecords {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Packed> {
-        self.packed.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-#[pymethods]
-impl PackedRecords {
-    fn __len__(&self) -> usize {
-        self.lock().len()
-    }
-
-    #[getter]
-    fn nbytes(&self) -> usize {
-        self.lock().bytes.len()
-    }
 }
 
 fn closed_error(path: &std::path::Path) -> PyErr {
@@ -412,44 +384,6 @@ fn validity_at(s: &dyn Records, idx: &[i64]) -> Result<Option<loaderx::Buffer>, 
         .transpose()
 }
 
-pub(crate) fn parse_codec(codec: &str) -> PyResult<Codec> {
-    Codec::from_name(codec).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "codec must be one of 'raw', 'zstd', 'zstd_dict', got {codec:?}"
-        ))
-    })
-}
-
-fn parse_logical(logical: Option<&str>) -> PyResult<Logical> {
-    match logical {
-        None => Ok(Logical::Tensor),
-        Some(name) => Logical::from_name(name).ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "logical must be 'tensor', 'utf8' or 'binary', got {name:?}"
-            ))
-        }),
-    }
-}
-
-fn parse_kind(kind: Option<&str>) -> PyResult<Option<Kind>> {
-    match kind {
-        None => Ok(None),
-        Some("dense") => Ok(Some(Kind::Dense)),
-        Some("ragged") => Ok(Some(Kind::Ragged)),
-        Some(other) => Err(PyValueError::new_err(format!(
-            "kind must be 'dense' or 'ragged', got {other:?}"
-        ))),
-    }
-}
-
-fn parse_dtype(dtype: &str) -> PyResult<DType> {
-    DType::from_numpy_str(dtype).ok_or_else(|| {
-        PyTypeError::new_err(format!(
-            "dtype must be bool, int8-int64, uint8-uint64 or float16/32/64 (little-endian), got {dtype:?}"
-        ))
-    })
-}
-
 #[pymethods]
 impl Store {
     /// Creates a store. `dtype` is NumPy's `dtype.str`; `item_shape` is
@@ -671,97 +605,7 @@ impl Store {
     /// Validates and packs ragged records (any iterable of arrays of the
     /// store's dtype, each nonempty) into one owned buffer.
     fn pack(&self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<PackedRecords> {
-        let descr = self.descr.bind(py);
-        let np = py.import("numpy")?;
-        let generic = np.getattr("generic")?;
-        let mut arrays: Vec<Bound<'_, PyUntypedArray>> = Vec::new();
-        for (i, item) in records.try_iter()?.enumerate() {
-            let item = item?;
-            let arr = match item.cast::<PyUntypedArray>() {
-                Ok(a) => a.clone(),
-                // A NumPy scalar is a 0-d record.
-                Err(_) if item.is_instance(&generic)? => np
-                    .call_method1("asarray", (&item,))?
-                    .cast_into::<PyUntypedArray>()?,
-                Err(_) => {
-                    return Err(PyTypeError::new_err(format!(
-                        "records[{i}] must be a numpy.ndarray of dtype {}, got {}",
-                        self.dtype,
-                        item.get_type().name()?
-                    )))
-                }
-            };
-            if !arr.dtype().is_equiv_to(descr) {
-                return Err(PyTypeError::new_err(format!(
-                    "records[{i}] has dtype {}, expected {} (the store's dtype)",
-                    arr.dtype(),
-                    self.dtype
-                )));
-            }
-            if arr.len() == 0 && arr.ndim() > 0 || arr.shape().contains(&0) {
-                return Err(PyValueError::new_err(format!(
-                    "records[{i}] has shape {:?} with zero elements; ragged records must be nonempty",
-                    arr.shape()
-                )));
-            }
-            let nbytes = arr.shape().iter().product::<usize>() * self.dtype.itemsize();
-            if nbytes as u64 + 8 * (1 + arr.ndim() as u64) > loaderx::MAX_RECORD_BYTES {
-                return Err(PyValueError::new_err(format!(
-                    "records[{i}] is {nbytes} bytes, over the 2 GiB record limit"
-                )));
-            }
-            let arr = if arr.is_c_contiguous() {
-                arr
-            } else {
-                np.call_method1("ascontiguousarray", (arr,))?
-                    .cast_into::<PyUntypedArray>()?
-            };
-            arrays.push(arr);
-        }
-        let shapes: Vec<Vec<u64>> = arrays
-            .iter()
-            .map(|a| a.shape().iter().map(|&d| d as u64).collect())
-            .collect();
-        let itemsize = self.dtype.itemsize();
-        let sizes: Vec<usize> = arrays
-            .iter()
-            .map(|a| a.shape().iter().product::<usize>() * itemsize)
-            .collect();
-        // Source pointers as integers, so the copy can run without the GIL;
-        // `arrays` keeps every source alive until it is done.
-        let sources: Vec<usize> = arrays
-            .iter()
-            // SAFETY: `a` is a live NumPy array (held by `arrays`); reading
-            // its data pointer field does not dereference the data.
-            .map(|a| unsafe { (*a.as_array_ptr()).fields.data as usize })
-            .collect();
-        let packed = py.detach(|| {
-            let mut packed = Packed::layout(
-                shapes
-                    .iter()
-                    .map(|s| s.as_slice())
-                    .zip(sizes.iter().copied()),
-            );
-            let mut payloads = packed.payloads_mut();
-            loaderx::executor::pool().install(|| {
-                use rayon::prelude::*;
-                payloads
-                    .par_iter_mut()
-                    .zip(sources.par_iter())
-                    .with_min_len(16)
-                    .for_each(|(dst, &src)| {
-                        // SAFETY: each source is a live C-contiguous array of
-                        // exactly dst.len() bytes (checked above).
-                        let src =
-                            unsafe { std::slice::from_raw_parts(src as *const u8, dst.len()) };
-                        dst.copy_from_slice(src);
-                    });
-            });
-            drop(payloads);
-            packed
-        });
-        drop(arrays);
-        Ok(PackedRecords::from(packed))
+        pack::pack(py, self.descr.bind(py), self.dtype, records)
     }
 
     /// Queues a packed ragged batch (see `pack`) for the writer thread; the
