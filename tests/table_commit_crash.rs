@@ -11,43 +11,11 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use loaderx::fault::{self, Mode};
-use loaderx::schema::Logical;
-use loaderx::table::{self, ColumnType, Table};
-use loaderx::{Codec, DType, Records, Schema, Store};
+use loaderx::table::{self, Table};
+use loaderx::Records;
 
 const CHILD_DIR: &str = "LOADERX_TEST_COMMIT_DIR";
 const CHILD_AT: &str = "LOADERX_TEST_COMMIT_AT";
-
-/// A plain table of one `int64` column `x` holding `from..from + rows`,
-/// nullable (with an all-valid validity stream) or not.
-fn write_shard(dir: &Path, from: i64, rows: i64, nullable: bool) {
-    let mut s = Store::create(
-        dir.join("x"),
-        Schema::dense(DType::I64, &[]).unwrap(),
-        Codec::Zstd,
-        None,
-    )
-    .unwrap();
-    let bytes: Vec<u8> = (from..from + rows).flat_map(i64::to_le_bytes).collect();
-    s.append_dense(&bytes).unwrap();
-    s.close().unwrap();
-    if nullable {
-        let mut v = Store::create(
-            table::validity_dir(dir, "x"),
-            Schema::dense(DType::Bool, &[]).unwrap(),
-            Codec::Raw,
-            None,
-        )
-        .unwrap();
-        v.append_dense(&vec![1u8; rows as usize]).unwrap();
-        v.close().unwrap();
-        let t = ColumnType {
-            logical: Logical::Tensor,
-            nullable: true,
-        };
-        table::write_types(dir, &[("x".into(), t)]).unwrap();
-    }
-}
 
 /// The table's column `x`, read whole.
 fn ids(path: &Path) -> Vec<i64> {
@@ -84,11 +52,11 @@ fn a_commit_killed_at_any_step_leaves_the_old_or_the_new_table() {
     let tmp = tempfile::tempdir().unwrap();
     let pristine = tmp.path().join("pristine");
     let first = table::new_shard(&pristine).unwrap();
-    write_shard(&first, 0, 5, true);
+    common::int64_shard(&first, 0, 5, true);
     table::commit_shards(&pristine, &[first]).unwrap();
     // Without nulls: the commit first gives it an all-valid stream.
     let extra = table::new_shard(&pristine).unwrap();
-    write_shard(&extra, 100, 3, false);
+    common::int64_shard(&extra, 100, 3, false);
     let name = extra.file_name().unwrap().to_str().unwrap().to_owned();
     let old: Vec<i64> = (0..5).collect();
     let new: Vec<i64> = (0..5).chain(100..103).collect();

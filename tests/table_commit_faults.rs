@@ -5,53 +5,22 @@
 
 #![cfg(feature = "fault-injection")]
 
-use std::path::Path;
+mod common;
 
 use loaderx::fault::{self, Mode};
-use loaderx::schema::Logical;
-use loaderx::table::{self, ColumnType, Table};
-use loaderx::{Codec, DType, Schema, Store};
-
-fn write_shard(dir: &Path, rows: u64, nullable: bool) {
-    let mut s = Store::create(
-        dir.join("x"),
-        Schema::dense(DType::I64, &[]).unwrap(),
-        Codec::Zstd,
-        None,
-    )
-    .unwrap();
-    let bytes: Vec<u8> = (0..rows as i64).flat_map(i64::to_le_bytes).collect();
-    s.append_dense(&bytes).unwrap();
-    s.close().unwrap();
-    if nullable {
-        let mut v = Store::create(
-            table::validity_dir(dir, "x"),
-            Schema::dense(DType::Bool, &[]).unwrap(),
-            Codec::Raw,
-            None,
-        )
-        .unwrap();
-        v.append_dense(&vec![1u8; rows as usize]).unwrap();
-        v.close().unwrap();
-        let t = ColumnType {
-            logical: Logical::Tensor,
-            nullable: true,
-        };
-        table::write_types(dir, &[("x".into(), t)]).unwrap();
-    }
-}
+use loaderx::table::{self, Table};
 
 #[test]
 fn a_commit_failing_at_any_step_leaves_the_old_table() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("t");
     let first = table::new_shard(&path).unwrap();
-    write_shard(&first, 5, true);
+    common::int64_shard(&first, 0, 5, true);
     assert_eq!(table::commit_shards(&path, &[first]).unwrap(), 5);
     let before = std::fs::read(path.join(table::MANIFEST_FILE)).unwrap();
     // Without nulls: the commit gives it an all-valid stream, then the manifest.
     let extra = table::new_shard(&path).unwrap();
-    write_shard(&extra, 3, false);
+    common::int64_shard(&extra, 0, 3, false);
     let mut at = 0;
     loop {
         fault::arm(at, Mode::Eio);

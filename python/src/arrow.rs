@@ -163,6 +163,17 @@ pub fn arrow_table_reader(
     })
 }
 
+/// The next item of the reader in `slot`; at the end the reader is
+/// dropped (releasing its store handles) and every later call gives None.
+fn next_or_release<I: Iterator>(slot: &Mutex<Option<I>>) -> Option<I::Item> {
+    let mut guard = slot.lock().unwrap_or_else(|p| p.into_inner());
+    let next = guard.as_mut().and_then(Iterator::next);
+    if next.is_none() {
+        *guard = None;
+    }
+    next
+}
+
 /// The batches of a lazy reader, one native call each (the GIL released
 /// around the gather). The Python facade wraps it in a
 /// `pyarrow.RecordBatchReader` over a generator, not the C stream interface:
@@ -185,14 +196,7 @@ impl BatchReader {
 
     /// The next batch, or None at the end (after which it stays None).
     fn read_next(&self, py: Python<'_>) -> PyResult<Option<PyRecordBatch>> {
-        let next = py.detach(|| {
-            let mut guard = self.reader.lock().unwrap_or_else(|p| p.into_inner());
-            let next = guard.as_mut().and_then(|r| r.next());
-            if next.is_none() {
-                *guard = None; // releases the store handles
-            }
-            next
-        });
+        let next = py.detach(|| next_or_release(&self.reader));
         match next {
             None => Ok(None),
             Some(Ok(batch)) => Ok(Some(PyRecordBatch::new(batch))),
@@ -219,14 +223,7 @@ impl ArrayReader {
 
     /// The next chunk, or None at the end.
     fn read_next(&self, py: Python<'_>) -> PyResult<Option<PyArray>> {
-        let next = py.detach(|| {
-            let mut guard = self.reader.lock().unwrap_or_else(|p| p.into_inner());
-            let next = guard.as_mut().and_then(|r| r.next());
-            if next.is_none() {
-                *guard = None;
-            }
-            next
-        });
+        let next = py.detach(|| next_or_release(&self.reader));
         match next {
             None => Ok(None),
             Some(Ok(array)) => Ok(Some(

@@ -8,6 +8,8 @@
 use std::path::Path;
 use std::process::Command;
 
+use loaderx::schema::Logical;
+use loaderx::table::{self, ColumnType};
 use loaderx::{dict, Codec, DType, Schema, Store};
 
 /// This test binary, set up to run exactly the test `name` (a path such as
@@ -72,5 +74,37 @@ pub fn copy_tree(from: &Path, to: &Path) {
         } else {
             std::fs::copy(&src, &dst).unwrap();
         }
+    }
+}
+
+/// A plain table in `dir` of one `int64` column `x` holding
+/// `from..from + rows`, nullable (with an all-valid validity stream and a
+/// table file saying so) or not.
+pub fn int64_shard(dir: &Path, from: i64, rows: i64, nullable: bool) {
+    let mut s = Store::create(
+        dir.join("x"),
+        Schema::dense(DType::I64, &[]).unwrap(),
+        Codec::Zstd,
+        None,
+    )
+    .unwrap();
+    let bytes: Vec<u8> = (from..from + rows).flat_map(i64::to_le_bytes).collect();
+    s.append_dense(&bytes).unwrap();
+    s.close().unwrap();
+    if nullable {
+        let mut v = Store::create(
+            table::validity_dir(dir, "x"),
+            Schema::dense(DType::Bool, &[]).unwrap(),
+            Codec::Raw,
+            None,
+        )
+        .unwrap();
+        v.append_dense(&vec![1u8; rows as usize]).unwrap();
+        v.close().unwrap();
+        let t = ColumnType {
+            logical: Logical::Tensor,
+            nullable: true,
+        };
+        table::write_types(dir, &[("x".into(), t)]).unwrap();
     }
 }
