@@ -159,28 +159,33 @@ pub fn ingest(
         Format::Parquet => ingest_parquet(file, path, root, codec, dict, batch_rows, progress),
         Format::IpcFile => {
             let reader = FileReader::try_new(BufReader::new(file), None).map_err(ipc_err(path))?;
-            make_root(root)?;
-            la::ingest(
-                SourceBatches::new(reader, path),
-                root,
-                codec,
-                dict,
-                progress,
-            )
+            ingest_ipc(reader, path, root, codec, dict, progress)
         }
         Format::IpcStream => {
             let reader =
                 StreamReader::try_new(BufReader::new(file), None).map_err(ipc_err(path))?;
-            make_root(root)?;
-            la::ingest(
-                SourceBatches::new(reader, path),
-                root,
-                codec,
-                dict,
-                progress,
-            )
+            ingest_ipc(reader, path, root, codec, dict, progress)
         }
     }
+}
+
+/// [`ingest`] of the batches of an Arrow IPC reader over the file `path`.
+fn ingest_ipc<R: RecordBatchReader>(
+    reader: R,
+    path: &Path,
+    root: &Path,
+    codec: Codec,
+    dict: Option<&[u8]>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Vec<(String, Kind)>> {
+    make_root(root)?;
+    la::ingest(
+        SourceBatches::new(reader, path),
+        root,
+        codec,
+        dict,
+        progress,
+    )
 }
 
 fn make_root(root: &Path) -> Result<()> {
