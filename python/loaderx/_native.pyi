@@ -1,7 +1,7 @@
 """Type stubs of the private extension module (the public API is the
 ``loaderx`` package's modules; nothing here is stable)."""
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from os import PathLike
 from typing import Any
 
@@ -153,8 +153,19 @@ def arrow_stream(
 def arrow_gather(
     store: Store, idx: npt.NDArray[np.int64], name: str, variable_shape_tensor: bool = False
 ) -> Any: ...
-def arrow_table_reader(
-    stores: list[Store], names: list[str], index_column: str | None, max_bytes: int = ...
+def table_scan(
+    stores: list[Store],
+    names: list[str],
+    index_column: str | None,
+    columns: list[str] | None = None,
+    start: int = 0,
+    end: int | None = None,
+    limit: int | None = None,
+    max_bytes: int = ...,
+    max_rows: int | None = None,
+    filter_columns: list[str] | None = None,
+    filter: Callable[[Any], Any] | None = None,
+    filter_rows: int = ...,
 ) -> BatchReader: ...
 def arrow_chunks(store: Store, name: str, max_bytes: int = ...) -> ArrayReader: ...
 def table_types(dir: str | PathLike[str]) -> dict[str, tuple[str, bool]]: ...

@@ -146,22 +146,62 @@ def check_table(name, streams, index_column: str | None) -> tuple[list, list[str
     return natives, names
 
 
-def batch_reader(pa, native):
-    """A ``pyarrow.RecordBatchReader`` over a native batch reader, batch by
-    batch (each one native call, zero-copy). Errors raised while reading keep
-    their class (``Corrupted``, ``StoreBusy``, ``OSError`` with its errno):
-    the C stream interface would carry only an errno and a message."""
+def scan(
+    pa,
+    streams,
+    index_column: str | None,
+    *,
+    columns: list[str] | None = None,
+    start: int = 0,
+    end: int | None = None,
+    limit: int | None = None,
+    max_bytes: int = BATCH_BYTES,
+    max_rows: int | None = None,
+    filter=None,
+    filter_columns: list[str] | None = None,
+):
+    """The core's table scan over ``streams`` (a Table or dict of stores),
+    as ``(schema, batches)``: the ``pyarrow.Schema`` of the batches and an
+    iterator of ``pyarrow.RecordBatch``, one native call each (the GIL
+    released around the gather). ``filter`` takes a ``pyarrow.RecordBatch``
+    of ``filter_columns`` and returns a boolean Arrow array; the scan reads
+    the other columns only for the rows it keeps.
+
+    The batches come through ``read_next``, not the C stream interface:
+    that carries only an errno and a message, so a ``Corrupted`` or
+    ``StoreBusy`` raised while reading would reach the caller as a bare
+    ``OSError``; this way errors keep their class."""
+    natives, names = drain_streams(streams)
+    keep = None
+    if filter is not None:
+
+        def keep(batch):
+            return filter(pa.record_batch(batch))
+
+    native = _native.table_scan(
+        natives,
+        names,
+        index_column,
+        columns,
+        start,
+        end,
+        limit,
+        max_bytes,
+        max_rows,
+        filter_columns,
+        keep,
+    )
 
     def batches():
         while (batch := native.read_next()) is not None:
             yield pa.record_batch(batch)
 
-    return pa.RecordBatchReader.from_batches(pa.schema(native.schema), batches())
+    return pa.schema(native.schema), batches()
 
 
 def chunked_array(pa, native_store, name: str):
     """The whole store as a ``pyarrow.ChunkedArray`` of byte-bounded chunks
-    (see :func:`batch_reader` for why not through the C stream)."""
+    (see :func:`scan` for why not through the C stream)."""
     reader = _native.arrow_chunks(native_store, name, BATCH_BYTES)
     chunks = []
     while (chunk := reader.read_next()) is not None:

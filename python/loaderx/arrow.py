@@ -27,13 +27,12 @@ from typing import TYPE_CHECKING
 
 from . import _native
 from ._streams import (
-    BATCH_BYTES,
-    batch_reader,
     check_codec,
     check_index_column,
     check_path,
     drain_streams,
     require_pyarrow,
+    scan,
 )
 from ._typing import ArrowSource, PathLike, Streams
 from .table import open_columns
@@ -70,10 +69,10 @@ def table(streams: Streams, index_column: str | None = "record_id") -> pa.Record
     >>> images.close(); labels.close()
     """
     pa = require_pyarrow()
-    natives, names = drain_streams(streams)
+    _, names = drain_streams(streams)
     check_index_column(index_column, names)
-    reader = _native.arrow_table_reader(natives, names, index_column, BATCH_BYTES)
-    return batch_reader(pa, reader)
+    schema, batches = scan(pa, streams, index_column)
+    return pa.RecordBatchReader.from_batches(schema, batches)
 
 
 def ingest(

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use arrow_array::ArrayRef;
+use arrow_array::{Array, ArrayRef, BooleanArray};
 use arrow_schema::{ArrowError, Field, FieldRef};
 use loaderx::arrow::{self as la, StoreAccess};
 use loaderx::error::Kind;
@@ -12,7 +12,7 @@ use loaderx::Error;
 use loaderx::Packed;
 use loaderx::Records;
 use numpy::PyReadonlyArray1;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 use pyo3_arrow::ffi::{to_schema_pycapsule, to_stream_pycapsule, ArrayIterator};
@@ -33,6 +33,14 @@ impl StoreAccess for Handle {
 }
 
 fn arrow_py(e: ArrowError) -> PyErr {
+    // A scan filter's Python exception comes back as it was raised.
+    let e = match e {
+        ArrowError::ExternalError(inner) => match inner.downcast::<PyErr>() {
+            Ok(err) => return *err,
+            Err(inner) => ArrowError::ExternalError(inner),
+        },
+        other => other,
+    };
     if let Some(err) = wrapped(&e) {
         return err;
     }
@@ -143,23 +151,90 @@ pub fn arrow_gather(
     PyArray::try_new(array, Arc::new(field)).map_err(arrow_py)
 }
 
-/// A lazy reader of a table of streams (record_id first when named).
+/// The batches of the core's table scan over `stores` (named `names`; a
+/// UInt64 `index_column` holding the row number first when named):
+/// `columns` (None: all, the index column included), rows `start..end`, at
+/// most `limit` rows, batches of at most `max_bytes` and `max_rows`. With
+/// `filter`, a callable given a batch of `filter_columns` (`filter_rows`
+/// rows at most) that returns a boolean Arrow array, only the rows it
+/// keeps are read; its exceptions reach the caller as raised.
 #[pyfunction]
-#[pyo3(signature = (stores, names, index_column, max_bytes=la::DEFAULT_BATCH_BYTES))]
-pub fn arrow_table_reader(
+#[pyo3(signature = (
+    stores, names, index_column, columns=None, start=0, end=None, limit=None,
+    max_bytes=la::DEFAULT_BATCH_BYTES, max_rows=None, filter_columns=None, filter=None,
+    filter_rows=la::FILTER_ROWS,
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn table_scan(
     stores: Vec<Py<Store>>,
     names: Vec<String>,
     index_column: Option<String>,
+    columns: Option<Vec<String>>,
+    start: u64,
+    end: Option<u64>,
+    limit: Option<usize>,
     max_bytes: usize,
+    max_rows: Option<usize>,
+    filter_columns: Option<Vec<String>>,
+    filter: Option<Py<PyAny>>,
+    filter_rows: usize,
 ) -> PyResult<BatchReader> {
     let streams: Vec<(String, Handle)> = names
         .into_iter()
         .zip(stores.into_iter().map(Handle))
         .collect();
-    let reader = la::TableReader::new(streams, index_column, max_bytes).py()?;
+    let mut scan = la::Scan::new(streams, index_column).py()?;
+    let indices = |scan: &la::Scan<Handle>, names: Vec<String>| -> PyResult<Vec<usize>> {
+        names.iter().map(|n| scan.column_index(n).py()).collect()
+    };
+    if let Some(columns) = columns {
+        let cols = indices(&scan, columns)?;
+        scan = scan.project(cols).py()?;
+    }
+    let len = scan.table_len();
+    let end = end.unwrap_or(len);
+    if start > end || end > len {
+        return Err(PyValueError::new_err(format!(
+            "rows {start}..{end} are not within the table's {len} rows"
+        )));
+    }
+    scan = scan.rows(vec![start..end]).py()?.max_bytes(max_bytes);
+    if let Some(limit) = limit {
+        scan = scan.limit(limit);
+    }
+    if let Some(rows) = max_rows {
+        scan = scan.max_rows(rows);
+    }
+    if let Some(keep) = filter {
+        let cols = indices(&scan, filter_columns.unwrap_or_default())?;
+        scan = scan.filter(cols, python_filter(keep), filter_rows).py()?;
+    }
     Ok(BatchReader {
-        schema: arrow_array::RecordBatchReader::schema(&reader),
-        reader: Mutex::new(Some(Box::new(reader))),
+        schema: scan.out_schema(),
+        reader: Mutex::new(Some(Box::new(scan))),
+    })
+}
+
+/// A Python callable as a scan filter: it runs with the GIL, once per
+/// batch of the filter's columns.
+fn python_filter(keep: Py<PyAny>) -> la::Filter {
+    Box::new(move |batch: &arrow_array::RecordBatch| {
+        Python::attach(|py| -> PyResult<BooleanArray> {
+            let out = keep.call1(py, (PyRecordBatch::new(batch.clone()),))?;
+            let array: PyArray = out.extract(py)?;
+            array
+                .as_ref()
+                .as_any()
+                .downcast_ref::<BooleanArray>()
+                .cloned()
+                .ok_or_else(|| {
+                    PyTypeError::new_err(format!(
+                        "a scan filter must return a boolean Arrow array, got one of type {}",
+                        array.as_ref().data_type()
+                    ))
+                })
+        })
+        .map_err(|e| ArrowError::ExternalError(Box::new(e)))
     })
 }
 

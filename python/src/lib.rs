@@ -79,7 +79,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(arrow::arrow_field, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_stream, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_gather, m)?)?;
-    m.add_function(wrap_pyfunction!(arrow::arrow_table_reader, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::table_scan, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_chunks, m)?)?;
     m.add_class::<arrow::BatchReader>()?;
     m.add_class::<arrow::ArrayReader>()?;

@@ -16,12 +16,14 @@ mod gather;
 mod ingest;
 mod packing;
 mod readers;
+mod scan;
 mod types;
 
 pub use gather::{gather_array, gather_nulls, gather_variable_shape_tensor};
 pub use ingest::{from_arrow_error, ingest};
 pub use packing::{bytes_pack, check_utf8, ragged_pack, with_dense_bytes};
 pub use readers::{record_batch, table_schema, ColumnReader, TableReader};
+pub use scan::{Filter, Scan, FILTER_ROWS};
 pub use types::{arrow_type, dtype_of, field_for, field_of, logical_of, schema_for_field};
 
 /// Re-exported where Arrow readers and the connectors have always found it.

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchReader, UInt64Array};
 use arrow_schema::{ArrowError, DataType, Field, FieldRef, Schema as ArrowSchema, SchemaRef};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::read::records::StoreAccess;
-use crate::store;
 
 use super::gather::{arrow_err, gather_array};
+use super::scan::Scan;
 use super::types::field_of;
 
 /// A record batch of `streams` gathered at `idx`, with an optional UInt64
@@ -49,50 +49,10 @@ pub fn table_schema<S: StoreAccess>(
     Ok(Arc::new(ArrowSchema::new(fields)))
 }
 
-/// Rows `start..` that fit `max_bytes` of logical payload across `streams`
-/// (at least one row).
-pub(super) fn rows_within<S: StoreAccess>(
-    streams: &[(String, S)],
-    start: u64,
-    end: u64,
-    max_bytes: usize,
-) -> Result<u64> {
-    let mut widths = Vec::with_capacity(streams.len());
-    let mut ragged = Vec::new();
-    for (i, (_, s)) in streams.iter().enumerate() {
-        match s.with(|s| Ok(s.schema().record_width()))? {
-            Some(w) => widths.push(w as usize),
-            None => ragged.push(i),
-        }
-    }
-    let fixed: usize = widths.iter().sum::<usize>() + 8;
-    if ragged.is_empty() {
-        return Ok(((max_bytes / fixed.max(1)) as u64).clamp(1, end - start));
-    }
-    let mut bytes = 0usize;
-    let mut row = start;
-    while row < end {
-        let mut r = fixed;
-        for &i in &ragged {
-            r += streams[i].1.with(|s| Ok(s.logical_len(row).unwrap_or(0)))?;
-        }
-        if bytes + r > max_bytes && row > start {
-            break;
-        }
-        bytes += r;
-        row += 1;
-    }
-    Ok(row - start)
-}
-
-/// Reads a table of equal-length streams in order as byte-bounded record batches.
+/// Reads a table of equal-length streams in order as byte-bounded record
+/// batches: a [`Scan`] of every column and row.
 pub struct TableReader<S: StoreAccess> {
-    streams: Vec<(String, S)>,
-    schema: SchemaRef,
-    index_column: Option<String>,
-    next: u64,
-    end: u64,
-    max_bytes: usize,
+    scan: Scan<S>,
 }
 
 impl<S: StoreAccess> TableReader<S> {
@@ -101,35 +61,9 @@ impl<S: StoreAccess> TableReader<S> {
         index_column: Option<String>,
         max_bytes: usize,
     ) -> Result<TableReader<S>> {
-        let mut len = None;
-        for (name, s) in &streams {
-            let n = s.with(|s| Ok(s.len()))?;
-            match len {
-                None => len = Some(n),
-                Some(l) if l != n => {
-                    return Err(Error::InvalidValue(format!(
-                        "streams must all have the same length, but {name:?} has {n} records and the first has {l}"
-                    )))
-                }
-                _ => {}
-            }
-        }
-        let schema = table_schema(&streams, index_column.as_deref())?;
         Ok(TableReader {
-            end: len.unwrap_or(0),
-            streams,
-            schema,
-            index_column,
-            next: 0,
-            max_bytes: max_bytes.max(1),
+            scan: Scan::new(streams, index_column)?.max_bytes(max_bytes),
         })
-    }
-
-    fn read_next(&mut self) -> Result<RecordBatch> {
-        let rows = rows_within(&self.streams, self.next, self.end, self.max_bytes)?;
-        let idx: Vec<u64> = (self.next..self.next + rows).collect();
-        self.next += rows;
-        store::streaming(|| record_batch(&self.streams, &idx, self.index_column.as_deref()))
     }
 }
 
@@ -137,41 +71,28 @@ impl<S: StoreAccess> Iterator for TableReader<S> {
     type Item = std::result::Result<RecordBatch, ArrowError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.next >= self.end {
-            return None;
-        }
-        Some(
-            self.read_next()
-                .map_err(|e| ArrowError::ExternalError(Box::new(e))),
-        )
+        self.scan.next()
     }
 }
 
 impl<S: StoreAccess> RecordBatchReader for TableReader<S> {
     fn schema(&self) -> SchemaRef {
-        Arc::clone(&self.schema)
+        self.scan.out_schema()
     }
 }
 
-/// Reads one store as byte-bounded arrays (ChunkedArray semantics).
+/// Reads one store as byte-bounded arrays (ChunkedArray semantics): a
+/// [`Scan`] of its one column.
 pub struct ColumnReader<S: StoreAccess> {
-    store: S,
+    scan: Scan<S>,
     field: FieldRef,
-    next: u64,
-    end: u64,
-    max_bytes: usize,
 }
 
 impl<S: StoreAccess> ColumnReader<S> {
     pub fn new(store: S, name: &str, max_bytes: usize) -> Result<ColumnReader<S>> {
-        let (field, end) = store.with(|s| Ok((field_of(s, name), s.len())))?;
-        Ok(ColumnReader {
-            store,
-            field: Arc::new(field),
-            next: 0,
-            end,
-            max_bytes: max_bytes.max(1),
-        })
+        let scan = Scan::new(vec![(name.to_string(), store)], None)?.max_bytes(max_bytes);
+        let field = Arc::clone(&scan.out_schema().fields()[0]);
+        Ok(ColumnReader { scan, field })
     }
 
     pub fn field(&self) -> FieldRef {
@@ -183,15 +104,6 @@ impl<S: StoreAccess> Iterator for ColumnReader<S> {
     type Item = std::result::Result<ArrayRef, ArrowError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.next >= self.end {
-            return None;
-        }
-        let one = [(String::new(), &self.store)];
-        let result = rows_within(&one, self.next, self.end, self.max_bytes).and_then(|rows| {
-            let idx: Vec<u64> = (self.next..self.next + rows).collect();
-            self.next += rows;
-            self.store.with(|s| gather_array(s, &idx))
-        });
-        Some(result.map_err(|e| ArrowError::ExternalError(Box::new(e))))
+        Some(self.scan.next()?.map(|b| Arc::clone(b.column(0))))
     }
 }

@@ -53,7 +53,7 @@ impl Default for Options {
 }
 
 struct Table<S> {
-    streams: Vec<(String, S)>,
+    streams: Arc<[(String, S)]>,
     index_column: Option<String>,
     schema: SchemaRef,
     len: u64,
@@ -122,7 +122,7 @@ impl<S: StoreAccess + 'static> StoreTable<S> {
         let schema = la::table_schema(&streams, index_column.as_deref())?;
         Ok(StoreTable {
             inner: Arc::new(Table {
-                streams,
+                streams: streams.into(),
                 index_column,
                 schema,
                 len: len.unwrap_or(0),
@@ -154,10 +154,6 @@ impl StoreTable<loaderx::table::Column> {
 impl<S: StoreAccess + 'static> Table<S> {
     fn is_index(&self, name: &str) -> bool {
         self.index_column.as_deref() == Some(name)
-    }
-
-    fn offset(&self) -> usize {
-        usize::from(self.index_column.is_some())
     }
 
     /// Whether `expr` only reads cheap columns (and so is evaluated early).
@@ -251,33 +247,16 @@ impl<S: StoreAccess + 'static> TableProvider for StoreTable<S> {
                 cols.sort_unstable();
                 cols.dedup();
                 let schema = Arc::new(t.schema.project(&cols)?);
-                let df_schema = DFSchema::try_from(Arc::clone(&schema))?;
+                let df_schema = DFSchema::try_from(schema)?;
                 let phys = state.create_physical_expr(expr, &df_schema)?;
-                Some((phys, cols, schema))
+                Some((phys, cols))
             }
         };
-        let mut fixed_bytes = 8;
-        let mut ragged = Vec::new();
-        for &c in &projection {
-            if c >= t.offset() {
-                let i = c - t.offset();
-                match t.streams[i]
-                    .1
-                    .with(|s| Ok(s.schema().record_width()))
-                    .map_err(external)?
-                {
-                    Some(w) => fixed_bytes += w as usize,
-                    None => ragged.push(i),
-                }
-            }
-        }
         let plan = Arc::new(ScanPlan {
             table: Arc::clone(t),
             projection,
             out_schema: Arc::clone(&out_schema),
             predicate,
-            fixed_bytes,
-            ragged,
         });
         let parts = state.config().target_partitions().max(1);
         let partitions: Vec<Arc<dyn PartitionStream>> = rows

@@ -1,0 +1,527 @@
+//! One scan of a table of equal-length streams, the one every reader runs:
+//! projected columns, row ranges, a row limit, batches bounded in bytes and
+//! rows, and an optional filter evaluated on a few (cheap) columns before
+//! the projected columns are gathered for the rows that pass.
+//!
+//! The Arrow readers ([`super::TableReader`], [`super::ColumnReader`]), the
+//! DataFusion provider (its predicate is the filter), the Python binding's
+//! table scan (polars, Ray read tasks and pandas call it; a polars
+//! predicate is the filter) and Parquet export all read through it.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions, UInt64Array};
+use arrow_schema::{ArrowError, SchemaRef};
+
+use crate::error::{Error, Result};
+use crate::read::records::StoreAccess;
+use crate::store;
+
+use super::gather::{arrow_err, gather_array};
+use super::readers::table_schema;
+
+/// Decides, for a batch of the filter's columns, which rows to keep (null
+/// counts as false). Its errors end the scan and reach the caller as they
+/// are (wrap a foreign error in `ArrowError::ExternalError`).
+pub type Filter =
+    Box<dyn FnMut(&RecordBatch) -> std::result::Result<BooleanArray, ArrowError> + Send>;
+
+/// Rows the filter is evaluated on at once (its columns are cheap scalars,
+/// so a few hundred KiB).
+pub const FILTER_ROWS: usize = 1 << 15;
+
+struct Filtering {
+    /// Indices into the scan's full schema, and their schema.
+    columns: Vec<usize>,
+    schema: SchemaRef,
+    keep: Filter,
+    rows: usize,
+    /// Rows that passed but are not yet in an output batch.
+    pending: VecDeque<u64>,
+}
+
+/// A scan of `streams` (an optional UInt64 index column first, holding the
+/// row number). Build it with [`Scan::new`] and the setters, then iterate.
+pub struct Scan<S> {
+    streams: Arc<[(String, S)]>,
+    index: bool,
+    schema: SchemaRef,
+    len: u64,
+    projection: Vec<usize>,
+    out_schema: SchemaRef,
+    /// Output bytes of a row's fixed-width columns, and the projected
+    /// streams whose bytes vary per row.
+    fixed_bytes: usize,
+    ragged: Vec<usize>,
+    max_bytes: usize,
+    max_rows: usize,
+    remaining: usize,
+    ranges: Vec<Range<u64>>,
+    /// The current range, and the next row within it.
+    at: usize,
+    pos: u64,
+    filter: Option<Filtering>,
+}
+
+fn to_arrow(e: Error) -> ArrowError {
+    ArrowError::ExternalError(Box::new(e))
+}
+
+impl<S: StoreAccess> Scan<S> {
+    /// Every column of every row, in batches of at most
+    /// [`super::DEFAULT_BATCH_BYTES`]. The streams must have one length.
+    pub fn new(
+        streams: impl Into<Arc<[(String, S)]>>,
+        index_column: Option<String>,
+    ) -> Result<Scan<S>> {
+        let streams = streams.into();
+        let mut len = None;
+        for (name, s) in streams.iter() {
+            if index_column.as_deref() == Some(name.as_str()) {
+                return Err(Error::InvalidValue(format!(
+                    "stream {name:?} has the index column's name"
+                )));
+            }
+            let n = s.with(|s| Ok(s.len()))?;
+            match len {
+                None => len = Some(n),
+                Some(l) if l != n => {
+                    return Err(Error::InvalidValue(format!(
+                        "streams must all have the same length, but {name:?} has {n} records and {:?} has {l}",
+                        streams[0].0
+                    )))
+                }
+                _ => {}
+            }
+        }
+        let schema = table_schema(&streams, index_column.as_deref())?;
+        let len = len.unwrap_or(0);
+        let all: Vec<usize> = (0..schema.fields().len()).collect();
+        let mut scan = Scan {
+            index: index_column.is_some(),
+            out_schema: Arc::clone(&schema),
+            schema,
+            streams,
+            len,
+            projection: Vec::new(),
+            fixed_bytes: 0,
+            ragged: Vec::new(),
+            max_bytes: super::DEFAULT_BATCH_BYTES,
+            max_rows: usize::MAX,
+            remaining: usize::MAX,
+            ranges: vec![0..len],
+            at: 0,
+            pos: 0,
+            filter: None,
+        };
+        scan.set_projection(all)?;
+        Ok(scan)
+    }
+
+    /// The table's schema (the index column first, when there is one).
+    pub fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    /// The schema of the batches.
+    pub fn out_schema(&self) -> SchemaRef {
+        Arc::clone(&self.out_schema)
+    }
+
+    /// Rows of the table.
+    pub fn table_len(&self) -> u64 {
+        self.len
+    }
+
+    /// The index in [`Scan::schema`] of column `name`.
+    pub fn column_index(&self, name: &str) -> Result<usize> {
+        self.schema.index_of(name).map_err(|_| {
+            let names: Vec<&str> = self
+                .schema
+                .fields()
+                .iter()
+                .map(|f| f.name().as_str())
+                .collect();
+            Error::InvalidValue(format!(
+                "the table has no column {name:?}; columns: {names:?}"
+            ))
+        })
+    }
+
+    fn check_columns(&self, what: &str, columns: &[usize]) -> Result<()> {
+        let n = self.schema.fields().len();
+        match columns.iter().find(|&&c| c >= n) {
+            Some(c) => Err(Error::InvalidValue(format!(
+                "{what} names column {c}, but the table has {n} columns"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    fn set_projection(&mut self, columns: Vec<usize>) -> Result<()> {
+        self.check_columns("projection", &columns)?;
+        let offset = usize::from(self.index);
+        let mut fixed_bytes = 8;
+        let mut ragged = Vec::new();
+        for &c in &columns {
+            if c >= offset {
+                match self.streams[c - offset]
+                    .1
+                    .with(|s| Ok(s.schema().record_width()))?
+                {
+                    Some(w) => fixed_bytes += w as usize,
+                    None => ragged.push(c - offset),
+                }
+            }
+        }
+        self.out_schema = Arc::new(
+            self.schema
+                .project(&columns)
+                .map_err(|e| Error::InvalidValue(e.to_string()))?,
+        );
+        self.projection = columns;
+        self.fixed_bytes = fixed_bytes;
+        self.ragged = ragged;
+        Ok(())
+    }
+
+    /// Outputs the columns at `columns` (indices into [`Scan::schema`], in
+    /// output order).
+    pub fn project(mut self, columns: Vec<usize>) -> Result<Self> {
+        self.set_projection(columns)?;
+        Ok(self)
+    }
+
+    /// Reads only `ranges` (sorted, disjoint, within the table), in order.
+    pub fn rows(mut self, ranges: Vec<Range<u64>>) -> Result<Self> {
+        let mut end = 0;
+        for r in &ranges {
+            if r.start < end || r.end < r.start || r.end > self.len {
+                return Err(Error::InvalidValue(format!(
+                    "row ranges must be sorted, disjoint and within the table's {} rows, got {:?}",
+                    self.len, ranges
+                )));
+            }
+            end = r.end;
+        }
+        self.pos = ranges.first().map_or(0, |r| r.start);
+        self.ranges = ranges;
+        self.at = 0;
+        Ok(self)
+    }
+
+    /// Stops after `rows` output rows (counted after the filter).
+    pub fn limit(mut self, rows: usize) -> Self {
+        self.remaining = rows;
+        self
+    }
+
+    /// Bounds each batch to about `bytes` of logical payload (one row at
+    /// least).
+    pub fn max_bytes(mut self, bytes: usize) -> Self {
+        self.max_bytes = bytes.max(1);
+        self
+    }
+
+    /// Bounds each batch to `rows` rows.
+    pub fn max_rows(mut self, rows: usize) -> Self {
+        self.max_rows = rows.max(1);
+        self
+    }
+
+    /// Keeps only the rows `keep` accepts. It sees batches of the columns
+    /// at `columns` (indices into [`Scan::schema`]) of up to `rows` rows
+    /// ([`FILTER_ROWS`] is a good size); the projected columns are then
+    /// gathered for the rows that pass only.
+    pub fn filter(mut self, columns: Vec<usize>, keep: Filter, rows: usize) -> Result<Self> {
+        self.check_columns("the filter", &columns)?;
+        let schema = Arc::new(
+            self.schema
+                .project(&columns)
+                .map_err(|e| Error::InvalidValue(e.to_string()))?,
+        );
+        self.filter = Some(Filtering {
+            columns,
+            schema,
+            keep,
+            rows: rows.max(1),
+            pending: VecDeque::new(),
+        });
+        Ok(self)
+    }
+
+    /// Gathers the columns at `columns` at rows `ids` as a batch of `schema`.
+    fn gather(&self, columns: &[usize], ids: &[u64], schema: &SchemaRef) -> Result<RecordBatch> {
+        let offset = usize::from(self.index);
+        // A scan touches the whole table over time: keep large records out
+        // of the process's mapped pages.
+        let arrays = store::streaming(|| {
+            columns
+                .iter()
+                .map(|&c| -> Result<ArrayRef> {
+                    if c < offset {
+                        Ok(Arc::new(UInt64Array::from(ids.to_vec())))
+                    } else {
+                        self.streams[c - offset].1.with(|s| gather_array(s, ids))
+                    }
+                })
+                .collect::<Result<Vec<_>>>()
+        })?;
+        let opts = RecordBatchOptions::new().with_row_count(Some(ids.len()));
+        RecordBatch::try_new_with_options(Arc::clone(schema), arrays, &opts).map_err(arrow_err)
+    }
+
+    /// Logical bytes of one output row.
+    fn row_bytes(&self, row: u64) -> Result<usize> {
+        let mut bytes = self.fixed_bytes;
+        for &i in &self.ragged {
+            bytes += self.streams[i]
+                .1
+                .with(|s| Ok(s.logical_len(row).unwrap_or(0)))?;
+        }
+        Ok(bytes)
+    }
+
+    /// The next rows of the row ranges, in order: as many as fit `max_bytes`
+    /// of output (`max_rows` at most; one at least), or None at the end.
+    fn next_rows(&mut self, max_bytes: usize, max_rows: usize) -> Result<Option<Vec<u64>>> {
+        let mut ids = Vec::new();
+        let mut bytes = 0usize;
+        while self.at < self.ranges.len() {
+            let end = self.ranges[self.at].end;
+            while self.pos < end {
+                let b = if max_bytes == usize::MAX {
+                    0
+                } else {
+                    self.row_bytes(self.pos)?
+                };
+                if !ids.is_empty() && (bytes + b > max_bytes || ids.len() >= max_rows) {
+                    return Ok(Some(ids));
+                }
+                bytes += b;
+                ids.push(self.pos);
+                self.pos += 1;
+            }
+            self.at += 1;
+            if let Some(r) = self.ranges.get(self.at) {
+                self.pos = r.start;
+            }
+        }
+        Ok((!ids.is_empty()).then_some(ids))
+    }
+
+    /// Runs the filter on the next rows and queues those that pass; false
+    /// once the row ranges are exhausted.
+    fn refill(&mut self) -> std::result::Result<bool, ArrowError> {
+        let Some(rows) = self.filter.as_ref().map(|f| f.rows) else {
+            return Ok(false);
+        };
+        let Some(ids) = self.next_rows(usize::MAX, rows).map_err(to_arrow)? else {
+            return Ok(false);
+        };
+        let f = self.filter.as_ref().expect("a filter");
+        let batch = self.gather(&f.columns, &ids, &f.schema).map_err(to_arrow)?;
+        let f = self.filter.as_mut().expect("a filter");
+        let mask = (f.keep)(&batch)?;
+        if mask.len() != ids.len() {
+            return Err(ArrowError::ComputeError(format!(
+                "the scan's filter gave {} values for a batch of {} rows",
+                mask.len(),
+                ids.len()
+            )));
+        }
+        f.pending.extend(
+            ids.into_iter()
+                .zip(mask.iter())
+                .filter_map(|(id, keep)| keep.unwrap_or(false).then_some(id)),
+        );
+        Ok(true)
+    }
+
+    /// The next batch, or None at the end.
+    pub fn next_batch(&mut self) -> std::result::Result<Option<RecordBatch>, ArrowError> {
+        if self.remaining == 0 {
+            return Ok(None);
+        }
+        let max_rows = self.max_rows.min(self.remaining);
+        let ids = if self.filter.is_none() {
+            match self.next_rows(self.max_bytes, max_rows).map_err(to_arrow)? {
+                Some(ids) => ids,
+                None => return Ok(None),
+            }
+        } else {
+            // The projected columns are gathered for the rows that passed,
+            // in batches as large as the bounds allow (few, large gathers).
+            let mut ids = Vec::new();
+            let mut bytes = 0usize;
+            loop {
+                while let Some(&id) = self.filter.as_ref().and_then(|f| f.pending.front()) {
+                    let b = self.row_bytes(id).map_err(to_arrow)?;
+                    if !ids.is_empty() && (bytes + b > self.max_bytes || ids.len() >= max_rows) {
+                        break;
+                    }
+                    bytes += b;
+                    ids.push(id);
+                    self.filter.as_mut().and_then(|f| f.pending.pop_front());
+                }
+                let queued = self.filter.as_ref().is_some_and(|f| !f.pending.is_empty());
+                if queued || ids.len() >= max_rows || !self.refill()? {
+                    break; // the batch is full, or the row ranges are exhausted
+                }
+            }
+            if ids.is_empty() {
+                return Ok(None);
+            }
+            ids
+        };
+        self.remaining -= ids.len();
+        self.gather(&self.projection, &ids, &self.out_schema)
+            .map(Some)
+            .map_err(to_arrow)
+    }
+}
+
+impl<S: StoreAccess> Iterator for Scan<S> {
+    type Item = std::result::Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let next = self.next_batch().transpose();
+        if matches!(next, Some(Err(_))) {
+            self.remaining = 0; // an error ends the scan
+        }
+        next
+    }
+}
+
+impl<S: StoreAccess> arrow_array::RecordBatchReader for Scan<S> {
+    fn schema(&self) -> SchemaRef {
+        self.out_schema()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int64Type, UInt64Type};
+
+    use super::*;
+    use crate::{Codec, DType, Packed, Schema, Store};
+
+    /// `x` = row * 10 (dense i64), `t` = row + 1 bytes per record (ragged u8).
+    type Streams = Vec<(String, Arc<Store>)>;
+
+    fn table(n: i64) -> (tempfile::TempDir, Streams) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let schema = Schema::dense(DType::I64, &[]).unwrap();
+        let mut x = Store::create(dir.join("x"), schema, Codec::Raw, None).unwrap();
+        let v: Vec<u8> = (0..n).flat_map(|i| (i * 10).to_le_bytes()).collect();
+        x.append_dense(&v).unwrap();
+        let mut t =
+            Store::create(dir.join("t"), Schema::ragged(DType::U8), Codec::Zstd, None).unwrap();
+        let mut p = Packed::default();
+        for i in 0..n {
+            p.push(&[i as u64 + 1], &vec![i as u8; i as usize + 1]);
+        }
+        t.append_ragged(&p).unwrap();
+        (
+            tmp,
+            vec![("x".into(), Arc::new(x)), ("t".into(), Arc::new(t))],
+        )
+    }
+
+    fn ids(batches: &[RecordBatch]) -> Vec<u64> {
+        batches
+            .iter()
+            .flat_map(|b| b.column(0).as_primitive::<UInt64Type>().values().to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn projection_ranges_limit_and_bounds() {
+        let (_tmp, t) = table(100);
+        let scan = Scan::new(t.clone(), Some("record_id".into())).unwrap();
+        assert_eq!(scan.schema().fields().len(), 3);
+        let tc = scan.column_index("t").unwrap();
+        assert!(scan
+            .column_index("nope")
+            .unwrap_err()
+            .to_string()
+            .contains("no column \"nope\""));
+        let batches: Vec<RecordBatch> = scan
+            .project(vec![0, tc])
+            .unwrap()
+            .rows(vec![5..20, 40..90])
+            .unwrap()
+            .limit(30)
+            .max_rows(7)
+            .collect::<std::result::Result<_, _>>()
+            .unwrap();
+        assert!(batches
+            .iter()
+            .all(|b| b.num_rows() <= 7 && b.num_columns() == 2));
+        let want: Vec<u64> = (5..20).chain(40..55).collect();
+        assert_eq!(ids(&batches), want);
+
+        // Byte bound: ragged rows of ~i+1 bytes plus 8 of the index.
+        let scan = Scan::new(t, Some("record_id".into())).unwrap();
+        let batches: Vec<RecordBatch> = scan
+            .max_bytes(200)
+            .collect::<std::result::Result<_, _>>()
+            .unwrap();
+        assert_eq!(ids(&batches), (0..100).collect::<Vec<u64>>());
+        assert!(batches.len() > 10);
+        assert!(batches[1..].iter().all(|b| b.num_rows() < 20));
+    }
+
+    #[test]
+    fn filter_sees_its_columns_and_keeps_what_it_accepts() {
+        let (_tmp, t) = table(1000);
+        let scan = Scan::new(t, Some("record_id".into())).unwrap();
+        let x = scan.column_index("x").unwrap();
+        let keep: Filter = Box::new(|b: &RecordBatch| {
+            assert_eq!(b.num_columns(), 1);
+            let x = b.column(0).as_primitive::<Int64Type>();
+            Ok(x.iter().map(|v| v.map(|v| v % 70 == 0)).collect())
+        });
+        let batches: Vec<RecordBatch> = scan
+            .filter(vec![x], keep, 64)
+            .unwrap()
+            .rows(vec![0..500, 600..1000])
+            .unwrap()
+            .max_rows(4)
+            .collect::<std::result::Result<_, _>>()
+            .unwrap();
+        let want: Vec<u64> = (0..1000u64)
+            .filter(|i| i % 7 == 0 && !(500..600).contains(i))
+            .collect();
+        assert_eq!(ids(&batches), want);
+        assert!(batches
+            .iter()
+            .all(|b| b.num_rows() <= 4 && b.num_columns() == 3));
+
+        // The filter's error ends the scan as it is.
+        let (_tmp, t) = table(10);
+        let scan = Scan::new(t, None).unwrap();
+        let fail: Filter = Box::new(|_| Err(ArrowError::ComputeError("nope".into())));
+        let mut scan = scan.filter(vec![0], fail, 4).unwrap();
+        assert!(matches!(scan.next(), Some(Err(ArrowError::ComputeError(m))) if m == "nope"));
+        assert!(scan.next().is_none());
+    }
+
+    #[test]
+    fn bad_arguments() {
+        let (_tmp, t) = table(10);
+        let scan = || Scan::new(t.clone(), None).unwrap();
+        assert!(scan().project(vec![2]).is_err());
+        assert!(scan().rows(vec![5..8, 6..9]).is_err());
+        assert!(scan().rows(vec![5..11]).is_err());
+        let mut streams = t.clone();
+        streams.truncate(1);
+        assert!(Scan::new(streams, Some("x".into())).is_err());
+        // An empty row set reads nothing.
+        assert_eq!(scan().rows(vec![]).unwrap().count(), 0);
+    }
+}
