@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._streams import drain_streams
+from ._streams import drain_streams, require_pyarrow, scan
 from ._typing import Streams
 
 if TYPE_CHECKING:
@@ -58,30 +58,44 @@ def require_pandas():
     return pandas
 
 
-def _is_text(store) -> bool:
-    """Whether the stream presents as Arrow utf8 / binary (text columns)."""
-    try:
-        import pyarrow as pa
-    except ImportError:  # pragma: no cover - no text columns without pyarrow
-        return False
-    t = pa.field(store).type
+def _is_text(pa, t) -> bool:
+    """Whether an Arrow type is utf8 / binary (text columns)."""
     return any(
         getattr(pa.types, f"is_{k}", lambda _: False)(t)
         for k in ("string", "large_string", "string_view", "binary", "large_binary", "binary_view")
     )
 
 
-def _column(store):
-    if _is_text(store):
-        return store.to_arrow().to_pandas()
-    data = store[:]
-    if isinstance(data, list) or data.ndim > 1:
-        # Tensor records: one ndarray per cell (views of the batch for dense).
-        cells = np.empty(len(data), dtype=object)
-        for i, rec in enumerate(data):
-            cells[i] = rec
-        return cells
-    return data
+def _cells(records: list) -> np.ndarray:
+    cells = np.empty(len(records), dtype=object)
+    for i, rec in enumerate(records):
+        cells[i] = rec
+    return cells
+
+
+def _column(pa, field, arr):
+    """One scanned column (a ``pyarrow.Array`` of every row) as what
+    pandas gets (see the module docstring)."""
+    t = field.type
+    if _is_text(pa, t) or arr.null_count:
+        return arr.to_pandas()
+    if isinstance(t, pa.FixedShapeTensorType):
+        # The flat values as one (n, *S) array; each cell is a view of it.
+        values = arr.storage.flatten().to_numpy(zero_copy_only=False)
+        return _cells(list(values.reshape((len(arr), *t.shape))))
+    if pa.types.is_struct(t) and [f.name for f in t] == ["data", "shape"]:
+        data, shape = arr.field("data"), arr.field("shape")
+        values = data.values.to_numpy(zero_copy_only=False)
+        offsets = np.asarray(data.offsets)
+        dims = shape.values.to_numpy(zero_copy_only=False)
+        ends = np.asarray(shape.offsets)
+        return _cells(
+            [
+                values[offsets[i] : offsets[i + 1]].reshape(tuple(dims[ends[i] : ends[i + 1]]))
+                for i in range(len(arr))
+            ]
+        )
+    return arr.to_numpy(zero_copy_only=False)
 
 
 def to_pandas(
@@ -123,6 +137,15 @@ def _frame(pd, streams, columns, index_column):
     if len(lengths) > 1:
         raise ValueError(f"columns must have equal lengths, got {sorted(lengths)}")
     n = lengths.pop() if lengths else 0
-    data = {c: _column(streams[c]) for c in columns}
+    pa = require_pyarrow()
+    # One scan of the selected columns, in one batch: the frame is read into
+    # memory whole, and one gather per column avoids concatenating batches.
+    schema, batches = scan(pa, streams, None, columns=list(columns), max_bytes=2**63 - 1)
+    batch = next(batches, None)
+    if batch is None:  # no rows
+        arrays = [c.combine_chunks() for c in schema.empty_table().columns]
+    else:
+        arrays = batch.columns
+    data = {f.name: _column(pa, f, arr) for f, arr in zip(schema, arrays)}
     index = pd.RangeIndex(n, name=index_column)
     return pd.DataFrame(data, index=index, copy=False)

@@ -47,19 +47,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._streams import BATCH_BYTES, check_index_column, check_path, drain_streams, require_pyarrow
+from ._streams import check_index_column, check_path, drain_streams, require_pyarrow, scan
 from ._typing import PathLike, Streams
 
 if TYPE_CHECKING:
     import polars
 
 __all__ = ["scan_table"]
-
-#: Rows whose cheap columns are read and filtered in one step.
-SCAN_ROWS = 65536
-
-#: Name of the private row-position column used while evaluating predicates.
-_ROW = "__loaderx_row__"
 
 
 def require_polars():
@@ -103,19 +97,6 @@ class _Column:
         # Cheap: scalars and text, read whole to evaluate a predicate.
         self.cheap = _is_text(pa, t) or pa.types.is_primitive(t)
         self.dtype = self.series(pa, pl, store.to_arrow(np.empty(0, np.int64))).dtype
-        self.row_bytes = self._row_bytes(t)
-
-    def _row_bytes(self, t) -> int:
-        if self.item_shape is not None:
-            width = max(1, getattr(t.value_type, "bit_width", 8) // 8)
-            return max(1, int(np.prod(self.item_shape)) * width)
-        if self.ragged:
-            try:
-                stats = self.store.stats()
-                return max(1, stats["live_bytes"] // max(1, stats["records"]))
-            except Exception:  # noqa: BLE001 - only a batch-size hint
-                return 1024
-        return 16
 
     def gather(self, pa, pl, idx: np.ndarray):
         return self.series(pa, pl, self.store.to_arrow(idx))
@@ -202,16 +183,16 @@ def scan_table(
             schema = _schema(pl, _columns(pa, pl, table, ragged), index_column)
         streams = None
 
-    scan = _Scan(pa, pl, schema, index_column, ragged, batch_rows, pushdown)
+    plan = _Scan(pa, pl, schema, index_column, ragged, batch_rows, pushdown)
 
     def source(with_columns, predicate, n_rows, batch_size) -> Iterator:
         if path is None:
-            yield from scan.frames(streams, with_columns, predicate, n_rows)
+            yield from plan.frames(streams, with_columns, predicate, n_rows)
             return
         from .table import open_table
 
         with open_table(path) as table:
-            yield from scan.frames(table, with_columns, predicate, n_rows)
+            yield from plan.frames(table, with_columns, predicate, n_rows)
 
     label = path if path is not None else f"{len(schema)} columns"
     return register_io_source(
@@ -234,9 +215,10 @@ class _Scan:
         self.pushdown = pushdown
 
     def frames(self, streams, with_columns, predicate, n_rows) -> Iterator:
-        """Yields the frames of one collect."""
+        """Yields the frames of one collect, read by the core's table scan
+        (one native call per batch, bounded in bytes and ``batch_rows``)."""
         pa, pl = self.pa, self.pl
-        schema, index_column, batch_rows = self.schema, self.index_column, self.batch_rows
+        schema, index_column = self.schema, self.index_column
         columns = _columns(pa, pl, streams, self.ragged)
         expected = [c for c in schema if c != index_column]
         if list(columns) != expected:
@@ -250,14 +232,19 @@ class _Scan:
             if n != num_rows:
                 raise ValueError(f"column {name!r} has {n} rows, expected {num_rows}")
 
+        def read(names, **kw) -> Iterator:
+            _, batches = scan(
+                pa, streams, index_column, columns=names, max_rows=self.batch_rows, **kw
+            )
+            for batch in batches:
+                yield self.frame(columns, batch)
+
+        wanted = list(with_columns) if with_columns is not None else list(schema)
+        yielded = False
         if not self.pushdown:
             # Baseline: read everything, then let polars do what the plan asks.
-            wanted = list(schema)
-            rows = batch_rows or _auto_rows(columns.values())
             out_rows = 0
-            for lo in range(0, num_rows, rows):
-                idx = np.arange(lo, min(lo + rows, num_rows), dtype=np.int64)
-                df = _frame(pa, pl, columns, index_column, wanted, idx)
+            for df in read(list(schema)):
                 if predicate is not None:
                     df = df.filter(predicate)
                 if with_columns is not None:
@@ -265,93 +252,62 @@ class _Scan:
                 if n_rows is not None:
                     df = df.head(n_rows - out_rows)
                 out_rows += df.height
+                yielded = True
                 yield df
                 if n_rows is not None and out_rows >= n_rows:
                     return
-            return
-
-        wanted = list(with_columns) if with_columns is not None else list(schema)
-        heavy = [columns[c] for c in wanted if c in columns and not columns[c].cheap]
-        rows = batch_rows or _auto_rows(heavy)
-        remaining = num_rows if n_rows is None else min(n_rows, num_rows)
-
-        pred_names: list[str] = []
-        cheap_pred = False
-        if predicate is not None:
-            pred_names = [c for c in dict.fromkeys(predicate.meta.root_names())]
-            cheap_pred = all(
-                c == index_column or (c in columns and columns[c].cheap) for c in pred_names
-            )
-            if not cheap_pred:
-                rows = batch_rows or _auto_rows(
-                    heavy
-                    + [columns[c] for c in pred_names if c in columns and not columns[c].cheap]
-                )
-
-        if predicate is None or not cheap_pred:
-            lo = 0
-            while lo < num_rows and remaining > 0:
-                hi = min(lo + rows, num_rows)
-                if predicate is None:
-                    hi = min(hi, lo + remaining)
-                idx = np.arange(lo, hi, dtype=np.int64)
-                need = wanted + [c for c in pred_names if c not in wanted]
-                df = _frame(pa, pl, columns, index_column, need, idx)
-                if predicate is not None:
-                    df = df.filter(predicate).select(wanted).head(remaining)
-                remaining -= df.height
-                lo = hi
-                if df.height or lo >= num_rows:
-                    yield df
-            return
-
-        # Cheap predicate: evaluate it on the cheap columns of a large range,
-        # then gather the rest for the surviving rows, ``rows`` at a time.
-        scan = max(SCAN_ROWS, rows)
-        yielded = False
-        lo = 0
-        while lo < num_rows and remaining > 0:
-            hi = min(lo + scan, num_rows)
-            idx = np.arange(lo, hi, dtype=np.int64)
-            row = pl.Series(_ROW, np.arange(hi - lo, dtype=np.int64))
-            small = _frame(pa, pl, columns, index_column, pred_names, idx, row)
-            small = small.filter(predicate).head(remaining)
-            lo = hi
-            if small.height == 0:
-                continue
-            pos = small[_ROW].to_numpy()
-            remaining -= len(pos)
-            for at in range(0, len(pos), rows):
-                part = pos[at : at + rows]
-                got = small[at : at + rows]
-                out = []
-                for name in wanted:
-                    if name in got.columns and name != _ROW:
-                        out.append(got[name])
-                    elif name == index_column:
-                        out.append(pl.Series(name, (idx[part]).astype(np.uint64)))
-                    else:
-                        out.append(columns[name].gather(pa, pl, idx[part]))
-                yield pl.DataFrame(out)
+        elif predicate is None:
+            for df in read(wanted, limit=n_rows):
                 yielded = True
+                yield df
+        else:
+            names = list(dict.fromkeys(predicate.meta.root_names()))
+            cheap = bool(names) and all(
+                c == index_column or (c in columns and columns[c].cheap) for c in names
+            )
+            if cheap:
+                # The core evaluates the predicate on its cheap columns first
+                # and gathers the projected columns for the survivors only.
+                def keep(batch):
+                    mask = pl.from_arrow(batch).select(predicate.alias("keep"))["keep"]
+                    return mask.to_arrow()
+
+                for df in read(wanted, limit=n_rows, filter=keep, filter_columns=names):
+                    yielded = True
+                    yield df
+            else:
+                remaining = num_rows if n_rows is None else n_rows
+                need = wanted + [c for c in names if c not in wanted]
+                for df in read(need):
+                    df = df.filter(predicate).select(wanted).head(remaining)
+                    remaining -= df.height
+                    if df.height:
+                        yielded = True
+                        yield df
+                    if remaining <= 0:
+                        break
         if not yielded:
-            yield _frame(pa, pl, columns, index_column, wanted, np.empty(0, np.int64))
+            yield _empty(pa, pl, columns, index_column, wanted)
+
+    def frame(self, columns, batch):
+        """A scan batch as a frame, each column typed as :class:`_Column` says."""
+        pl = self.pl
+        out = []
+        for name, arr in zip(batch.schema.names, batch.columns):
+            if name == self.index_column:
+                out.append(pl.Series(name, arr))
+            else:
+                out.append(columns[name].series(self.pa, pl, arr))
+        return pl.DataFrame(out, height=batch.num_rows)
 
 
-def _auto_rows(cols) -> int:
-    per_row = sum(c.row_bytes for c in cols) or 8
-    return max(256, BATCH_BYTES // per_row)
-
-
-def _frame(pa, pl, columns, index_column, names, idx, extra=None):
-    """The named columns at rows ``idx``, one gather per stream (and the
-    ``extra`` Series last)."""
+def _empty(pa, pl, columns, index_column, names):
+    """The named columns with no rows."""
+    idx = np.empty(0, np.int64)
     out = []
     for name in names:
         if name == index_column:
-            out.append(pl.Series(name, idx.astype(np.uint64)))
+            out.append(pl.Series(name, [], dtype=pl.UInt64))
         else:
             out.append(columns[name].gather(pa, pl, idx))
-    if extra is not None:
-        out.append(extra)
     return pl.DataFrame(out)

@@ -12,7 +12,11 @@ use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions, UInt64Array};
+use arrow_array::{
+    make_array, Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions, UInt64Array,
+};
+use arrow_data::transform::MutableArrayData;
+use arrow_data::ArrayData;
 use arrow_schema::{ArrowError, SchemaRef};
 
 use crate::error::{Error, Result};
@@ -38,8 +42,14 @@ struct Filtering {
     schema: SchemaRef,
     keep: Filter,
     rows: usize,
-    /// Rows that passed but are not yet in an output batch.
-    pending: VecDeque<u64>,
+    /// Rows that passed but are not yet in an output batch: (row, chunk
+    /// number, position in that chunk).
+    pending: VecDeque<(u64, usize, usize)>,
+    /// The filter batches the pending rows came from (`chunks[0]` is
+    /// chunk number `first_chunk`): projected columns that the filter read
+    /// are taken from them rather than gathered again.
+    chunks: VecDeque<RecordBatch>,
+    first_chunk: usize,
 }
 
 /// A scan of `streams` (an optional UInt64 index column first, holding the
@@ -248,6 +258,8 @@ impl<S: StoreAccess> Scan<S> {
             keep,
             rows: rows.max(1),
             pending: VecDeque::new(),
+            chunks: VecDeque::new(),
+            first_chunk: 0,
         });
         Ok(self)
     }
@@ -271,6 +283,51 @@ impl<S: StoreAccess> Scan<S> {
         })?;
         let opts = RecordBatchOptions::new().with_row_count(Some(ids.len()));
         RecordBatch::try_new_with_options(Arc::clone(schema), arrays, &opts).map_err(arrow_err)
+    }
+
+    /// The output batch of rows that passed the filter: the projected
+    /// columns the filter read come from its batches, the rest are gathered.
+    fn assemble(&mut self, taken: &[(u64, usize, usize)]) -> Result<RecordBatch> {
+        let ids: Vec<u64> = taken.iter().map(|t| t.0).collect();
+        let f = self.filter.as_ref().expect("a filter");
+        let gathered: Vec<usize> = self
+            .projection
+            .iter()
+            .copied()
+            .filter(|c| !f.columns.contains(c))
+            .collect();
+        let schema = Arc::new(
+            self.schema
+                .project(&gathered)
+                .map_err(|e| Error::InvalidValue(e.to_string()))?,
+        );
+        let mut gathered = self
+            .gather(&gathered, &ids, &schema)?
+            .columns()
+            .to_vec()
+            .into_iter();
+        let f = self.filter.as_mut().expect("a filter");
+        let mut arrays = Vec::with_capacity(self.projection.len());
+        for c in &self.projection {
+            match f.columns.iter().position(|fc| fc == c) {
+                Some(j) => {
+                    arrays.push(take_runs(&f.chunks, f.first_chunk, j, taken).map_err(arrow_err)?)
+                }
+                None => arrays.push(gathered.next().expect("one gathered column per place")),
+            }
+        }
+        // Drop the chunks no pending row refers to any more.
+        let keep_from = f
+            .pending
+            .front()
+            .map_or(f.first_chunk + f.chunks.len(), |p| p.1);
+        while f.first_chunk < keep_from && !f.chunks.is_empty() {
+            f.chunks.pop_front();
+            f.first_chunk += 1;
+        }
+        let opts = RecordBatchOptions::new().with_row_count(Some(ids.len()));
+        RecordBatch::try_new_with_options(Arc::clone(&self.out_schema), arrays, &opts)
+            .map_err(arrow_err)
     }
 
     /// Logical bytes of one output row.
@@ -332,11 +389,24 @@ impl<S: StoreAccess> Scan<S> {
                 ids.len()
             )));
         }
+        let chunk = f.first_chunk + f.chunks.len();
+        let before = f.pending.len();
         f.pending.extend(
             ids.into_iter()
                 .zip(mask.iter())
-                .filter_map(|(id, keep)| keep.unwrap_or(false).then_some(id)),
+                .enumerate()
+                .filter_map(|(at, (id, keep))| keep.unwrap_or(false).then_some((id, chunk, at))),
         );
+        if f.pending.len() > before {
+            f.chunks.push_back(batch);
+        } else if f.chunks.is_empty() {
+            f.first_chunk += 1;
+        } else {
+            // Keep chunk numbers dense: an empty placeholder for a chunk
+            // no row came from.
+            f.chunks
+                .push_back(RecordBatch::new_empty(Arc::clone(&f.schema)));
+        }
         Ok(true)
     }
 
@@ -354,33 +424,64 @@ impl<S: StoreAccess> Scan<S> {
         } else {
             // The projected columns are gathered for the rows that passed,
             // in batches as large as the bounds allow (few, large gathers).
-            let mut ids = Vec::new();
+            let mut taken = Vec::new();
             let mut bytes = 0usize;
             loop {
-                while let Some(&id) = self.filter.as_ref().and_then(|f| f.pending.front()) {
-                    let b = self.row_bytes(id).map_err(to_arrow)?;
-                    if !ids.is_empty() && (bytes + b > self.max_bytes || ids.len() >= max_rows) {
+                while let Some(&row) = self.filter.as_ref().and_then(|f| f.pending.front()) {
+                    let b = self.row_bytes(row.0).map_err(to_arrow)?;
+                    if !taken.is_empty() && (bytes + b > self.max_bytes || taken.len() >= max_rows)
+                    {
                         break;
                     }
                     bytes += b;
-                    ids.push(id);
+                    taken.push(row);
                     self.filter.as_mut().and_then(|f| f.pending.pop_front());
                 }
                 let queued = self.filter.as_ref().is_some_and(|f| !f.pending.is_empty());
-                if queued || ids.len() >= max_rows || !self.refill()? {
+                if queued || taken.len() >= max_rows || !self.refill()? {
                     break; // the batch is full, or the row ranges are exhausted
                 }
             }
-            if ids.is_empty() {
+            if taken.is_empty() {
                 return Ok(None);
             }
-            ids
+            let batch = self.assemble(&taken).map_err(to_arrow)?;
+            self.remaining -= taken.len();
+            return Ok(Some(batch));
         };
         self.remaining -= ids.len();
         self.gather(&self.projection, &ids, &self.out_schema)
             .map(Some)
             .map_err(to_arrow)
     }
+}
+
+/// Column `column` of the filter batches at the rows `taken` (in order),
+/// copied run by run.
+fn take_runs(
+    chunks: &VecDeque<RecordBatch>,
+    first_chunk: usize,
+    column: usize,
+    taken: &[(u64, usize, usize)],
+) -> std::result::Result<ArrayRef, ArrowError> {
+    let lo = taken[0].1 - first_chunk;
+    let hi = taken[taken.len() - 1].1 - first_chunk;
+    let data: Vec<ArrayData> = (lo..=hi)
+        .map(|c| chunks[c].column(column).to_data())
+        .collect();
+    let mut out = MutableArrayData::new(data.iter().collect(), false, taken.len());
+    let mut i = 0;
+    while i < taken.len() {
+        let (_, chunk, start) = taken[i];
+        let mut end = start + 1;
+        while i + 1 < taken.len() && taken[i + 1].1 == chunk && taken[i + 1].2 == end {
+            end += 1;
+            i += 1;
+        }
+        out.try_extend(chunk - first_chunk - lo, start, end)?;
+        i += 1;
+    }
+    Ok(make_array(out.freeze()))
 }
 
 impl<S: StoreAccess> Iterator for Scan<S> {
