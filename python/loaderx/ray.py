@@ -4,11 +4,11 @@
 :func:`read_table` reads a plain table (see :func:`loaderx.open_table`) or a
 sharded one (a directory of plain tables plus ``manifest.json``) into a
 ``ray.data.Dataset`` through :class:`TableDatasource`. Read tasks cover
-contiguous record ranges, cut at shard boundaries, and open the column
-stores read-only inside the workers, so any number of tasks on any number
-of nodes (sharing the table's filesystem) read at once. Each task yields
-Arrow tables of at most about 16 MiB, gathering each selected column once
-per block. Row order is record order; ``record_id`` is the global record
+contiguous record ranges (a range may span shards) and open the table
+read-only inside the workers, so any number of tasks on any number of nodes
+(sharing the table's filesystem) read at once. Each task runs the core's
+table scan and yields Arrow tables of at most about 16 MiB, gathering each
+selected column once per block. Row order is record order; ``record_id`` is the global record
 number. Columns, after the UInt64 ``record_id`` (unless
 ``index_column=None``):
 
@@ -45,7 +45,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import _native
-from ._streams import BATCH_BYTES, check_index_column, check_path, require_pyarrow
+from ._streams import BATCH_BYTES, check_index_column, check_path, require_pyarrow, scan
 from .table import column_names, is_sharded, open_columns, open_store, open_table, read_manifest
 
 MANIFEST = _native.MANIFEST
@@ -145,79 +145,56 @@ def _table_path(path) -> str:
     return check_path(path)
 
 
-def _pieces(parts: list, lo: int, hi: int) -> list:
-    """Global records ``lo..hi`` cut at shard boundaries: ``(directory,
-    offset, local_lo, local_hi)`` per shard they touch, in order. An empty
-    range is one empty piece of the first part (so a read task of an empty
-    table still yields its one empty block)."""
-    out = []
-    for directory, offset, rows in parts:
-        a, b = max(lo, offset), min(hi, offset + rows)
-        if a < b:
-            out.append((directory, offset, a - offset, b - offset))
-    if not out:
-        out.append((parts[0][0], parts[0][1], 0, 0))
-    return out
-
-
-class _TableReader:
-    """What a read task runs: for each piece ``(directory, offset, lo, hi)``
-    (records ``lo..hi`` of the plain table or shard at ``directory``, whose
-    first record is global record ``offset``), opens the selected columns
-    read-only, yields Arrow tables of at most ``block_rows`` rows, and closes
-    the stores. Picklable (it holds only paths and the plan)."""
-
-    def __init__(self, pieces, columns, index_column, block_rows):
-        self.pieces = pieces
-        self.columns = columns
-        self.index_column = index_column
-        self.block_rows = block_rows
-
-    def __call__(self):
-        rows = self.block_rows
-        for directory, offset, start, stop in self.pieces:
-            stores = {}
-            try:
-                for name in self.columns:
-                    stores[name] = _open_column(directory, name)
-                lo = start
-                while True:
-                    hi = min(stop, lo + rows)
-                    block = _block(stores, self.index_column, lo, hi, offset)
-                    yield block
-                    if hi >= stop:
-                        break
-                    # Size the next block from the bytes this one really took.
-                    rows = max(1, BATCH_BYTES * (hi - lo) // max(1, block.nbytes))
-                    lo = hi
-            finally:
-                for s in stores.values():
-                    s.close()
-
-
-def _block(stores: dict, index_column, lo: int, hi: int, offset: int = 0):
-    """Records ``lo..hi`` of ``stores`` as a ``pyarrow.Table``: one gather
-    per column; the index column numbers them from ``offset + lo``."""
+def _blocks(streams, columns, index_column, lo: int, hi: int):
+    """Rows ``lo..hi`` of ``streams`` (a Table or dict of stores) as Ray
+    blocks (``pyarrow.Table`` objects of about :data:`BATCH_BYTES` each), read
+    by the core's table scan: one native call per block, one gather per
+    column. At least one block, empty when the range is."""
     pa = require_pyarrow()
-    arrays, names = [], []
-    if index_column is not None:
-        arrays.append(pa.array(np.arange(offset + lo, offset + hi, dtype=np.uint64)))
-        names.append(index_column)
-    index = np.arange(lo, hi, dtype=np.int64)
-    for name, store in stores.items():
-        if store._kind == "ragged" and store.logical == "tensor":
-            arr = _ragged_column(name, store.to_arrow(index))
-        elif store.dtype == np.bool_ and store.item_shape != ():
-            # pyarrow cannot turn a bool fixed_shape_tensor into NumPy; Ray's
-            # own tensor type can.
+    names = ([index_column] if index_column is not None else []) + list(columns)
+    schema, batches = scan(
+        pa, streams, index_column, columns=names, start=lo, end=hi, max_bytes=BATCH_BYTES
+    )
+    empty = True
+    for batch in batches:
+        empty = False
+        yield _block(pa, batch)
+    if empty:
+        arrays = [c.combine_chunks() for c in schema.empty_table().columns]
+        yield _block(pa, pa.RecordBatch.from_arrays(arrays, schema=schema))
+
+
+def _block(pa, batch):
+    """A scan batch as a Ray block: ragged tensors become Ray's
+    variable-shaped tensor type, bool tensors Ray's tensor type (pyarrow
+    cannot turn a bool ``fixed_shape_tensor`` into NumPy); the rest is
+    Arrow as the core maps it."""
+    arrays = []
+    for field, arr in zip(batch.schema, batch.columns):
+        t = field.type
+        if pa.types.is_struct(t) and [f.name for f in t] == ["data", "shape"]:
+            arr = _ragged_column(field.name, arr)
+        elif isinstance(t, pa.FixedShapeTensorType) and pa.types.is_boolean(t.value_type):
             from ray.data.extensions import ArrowTensorArray
 
-            arr = ArrowTensorArray.from_numpy(store[index])
-        else:
-            arr = store.to_arrow(index)
+            values = arr.storage.flatten().to_numpy(zero_copy_only=False)
+            arr = ArrowTensorArray.from_numpy(values.reshape((len(arr), *t.shape)))
         arrays.append(arr)
-        names.append(name)
-    return pa.Table.from_arrays(arrays, names=names)
+    return pa.Table.from_arrays(arrays, names=batch.schema.names)
+
+
+class _ReadTask:
+    """What a read task runs: opens the table at ``path`` read-only in the
+    worker and yields the blocks of its rows ``lo..hi``. Picklable (it
+    holds only the path and the plan)."""
+
+    def __init__(self, path, columns, index_column, lo, hi):
+        self.path, self.columns, self.index_column = path, columns, index_column
+        self.lo, self.hi = lo, hi
+
+    def __call__(self):
+        with open_table(self.path, readonly=True) as table:
+            yield from _blocks(table, self.columns, self.index_column, self.lo, self.hi)
 
 
 def _datasource_class():
@@ -266,13 +243,10 @@ def _datasource_class():
             # (equal lengths; for a sharded table every shard against the
             # manifest and the others); it decodes no record.
             with open_table(path, readonly=True) as table:
-                parts, offset = [], 0
-                for directory, rows in table.shards:
-                    parts.append((directory, offset, rows))
-                    offset += rows
+                shards = list(table.shards)
             self._path = path
-            self._parts = parts
-            self._num_rows = sum(rows for _, _, rows in parts)
+            self._shards = [directory for directory, _ in shards]
+            self._num_rows = sum(rows for _, rows in shards)
             self._columns = columns
             self._index_column = index_column
             # Per column, filled on the driver on first need, for selected
@@ -282,7 +256,7 @@ def _datasource_class():
 
         def _column_row_bytes(self, name: str) -> int:
             if name not in self._row_bytes:
-                self._row_bytes[name] = _row_bytes([d for d, _, _ in self._parts], name)
+                self._row_bytes[name] = _row_bytes(self._shards, name)
             return self._row_bytes[name]
 
         def _schema(self, columns, index_column):
@@ -295,11 +269,12 @@ def _datasource_class():
                 fields.append(pa.field(index_column, pa.uint64()))
             for name in columns:
                 if name not in self._fields:
-                    with _open_column(self._parts[0][0], name) as store:
+                    with _open_column(self._shards[0], name) as store:
                         if store._kind == "ragged" and store.logical == "tensor":
                             self._fields[name] = None
-                        else:  # an empty gather decodes nothing
-                            self._fields[name] = _block({name: store}, None, 0, 0).schema[0]
+                        else:  # an empty scan decodes nothing
+                            block = next(_blocks({name: store}, [name], None, 0, 0))
+                            self._fields[name] = block.schema[0]
                 if self._fields[name] is None:
                     return None
                 fields.append(self._fields[name])
@@ -339,7 +314,6 @@ def _datasource_class():
             schema = self._schema(columns, index_column)
             n = self._num_rows
             row_bytes = max(1, self._bytes_per_row(columns, index_column))
-            block_rows = max(1, BATCH_BYTES // row_bytes)
             tasks = max(1, min(int(parallelism), n)) if parallelism and parallelism > 0 else 1
             bounds = np.linspace(0, n, tasks + 1).astype(np.int64)
             out = []
@@ -352,8 +326,7 @@ def _datasource_class():
                     input_files=None,
                     exec_stats=None,
                 )
-                pieces = _pieces(self._parts, lo, hi)
-                reader = _TableReader(pieces, columns, index_column, block_rows)
+                reader = _ReadTask(self._path, columns, index_column, lo, hi)
                 out.append(
                     ReadTask(reader, meta, schema=schema, per_task_row_limit=per_task_row_limit)
                 )

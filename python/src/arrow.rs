@@ -198,7 +198,10 @@ pub fn table_scan(
             "rows {start}..{end} are not within the table's {len} rows"
         )));
     }
-    scan = scan.rows(vec![start..end]).py()?.max_bytes(max_bytes);
+    scan = scan
+        .rows(std::iter::once(start..end).collect())
+        .py()?
+        .max_bytes(max_bytes);
     if let Some(limit) = limit {
         scan = scan.limit(limit);
     }

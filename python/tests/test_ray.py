@@ -186,7 +186,7 @@ def test_read_task_blocks_are_byte_bounded(table, monkeypatch):
     # record_id + x), yields contiguous blocks of at most 10 rows.
     path, data = table
     monkeypatch.setattr(lray, "BATCH_BYTES", 320)
-    blocks = list(lray._TableReader([(path, 0, 5, 60)], ["x"], "record_id", block_rows=10)())
+    blocks = list(lray._ReadTask(path, ["x"], "record_id", 5, 60)())
     assert [b.num_rows for b in blocks] == [10] * 5 + [5]
     rid = np.concatenate([b.column("record_id").to_numpy() for b in blocks])
     np.testing.assert_array_equal(rid, np.arange(5, 60, dtype=np.uint64))
@@ -199,5 +199,5 @@ def test_ragged_block_of_mixed_ndim_is_refused(tmp_path):
         s.append([np.zeros(2, np.int8), np.zeros((1, 2), np.int8)])
     with loaderx.open_table(tmp_path / "t") as t:
         with pytest.raises(ValueError, match="column 'r'.*ndim 1 and 2"):
-            lray._block(dict(t), None, 0, 2)
-        assert lray._block(dict(t), None, 1, 2).num_rows == 1
+            list(lray._blocks(t, ["r"], None, 0, 2))
+        assert [b.num_rows for b in lray._blocks(t, ["r"], None, 1, 2)] == [1]

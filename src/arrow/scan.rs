@@ -121,7 +121,7 @@ impl<S: StoreAccess> Scan<S> {
             max_bytes: super::DEFAULT_BATCH_BYTES,
             max_rows: usize::MAX,
             remaining: usize::MAX,
-            ranges: vec![0..len],
+            ranges: std::iter::once(0..len).collect(),
             at: 0,
             pos: 0,
             filter: None,
@@ -613,6 +613,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::single_range_in_vec_init)]
     fn bad_arguments() {
         let (_tmp, t) = table(10);
         let scan = || Scan::new(t.clone(), None).unwrap();
