@@ -458,3 +458,56 @@ fn shards_that_disagree_on_a_schema_fail_to_open() {
         "{err}"
     );
 }
+
+#[test]
+fn a_sharded_table_scans_with_a_filter_on_its_cheap_columns() {
+    use arrow_array::types::UInt64Type;
+    use loaderx::arrow::{Filter, Scan};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let (path, _) = sharded(tmp.path());
+    let t = Table::open(&path, true).unwrap();
+    let streams: Vec<(String, table::Column)> = t
+        .into_columns()
+        .into_iter()
+        .map(|c| (c.name().to_string(), c))
+        .collect();
+    let scan = Scan::new(streams, Some("record_id".into())).unwrap();
+    let (label_col, caption_col) = (
+        scan.column_index("label").unwrap(),
+        scan.column_index("caption").unwrap(),
+    );
+    // label > 100 (null rows fail), over rows 3..29, which span every shard.
+    let keep: Filter = Box::new(|b| {
+        let x = b.column(0).as_primitive::<Int32Type>();
+        Ok(x.iter().map(|v| v.map(|v| v > 100)).collect())
+    });
+    let batches: Vec<_> = scan
+        .project(vec![0, caption_col])
+        .unwrap()
+        .rows(vec![3..29])
+        .unwrap()
+        .filter(vec![label_col], keep, 5)
+        .unwrap()
+        .max_rows(4)
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let mut got = Vec::new();
+    for b in &batches {
+        assert!(b.num_rows() <= 4);
+        let ids = b.column(0).as_primitive::<UInt64Type>();
+        let caps = b.column(1).as_string::<i32>();
+        for k in 0..b.num_rows() {
+            assert_eq!(caps.value(k), caption(ids.value(k)));
+            got.push(ids.value(k));
+        }
+    }
+    // Rows 20.. sit in the shard without nulls, where a missing label is 0.
+    let want: Vec<u64> = (3..29)
+        .filter(|&i| match i {
+            20.. => label(i).unwrap_or(0) > 100,
+            _ => label(i).is_some_and(|v| v > 100),
+        })
+        .collect();
+    assert_eq!(got, want);
+}

@@ -336,3 +336,61 @@ def test_a_corrupted_store_read_through_arrow_keeps_its_class(root):
             pa.table(la.table({"x": s}))
         with pytest.raises(OSError, match="data.zr"):
             pa.chunked_array(s)
+
+
+def test_table_scan_filter_and_its_errors(tmp_path):
+    # The core's scan, as the polars, pandas and Ray readers call it: the
+    # filter sees its columns only, the rest is read for the rows it keeps,
+    # and what it raises reaches the caller as raised.
+    import pyarrow.compute as pc
+
+    from loaderx._streams import scan
+
+    with (
+        DenseStore.create(tmp_path / "x", np.int64, ()) as x,
+        DenseStore.create(tmp_path / "img", np.uint8, (2, 2)) as img,
+    ):
+        x.append(np.arange(100))
+        img.append(np.arange(400, dtype=np.uint8).reshape(100, 2, 2))
+        streams = {"x": x, "img": img}
+        seen = []
+
+        def keep(batch):
+            seen.append(batch.schema.names)
+            return pc.equal(pc.bit_wise_and(batch.column(0), 3), 0)
+
+        schema, batches = scan(
+            pa,
+            streams,
+            "record_id",
+            columns=["record_id", "img"],
+            start=10,
+            end=90,
+            max_rows=7,
+            filter=keep,
+            filter_columns=["x"],
+        )
+        assert schema.names == ["record_id", "img"]
+        got = list(batches)
+        assert all(b.num_rows <= 7 for b in got) and set(map(tuple, seen)) == {("x",)}
+        ids = np.concatenate([b.column(0).to_numpy() for b in got])
+        np.testing.assert_array_equal(ids, np.arange(12, 90, 4))
+        imgs = np.concatenate([b.column(1).to_numpy_ndarray() for b in got])
+        np.testing.assert_array_equal(imgs, np.asarray(img[ids.astype(np.int64)]))
+
+        class Boom(Exception):
+            pass
+
+        def boom(batch):
+            raise Boom("from the filter")
+
+        _, batches = scan(pa, streams, None, filter=boom, filter_columns=["x"])
+        with pytest.raises(Boom, match="from the filter"):
+            next(batches)
+        _, batches = scan(pa, streams, None, filter=lambda b: b.column(0), filter_columns=["x"])
+        with pytest.raises(TypeError, match="boolean Arrow array, got one of type Int64"):
+            next(batches)
+        with pytest.raises(ValueError, match='no column "nope"'):
+            scan(pa, streams, None, columns=["nope"])
+        with pytest.raises(ValueError, match="rows 5..200 are not within the table's 100 rows"):
+            scan(pa, streams, None, start=5, end=200)
