@@ -159,13 +159,15 @@ def scan(
     max_rows: int | None = None,
     filter=None,
     filter_columns: list[str] | None = None,
+    filter_rows: int = 1 << 15,
 ):
     """The core's table scan over ``streams`` (a Table or dict of stores),
     as ``(schema, batches)``: the ``pyarrow.Schema`` of the batches and an
     iterator of ``pyarrow.RecordBatch``, one native call each (the GIL
     released around the gather). ``filter`` takes a ``pyarrow.RecordBatch``
-    of ``filter_columns`` and returns a boolean Arrow array; the scan reads
-    the other columns only for the rows it keeps.
+    of ``filter_columns`` (``filter_rows`` rows at most) and returns a
+    boolean Arrow array; the scan reads the other columns only for the rows
+    it keeps.
 
     The batches come through ``read_next``, not the C stream interface:
     that carries only an errno and a message, so a ``Corrupted`` or

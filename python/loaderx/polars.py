@@ -55,6 +55,9 @@ if TYPE_CHECKING:
 
 __all__ = ["scan_table"]
 
+#: Rows whose cheap columns are read and filtered in one step.
+FILTER_ROWS = 1 << 16
+
 
 def require_polars():
     """The ``polars`` module, or ImportError naming the ``loaderx[polars]`` extra."""
@@ -272,7 +275,9 @@ class _Scan:
                     mask = pl.from_arrow(batch).select(predicate.alias("keep"))["keep"]
                     return mask.to_arrow()
 
-                for df in read(wanted, limit=n_rows, filter=keep, filter_columns=names):
+                for df in read(
+                    wanted, limit=n_rows, filter=keep, filter_columns=names, filter_rows=FILTER_ROWS
+                ):
                     yielded = True
                     yield df
             else:
