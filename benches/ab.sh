@@ -8,9 +8,10 @@
 #    worktree, target dir ~/.cache/loaderx-ab-base) and of the working tree
 #    (target dir ~/.cache/loaderx-ab-head) with the same optimised profile:
 #    `maturin build --release` with the release profile's LTO turned off for
-#    both (CARGO_PROFILE_RELEASE_LTO=false: a cold build stays affordable on a
-#    small machine; everything else is the shipped release profile). Set
-#    AB_LTO=thin to build exactly the shipped profile.
+#    both (CARGO_PROFILE_RELEASE_LTO=false: the release profile of source
+#    installs, and of revisions before it dropped LTO). Set AB_LTO=thin to
+#    build what the published wheels use (the dist profile: release with
+#    thin LTO).
 # 2. Installs each wheel into its own virtualenv (~/.cache/loaderx-ab-venv-base
 #    and -head, `python -m venv` without system site-packages) with the pins
 #    of requirements/dev.txt for numpy, pyarrow, datafusion, polars, duckdb

@@ -66,7 +66,7 @@ cd "$STAGE"
 
 if [ "$build_abi3" = 1 ]; then
     t0=$(date +%s)
-    nice -n 10 "$MATURIN" build --release --zig --compatibility manylinux2014 \
+    nice -n 10 "$MATURIN" build --profile dist --zig --compatibility manylinux2014 \
         --interpreter "$TOOLS/bin/python" --out "$DIST"
     echo "wheel.sh: abi3 wheel in $(( $(date +%s) - t0 ))s" >&2
 fi
@@ -84,7 +84,7 @@ if [ "$build_ft" = 1 ]; then
             unset UNSAFE_PYO3_SKIP_VERSION_CHECK
         fi
         t0=$(date +%s)
-        nice -n 10 "$MATURIN" build --release --zig --compatibility manylinux2014 \
+        nice -n 10 "$MATURIN" build --profile dist --zig --compatibility manylinux2014 \
             --no-default-features --features sql --interpreter "$CPYTHON" --out "$DIST"
         echo "wheel.sh: $tag wheel in $(( $(date +%s) - t0 ))s" >&2
     done
