@@ -161,7 +161,7 @@ def table_scan(
     start: int = 0,
     end: int | None = None,
     limit: int | None = None,
-    max_bytes: int = ...,
+    max_bytes: int | None = ...,
     max_rows: int | None = None,
     filter_columns: list[str] | None = None,
     filter: Callable[[Any], Any] | None = None,

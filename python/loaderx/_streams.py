@@ -155,7 +155,7 @@ def scan(
     start: int = 0,
     end: int | None = None,
     limit: int | None = None,
-    max_bytes: int = BATCH_BYTES,
+    max_bytes: int | None = BATCH_BYTES,
     max_rows: int | None = None,
     filter=None,
     filter_columns: list[str] | None = None,
@@ -167,7 +167,7 @@ def scan(
     released around the gather). ``filter`` takes a ``pyarrow.RecordBatch``
     of ``filter_columns`` (``filter_rows`` rows at most) and returns a
     boolean Arrow array; the scan reads the other columns only for the rows
-    it keeps.
+    it keeps. ``max_bytes=None`` reads everything in one batch.
 
     The batches come through ``read_next``, not the C stream interface:
     that carries only an errno and a message, so a ``Corrupted`` or
@@ -192,6 +192,7 @@ def scan(
         max_rows,
         filter_columns,
         keep,
+        filter_rows,
     )
 
     def batches():

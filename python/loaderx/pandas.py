@@ -140,7 +140,7 @@ def _frame(pd, streams, columns, index_column):
     pa = require_pyarrow()
     # One scan of the selected columns, in one batch: the frame is read into
     # memory whole, and one gather per column avoids concatenating batches.
-    schema, batches = scan(pa, streams, None, columns=list(columns), max_bytes=2**63 - 1)
+    schema, batches = scan(pa, streams, None, columns=list(columns), max_bytes=None)
     batch = next(batches, None)
     if batch is None:  # no rows
         arrays = [c.combine_chunks() for c in schema.empty_table().columns]

@@ -154,14 +154,15 @@ pub fn arrow_gather(
 /// The batches of the core's table scan over `stores` (named `names`; a
 /// UInt64 `index_column` holding the row number first when named):
 /// `columns` (None: all, the index column included), rows `start..end`, at
-/// most `limit` rows, batches of at most `max_bytes` and `max_rows`. With
+/// most `limit` rows, batches of at most `max_bytes` (None: one batch) and
+/// `max_rows`. With
 /// `filter`, a callable given a batch of `filter_columns` (`filter_rows`
 /// rows at most) that returns a boolean Arrow array, only the rows it
 /// keeps are read; its exceptions reach the caller as raised.
 #[pyfunction]
 #[pyo3(signature = (
     stores, names, index_column, columns=None, start=0, end=None, limit=None,
-    max_bytes=la::DEFAULT_BATCH_BYTES, max_rows=None, filter_columns=None, filter=None,
+    max_bytes=Some(la::DEFAULT_BATCH_BYTES), max_rows=None, filter_columns=None, filter=None,
     filter_rows=la::FILTER_ROWS,
 ))]
 #[allow(clippy::too_many_arguments)]
@@ -173,7 +174,7 @@ pub fn table_scan(
     start: u64,
     end: Option<u64>,
     limit: Option<usize>,
-    max_bytes: usize,
+    max_bytes: Option<usize>,
     max_rows: Option<usize>,
     filter_columns: Option<Vec<String>>,
     filter: Option<Py<PyAny>>,
@@ -201,7 +202,7 @@ pub fn table_scan(
     scan = scan
         .rows(std::iter::once(start..end).collect())
         .py()?
-        .max_bytes(max_bytes);
+        .max_bytes(max_bytes.unwrap_or(usize::MAX));
     if let Some(limit) = limit {
         scan = scan.limit(limit);
     }

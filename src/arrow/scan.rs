@@ -36,6 +36,9 @@ pub type Filter =
 /// so a few hundred KiB).
 pub const FILTER_ROWS: usize = 1 << 15;
 
+/// Rows sized at once when bounding a batch in bytes.
+const BYTES_WINDOW: u64 = 1024;
+
 struct Filtering {
     /// Indices into the scan's full schema, and their schema.
     columns: Vec<usize>,
@@ -43,8 +46,8 @@ struct Filtering {
     keep: Filter,
     rows: usize,
     /// Rows that passed but are not yet in an output batch: (row, chunk
-    /// number, position in that chunk).
-    pending: VecDeque<(u64, usize, usize)>,
+    /// number, position in that chunk, logical bytes of its output row).
+    pending: VecDeque<(u64, usize, usize, usize)>,
     /// The filter batches the pending rows came from (`chunks[0]` is
     /// chunk number `first_chunk`): projected columns that the filter read
     /// are taken from them rather than gathered again.
@@ -287,7 +290,7 @@ impl<S: StoreAccess> Scan<S> {
 
     /// The output batch of rows that passed the filter: the projected
     /// columns the filter read come from its batches, the rest are gathered.
-    fn assemble(&mut self, taken: &[(u64, usize, usize)]) -> Result<RecordBatch> {
+    fn assemble(&mut self, taken: &[(u64, usize, usize, usize)]) -> Result<RecordBatch> {
         let ids: Vec<u64> = taken.iter().map(|t| t.0).collect();
         let f = self.filter.as_ref().expect("a filter");
         let gathered: Vec<usize> = self
@@ -330,13 +333,17 @@ impl<S: StoreAccess> Scan<S> {
             .map_err(arrow_err)
     }
 
-    /// Logical bytes of one output row.
-    fn row_bytes(&self, row: u64) -> Result<usize> {
-        let mut bytes = self.fixed_bytes;
+    /// Logical bytes of the output rows `rows`: one call into each ragged
+    /// stream for all of them (a binding's stream takes its lock per call).
+    fn rows_bytes(&self, rows: impl Iterator<Item = u64> + Clone) -> Result<Vec<usize>> {
+        let mut bytes: Vec<usize> = rows.clone().map(|_| self.fixed_bytes).collect();
         for &i in &self.ragged {
-            bytes += self.streams[i]
-                .1
-                .with(|s| Ok(s.logical_len(row).unwrap_or(0)))?;
+            self.streams[i].1.with(|s| {
+                for (b, row) in bytes.iter_mut().zip(rows.clone()) {
+                    *b += s.logical_len(row).unwrap_or(0);
+                }
+                Ok(())
+            })?;
         }
         Ok(bytes)
     }
@@ -346,20 +353,27 @@ impl<S: StoreAccess> Scan<S> {
     fn next_rows(&mut self, max_bytes: usize, max_rows: usize) -> Result<Option<Vec<u64>>> {
         let mut ids = Vec::new();
         let mut bytes = 0usize;
+        let bounded = max_bytes != usize::MAX;
         while self.at < self.ranges.len() {
             let end = self.ranges[self.at].end;
             while self.pos < end {
-                let b = if max_bytes == usize::MAX {
-                    0
+                // Row sizes a window at a time; the window's unused tail is
+                // sized again by the next call.
+                let room = (max_rows - ids.len().min(max_rows)).max(1) as u64;
+                let window = (end - self.pos).min(room).min(BYTES_WINDOW);
+                let sizes = if bounded {
+                    self.rows_bytes(self.pos..self.pos + window)?
                 } else {
-                    self.row_bytes(self.pos)?
+                    vec![0; window as usize]
                 };
-                if !ids.is_empty() && (bytes + b > max_bytes || ids.len() >= max_rows) {
-                    return Ok(Some(ids));
+                for b in sizes {
+                    if !ids.is_empty() && (bytes + b > max_bytes || ids.len() >= max_rows) {
+                        return Ok(Some(ids));
+                    }
+                    bytes += b;
+                    ids.push(self.pos);
+                    self.pos += 1;
                 }
-                bytes += b;
-                ids.push(self.pos);
-                self.pos += 1;
             }
             self.at += 1;
             if let Some(r) = self.ranges.get(self.at) {
@@ -389,13 +403,22 @@ impl<S: StoreAccess> Scan<S> {
                 ids.len()
             )));
         }
+        let kept: Vec<(usize, u64)> = ids
+            .into_iter()
+            .zip(mask.iter())
+            .enumerate()
+            .filter_map(|(at, (id, keep))| keep.unwrap_or(false).then_some((at, id)))
+            .collect();
+        let sizes = self
+            .rows_bytes(kept.iter().map(|&(_, id)| id))
+            .map_err(to_arrow)?;
+        let f = self.filter.as_mut().expect("a filter");
         let chunk = f.first_chunk + f.chunks.len();
         let before = f.pending.len();
         f.pending.extend(
-            ids.into_iter()
-                .zip(mask.iter())
-                .enumerate()
-                .filter_map(|(at, (id, keep))| keep.unwrap_or(false).then_some((id, chunk, at))),
+            kept.into_iter()
+                .zip(sizes)
+                .map(|((at, id), b)| (id, chunk, at, b)),
         );
         if f.pending.len() > before {
             f.chunks.push_back(batch);
@@ -428,7 +451,7 @@ impl<S: StoreAccess> Scan<S> {
             let mut bytes = 0usize;
             loop {
                 while let Some(&row) = self.filter.as_ref().and_then(|f| f.pending.front()) {
-                    let b = self.row_bytes(row.0).map_err(to_arrow)?;
+                    let b = row.3;
                     if !taken.is_empty() && (bytes + b > self.max_bytes || taken.len() >= max_rows)
                     {
                         break;
@@ -462,7 +485,7 @@ fn take_runs(
     chunks: &VecDeque<RecordBatch>,
     first_chunk: usize,
     column: usize,
-    taken: &[(u64, usize, usize)],
+    taken: &[(u64, usize, usize, usize)],
 ) -> std::result::Result<ArrayRef, ArrowError> {
     let lo = taken[0].1 - first_chunk;
     let hi = taken[taken.len() - 1].1 - first_chunk;
@@ -472,7 +495,7 @@ fn take_runs(
     let mut out = MutableArrayData::new(data.iter().collect(), false, taken.len());
     let mut i = 0;
     while i < taken.len() {
-        let (_, chunk, start) = taken[i];
+        let (_, chunk, start, _) = taken[i];
         let mut end = start + 1;
         while i + 1 < taken.len() && taken[i + 1].1 == chunk && taken[i + 1].2 == end {
             end += 1;
