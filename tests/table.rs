@@ -485,7 +485,7 @@ fn a_sharded_table_scans_with_a_filter_on_its_cheap_columns() {
     let batches: Vec<_> = scan
         .project(vec![0, caption_col])
         .unwrap()
-        .rows(vec![3..29])
+        .rows(std::iter::once(3..29).collect())
         .unwrap()
         .filter(vec![label_col], keep, 5)
         .unwrap()
