@@ -19,6 +19,10 @@ number. Columns, after the UInt64 ``record_id`` (unless
   arrays holding each record with its exact shape (Ray's type needs one ndim
   per block, so a block whose records differ in ndim raises ValueError).
 
+The examples on this page need a Ray cluster and a table on disk, so the
+test suite does not run them as doctests (``python/tests/test_ray.py`` and
+``test_ray_write.py`` run the same calls against a local Ray).
+
 >>> ds = loaderx.ray.read_table("data/train", columns=["image", "label"])  # doctest: +SKIP
 >>> next(ds.iter_batches(batch_format="numpy"))["image"].shape           # doctest: +SKIP
 (256, 3, 32, 32)
@@ -807,6 +811,8 @@ def write_table(dataset, path, *, codec: str = "zstd") -> str:
     errors as in :class:`TableDatasink`. Read it back with
     :func:`read_table`.
 
+    The example needs a Ray cluster (not run as a doctest):
+
     >>> loaderx.ray.write_table(ds, "data/train")       # doctest: +SKIP
     '/abs/data/train'
     """
@@ -842,6 +848,8 @@ def read_table(
     columns of unequal length or a writable table handle, and
     :class:`loaderx.Corrupted` for a manifest that names a missing shard or
     disagrees with one, before any task runs.
+
+    The example needs a Ray cluster (not run as a doctest):
 
     >>> ds = loaderx.ray.read_table("data/train")                      # doctest: +SKIP
     >>> ds.schema()                                                    # doctest: +SKIP
