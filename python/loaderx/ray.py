@@ -359,235 +359,15 @@ def __getattr__(name: str):
 
 # ----------------------------------------------------------------- writing
 
-_EXPECTED = "a bool, int, uint or float scalar or tensor (or a list of them), a string or binary"
-_BYTES = ("utf8", "binary")
-
-
-def _store_spec(name: str, typ, found) -> tuple:
-    """``("dense", dtype, shape)``, ``("ragged", dtype, None)`` or
-    ``("utf8" | "binary", "|u1", None)``: the store that the core's Arrow
-    mapping (``loaderx::arrow::schema_for_field``, the ingest's) makes of a
-    column of Arrow type ``typ``. TypeError naming the column, what it
-    expects and ``found`` for a type without one (structs, nested lists,
-    timestamps, other extension types...)."""
-    pa = require_pyarrow()
-    plain = not pa.types.is_struct(typ) and (
-        not isinstance(typ, pa.BaseExtensionType) or isinstance(typ, pa.FixedShapeTensorType)
-    )
-    if plain:
-        try:
-            kind, dtype, shape, logical = _native.arrow_store_schema(pa.field(name, typ))
-        except TypeError:
-            pass
-        else:
-            if logical != "tensor":
-                return (logical, dtype, None)
-            return (kind, dtype, None if shape is None else tuple(shape))
-    raise TypeError(f"column {name!r}: expected {_EXPECTED}, found Arrow type {found}")
-
-
-def _value_dtype(name: str, value_type, found) -> str:
-    """The NumPy dtype string of an Arrow value type a store can hold, or
-    TypeError naming the column, what it expects and ``found``."""
-    spec = _store_spec(name, value_type, found)
-    if spec[0] != "dense" or spec[2] != ():
-        raise TypeError(f"column {name!r}: expected {_EXPECTED}, found Arrow type {found}")
-    return spec[1]
-
-
-def _column_spec(name: str, typ) -> tuple:
-    """What the Arrow type ``typ`` of one block's column becomes: Ray's
-    tensor types here (fixed-shape ones dense, variable-shaped ones
-    ragged), every other type by the core's mapping (:func:`_store_spec`)."""
-    from ray.data.extensions import ArrowVariableShapedTensorType
-
-    if isinstance(typ, _ray_fixed_tensor_types()):
-        return ("dense", _value_dtype(name, typ.storage_type.value_type, typ), tuple(typ.shape))
-    if isinstance(typ, ArrowVariableShapedTensorType):
-        return ("ragged", _value_dtype(name, typ.storage_type["data"].type.value_type, typ), None)
-    return _store_spec(name, typ, typ)
-
-
-def _ray_fixed_tensor_types() -> tuple:
-    from ray.data.extensions import ArrowTensorType
-
-    try:
-        from ray.data.extensions import ArrowTensorTypeV2
-    except ImportError:  # pragma: no cover - older Ray
-        return (ArrowTensorType,)
-    return (ArrowTensorType, ArrowTensorTypeV2)
-
-
-def _merge_specs(name: str, specs: list) -> tuple:
-    """One spec for a column from several blocks' (or shards') specs, in
-    order: dense when all are dense of one item shape, else ragged. The
-    dtypes must agree (TypeError naming the column, the expected dtype,
-    i.e. the first one's, and the one found)."""
-    first = specs[0]
-    if any(s[0] in _BYTES for s in specs):
-
-        def what(spec):
-            return f"{spec[0]} values" if spec[0] in _BYTES else f"{np.dtype(spec[1]).name} tensors"
-
-        for spec in specs:
-            if spec[0] != first[0]:
-                raise TypeError(
-                    f"column {name!r}: expected {what(first)} (the dataset's first rows), "
-                    f"found {what(spec)} in a later block"
-                )
-        return first
-    for spec in specs[1:]:
-        if spec[1] != first[1]:
-            raise TypeError(
-                f"column {name!r}: expected dtype {np.dtype(first[1]).name} (the dataset's "
-                f"first rows), found {np.dtype(spec[1]).name} in a later block"
-            )
-    if all(s[0] == "dense" and s[2] == first[2] for s in specs):
-        return first
-    return ("ragged", first[1], None)
-
-
-def _flat_values(arr):
-    """The values of the (fixed-size or variable) list array ``arr``, in
-    record order, honouring its slice offset; nested fixed-size lists are
-    flattened to their leaves."""
-    pa = require_pyarrow()
-    if isinstance(arr, pa.ExtensionArray):
-        arr = arr.storage
-    while (
-        pa.types.is_fixed_size_list(arr.type)
-        or pa.types.is_list(arr.type)
-        or (pa.types.is_large_list(arr.type))
-    ):
-        arr = arr.flatten()
-    return arr
-
-
-def _check_no_nulls(name: str, arr) -> None:
-    pa = require_pyarrow()
-    storage = arr.storage if isinstance(arr, pa.ExtensionArray) else arr
-    nulls = storage.null_count
-    if not nulls and hasattr(storage, "flatten") and not pa.types.is_struct(storage.type):
-        nulls = _flat_values(storage).null_count
-    if nulls:
-        raise ValueError(f"column {name!r}: expected no nulls (stores hold none), found {nulls}")
-
-
-def _ragged_type(dtype: str):
-    pa = require_pyarrow()
-    value = pa.from_numpy_dtype(np.dtype(dtype))
-    return pa.struct([("data", pa.large_list(value)), ("shape", pa.list_(pa.int64()))])
-
-
-def _as_target(name: str, arr, spec: tuple, target: tuple):
-    """One block's column ``arr`` (of ``spec``) in the Arrow layout the
-    ingest maps to the ``target`` store: a primitive array (dense scalars),
-    an ``arrow.fixed_shape_tensor`` (dense) or the ragged struct
-    ``{data: LargeList<T>, shape: List<Int64>}`` (Ray's variable-shaped
-    tensor storage, which the ingest takes as is)."""
-    pa = require_pyarrow()
-    if target[0] in _BYTES:
-        # Text and bytes (nulls included) go to the ingest as they are.
-        return arr.cast(pa.large_string() if target[0] == "utf8" else pa.large_binary())
-    kind, _, shape = spec
-    if not (target[0] == "dense" and shape == ()):
-        _check_no_nulls(name, arr)  # scalars may have null rows
-    value = pa.from_numpy_dtype(np.dtype(target[1]))
-    n = len(arr)
-    if target[0] == "dense":
-        if shape == ():
-            return arr.storage if isinstance(arr, pa.ExtensionArray) else arr
-        if isinstance(arr.type, pa.FixedShapeTensorType):
-            return arr
-        values = _flat_values(arr)
-        size = int(np.prod(shape, dtype=np.int64))
-        storage = pa.FixedSizeListArray.from_arrays(values, size)
-        return pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(value, list(shape)), storage)
-    if kind == "ragged" and isinstance(arr, pa.ExtensionArray):  # Ray's variable-shaped
-        storage = arr.storage
-        return (
-            storage
-            if storage.type == _ragged_type(target[1])
-            else storage.cast(_ragged_type(target[1]))
-        )
-    if kind == "ragged":  # a list column: 1-D records
-        lengths = pa.compute.list_value_length(arr).to_numpy(zero_copy_only=False)
-        lengths = lengths.astype(np.int64)
-        shapes = lengths
-        ndim = 1
-    else:  # dense records of one shape, as ragged records
-        size = int(np.prod(shape, dtype=np.int64))
-        lengths = np.full(n, size, dtype=np.int64)
-        shapes = np.tile(np.asarray(shape, dtype=np.int64), n)
-        ndim = len(shape)
-    values = (
-        _flat_values(arr)
-        if (kind == "ragged" or shape != ())
-        else (arr.storage if isinstance(arr, pa.ExtensionArray) else arr)
-    )
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    data = pa.LargeListArray.from_arrays(pa.array(offsets), values)
-    shape_offsets = pa.array(np.arange(n + 1, dtype=np.int32) * ndim)
-    shape_arr = pa.ListArray.from_arrays(shape_offsets, pa.array(shapes, pa.int64()))
-    return pa.StructArray.from_arrays([data, shape_arr], ["data", "shape"])
-
-
-def _target_field(name: str, target: tuple):
-    pa = require_pyarrow()
-    kind, dtype, shape = target
-    if kind in _BYTES:
-        return pa.field(name, pa.large_string() if kind == "utf8" else pa.large_binary())
-    value = pa.from_numpy_dtype(np.dtype(dtype))
-    if kind == "ragged":
-        return pa.field(name, _ragged_type(dtype), nullable=False)
-    if shape == ():
-        return pa.field(name, value)
-    return pa.field(name, pa.fixed_shape_tensor(value, list(shape)), nullable=False)
-
-
-def _plan_blocks(tables: list) -> tuple[list[str], dict]:
-    """The column names (those of the first block) and, per column, the
-    merged spec of ``tables`` (pyarrow tables of at least one row)."""
-    names = tables[0].column_names
-    per_column = {name: [] for name in names}
-    for t in tables:
-        if sorted(t.column_names) != sorted(names):
-            raise ValueError(
-                f"every block must have the same columns, but one has {t.column_names} "
-                f"and another {names}"
-            )
-        for name in names:
-            per_column[name].append(_column_spec(name, t.schema.field(name).type))
-    return names, {name: _merge_specs(name, specs) for name, specs in per_column.items()}
-
-
-def _block_specs(t, names) -> dict:
-    return {name: _column_spec(name, t.schema.field(name).type) for name in names}
-
 
 def _write_shard(tables: list, shard: str, codec: str) -> tuple[int, dict]:
     """Writes ``tables`` (pyarrow tables, in order) as one plain table in the
-    new directory ``shard``: one store per column. Returns ``(rows, specs)``."""
-    pa = require_pyarrow()
-    from . import _native
-
-    names, targets = _plan_blocks(tables)
-    schema = pa.schema([_target_field(name, targets[name]) for name in names])
-
-    def batches():
-        for t in tables:
-            specs = _block_specs(t, names)
-            for batch in t.select(names).to_batches():
-                arrays = [
-                    _as_target(name, batch.column(i), specs[name], targets[name])
-                    for i, name in enumerate(names)
-                ]
-                yield pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-    reader = pa.RecordBatchReader.from_batches(schema, batches())
-    _native.arrow_ingest(reader, shard, codec, None)
-    return sum(t.num_rows for t in tables), targets
+    new directory ``shard``, one store per column. The core decides each
+    column's store over every table's schema (Ray's tensor types included):
+    dense when every block holds one item shape, ragged otherwise. Returns
+    ``(rows, {column: (kind, dtype, item_shape, logical)})``."""
+    rows, specs = _native.arrow_ingest_streams(tables, shard, codec)
+    return rows, dict(specs)
 
 
 def _to_ragged_column(shard: str, name: str, codec: str) -> None:
@@ -646,9 +426,13 @@ def _sink_class():
         blocks; when the shards disagree (one block's rows all of one shape,
         another's of another), the driver rewrites that column of the
         shards that came out dense as ragged before committing, so every
-        shard agrees. Other types (strings, nested lists, ...) raise
-        TypeError naming the column, what it expects and what it found, as
-        do dtypes that differ between blocks.
+        shard agrees. Strings and bytes become text and binary columns, and
+        null rows are kept in scalar, text and binary columns (a null row
+        in a tensor column raises ValueError). The mapping is the core's,
+        the one :func:`loaderx.arrow.ingest` uses. Other types (structs,
+        nested lists, timestamps, ...) raise TypeError naming the column
+        and its Arrow type, as do dtypes or logical types that differ
+        between blocks.
         """
 
         def __init__(self, path, codec: str = "zstd"):
@@ -721,9 +505,10 @@ def _sink_class():
                             f"{list(r['columns'])} and another {names}"
                         )
                 for name in names:
-                    target = _merge_specs(name, [r["columns"][name] for r in done])
+                    specs = [tuple(r["columns"][name]) for r in done]
+                    target = _native.merge_column_specs(name, specs)
                     for r in done:
-                        if r["columns"][name] != target:  # dense here, ragged elsewhere
+                        if tuple(r["columns"][name]) != target:  # dense here, ragged elsewhere
                             _to_ragged_column(
                                 os.path.join(self._path, r["shard"]), name, self._codec
                             )

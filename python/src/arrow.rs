@@ -419,19 +419,72 @@ pub fn record_batch(
     arrow_array::RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), arrays)
 }
 
-/// The store an Arrow field becomes on ingest (the core's mapping,
-/// `loaderx::arrow::schema_for_field`): `(kind, dtype, item_shape,
-/// logical)`, `item_shape` None for ragged; TypeError for a type without one.
+/// A column's store as Python sees it: `(kind, dtype, item_shape, logical)`,
+/// `item_shape` None for ragged.
+pub type SpecTuple = (String, String, Option<Vec<u64>>, String);
+
+fn spec_tuple(spec: &la::ColumnSpec) -> SpecTuple {
+    (
+        spec.schema.kind().to_string(),
+        spec.schema.dtype.numpy_str().to_string(),
+        spec.schema.item_shape().map(<[u64]>::to_vec),
+        spec.logical.name().to_string(),
+    )
+}
+
+fn spec_of_tuple(
+    column: &str,
+    (kind, dtype, shape, logical): SpecTuple,
+) -> PyResult<la::ColumnSpec> {
+    let bad = || PyValueError::new_err(format!("column {column:?}: not a column spec"));
+    let dtype = loaderx::DType::from_numpy_str(&dtype).ok_or_else(bad)?;
+    let schema = match (kind.as_str(), shape) {
+        ("dense", Some(shape)) => loaderx::Schema::dense(dtype, &shape).py()?,
+        ("ragged", None) => loaderx::Schema::ragged(dtype),
+        _ => return Err(bad()),
+    };
+    let logical = loaderx::Logical::from_name(&logical).ok_or_else(bad)?;
+    Ok(la::ColumnSpec { schema, logical })
+}
+
+/// Writes the Arrow streams `sources`, in order, as one plain table under
+/// `root` (Ray's write tasks: each block types its tensors by its own
+/// rows), each column's store decided over every stream's schema
+/// (`loaderx::arrow::ingest_streams`). Returns the rows written and each
+/// column's spec.
 #[pyfunction]
-pub fn arrow_store_schema(
-    field: pyo3_arrow::PyField,
-) -> PyResult<(String, &'static str, Option<Vec<u64>>, &'static str)> {
-    let field = field.into_inner();
-    let schema = la::schema_for_field(&field).py()?;
+#[pyo3(signature = (sources, root, codec, tensor_nulls=false))]
+pub fn arrow_ingest_streams(
+    py: Python<'_>,
+    sources: Vec<AnyRecordBatch>,
+    root: PathBuf,
+    codec: &str,
+    tensor_nulls: bool,
+) -> PyResult<(u64, Vec<(String, SpecTuple)>)> {
+    let codec = crate::store::parse_codec(codec)?;
+    let readers = sources
+        .into_iter()
+        .map(|s| s.into_reader())
+        .collect::<PyResult<Vec<_>>>()?;
+    let (rows, specs) = py
+        .detach(|| la::ingest_streams(readers, &root, codec, None, tensor_nulls, &mut |_| {}))
+        .py()?;
     Ok((
-        schema.kind().to_string(),
-        schema.dtype.numpy_str(),
-        schema.item_shape().map(<[u64]>::to_vec),
-        la::logical_of(field.data_type()).name(),
+        rows,
+        specs
+            .iter()
+            .map(|(n, s)| (n.clone(), spec_tuple(s)))
+            .collect(),
     ))
+}
+
+/// One spec for column `column` from several shards' specs (the first is
+/// the expected one): `loaderx::arrow::merge_specs`.
+#[pyfunction]
+pub fn merge_column_specs(column: &str, specs: Vec<SpecTuple>) -> PyResult<SpecTuple> {
+    let specs = specs
+        .into_iter()
+        .map(|s| spec_of_tuple(column, s))
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(spec_tuple(&la::merge_specs(column, &specs).py()?))
 }

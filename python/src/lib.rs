@@ -85,7 +85,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<arrow::ArrayReader>()?;
     m.add_function(wrap_pyfunction!(arrow::arrow_append, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_ingest, m)?)?;
-    m.add_function(wrap_pyfunction!(arrow::arrow_store_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::arrow_ingest_streams, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::merge_column_specs, m)?)?;
     m.add("DICT_TIERS", dict_tiers(m.py())?)?;
     m.add("MIN_DICT_SAMPLE_BYTES", loaderx::dict::MIN_SAMPLE_BYTES)?;
     m.add_function(wrap_pyfunction!(parquet::parquet_export, m)?)?;

@@ -268,21 +268,31 @@ def test_a_row_of_the_wrong_type_leaves_nothing(local_ray, tmp_path, existed):
     good = pa.table({"y": pa.array(np.arange(5, dtype=np.int64))})
     bad = pa.table({"y": pa.array(["a", "b"])})
     ds = ray.data.from_arrow([good, good, bad])
-    with pytest.raises(TypeError, match=r"column 'y': expected int64 tensors.*found utf8 values"):
+    with pytest.raises(TypeError, match=r"column .y.: expected int64 tensors.*found utf8 values"):
         lray.write_table(ds, path)
     _assert_nothing_visible(path, existed)
     # A later block of another dtype: found on the driver, before the commit.
     other = pa.table({"y": pa.array(np.arange(3, dtype=np.float64))})
     ds = ray.data.from_arrow([good, other])
-    with pytest.raises(TypeError, match=r"column 'y': expected dtype int64.*found float64"):
+    with pytest.raises(TypeError, match=r"column .y.: expected dtype int64.*found float64"):
         lray.write_table(ds, path)
     _assert_nothing_visible(path, existed)
     # Null rows of a list column have no store mapping through Ray.
     lists = pa.table({"y": pa.array([[1, 2], [3]], pa.list_(pa.int64()))})
     nulls = pa.table({"y": pa.array([[1], None], pa.list_(pa.int64()))})
-    with pytest.raises(ValueError, match=r"column 'y': expected no nulls.*found 1"):
+    with pytest.raises(ValueError, match=r"column .y.: expected no nulls.*found 1"):
         lray.write_table(ray.data.from_arrow([lists, nulls]), path)
     _assert_nothing_visible(path, existed)
+
+
+def test_a_column_without_a_store_mapping_is_refused_naming_it(local_ray, tmp_path):
+    import pyarrow as pa
+
+    path = tmp_path / "out"
+    when = pa.table({"id": pa.array([1, 2]), "when": pa.array([1, 2], pa.date32())})
+    with pytest.raises(TypeError, match=r'column "when" of Arrow type Date32 has no store'):
+        lray.write_table(ray.data.from_arrow([when]), path)
+    _assert_nothing_visible(path, False)
 
 
 def test_write_text_binary_and_null_scalars(local_ray, tmp_path):

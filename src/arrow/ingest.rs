@@ -4,13 +4,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
-use arrow_array::{Array, ArrayRef, FixedSizeListArray, RecordBatchReader};
+use arrow_array::{Array, ArrayRef, FixedSizeListArray, RecordBatch, RecordBatchReader};
 use arrow_buffer::NullBuffer;
 use arrow_schema::{ArrowError, DataType, Field};
 
 use crate::codec::Codec;
 use crate::error::{Error, Kind, Result};
-use crate::schema::{DType, Schema};
+use crate::schema::{DType, Logical, Schema};
 use crate::store::Store;
 
 use super::gather::arrow_err;
@@ -71,38 +71,69 @@ pub fn ingest(
     dict: Option<&[u8]>,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Vec<(String, Kind)>> {
+    let mut plan = Vec::new();
+    for field in reader.schema().fields() {
+        plan.push(Planned {
+            name: field.name().clone(),
+            logical: logical_of(field.data_type()),
+            schema: schema_for_field(field)?,
+        });
+    }
+    let batches = reader.map(|b| b.map_err(|e| from_arrow_error(e, "reading the source: ")));
+    write_columns(&plan, batches, root, codec, dict, progress)?;
+    Ok(plan
+        .into_iter()
+        .map(|p| (p.name, p.schema.kind()))
+        .collect())
+}
+
+/// One column of an ingest: its name, its logical type and the store it
+/// becomes.
+pub(super) struct Planned {
+    pub name: String,
+    pub logical: Logical,
+    pub schema: Schema,
+}
+
+/// The body of every ingest: creates one store per planned column under
+/// `root` and appends each of `batches` (whose columns come in plan order;
+/// each batch's own fields say how its arrays are laid out) to them. On any
+/// error the stores created here are removed. Returns the rows written.
+pub(super) fn write_columns(
+    plan: &[Planned],
+    batches: impl Iterator<Item = Result<RecordBatch>>,
+    root: &Path,
+    codec: Codec,
+    dict: Option<&[u8]>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<u64> {
     use crate::table::{self, ColumnType};
 
-    let arrow_schema = reader.schema();
-    let mut plan = Vec::new();
-    for field in arrow_schema.fields() {
-        let dir = column_dir(root, field.name())?;
-        let schema = schema_for_field(field)?;
-        for d in [dir.clone(), table::validity_dir(root, field.name())] {
+    let mut dirs = Vec::with_capacity(plan.len());
+    for p in plan {
+        let dir = column_dir(root, &p.name)?;
+        for d in [dir.clone(), table::validity_dir(root, &p.name)] {
             if d.join(crate::format::META_FILE).exists() {
                 return Err(Error::AlreadyExists {
                     path: d,
-                    reason: format!("a store already exists here (column {:?})", field.name()),
+                    reason: format!("a store already exists here (column {:?})", p.name),
                 });
             }
         }
-        plan.push((Arc::clone(field), dir, schema));
+        dirs.push(dir);
     }
     // Column types go to the table file first, so a column that exists
     // never lacks its type; validity streams are recorded as they appear.
     let mut recorded: Vec<(String, ColumnType)> = plan
         .iter()
-        .map(|(f, _, _)| {
-            let logical = logical_of(f.data_type());
-            (
-                f.name().clone(),
-                ColumnType {
-                    logical,
-                    nullable: false,
-                },
-            )
+        .filter(|p| p.logical.is_bytes())
+        .map(|p| {
+            let t = ColumnType {
+                logical: p.logical,
+                nullable: false,
+            };
+            (p.name.clone(), t)
         })
-        .filter(|(_, t)| t.logical.is_bytes())
         .collect();
     if !recorded.is_empty() {
         std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
@@ -115,15 +146,17 @@ pub fn ingest(
     };
     let mut stores: Vec<Store> = Vec::with_capacity(plan.len());
     let mut validity: Vec<Option<Store>> = plan.iter().map(|_| None).collect();
+    let mut rows = 0u64;
     let written = || -> Result<()> {
-        for (_, dir, schema) in &plan {
-            stores.push(Store::create(dir, schema.clone(), codec, dict)?);
+        for (p, dir) in plan.iter().zip(&dirs) {
+            stores.push(Store::create(dir, p.schema.clone(), codec, dict)?);
         }
-        let mut rows = 0u64;
-        for batch in reader {
-            let batch = batch.map_err(|e| from_arrow_error(e, "reading the source: "))?;
-            for (c, ((field, _, schema), (store, column))) in plan
+        for batch in batches {
+            let batch = batch?;
+            let fields = batch.schema();
+            for (c, ((p, field), (store, column))) in plan
                 .iter()
+                .zip(fields.fields())
                 .zip(stores.iter_mut().zip(batch.columns()))
                 .enumerate()
             {
@@ -131,9 +164,9 @@ pub fn ingest(
                 if nulls.is_some() && validity[c].is_none() {
                     // The first null of this column: its validity stream
                     // starts with every earlier row valid.
-                    let name = field.name().clone();
+                    let name = p.name.clone();
                     let t = ColumnType {
-                        logical: logical_of(field.data_type()),
+                        logical: p.logical,
                         nullable: true,
                     };
                     std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
@@ -157,8 +190,8 @@ pub fn ingest(
                     };
                     v.append_dense(&bits)?;
                 }
-                append_column(store, schema, field, column, nulls.as_ref())
-                    .map_err(|e| in_column(e, field.name()))?;
+                append_column(store, &p.schema, field, column, nulls.as_ref())
+                    .map_err(|e| in_column(e, &p.name))?;
             }
             rows += batch.num_rows() as u64;
             progress(rows);
@@ -173,22 +206,19 @@ pub fn ingest(
             for v in validity.into_iter().flatten() {
                 v.close()?;
             }
-            Ok(plan
-                .iter()
-                .map(|(f, _, s)| (f.name().clone(), s.kind()))
-                .collect())
+            Ok(rows)
         }
         Err(e) => {
             // Nothing half-written: drop what this call created.
             let created = stores.len();
             drop(stores);
-            for (_, dir, _) in plan.iter().take(created) {
+            for dir in dirs.iter().take(created) {
                 let _ = std::fs::remove_dir_all(dir);
             }
-            for ((f, _, _), v) in plan.iter().zip(validity) {
+            for (p, v) in plan.iter().zip(validity) {
                 if let Some(v) = v {
                     drop(v);
-                    let _ = std::fs::remove_dir_all(table::validity_dir(root, f.name()));
+                    let _ = std::fs::remove_dir_all(table::validity_dir(root, &p.name));
                 }
             }
             let _ = std::fs::remove_dir(root.join(table::VALIDITY_DIR));

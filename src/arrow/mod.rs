@@ -12,6 +12,8 @@
 //! Numeric gathers are zero-copy: the gathered [`crate::Buffer`] becomes the
 //! Arrow values buffer. `bool` is bit-packed in Arrow, so it is a copy.
 
+mod blocks;
+mod foreign;
 mod gather;
 mod ingest;
 mod packing;
@@ -19,6 +21,7 @@ mod readers;
 mod scan;
 mod types;
 
+pub use blocks::{ingest_streams, merge_specs, ColumnSpec};
 pub use gather::{gather_array, gather_nulls, gather_variable_shape_tensor};
 pub use ingest::{from_arrow_error, ingest};
 pub use packing::{bytes_pack, check_utf8, ragged_pack, with_dense_bytes};

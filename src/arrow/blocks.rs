@@ -1,0 +1,199 @@
+//! Several Arrow streams written as one table, when their schemas may
+//! disagree on a tensor column's shape (Ray's blocks do: each block types
+//! its tensors by its own rows).
+//!
+//! Each column's store is decided from every stream's schema before a row
+//! is written ([`merge_specs`]): dense when every stream holds tensors of
+//! one item shape, ragged when they differ (the dense blocks' records are
+//! then written as ragged records of their shape). Dtypes and logical
+//! types must agree.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::{RecordBatch, RecordBatchReader};
+use arrow_schema::{FieldRef, Schema as ArrowSchema};
+
+use super::foreign::{canonical_array, canonical_field};
+use super::gather::arrow_err;
+use super::ingest::{from_arrow_error, write_columns, Planned};
+use super::types::{logical_of, schema_for_field};
+use crate::codec::Codec;
+use crate::error::{Error, Result};
+use crate::schema::{Layout, Logical, Schema};
+
+/// The store a column becomes, and its logical type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ColumnSpec {
+    pub schema: Schema,
+    pub logical: Logical,
+}
+
+impl ColumnSpec {
+    /// The store the Arrow field `field` becomes (Ray's tensor types
+    /// included); `InvalidType` naming the column for a type with none.
+    pub fn of_field(field: &FieldRef) -> Result<ColumnSpec> {
+        let field = canonical_field(field)?;
+        Ok(ColumnSpec {
+            schema: schema_for_field(&field)?,
+            logical: logical_of(field.data_type()),
+        })
+    }
+
+    fn describe(&self) -> String {
+        if self.logical.is_bytes() {
+            format!("{} values", self.logical.name())
+        } else {
+            format!("{} tensors", self.schema.dtype.name())
+        }
+    }
+
+    fn is_scalar(&self) -> bool {
+        matches!(&self.schema.layout, Layout::Dense { item_shape } if item_shape.is_empty())
+    }
+}
+
+/// One spec for column `column` from several streams' specs, the first
+/// taken as the expected one: dense when all are dense of one item shape,
+/// else ragged of their common dtype. `InvalidType` when the logical types
+/// (text, bytes, tensors) or the dtypes differ.
+pub fn merge_specs(column: &str, specs: &[ColumnSpec]) -> Result<ColumnSpec> {
+    let Some(first) = specs.first() else {
+        return Err(Error::InvalidValue(format!(
+            "column {column:?}: no stream to take its type from"
+        )));
+    };
+    for spec in &specs[1..] {
+        if spec.logical != first.logical && (spec.logical.is_bytes() || first.logical.is_bytes()) {
+            return Err(Error::InvalidType(format!(
+                "column {column:?}: expected {} (the first block's), found {} in a later block",
+                first.describe(),
+                spec.describe()
+            )));
+        }
+        if spec.schema.dtype != first.schema.dtype {
+            return Err(Error::InvalidType(format!(
+                "column {column:?}: expected dtype {} (the first block's), found {} in a later \
+                 block",
+                first.schema.dtype.name(),
+                spec.schema.dtype.name()
+            )));
+        }
+    }
+    if specs.iter().all(|s| s.schema == first.schema) {
+        return Ok(first.clone());
+    }
+    Ok(ColumnSpec {
+        schema: Schema::ragged(first.schema.dtype),
+        logical: first.logical,
+    })
+}
+
+/// Writes every batch of `readers`, in order, as one table under `root`
+/// (one new store per column, as [`super::ingest`] does), each column's
+/// store merged over every reader's schema ([`merge_specs`]). Columns are
+/// matched by name (the first reader's order is the table's); every reader
+/// must have the same names. Unless `tensor_nulls`, a null row in a column
+/// that is not a scalar, text or bytes column is refused. On any error
+/// nothing this call created is left. Returns the rows written and each
+/// column's spec.
+pub fn ingest_streams(
+    readers: Vec<Box<dyn RecordBatchReader + Send>>,
+    root: &Path,
+    codec: Codec,
+    dict: Option<&[u8]>,
+    tensor_nulls: bool,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(u64, Vec<(String, ColumnSpec)>)> {
+    let Some(head) = readers.first() else {
+        return Err(Error::InvalidValue(
+            "there is no stream to write (give at least one)".into(),
+        ));
+    };
+    let names: Vec<String> = head
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    // Per reader, the index of each table column in its schema.
+    let mut order: Vec<Vec<usize>> = Vec::with_capacity(readers.len());
+    let mut specs: Vec<Vec<ColumnSpec>> = vec![Vec::with_capacity(readers.len()); names.len()];
+    for reader in &readers {
+        let schema = reader.schema();
+        let mut theirs: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+        theirs.sort();
+        if theirs != sorted {
+            return Err(Error::InvalidValue(format!(
+                "every block must have the same columns, but one has {theirs:?} and another \
+                 {sorted:?}"
+            )));
+        }
+        let at: Vec<usize> = names.iter().map(|n| schema.index_of(n).unwrap()).collect();
+        for (c, &i) in at.iter().enumerate() {
+            specs[c].push(ColumnSpec::of_field(&schema.fields()[i])?);
+        }
+        order.push(at);
+    }
+    let merged: Vec<ColumnSpec> = names
+        .iter()
+        .zip(&specs)
+        .map(|(n, s)| merge_specs(n, s))
+        .collect::<Result<_>>()?;
+    let plan: Vec<Planned> = names
+        .iter()
+        .zip(&merged)
+        .map(|(name, spec)| Planned {
+            name: name.clone(),
+            logical: spec.logical,
+            schema: spec.schema.clone(),
+        })
+        .collect();
+    let check_nulls: Vec<bool> = merged
+        .iter()
+        .map(|s| !tensor_nulls && !s.is_scalar() && !s.logical.is_bytes())
+        .collect();
+    // Each reader's columns in table order, in the layout the stores read.
+    let mut canonical = Vec::with_capacity(readers.len());
+    for (reader, at) in readers.iter().zip(&order) {
+        let schema = reader.schema();
+        let fields = at
+            .iter()
+            .map(|&i| {
+                let f = canonical_field(&schema.fields()[i])?;
+                Ok(Arc::new(f.as_ref().clone().with_nullable(true)))
+            })
+            .collect::<Result<Vec<FieldRef>>>()?;
+        canonical.push(Arc::new(ArrowSchema::new(fields)));
+    }
+    let (names_ref, check_nulls) = (&names, &check_nulls);
+    let batches =
+        readers
+            .into_iter()
+            .zip(order)
+            .zip(canonical)
+            .flat_map(move |((reader, at), out)| {
+                let schema = reader.schema();
+                reader.map(move |batch| {
+                    let batch = batch.map_err(|e| from_arrow_error(e, "reading the source: "))?;
+                    let mut columns = Vec::with_capacity(at.len());
+                    for (c, &i) in at.iter().enumerate() {
+                        let column = canonical_array(&schema.fields()[i], batch.column(i))?;
+                        let nulls = column.logical_null_count();
+                        if check_nulls[c] && nulls > 0 {
+                            return Err(Error::InvalidValue(format!(
+                                "column {:?}: expected no nulls in the rows of a tensor column, \
+                             found {nulls}",
+                                names_ref[c]
+                            )));
+                        }
+                        columns.push(column);
+                    }
+                    RecordBatch::try_new(Arc::clone(&out), columns).map_err(arrow_err)
+                })
+            });
+    let rows = write_columns(&plan, batches, root, codec, dict, progress)?;
+    Ok((rows, names.into_iter().zip(merged).collect()))
+}
