@@ -13,7 +13,8 @@ use arrow_array::{
 };
 use arrow_buffer::OffsetBuffer;
 use arrow_schema::{DataType, Field, Schema};
-use loaderx::arrow::{ingest_streams, merge_specs, ColumnSpec};
+use loaderx::arrow::{ingest_streams, merge_specs};
+use loaderx::table::ColumnSpec;
 use loaderx::{Codec, DType, Error, Records, Store};
 
 type Reader = Box<dyn RecordBatchReader + Send>;

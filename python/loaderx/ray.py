@@ -52,7 +52,6 @@ from . import _native
 from ._streams import BATCH_BYTES, check_index_column, check_path, require_pyarrow, scan
 from .table import column_names, is_sharded, open_columns, open_store, open_table, read_manifest
 
-MANIFEST = _native.MANIFEST
 _LOCK = _native.MANIFEST_LOCK
 
 # TableDatasource is built on first access (module __getattr__), so importing
@@ -529,31 +528,7 @@ def _sink_class():
             """Removes this write's uncommitted shards; when nothing was
             committed, whatever else this write created (the lock file, the
             directory)."""
-            import json
-            import shutil
-
-            path = self._path
-            if not os.path.isdir(path):
-                return
-            committed = set()
-            manifest = os.path.join(path, MANIFEST)
-            if os.path.isfile(manifest):
-                try:
-                    with open(manifest, "rb") as f:
-                        committed = {s["name"] for s in json.load(f)["shards"]}
-                except (OSError, ValueError, KeyError, TypeError):
-                    return  # not ours to judge: leave everything
-            prefix = f"shard-{self._token}-"
-            for entry in os.listdir(path):
-                if entry.startswith(prefix) and entry not in committed:
-                    shutil.rmtree(os.path.join(path, entry), ignore_errors=True)
-            if not os.path.isfile(manifest):
-                left = os.listdir(path)
-                if left == [_LOCK]:
-                    os.unlink(os.path.join(path, _LOCK))
-                    left = []
-                if not left and not self._existed:
-                    os.rmdir(path)
+            _native.discard_shards(self._path, f"shard-{self._token}-", not self._existed)
 
         def __repr__(self) -> str:
             return f"TableDatasink(path={self._path!r}, codec={self._codec!r})"

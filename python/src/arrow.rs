@@ -423,7 +423,7 @@ pub fn record_batch(
 /// `item_shape` None for ragged.
 pub type SpecTuple = (String, String, Option<Vec<u64>>, String);
 
-fn spec_tuple(spec: &la::ColumnSpec) -> SpecTuple {
+fn spec_tuple(spec: &loaderx::table::ColumnSpec) -> SpecTuple {
     (
         spec.schema.kind().to_string(),
         spec.schema.dtype.numpy_str().to_string(),
@@ -435,7 +435,7 @@ fn spec_tuple(spec: &la::ColumnSpec) -> SpecTuple {
 fn spec_of_tuple(
     column: &str,
     (kind, dtype, shape, logical): SpecTuple,
-) -> PyResult<la::ColumnSpec> {
+) -> PyResult<loaderx::table::ColumnSpec> {
     let bad = || PyValueError::new_err(format!("column {column:?}: not a column spec"));
     let dtype = loaderx::DType::from_numpy_str(&dtype).ok_or_else(bad)?;
     let schema = match (kind.as_str(), shape) {
@@ -444,7 +444,7 @@ fn spec_of_tuple(
         _ => return Err(bad()),
     };
     let logical = loaderx::Logical::from_name(&logical).ok_or_else(bad)?;
-    Ok(la::ColumnSpec { schema, logical })
+    Ok(loaderx::table::ColumnSpec { schema, logical })
 }
 
 /// Writes the Arrow streams `sources`, in order, as one plain table under

@@ -20,37 +20,30 @@ use super::ingest::{from_arrow_error, write_columns, Planned};
 use super::types::{logical_of, schema_for_field};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
-use crate::schema::{Layout, Logical, Schema};
+use crate::schema::{Layout, Schema};
+use crate::table::ColumnSpec;
 
-/// The store a column becomes, and its logical type.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ColumnSpec {
-    pub schema: Schema,
-    pub logical: Logical,
+/// The store the Arrow field `field` becomes (Ray's tensor types
+/// included); `InvalidType` naming the column for a type with none.
+pub fn spec_of_field(field: &FieldRef) -> Result<ColumnSpec> {
+    let field = canonical_field(field)?;
+    Ok(ColumnSpec {
+        schema: schema_for_field(&field)?,
+        logical: logical_of(field.data_type()),
+    })
 }
 
-impl ColumnSpec {
-    /// The store the Arrow field `field` becomes (Ray's tensor types
-    /// included); `InvalidType` naming the column for a type with none.
-    pub fn of_field(field: &FieldRef) -> Result<ColumnSpec> {
-        let field = canonical_field(field)?;
-        Ok(ColumnSpec {
-            schema: schema_for_field(&field)?,
-            logical: logical_of(field.data_type()),
-        })
+/// `int64 tensors`, `utf8 values`: what a block holds, in an error.
+fn describe(spec: &ColumnSpec) -> String {
+    if spec.logical.is_bytes() {
+        format!("{} values", spec.logical.name())
+    } else {
+        format!("{} tensors", spec.schema.dtype.name())
     }
+}
 
-    fn describe(&self) -> String {
-        if self.logical.is_bytes() {
-            format!("{} values", self.logical.name())
-        } else {
-            format!("{} tensors", self.schema.dtype.name())
-        }
-    }
-
-    fn is_scalar(&self) -> bool {
-        matches!(&self.schema.layout, Layout::Dense { item_shape } if item_shape.is_empty())
-    }
+fn is_scalar(spec: &ColumnSpec) -> bool {
+    matches!(&spec.schema.layout, Layout::Dense { item_shape } if item_shape.is_empty())
 }
 
 /// One spec for column `column` from several streams' specs, the first
@@ -67,8 +60,8 @@ pub fn merge_specs(column: &str, specs: &[ColumnSpec]) -> Result<ColumnSpec> {
         if spec.logical != first.logical && (spec.logical.is_bytes() || first.logical.is_bytes()) {
             return Err(Error::InvalidType(format!(
                 "column {column:?}: expected {} (the first block's), found {} in a later block",
-                first.describe(),
-                spec.describe()
+                describe(first),
+                describe(spec)
             )));
         }
         if spec.schema.dtype != first.schema.dtype {
@@ -133,7 +126,7 @@ pub fn ingest_streams(
         }
         let at: Vec<usize> = names.iter().map(|n| schema.index_of(n).unwrap()).collect();
         for (c, &i) in at.iter().enumerate() {
-            specs[c].push(ColumnSpec::of_field(&schema.fields()[i])?);
+            specs[c].push(spec_of_field(&schema.fields()[i])?);
         }
         order.push(at);
     }
@@ -153,7 +146,7 @@ pub fn ingest_streams(
         .collect();
     let check_nulls: Vec<bool> = merged
         .iter()
-        .map(|s| !tensor_nulls && !s.is_scalar() && !s.logical.is_bytes())
+        .map(|s| !tensor_nulls && !is_scalar(s) && !s.logical.is_bytes())
         .collect();
     // Each reader's columns in table order, in the layout the stores read.
     let mut canonical = Vec::with_capacity(readers.len());

@@ -21,7 +21,7 @@ mod readers;
 mod scan;
 mod types;
 
-pub use blocks::{ingest_streams, merge_specs, ColumnSpec};
+pub use blocks::{ingest_streams, merge_specs, spec_of_field};
 pub use gather::{gather_array, gather_nulls, gather_variable_shape_tensor};
 pub use ingest::{from_arrow_error, ingest};
 pub use packing::{bytes_pack, check_utf8, ragged_pack, with_dense_bytes};

@@ -79,6 +79,10 @@ impl Storage for Local {
         std::fs::create_dir(dir)
     }
 
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        std::fs::remove_dir(dir)
+    }
+
     fn remove_dir_all(&self, dir: &Path) -> io::Result<()> {
         std::fs::remove_dir_all(dir)
     }

@@ -66,6 +66,8 @@ pub(crate) trait Storage: Send + Sync {
     fn list(&self, dir: &Path) -> io::Result<Vec<OsString>>;
     /// Makes the directory `dir`; `AlreadyExists` when something is there.
     fn create_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Removes the empty directory `dir`.
+    fn remove_dir(&self, dir: &Path) -> io::Result<()>;
     /// Removes the directory `dir` and everything in it.
     fn remove_dir_all(&self, dir: &Path) -> io::Result<()>;
     /// Renames `from` over `to`, replacing it (the commit point of an

@@ -54,6 +54,27 @@ pub(crate) fn store_names(dir: &Path) -> Result<Vec<String>> {
     Ok(names)
 }
 
+/// The entry names of the directory `dir`, sorted (names that are not
+/// UTF-8 left out: no table file has one).
+pub(crate) fn list(dir: &Path) -> Result<Vec<String>> {
+    let mut names: Vec<String> = FS
+        .list(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .into_iter()
+        .filter_map(|n| n.into_string().ok())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+pub(crate) fn remove_file(path: &Path) -> Result<()> {
+    FS.remove(path).map_err(|e| Error::io(path, e))
+}
+
+pub(crate) fn remove_dir(dir: &Path) -> Result<()> {
+    FS.remove_dir(dir).map_err(|e| Error::io(dir, e))
+}
+
 /// The bytes of `path` (at most `limit`), `None` when it does not exist.
 pub(crate) fn read(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
     let file = match FS.open(path, false) {

@@ -34,7 +34,7 @@ pub use manifest::{
 };
 pub use open::{open_columns, Column, Shard, Stream, Table};
 pub use shard::{
-    check_shard_agrees, column_names, commit_shards, new_shard, prepare_commit, shard_names,
-    shard_schema, ColumnSpec, Commit, ShardSchema,
+    check_shard_agrees, column_names, commit_shards, discard_shards, new_shard, prepare_commit,
+    shard_names, shard_schema, ColumnSpec, Commit, ShardSchema,
 };
 pub use types::{read_types, validity_dir, write_types, ColumnType, TABLE_FILE, VALIDITY_DIR};

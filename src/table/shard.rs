@@ -163,6 +163,53 @@ pub fn new_shard(table: &Path) -> Result<PathBuf> {
     }
 }
 
+/// Removes what an abandoned write left in the table directory `table`:
+/// the shard directories whose names start with `prefix` and that the
+/// manifest does not name (a failed write's, a retried task's). When the
+/// table has no manifest and nothing is left but the commit lock, the lock
+/// goes too, and with `remove_table` the then empty directory. A manifest
+/// that cannot be read leaves everything as it is (it is not this write's
+/// to judge). Returns the shard directories removed.
+pub fn discard_shards(table: &Path, prefix: &str, remove_table: bool) -> Result<Vec<String>> {
+    if prefix.is_empty() {
+        return Err(Error::InvalidValue(
+            "prefix must name the write's shards, got an empty string".into(),
+        ));
+    }
+    if !files::is_dir(table) {
+        return Ok(Vec::new());
+    }
+    let has_manifest = files::is_file(&table.join(MANIFEST_FILE));
+    let committed: Vec<String> = if has_manifest {
+        match super::read_manifest(table) {
+            Ok(m) => m.shards.into_iter().map(|s| s.name).collect(),
+            Err(_) => return Ok(Vec::new()),
+        }
+    } else {
+        Vec::new()
+    };
+    let mut removed = Vec::new();
+    for name in files::list(table)? {
+        if name.starts_with(prefix) && !committed.contains(&name) {
+            let dir = table.join(&name);
+            if files::is_dir(&dir) {
+                files::remove_dir_all(&dir)?;
+                removed.push(name);
+            }
+        }
+    }
+    if !has_manifest {
+        let left = files::list(table)?;
+        if left == [MANIFEST_LOCK] {
+            files::remove_file(&table.join(MANIFEST_LOCK))?;
+        }
+        if remove_table && files::list(table)?.is_empty() {
+            files::remove_dir(table)?;
+        }
+    }
+    Ok(removed)
+}
+
 /// `path` with `.` and `..` resolved lexically (Python's `normpath`),
 /// absolute.
 fn normalize(path: &Path) -> PathBuf {
