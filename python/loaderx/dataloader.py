@@ -48,7 +48,7 @@ import numpy.typing as npt
 from . import _native
 from ._streams import check_streams, require_pyarrow
 from .zrecord import DenseStore, RaggedStore
-from .zsampler import Mode, _as_int, _as_mode
+from .zsampler import Mode, _as_int, _as_mode, check_block_size
 
 __all__ = ["DataLoader"]
 
@@ -100,7 +100,8 @@ class DataLoader:
         and its return value is what ``next()`` yields. Runs on ``workers``
         threads; an exception is raised by the ``next()`` of the failing step.
     mode:
-        ``"sequential"``, ``"iid"``, ``"cyclic"`` or a ``Sampler.Mode``.
+        ``"sequential"``, ``"iid"``, ``"cyclic"``, ``"blocked"`` or a
+        ``Sampler.Mode``.
     seed, start_step:
         Step ``k`` gathers ``Sampler(len(indices) or n, B, mode, seed).at(k)``;
         pass ``start_step=state_dict()["step"]`` to resume exactly.
@@ -124,6 +125,11 @@ class DataLoader:
         For data parallel training: every rank draws the same global batch
         of ``batch_size * world_size`` indices (same seed) and keeps the
         ``rank``-th equal, disjoint slice.
+    block_size:
+        Records per block for ``mode="blocked"`` (required there, refused by
+        the other modes): each global batch draws from a few blocks of that
+        many consecutive records (of ``indices`` when given), so a cache of a
+        few blocks serves a whole cycle with each block read about once.
     """
 
     def __init__(
@@ -142,6 +148,7 @@ class DataLoader:
         rank: int = 0,
         world_size: int = 1,
         raw: bool = False,
+        block_size: int | None = None,
     ) -> None:
         self._closed = True  # until fully constructed
         check_streams(streams)
@@ -156,6 +163,7 @@ class DataLoader:
         if transform is not None and not callable(transform):
             raise TypeError(f"transform must be callable, got {type(transform).__name__}")
         mode = _as_mode(mode)
+        block_size = check_block_size(mode, block_size)
         seed = _as_int("seed", seed, 0, (1 << 64) - 1)
         start_step = _as_int("start_step", start_step, 0, (1 << 64) - 1)
         prefetch = _as_int("prefetch", prefetch, 1)
@@ -179,6 +187,7 @@ class DataLoader:
         self._batch_size = batch_size
         self._transform = transform
         self._mode = mode
+        self._block_size = block_size
         self._seed = seed
         self._indices = indices
         self._prefetch = prefetch
@@ -215,6 +224,7 @@ class DataLoader:
             self._world_size,
             self._output == "arrow",
             self._raw,
+            self._block_size,
         )
         self._cond = threading.Condition()
         self._fetch_lock = threading.Lock()
@@ -306,14 +316,18 @@ class DataLoader:
     next = __next__
 
     def state_dict(self) -> dict:
-        """``{"step", "seed", "mode", "batch_size"}``: ``step`` counts batches
-        handed to the caller (not prefetched ones)."""
-        return {
+        """``{"step", "seed", "mode", "batch_size"}`` (and ``"block_size"``
+        for ``mode="blocked"``): ``step`` counts batches handed to the caller
+        (not prefetched ones)."""
+        state = {
             "step": self._step,
             "seed": self._seed,
             "mode": self._mode.value,
             "batch_size": self._batch_size,
         }
+        if self._block_size is not None:
+            state["block_size"] = self._block_size
+        return state
 
     @property
     def step(self) -> int:
@@ -352,5 +366,7 @@ class DataLoader:
         state = "closed" if self._closed else f"step={self._step}"
         return (
             f"DataLoader(streams={self._names}, batch_size={self._batch_size}, "
-            f"mode={self._mode.value!r}, seed={self._seed}, {state})"
+            f"mode={self._mode.value!r}, seed={self._seed}, "
+            + ("" if self._block_size is None else f"block_size={self._block_size}, ")
+            + f"{state})"
         )

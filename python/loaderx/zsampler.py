@@ -21,6 +21,21 @@ Modes:
   keyed Feistel permutation of ``0..n`` (cycle-walked from the next power of
   two), so each cycle visits ``n - n % B`` distinct records and the remainder
   is dropped (a different one each cycle). ``B > n`` raises ValueError.
+* ``BLOCKED`` — cycles like ``CYCLIC`` (same length, same dropped
+  remainder), but each batch draws from a few blocks of ``block_size``
+  consecutive records: every cycle shuffles the order of the blocks, then the
+  records within windows of ``max(2, ceil(B / block_size))`` blocks, and
+  rotates the whole by a keyed offset. A batch touches at most two windows,
+  so a reader whose cache holds a few blocks fetches each block about once
+  per cycle. ``block_size`` is required in this mode and refused in the
+  others.
+
+>>> s = Sampler(1000, 10, "blocked", seed=3, block_size=100)
+>>> cycle = np.concatenate([s.at(k) for k in range(100)])
+>>> bool((np.sort(cycle) == np.arange(1000)).all())
+True
+>>> len(np.unique(s.at(0) // 100)) <= 4
+True
 """
 
 from __future__ import annotations
@@ -40,11 +55,12 @@ _MAX_SEED = (1 << 64) - 1
 
 class Mode(enum.Enum):
     """Sampling modes (also accepted by name: ``"sequential"``, ``"iid"``,
-    ``"cyclic"``)."""
+    ``"cyclic"``, ``"blocked"``)."""
 
     SEQUENTIAL = "sequential"
     IID = "iid"
     CYCLIC = "cyclic"
+    BLOCKED = "blocked"
 
 
 def _as_mode(mode) -> Mode:
@@ -56,7 +72,8 @@ def _as_mode(mode) -> Mode:
         except ValueError:
             pass
     raise ValueError(
-        f"mode must be 'sequential', 'iid' or 'cyclic' (or a Sampler.Mode), got {mode!r}"
+        "mode must be 'sequential', 'iid' or 'cyclic', or 'blocked' with a block_size "
+        f"(or a Sampler.Mode), got {mode!r}"
     )
 
 
@@ -74,19 +91,47 @@ def _as_int(name: str, value, lo: int, hi: int | None = None) -> int:
     return v
 
 
+def check_block_size(mode: Mode, block_size) -> int | None:
+    """``block_size`` checked against ``mode``: an int ``>= 1`` for
+    ``"blocked"``, None for the other modes (ValueError naming it otherwise)."""
+    if mode is Mode.BLOCKED:
+        if block_size is None:
+            raise ValueError(
+                "block_size must be given for mode 'blocked' (records per block, >= 1), got None"
+            )
+        # A block larger than the index space is one block: clamp.
+        return min(_as_int("block_size", block_size, 1), _MAX_N)
+    if block_size is not None:
+        raise ValueError(
+            f"block_size applies only to mode 'blocked', but mode is {mode.value!r} "
+            f"(got block_size={block_size!r})"
+        )
+    return None
+
+
 class Sampler:
     """Index batches over ``0..n``: ``next()``, ``at(step)`` and a settable
-    ``step``. See the module docstring for the modes."""
+    ``step``. See the module docstring for the modes; ``block_size`` (records
+    per block) is for ``"blocked"`` only."""
 
     Mode = Mode
 
-    def __init__(self, n: int, batch_size: int, mode: Mode | str, seed: int = 0) -> None:
+    def __init__(
+        self,
+        n: int,
+        batch_size: int,
+        mode: Mode | str,
+        seed: int = 0,
+        *,
+        block_size: int | None = None,
+    ) -> None:
         n = _as_int("n", n, 1, _MAX_N)
         batch_size = _as_int("batch_size", batch_size, 1, 1 << 40)
         mode = _as_mode(mode)
         seed = _as_int("seed", seed, 0, _MAX_SEED)
+        block_size = check_block_size(mode, block_size)
         self._mode = mode
-        self._native = _native.Sampler(n, batch_size, mode.value, seed)
+        self._native = _native.Sampler(n, batch_size, mode.value, seed, block_size)
 
     def next(self) -> np.ndarray:
         """The int64 batch of the current step; then ``step += 1``."""
@@ -120,8 +165,14 @@ class Sampler:
     def seed(self) -> int:
         return self._native.seed
 
+    @property
+    def block_size(self) -> int | None:
+        """Records per block (``"blocked"`` only; None otherwise)."""
+        return self._native.block_size
+
     def __repr__(self) -> str:
+        blocks = "" if self.block_size is None else f", block_size={self.block_size}"
         return (
             f"Sampler(n={self.n}, batch_size={self.batch_size}, "
-            f"mode=Sampler.Mode.{self._mode.name}, seed={self.seed}, step={self.step})"
+            f"mode=Sampler.Mode.{self._mode.name}, seed={self.seed}{blocks}, step={self.step})"
         )

@@ -47,7 +47,7 @@ impl Loader {
     /// sampler draws global batches of `batch_size * world_size` over
     /// `len(indices)` (or the store length) and this rank takes slice `rank`.
     #[new]
-    #[pyo3(signature = (stores, names, batch_size, mode, seed, start_step, indices, depth, producers, rank, world_size, arrow=false, raw=false))]
+    #[pyo3(signature = (stores, names, batch_size, mode, seed, start_step, indices, depth, producers, rank, world_size, arrow=false, raw=false, block_size=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -64,6 +64,7 @@ impl Loader {
         world_size: usize,
         arrow: bool,
         raw: bool,
+        block_size: Option<u64>,
     ) -> PyResult<Loader> {
         if stores.len() != names.len() {
             return Err(PyValueError::new_err(
@@ -74,6 +75,7 @@ impl Loader {
             batch_size,
             mode: parse_mode(mode)?,
             seed,
+            block_size,
             start_step,
             indices: indices.map(|a| a.to_subset()).transpose()?,
             prefetch: depth,

@@ -10,7 +10,8 @@ use pyo3::prelude::*;
 pub fn parse_mode(mode: &str) -> PyResult<Mode> {
     Mode::from_name(mode).ok_or_else(|| {
         PyValueError::new_err(format!(
-            "mode must be 'sequential', 'iid' or 'cyclic', got {mode:?}"
+            "mode must be 'sequential', 'iid' or 'cyclic', or 'blocked' with a block_size, \
+             got {mode:?}"
         ))
     })
 }
@@ -52,9 +53,15 @@ fn bytemuck_cast<'a>(s: &'a mut &mut [i64]) -> &'a mut [u64] {
 #[pymethods]
 impl Sampler {
     #[new]
-    #[pyo3(signature = (n, batch_size, mode, seed=0))]
-    fn new(n: u64, batch_size: usize, mode: &str, seed: u64) -> PyResult<Sampler> {
-        let inner = Core::new(n, batch_size, parse_mode(mode)?, seed)
+    #[pyo3(signature = (n, batch_size, mode, seed=0, block_size=None))]
+    fn new(
+        n: u64,
+        batch_size: usize,
+        mode: &str,
+        seed: u64,
+        block_size: Option<u64>,
+    ) -> PyResult<Sampler> {
+        let inner = Core::with_block_size(n, batch_size, parse_mode(mode)?, seed, block_size)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         let step = AtomicU64::new(inner.step());
         Ok(Sampler { inner, step })
@@ -100,5 +107,10 @@ impl Sampler {
     #[getter]
     fn seed(&self) -> u64 {
         self.inner.seed()
+    }
+
+    #[getter]
+    fn block_size(&self) -> Option<u64> {
+        self.inner.block_size()
     }
 }

@@ -305,3 +305,41 @@ def test_loader_leaves_large_records_unmapped(root):
         idx = np.arange(n)[::-1]
         assert np.array_equal(s[idx], recs[idx])
         assert _mapped_kib(data) >= n * 96
+
+
+def test_blocked_loader_follows_the_sampler_across_ranks_subsets_and_resume(streams):
+    world, B, S = 2, 8, 25
+    glob = Sampler(N, B * world, "blocked", seed=3, block_size=S)
+    loaders = [
+        DataLoader(
+            streams, batch_size=B, mode="blocked", block_size=S, seed=3, rank=r, world_size=world
+        )
+        for r in range(world)
+    ]
+    for k in range(40):
+        parts = [next(ld) for ld in loaders]
+        for p in parts:
+            check_aligned(p)
+        np.testing.assert_array_equal(np.concatenate([p["id"] for p in parts]), glob.at(k))
+    state = loaders[0].state_dict()
+    assert state == {"step": 40, "seed": 3, "mode": "blocked", "batch_size": B, "block_size": S}
+    for ld in loaders:
+        ld.close()
+    with DataLoader(
+        streams, batch_size=B, mode="blocked", block_size=S, seed=3, start_step=40, world_size=2
+    ) as resumed:
+        np.testing.assert_array_equal(next(resumed)["id"], glob.at(40)[:B])
+    # Over a subset, blocks are runs of the subset's positions.
+    subset = np.arange(100, 300, dtype=np.uint64)
+    sub = Sampler(len(subset), 10, "blocked", seed=1, block_size=20)
+    with DataLoader(
+        streams, batch_size=10, mode="blocked", block_size=20, seed=1, indices=subset
+    ) as loader:
+        for k in range(20):
+            np.testing.assert_array_equal(next(loader)["id"], subset[sub.at(k)])
+    with pytest.raises(ValueError, match="block_size must be given"):
+        DataLoader(streams, mode="blocked")
+    with pytest.raises(ValueError, match="block_size applies only"):
+        DataLoader(streams, mode="iid", block_size=4)
+    with pytest.raises(ValueError, match="blocked sampling draws without replacement"):
+        DataLoader(streams, batch_size=N + 1, mode="blocked", block_size=4)

@@ -91,3 +91,32 @@ def test_bad_arguments():
         Sampler(10, 2, "iid", seed=-1)
     with pytest.raises(ValueError, match="n must be"):
         Sampler(2**63 + 1, 2, "iid")
+
+
+@pytest.mark.parametrize("n, B, S", [(1000, 32, 100), (997, 10, 64), (50, 7, 200), (64, 64, 1)])
+def test_blocked_cycles_visit_each_record_once_from_few_blocks(n, B, S):
+    s = Sampler(n, B, "blocked", seed=9, block_size=S)
+    assert s.mode is Sampler.Mode.BLOCKED and s.block_size == S
+    per = n // B
+    windows = max(2, -(-B // S))
+    for c in range(3):
+        cycle = np.concatenate([s.at(k) for k in range(c * per, (c + 1) * per)])
+        assert len(np.unique(cycle)) == per * B and cycle.min() >= 0 and cycle.max() < n
+        for k in range(c * per, (c + 1) * per):
+            assert len(np.unique(s.at(k) // S)) <= 4 * windows + 1
+    assert not np.array_equal(s.at(0), Sampler(n, B, "blocked", seed=10, block_size=S).at(0))
+    assert "block_size=" in repr(s)
+
+
+def test_blocked_block_size_is_checked():
+    with pytest.raises(ValueError, match="block_size must be given for mode 'blocked'"):
+        Sampler(100, 10, "blocked")
+    with pytest.raises(ValueError, match="block_size must be >= 1, got 0"):
+        Sampler(100, 10, "blocked", block_size=0)
+    with pytest.raises(TypeError, match="block_size must be an int, got str"):
+        Sampler(100, 10, "blocked", block_size="8")
+    with pytest.raises(ValueError, match="block_size applies only to mode 'blocked'.*'cyclic'"):
+        Sampler(100, 10, "cyclic", block_size=8)
+    with pytest.raises(ValueError, match="exceeds n"):
+        Sampler(5, 6, "blocked", block_size=2)
+    assert Sampler(100, 10, "cyclic").block_size is None

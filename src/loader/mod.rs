@@ -108,6 +108,8 @@ pub struct Options {
     pub batch_size: usize,
     pub mode: Mode,
     pub seed: u64,
+    /// Records per block, for [`Mode::Blocked`] only.
+    pub block_size: Option<u64>,
     /// The first step produced: `k` resumes a run after `k` batches.
     pub start_step: u64,
     /// Sample from these records only.
@@ -132,6 +134,7 @@ impl Default for Options {
             batch_size: 256,
             mode: Mode::Cyclic,
             seed: 0,
+            block_size: None,
             start_step: 0,
             indices: None,
             prefetch: 4,
@@ -337,7 +340,7 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
             .batch_size
             .checked_mul(o.world_size)
             .ok_or_else(|| Error::InvalidValue("batch_size * world_size overflows".into()))?;
-        if o.mode == Mode::Cyclic && global as u64 > space {
+        if o.mode.cycles() && global as u64 > space {
             let of = if subset.is_some() {
                 "indices"
             } else {
@@ -345,10 +348,11 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
             };
             return Err(Error::InvalidValue(format!(
                 "batch_size * world_size ({global}) exceeds the {of} length {space}: \
-                 cyclic sampling draws without replacement"
+                 {} sampling draws without replacement",
+                o.mode.name()
             )));
         }
-        let sampler = Sampler::new(space, global, o.mode, o.seed)
+        let sampler = Sampler::with_block_size(space, global, o.mode, o.seed, o.block_size)
             .map_err(|e| Error::InvalidValue(e.to_string()))?;
         Ok(Plan {
             streams,

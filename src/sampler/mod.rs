@@ -25,6 +25,12 @@
 //!   each cycle visits exactly `n - n mod B` distinct indices with no
 //!   repeats, and a new, independent permutation starts every cycle.
 //!   `B > n` is an error.
+//! * [`Mode::Blocked`]: cycles like [`Mode::Cyclic`] (same cycle length,
+//!   same dropped remainder), but each batch draws its records from a few
+//!   blocks of `block_size` consecutive records: the block order is
+//!   shuffled each cycle, then the records within windows of a few blocks
+//!   (see [`blocked`] for the definition). Built with
+//!   [`Sampler::with_block_size`].
 //!
 //! [`Sampler::new`] rejects `n == 0`, `batch_size == 0`, `n > 2^63` and, for
 //! CYCLIC only, `batch_size > n`, with a [`SamplerError`] whose message
@@ -127,6 +133,9 @@ pub enum Mode {
     Iid,
     /// Without replacement, a fresh permutation every cycle.
     Cyclic,
+    /// Without replacement like `Cyclic`, each batch from a few blocks of
+    /// consecutive records.
+    Blocked,
 }
 
 impl Mode {
@@ -136,12 +145,18 @@ impl Mode {
             Mode::Sequential => "sequential",
             Mode::Iid => "iid",
             Mode::Cyclic => "cyclic",
+            Mode::Blocked => "blocked",
         }
+    }
+
+    /// Whether batches are drawn without replacement, a cycle at a time.
+    pub fn cycles(self) -> bool {
+        matches!(self, Mode::Cyclic | Mode::Blocked)
     }
 
     /// Parses a mode name, ignoring ASCII case (`"cyclic"`, `"CYCLIC"`, ...).
     pub fn from_name(name: &str) -> Option<Mode> {
-        [Mode::Sequential, Mode::Iid, Mode::Cyclic]
+        [Mode::Sequential, Mode::Iid, Mode::Cyclic, Mode::Blocked]
             .into_iter()
             .find(|m| m.name().eq_ignore_ascii_case(name))
     }
@@ -164,6 +179,10 @@ pub enum SamplerError {
     BatchLargerThanSpace { batch: usize, n: u64 },
     /// `n > 2^63`.
     IndexSpaceTooLarge { n: u64 },
+    /// BLOCKED mode without a block size, or a block size of 0.
+    BlockSize { got: Option<u64> },
+    /// A block size for a mode other than BLOCKED.
+    BlockSizeUnused { mode: Mode },
 }
 
 impl fmt::Display for SamplerError {
@@ -176,6 +195,17 @@ impl fmt::Display for SamplerError {
             SamplerError::BatchLargerThanSpace { batch, n } => write!(
                 f,
                 "batch_size {batch} exceeds n {n}: cyclic sampling draws without replacement"
+            ),
+            SamplerError::BlockSize { got: None } => f.write_str(
+                "block_size must be given for mode 'blocked' (records per block, >= 1), got None",
+            ),
+            SamplerError::BlockSize { got: Some(b) } => {
+                write!(f, "block_size must be >= 1 (records per block), got {b}")
+            }
+            SamplerError::BlockSizeUnused { mode } => write!(
+                f,
+                "block_size applies only to mode 'blocked', but mode is {:?}",
+                mode.name()
             ),
             SamplerError::IndexSpaceTooLarge { n } => write!(
                 f,
@@ -271,6 +301,31 @@ impl FeistelDomain {
         (hi << self.low_bits) | lo
     }
 
+    /// [`FeistelDomain::encrypt`] with a run-time number of round keys.
+    #[inline(always)]
+    fn encrypt_dyn(&self, keys: &[u64], x: u64) -> u64 {
+        let mut hi = x >> self.low_bits;
+        let mut lo = x & self.low_mask;
+        for pair in keys.chunks_exact(2) {
+            hi ^= round_fn(lo, pair[0]) & self.high_mask;
+            lo ^= round_fn(hi, pair[1]) & self.low_mask;
+        }
+        (hi << self.low_bits) | lo
+    }
+
+    /// The inverse of [`FeistelDomain::encrypt_dyn`]: the rounds undone in
+    /// reverse order.
+    #[inline(always)]
+    fn decrypt_dyn(&self, keys: &[u64], y: u64) -> u64 {
+        let mut hi = y >> self.low_bits;
+        let mut lo = y & self.low_mask;
+        for pair in keys.chunks_exact(2).rev() {
+            lo ^= round_fn(hi, pair[1]) & self.low_mask;
+            hi ^= round_fn(lo, pair[0]) & self.high_mask;
+        }
+        (hi << self.low_bits) | lo
+    }
+
     /// [`FeistelDomain::encrypt`] on `LANES` independent values, interleaved
     /// so that the rounds of different lanes overlap in the pipeline.
     #[inline(always)]
@@ -350,9 +405,11 @@ pub struct Sampler {
     step: u64,
     /// `2^64 mod n`: Lemire rejection threshold.
     lemire_threshold: u64,
-    /// `n / batch_size` (CYCLIC only; 0 otherwise).
+    /// `n / batch_size` (CYCLIC and BLOCKED only; 0 otherwise).
     batches_per_cycle: u64,
     feistel: FeistelDomain,
+    /// Records per block (BLOCKED only).
+    block_size: Option<u64>,
 }
 
 impl Sampler {
@@ -365,6 +422,19 @@ impl Sampler {
     /// [`Mode::Cyclic`] [`SamplerError::BatchLargerThanSpace`] if
     /// `batch_size > n`.
     pub fn new(n: u64, batch_size: usize, mode: Mode, seed: u64) -> Result<Sampler, SamplerError> {
+        Sampler::with_block_size(n, batch_size, mode, seed, None)
+    }
+
+    /// [`Sampler::new`] with the block size that [`Mode::Blocked`] needs
+    /// (records per block, `>= 1`; `SamplerError::BlockSize` without one)
+    /// and that the other modes refuse (`SamplerError::BlockSizeUnused`).
+    pub fn with_block_size(
+        n: u64,
+        batch_size: usize,
+        mode: Mode,
+        seed: u64,
+        block_size: Option<u64>,
+    ) -> Result<Sampler, SamplerError> {
         if n == 0 {
             return Err(SamplerError::EmptyIndexSpace);
         }
@@ -374,8 +444,15 @@ impl Sampler {
         if n > MAX_N {
             return Err(SamplerError::IndexSpaceTooLarge { n });
         }
+        match (mode, block_size) {
+            (Mode::Blocked, None | Some(0)) => {
+                return Err(SamplerError::BlockSize { got: block_size })
+            }
+            (Mode::Blocked, Some(_)) | (_, None) => {}
+            (mode, Some(_)) => return Err(SamplerError::BlockSizeUnused { mode }),
+        }
         let batch = u64::try_from(batch_size).unwrap_or(u64::MAX);
-        let batches_per_cycle = if mode == Mode::Cyclic {
+        let batches_per_cycle = if mode.cycles() {
             if batch > n {
                 return Err(SamplerError::BatchLargerThanSpace {
                     batch: batch_size,
@@ -395,7 +472,13 @@ impl Sampler {
             lemire_threshold: n.wrapping_neg() % n,
             batches_per_cycle,
             feistel: FeistelDomain::new(n),
+            block_size,
         })
+    }
+
+    /// Records per block ([`Mode::Blocked`] only).
+    pub fn block_size(&self) -> Option<u64> {
+        self.block_size
     }
 
     /// Size of the index space; indices are in `0..n`.
@@ -429,9 +512,10 @@ impl Sampler {
         self.step = step;
     }
 
-    /// For [`Mode::Cyclic`], the number of batches per cycle, `n / batch_size`.
+    /// For [`Mode::Cyclic`] and [`Mode::Blocked`], the number of batches
+    /// per cycle, `n / batch_size`.
     pub fn batches_per_cycle(&self) -> Option<u64> {
-        (self.mode == Mode::Cyclic).then_some(self.batches_per_cycle)
+        self.mode.cycles().then_some(self.batches_per_cycle)
     }
 
     /// Writes batch `step` into `out`. Pure: depends only on
@@ -449,6 +533,7 @@ impl Sampler {
             Mode::Sequential => self.fill_sequential(step, out),
             Mode::Iid => self.fill_iid(step, out),
             Mode::Cyclic => self.fill_cyclic(step, out),
+            Mode::Blocked => self.fill_blocked(step, out),
         }
     }
 
@@ -496,6 +581,14 @@ impl Sampler {
             out[j] = (m >> 64) as u64;
             j += usize::from(m as u64 >= threshold);
         }
+    }
+
+    fn fill_blocked(&self, step: u64, out: &mut [u64]) {
+        let per_cycle = self.batches_per_cycle;
+        let batch = self.batch_size as u64;
+        let block = self.block_size.expect("checked at construction");
+        let cycle = blocked::Cycle::new(self.n, batch, block, self.seed, step / per_cycle);
+        cycle.fill((step % per_cycle) * batch, out);
     }
 
     fn fill_cyclic(&self, step: u64, out: &mut [u64]) {
@@ -556,5 +649,6 @@ impl Sampler {
     }
 }
 
+pub mod blocked;
 #[cfg(test)]
 mod tests;

@@ -723,3 +723,185 @@ fn huge_steps_do_not_overflow() {
         }
     }
 }
+
+// ------------------------------------------------------------- blocked
+
+fn blocked(n: u64, b: usize, block: u64, seed: u64) -> Sampler {
+    Sampler::with_block_size(n, b, Mode::Blocked, seed, Some(block)).unwrap()
+}
+
+#[test]
+fn blocked_needs_a_block_size_and_the_other_modes_refuse_one() {
+    assert_eq!(Mode::from_name("BLOCKED"), Some(Mode::Blocked));
+    assert_eq!(Mode::Blocked.name(), "blocked");
+    let err = Sampler::new(100, 10, Mode::Blocked, 0).unwrap_err();
+    assert_eq!(err, SamplerError::BlockSize { got: None });
+    assert!(
+        err.to_string().contains("block_size must be given"),
+        "{err}"
+    );
+    let err = Sampler::with_block_size(100, 10, Mode::Blocked, 0, Some(0)).unwrap_err();
+    assert!(err.to_string().contains("block_size must be >= 1"), "{err}");
+    assert!(err.to_string().contains("got 0"), "{err}");
+    for mode in ALL_MODES {
+        let err = Sampler::with_block_size(100, 10, mode, 0, Some(8)).unwrap_err();
+        assert_eq!(err, SamplerError::BlockSizeUnused { mode });
+        assert!(err.to_string().contains(mode.name()), "{err}");
+    }
+    let err = Sampler::with_block_size(5, 6, Mode::Blocked, 0, Some(2)).unwrap_err();
+    assert_eq!(err, SamplerError::BatchLargerThanSpace { batch: 6, n: 5 });
+    let s = blocked(100, 10, 8, 0);
+    assert_eq!((s.block_size(), s.batches_per_cycle()), (Some(8), Some(10)));
+}
+
+/// Every cycle of `blocked(n, b, block)` visits `n - n % b` distinct records.
+fn check_blocked_coverage(n: u64, b: usize, block: u64, seed: u64, cycles: u64) {
+    let s = blocked(n, b, block, seed);
+    let per = n / b as u64;
+    for c in 0..cycles {
+        let mut seen = HashSet::new();
+        for k in c * per..(c + 1) * per {
+            for i in s.at(k) {
+                assert!(i < n, "n={n} b={b} S={block}: index {i} out of range");
+                assert!(seen.insert(i), "n={n} b={b} S={block} cycle {c}: {i} twice");
+            }
+        }
+        assert_eq!(seen.len() as u64, per * b as u64);
+    }
+}
+
+#[test]
+fn blocked_cycles_visit_each_record_once() {
+    for &(n, b, block) in &[
+        (1, 1, 1),
+        (10, 3, 4),
+        (100, 10, 7),
+        (100, 7, 100),
+        (100, 1, 1),
+        (97, 5, 200),
+        (1000, 32, 16),
+        (1000, 32, 1),
+        (1024, 64, 64),
+        (4099, 100, 33),
+    ] {
+        for seed in 0..3 {
+            check_blocked_coverage(n, b, block, seed, 3);
+        }
+    }
+}
+
+/// The aligned blocks of `block` records that `batch` touches.
+fn aligned_blocks(batch: &[u64], block: u64) -> usize {
+    batch
+        .iter()
+        .map(|i| i / block)
+        .collect::<HashSet<_>>()
+        .len()
+}
+
+#[test]
+fn a_blocked_batch_draws_from_a_few_blocks() {
+    // At most two windows of W = max(2, ceil(B / S)) aligned blocks.
+    for &(n, b, block) in &[
+        (100_000u64, 256usize, 1000u64),
+        (100_000, 256, 64),
+        (100_000, 256, 16),
+        (50_001, 100, 333),
+    ] {
+        let s = blocked(n, b, block, 11);
+        let c = cyclic_blocks(n, b, block);
+        let w = super::blocked::window_blocks(b as u64, block) as usize;
+        let mut worst = 0;
+        for k in 0..2 * s.batches_per_cycle().unwrap() {
+            worst = worst.max(aligned_blocks(&s.at(k), block));
+        }
+        assert!(
+            worst <= 4 * w + 1,
+            "n={n} b={b} S={block}: {worst} blocks > 4W+1"
+        );
+        // Cyclic batches touch far more blocks (nearly one per record).
+        assert!(
+            c > 2 * worst,
+            "n={n} b={b} S={block}: cyclic {c}, blocked {worst}"
+        );
+    }
+}
+
+fn cyclic_blocks(n: u64, b: usize, block: u64) -> usize {
+    aligned_blocks(&sampler(n, b, Mode::Cyclic, 11).at(0), block)
+}
+
+#[test]
+fn blocked_batches_are_pure_and_differ_across_cycles_and_seeds() {
+    let s = blocked(10_000, 100, 50, 5);
+    let mut t = blocked(10_000, 100, 50, 5);
+    for k in [0, 1, 99, 100, 12_345, u64::MAX] {
+        assert_eq!(s.at(k), s.at(k));
+        t.set_step(k);
+        let mut out = vec![0; 100];
+        t.next_into(&mut out);
+        assert_eq!(out, s.at(k));
+    }
+    let order = |s: &Sampler, c: u64| -> Vec<u64> {
+        (c * 100..c * 100 + 100).flat_map(|k| s.at(k)).collect()
+    };
+    assert_ne!(order(&s, 0), order(&s, 1));
+    assert_ne!(order(&s, 0), order(&blocked(10_000, 100, 50, 6), 0));
+    assert_ne!(order(&s, 0), order(&blocked(10_000, 100, 25, 5), 0));
+}
+
+#[test]
+fn blocked_first_draws_are_uniform_over_seeds() {
+    // When the block size divides n, the record at one position of a
+    // cycle, over many seeds, is uniform over 0..n: the block order and
+    // the window's order together leave no record favoured.
+    let (n, b, block) = (64u64, 4usize, 8u64);
+    for pos in [0usize, 3] {
+        let mut counts = vec![0u64; n as usize];
+        for seed in 0..30_000 {
+            counts[blocked(n, b, block, seed).at(2)[pos] as usize] += 1;
+        }
+        assert_uniform(&counts, &format!("blocked position {pos}"));
+    }
+}
+
+#[test]
+fn blocked_golden_values_are_stable() {
+    let got = [
+        blocked(1_000_000, 4, 1000, 42).at(0),
+        blocked(1_000_000, 4, 1000, 42).at(250_001),
+        blocked(1000, 8, 3, 0).at(7),
+        blocked(MAX_N - 1, 4, 1 << 20, 7).at(u64::MAX),
+    ];
+    println!("blocked golden: {got:?}");
+    let want: [&[u64]; 4] = [
+        &[859547, 859300, 859810, 109375],
+        &[904999, 904145, 242946, 242543],
+        &[624, 409, 684, 686, 408, 410, 685, 310],
+        &[
+            74559286279732603,
+            4660904582256328093,
+            74559286280108402,
+            4660904582256392413,
+        ],
+    ];
+    assert_eq!(
+        got.map(|g| g.to_vec()).to_vec(),
+        want.map(|w| w.to_vec()).to_vec()
+    );
+}
+
+#[test]
+fn feistel_decrypt_inverts_encrypt() {
+    for n in [1u64, 2, 5, 100, 1 << 20, (1 << 40) + 3] {
+        let f = FeistelDomain::new(n);
+        let keys: Vec<u64> = (0..f.rounds as u64).map(|i| mix64(i + n)).collect();
+        for x in [0, 1, n / 2, n - 1] {
+            assert_eq!(
+                f.decrypt_dyn(&keys, f.encrypt_dyn(&keys, x)),
+                x,
+                "n={n} x={x}"
+            );
+        }
+    }
+}
