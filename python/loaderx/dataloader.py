@@ -37,6 +37,7 @@ True
 
 from __future__ import annotations
 
+import inspect
 import os
 import threading
 from collections.abc import Mapping
@@ -50,7 +51,7 @@ from ._streams import check_streams, require_pyarrow
 from .zrecord import DenseStore, RaggedStore
 from .zsampler import Mode, _as_int, _as_mode, check_block_size
 
-__all__ = ["DataLoader"]
+__all__ = ["DataLoader", "TransformInfo", "record_seeds"]
 
 _OUTPUTS = ("numpy", "arrow")
 # Native threads gathering ahead; each gather itself fans out over the
@@ -84,6 +85,88 @@ class _Failure:
         self.exc = exc
 
 
+_GAMMA = 0x9E3779B97F4A7C15
+_MASK = (1 << 64) - 1
+# Domain separation of the per-record seeds ("rec_seed").
+_DOMAIN_RECORD = 0x7265635F73656564
+
+
+def _mix64(z):
+    """SplitMix64's finalizer (the sampler's ``mix64``) on a Python int or a
+    uint64 array (wrapping arithmetic)."""
+    if isinstance(z, np.ndarray):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
+
+def record_seeds(seed: int, step: int, indices) -> np.ndarray:
+    """One uint64 per record index: ``mix64(key + (i + 1) * G)`` with
+    ``key = mix64(mix64(seed ^ D) + step * G)`` (SplitMix64's finalizer and
+    gamma, ``D`` a fixed domain constant), so it is a pure function of
+    ``(seed, step, i)``. ``np.random.default_rng(s)`` of one is that record's
+    generator at that step."""
+    key = _mix64((_mix64(seed ^ _DOMAIN_RECORD) + step * _GAMMA) & _MASK)
+    idx = np.asarray(indices, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        return _mix64(np.uint64(key) + (idx + np.uint64(1)) * np.uint64(_GAMMA))
+
+
+class TransformInfo:
+    """What a two-parameter transform receives beside the batch.
+
+    ``step`` and ``rank`` are the batch's; ``indices`` the global record
+    index of each row (uint64, after ``indices=`` mapping); ``rng`` a
+    ``numpy.random.Generator`` on Philox keyed by ``(seed, step, rank)``;
+    ``record_seeds`` one uint64 per row, a pure function of ``(seed, step,
+    record index)`` (see :func:`record_seeds`). Each is the same on every
+    run, resume and worker count."""
+
+    __slots__ = ("step", "rank", "indices", "_seed", "_rng", "_record_seeds")
+
+    def __init__(self, step: int, rank: int, seed: int, indices: np.ndarray) -> None:
+        self.step = step
+        self.rank = rank
+        self.indices = indices
+        self._seed = seed
+        self._rng = None
+        self._record_seeds = None
+
+    @property
+    def rng(self) -> np.random.Generator:
+        if self._rng is None:
+            entropy = np.random.SeedSequence([self._seed, self.step, self.rank])
+            self._rng = np.random.Generator(np.random.Philox(entropy))
+        return self._rng
+
+    @property
+    def record_seeds(self) -> np.ndarray:
+        if self._record_seeds is None:
+            self._record_seeds = record_seeds(self._seed, self.step, self.indices)
+        return self._record_seeds
+
+    def __repr__(self) -> str:
+        return f"TransformInfo(step={self.step}, rank={self.rank}, rows={len(self.indices)})"
+
+
+def _takes_info(transform) -> bool:
+    """Whether ``transform`` has two positional parameters (batch, info)."""
+    try:
+        params = inspect.signature(transform).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    positional = [p for p in params if p.kind in kinds]
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        return False
+    return len(positional) >= 2 and all(
+        p.default is inspect.Parameter.empty for p in positional[:2]
+    )
+
+
 class DataLoader:
     """Endless loader over a dict of equal-length streams.
 
@@ -99,6 +182,10 @@ class DataLoader:
         list[ndarray]}`` (or a ``pyarrow.RecordBatch`` with ``output="arrow"``)
         and its return value is what ``next()`` yields. Runs on ``workers``
         threads; an exception is raised by the ``next()`` of the failing step.
+        A transform with two positional parameters is called as
+        ``f(batch, info)`` with a :class:`TransformInfo` (the step, the rank,
+        the rows' record indices and random generators keyed by them), so
+        random augmentations are the same on every resume and worker count.
     mode:
         ``"sequential"``, ``"iid"``, ``"cyclic"``, ``"blocked"`` or a
         ``Sampler.Mode``.
@@ -186,6 +273,7 @@ class DataLoader:
         self._names = list(streams)
         self._batch_size = batch_size
         self._transform = transform
+        self._info = transform is not None and _takes_info(transform)
         self._mode = mode
         self._block_size = block_size
         self._seed = seed
@@ -238,13 +326,20 @@ class DataLoader:
         for t in self._threads:
             t.start()
 
+    def _apply(self, batch, step: int):
+        """``batch`` through the transform (with its info when it takes one)."""
+        if self._info:
+            info = TransformInfo(step, self._rank, self._seed, self._native.indices_at(step))
+            return self._transform(batch, info)
+        return self._transform(batch)
+
     def _produce(self):
         """One batch from the native prefetcher, converted and transformed."""
         batch = self._native.next()
         if self._to_arrow is not None:
             batch = self._to_arrow(batch)
         if self._transform is not None:
-            batch = self._transform(batch)
+            batch = self._apply(batch, self._step)
         return batch
 
     def _work(self):
@@ -271,7 +366,7 @@ class DataLoader:
                 try:
                     if self._to_arrow is not None:
                         batch = self._to_arrow(batch)
-                    batch = self._transform(batch)
+                    batch = self._apply(batch, step)
                 except BaseException as exc:  # noqa: BLE001
                     batch = _Failure(exc)
             with self._cond:
@@ -329,6 +424,38 @@ class DataLoader:
             state["block_size"] = self._block_size
         return state
 
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continues from what :meth:`state_dict` returned: the next batch is
+        the one of ``state["step"]``, exactly. The seed and the mode (and a
+        blocked loader's ``block_size``) must be this loader's (ValueError
+        naming the key otherwise); ``batch_size`` and ``world_size`` may
+        differ, so a run resumes on a different number of ranks (the union
+        of the ranks' batches is the same global batch when ``batch_size *
+        world_size`` is). Batches already prefetched are dropped."""
+        if self._closed:
+            raise ValueError("DataLoader is closed")
+        if not isinstance(state, Mapping):
+            raise TypeError(f"state must be a mapping (a state_dict()), got {type(state).__name__}")
+        for key in ("step", "seed", "mode"):
+            if key not in state:
+                raise ValueError(f"state has no {key!r} (keys: {sorted(state)})")
+        step = _as_int("state['step']", state["step"], 0, (1 << 64) - 1)
+        ours = {"seed": self._seed, "mode": self._mode.value, "block_size": self._block_size}
+        theirs = {
+            "seed": state["seed"],
+            "mode": _as_mode(state["mode"]).value,
+            "block_size": state.get("block_size"),
+        }
+        for key, value in ours.items():
+            if theirs[key] != value:
+                raise ValueError(
+                    f"state[{key!r}] is {theirs[key]!r}, but this loader's {key} is {value!r}: "
+                    "a state resumes the loader that made it (same streams, seed and mode)"
+                )
+        self._shutdown()
+        self._step = step
+        self._start()
+
     @property
     def step(self) -> int:
         """The step the next ``next()`` returns."""
@@ -340,6 +467,10 @@ class DataLoader:
         if self._closed:
             return
         self._closed = True
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        """Stops the native prefetcher and joins the transform threads."""
         with self._cond:
             self._stop = True
             self._cond.notify_all()

@@ -343,3 +343,129 @@ def test_blocked_loader_follows_the_sampler_across_ranks_subsets_and_resume(stre
         DataLoader(streams, mode="iid", block_size=4)
     with pytest.raises(ValueError, match="blocked sampling draws without replacement"):
         DataLoader(streams, batch_size=N + 1, mode="blocked", block_size=4)
+
+
+def _augment(batch, info):
+    """A random augmentation from both generators, and what it was given."""
+    noise = info.rng.standard_normal(len(batch["id"]))
+    per_record = np.array([np.random.default_rng(s).random() for s in info.record_seeds])
+    return {
+        "id": batch["id"],
+        "noise": noise,
+        "per_record": per_record,
+        "info": (info.step, info.rank, info.indices.copy()),
+    }
+
+
+@pytest.mark.parametrize("workers", [0, 1, 2, 4])
+def test_two_parameter_transforms_get_info_and_are_exact_on_any_worker_count(streams, workers):
+    def run(start, steps, **kw):
+        with DataLoader(
+            streams, batch_size=16, transform=_augment, seed=5, workers=workers, **kw
+        ) as loader:
+            if start:
+                loader.load_state_dict({"step": start, "seed": 5, "mode": "cyclic"})
+            return [next(loader) for _ in range(steps)]
+
+    full = run(0, 12)
+    for k, out in enumerate(full):
+        step, rank, idx = out["info"]
+        assert (step, rank) == (k, 0)
+        np.testing.assert_array_equal(idx, out["id"])  # the rows' record indices
+    # Resumed mid-run: the same augmentations, bit for bit.
+    for a, b in zip(full[7:], run(7, 5)):
+        for key in ("id", "noise", "per_record"):
+            assert a[key].tobytes() == b[key].tobytes(), key
+    # The generators differ from step to step, and per record.
+    assert not np.array_equal(full[0]["noise"], full[1]["noise"])
+    assert len(np.unique(full[0]["per_record"])) == 16
+
+
+def test_record_seeds_are_a_pure_function_of_seed_step_and_record():
+    from loaderx.dataloader import record_seeds
+
+    a = record_seeds(1, 2, [5, 6, 7])
+    assert a.dtype == np.uint64 and len(np.unique(a)) == 3
+    np.testing.assert_array_equal(a[1:], record_seeds(1, 2, [6, 7]))
+    assert not np.array_equal(a, record_seeds(1, 3, [5, 6, 7]))
+    assert not np.array_equal(a, record_seeds(2, 2, [5, 6, 7]))
+
+
+def test_info_carries_each_ranks_rows(streams):
+    seen = []
+    loaders = [
+        DataLoader(
+            streams,
+            batch_size=4,
+            seed=2,
+            rank=r,
+            world_size=2,
+            workers=0,
+            transform=lambda b, info: (info.rank, info.indices.copy(), b["id"]),
+        )
+        for r in range(2)
+    ]
+    for ld in loaders:
+        rank, idx, ids = next(ld)
+        np.testing.assert_array_equal(idx, ids)
+        seen.append((rank, idx))
+        ld.close()
+    assert [r for r, _ in seen] == [0, 1]
+    glob = Sampler(N, 8, "cyclic", seed=2).at(0)
+    np.testing.assert_array_equal(np.concatenate([i for _, i in seen]), glob)
+
+
+def test_load_state_dict_resumes_exactly_and_refuses_another_loaders_state(streams):
+    with DataLoader(streams, batch_size=8, seed=3) as loader:
+        for _ in range(5):
+            next(loader)
+        state = loader.state_dict()
+        want = [next(loader)["id"] for _ in range(3)]
+        loader.load_state_dict(state)
+        assert loader.step == 5
+        for w in want:
+            np.testing.assert_array_equal(next(loader)["id"], w)
+        with pytest.raises(ValueError, match=r"state\['seed'\] is 4, but this loader's seed is 3"):
+            loader.load_state_dict({**state, "seed": 4})
+        with pytest.raises(ValueError, match=r"state\['mode'\] is 'iid'"):
+            loader.load_state_dict({**state, "mode": "iid"})
+        with pytest.raises(ValueError, match="state has no 'step'"):
+            loader.load_state_dict({"seed": 3, "mode": "cyclic"})
+        with pytest.raises(TypeError, match="mapping"):
+            loader.load_state_dict([("step", 1)])
+        assert loader.step == 8  # nothing changed by the refusals
+    with pytest.raises(ValueError, match="closed"):
+        loader.load_state_dict(state)
+
+
+@pytest.mark.parametrize(
+    "mode, extra", [("cyclic", {}), ("iid", {}), ("blocked", {"block_size": 16})]
+)
+@pytest.mark.parametrize("after", [2, 3])
+def test_elastic_resume_keeps_the_global_batch(streams, mode, extra, after):
+    """Saved at step k on 4 ranks of 6, resumed on `after` ranks with the same
+    global batch of 24 (2 ranks of 12, 3 of 8): every later step's union of the
+    ranks' rows is the global batch the 4 ranks would have drawn."""
+    glob = Sampler(N, 24, mode, seed=8, **extra)
+    before = [
+        DataLoader(streams, batch_size=6, mode=mode, seed=8, rank=r, world_size=4, **extra)
+        for r in range(4)
+    ]
+    for _ in range(7):
+        for ld in before:
+            next(ld)
+    state = before[0].state_dict()
+    for ld in before:
+        ld.close()
+    resumed = []
+    for r in range(after):
+        ld = DataLoader(
+            streams, batch_size=24 // after, mode=mode, seed=8, rank=r, world_size=after, **extra
+        )
+        ld.load_state_dict(state)
+        resumed.append(ld)
+    for k in range(7, 12):
+        union = np.concatenate([next(ld)["id"] for ld in resumed])
+        np.testing.assert_array_equal(union, glob.at(k))
+    for ld in resumed:
+        ld.close()
