@@ -91,7 +91,13 @@ class Store:
 
 class Sampler:
     def __init__(
-        self, n: int, batch_size: int, mode: str, seed: int = 0, block_size: int | None = None
+        self,
+        n: int,
+        batch_size: int,
+        mode: str,
+        seed: int = 0,
+        block_size: int | None = None,
+        weights: npt.NDArray[np.float64] | None = None,
     ) -> None: ...
     def next(self) -> npt.NDArray[np.int64]: ...
     def at(self, step: int) -> npt.NDArray[np.int64]: ...
@@ -124,6 +130,7 @@ class Loader:
         arrow: bool = False,
         raw: bool = False,
         block_size: int | None = None,
+        weights: npt.NDArray[np.float64] | None = None,
     ) -> None: ...
     def next(self) -> Any: ...
     @property

@@ -49,7 +49,7 @@ import numpy.typing as npt
 from . import _native
 from ._streams import check_streams, require_pyarrow
 from .zrecord import DenseStore, RaggedStore
-from .zsampler import Mode, _as_int, _as_mode, check_block_size
+from .zsampler import Mode, _as_int, _as_mode, check_block_size, check_weights
 
 __all__ = ["DataLoader", "TransformInfo", "record_seeds"]
 
@@ -212,6 +212,12 @@ class DataLoader:
         For data parallel training: every rank draws the same global batch
         of ``batch_size * world_size`` indices (same seed) and keeps the
         ``rank``-th equal, disjoint slice.
+    weights:
+        For ``mode="weighted"`` (required there, refused by the other modes):
+        one weight per record of the streams (an array, or a DenseStore of
+        scalars such as a table column); records are drawn with replacement
+        in proportion. With ``indices``, the subset's records keep their
+        weights.
     block_size:
         Records per block for ``mode="blocked"`` (required there, refused by
         the other modes): each global batch draws from a few blocks of that
@@ -236,6 +242,7 @@ class DataLoader:
         world_size: int = 1,
         raw: bool = False,
         block_size: int | None = None,
+        weights=None,
     ) -> None:
         self._closed = True  # until fully constructed
         check_streams(streams)
@@ -251,6 +258,11 @@ class DataLoader:
             raise TypeError(f"transform must be callable, got {type(transform).__name__}")
         mode = _as_mode(mode)
         block_size = check_block_size(mode, block_size)
+        weights = check_weights(mode, weights)
+        if weights is not None and len(weights) != n:
+            raise ValueError(
+                f"weights must hold one weight per record of the streams ({n}), got {len(weights)}"
+            )
         seed = _as_int("seed", seed, 0, (1 << 64) - 1)
         start_step = _as_int("start_step", start_step, 0, (1 << 64) - 1)
         prefetch = _as_int("prefetch", prefetch, 1)
@@ -265,6 +277,12 @@ class DataLoader:
             self._to_arrow = None
         if indices is not None:
             indices = _index_array(indices)
+            if weights is not None:
+                # The subset's records keep their weights (bounds are checked
+                # natively; an out-of-range index raises IndexError there).
+                inside = indices[(indices >= 0) & (indices < n)].astype(np.int64)
+                if len(inside) == len(indices):
+                    weights = np.ascontiguousarray(weights[inside])
         if not isinstance(raw, (bool, np.bool_)):
             raise TypeError(f"raw must be a bool, got {type(raw).__name__}")
 
@@ -276,6 +294,7 @@ class DataLoader:
         self._info = transform is not None and _takes_info(transform)
         self._mode = mode
         self._block_size = block_size
+        self._weights = weights
         self._seed = seed
         self._indices = indices
         self._prefetch = prefetch
@@ -313,6 +332,7 @@ class DataLoader:
             self._output == "arrow",
             self._raw,
             self._block_size,
+            self._weights,
         )
         self._cond = threading.Condition()
         self._fetch_lock = threading.Lock()

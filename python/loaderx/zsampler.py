@@ -29,6 +29,10 @@ Modes:
   so a reader whose cache holds a few blocks fetches each block about once
   per cycle. ``block_size`` is required in this mode and refused in the
   others.
+* ``WEIGHTED`` — with replacement, record ``i`` drawn with probability
+  ``weights[i] / sum(weights)`` (Walker's alias method, built once; one draw
+  is integer arithmetic). ``weights`` (one finite, non-negative number per
+  record, not all zero) is required in this mode and refused in the others.
 
 >>> s = Sampler(1000, 10, "blocked", seed=3, block_size=100)
 >>> cycle = np.concatenate([s.at(k) for k in range(100)])
@@ -36,6 +40,9 @@ Modes:
 True
 >>> len(np.unique(s.at(0) // 100)) <= 4
 True
+>>> w = Sampler(4, 10_000, "weighted", seed=0, weights=[1, 0, 3, 0])
+>>> np.bincount(w.at(0), minlength=4)[[1, 3]].tolist()
+[0, 0]
 """
 
 from __future__ import annotations
@@ -55,12 +62,13 @@ _MAX_SEED = (1 << 64) - 1
 
 class Mode(enum.Enum):
     """Sampling modes (also accepted by name: ``"sequential"``, ``"iid"``,
-    ``"cyclic"``, ``"blocked"``)."""
+    ``"cyclic"``, ``"blocked"``, ``"weighted"``)."""
 
     SEQUENTIAL = "sequential"
     IID = "iid"
     CYCLIC = "cyclic"
     BLOCKED = "blocked"
+    WEIGHTED = "weighted"
 
 
 def _as_mode(mode) -> Mode:
@@ -72,8 +80,8 @@ def _as_mode(mode) -> Mode:
         except ValueError:
             pass
     raise ValueError(
-        "mode must be 'sequential', 'iid' or 'cyclic', or 'blocked' with a block_size "
-        f"(or a Sampler.Mode), got {mode!r}"
+        "mode must be 'sequential', 'iid' or 'cyclic', or 'blocked' with a block_size, "
+        f"or 'weighted' with weights (or a Sampler.Mode), got {mode!r}"
     )
 
 
@@ -109,10 +117,36 @@ def check_block_size(mode: Mode, block_size) -> int | None:
     return None
 
 
+def check_weights(mode: Mode, weights) -> np.ndarray | None:
+    """``weights`` checked against ``mode``: a 1-D float64 array for
+    ``"weighted"`` (a DenseStore of scalars is read whole), None for the other
+    modes (ValueError or TypeError naming it otherwise). Its values and length
+    are checked natively."""
+    if mode is not Mode.WEIGHTED:
+        if weights is not None:
+            raise ValueError(f"weights apply only to mode 'weighted', but mode is {mode.value!r}")
+        return None
+    if weights is None:
+        raise ValueError(
+            "weights must be given for mode 'weighted' (one weight per record), got None"
+        )
+    if hasattr(weights, "_kind") and hasattr(weights, "dtype"):  # a store (a table column)
+        if weights._kind != "dense" or getattr(weights, "item_shape", None) != ():
+            raise ValueError("weights must be a dense store of scalars (one per record)")
+        weights = weights[:]
+    arr = np.asarray(weights)
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+        raise TypeError(f"weights must be numbers, got an array of {arr.dtype}")
+    if arr.ndim != 1:
+        raise ValueError(f"weights must be 1-D (one weight per record), got shape {arr.shape}")
+    return np.ascontiguousarray(arr, dtype=np.float64)
+
+
 class Sampler:
     """Index batches over ``0..n``: ``next()``, ``at(step)`` and a settable
     ``step``. See the module docstring for the modes; ``block_size`` (records
-    per block) is for ``"blocked"`` only."""
+    per block) is for ``"blocked"`` only, ``weights`` (one per record) for
+    ``"weighted"`` only."""
 
     Mode = Mode
 
@@ -124,14 +158,16 @@ class Sampler:
         seed: int = 0,
         *,
         block_size: int | None = None,
+        weights=None,
     ) -> None:
         n = _as_int("n", n, 1, _MAX_N)
         batch_size = _as_int("batch_size", batch_size, 1, 1 << 40)
         mode = _as_mode(mode)
         seed = _as_int("seed", seed, 0, _MAX_SEED)
         block_size = check_block_size(mode, block_size)
+        weights = check_weights(mode, weights)
         self._mode = mode
-        self._native = _native.Sampler(n, batch_size, mode.value, seed, block_size)
+        self._native = _native.Sampler(n, batch_size, mode.value, seed, block_size, weights)
 
     def next(self) -> np.ndarray:
         """The int64 batch of the current step; then ``step += 1``."""

@@ -47,7 +47,7 @@ impl Loader {
     /// sampler draws global batches of `batch_size * world_size` over
     /// `len(indices)` (or the store length) and this rank takes slice `rank`.
     #[new]
-    #[pyo3(signature = (stores, names, batch_size, mode, seed, start_step, indices, depth, producers, rank, world_size, arrow=false, raw=false, block_size=None))]
+    #[pyo3(signature = (stores, names, batch_size, mode, seed, start_step, indices, depth, producers, rank, world_size, arrow=false, raw=false, block_size=None, weights=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -65,7 +65,11 @@ impl Loader {
         arrow: bool,
         raw: bool,
         block_size: Option<u64>,
+        weights: Option<numpy::PyReadonlyArray1<'_, f64>>,
     ) -> PyResult<Loader> {
+        let weights = weights
+            .map(|w| crate::sampler::alias_table(py, &w))
+            .transpose()?;
         if stores.len() != names.len() {
             return Err(PyValueError::new_err(
                 "streams must name at least one store",
@@ -76,6 +80,7 @@ impl Loader {
             mode: parse_mode(mode)?,
             seed,
             block_size,
+            weights,
             start_step,
             indices: indices.map(|a| a.to_subset()).transpose()?,
             prefetch: depth,

@@ -2,8 +2,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use std::sync::Arc;
+
+use loaderx::sampler::weighted::AliasTable;
 use loaderx::sampler::{Mode, Sampler as Core};
-use numpy::{PyArray1, PyArrayMethods};
+use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -11,9 +14,23 @@ pub fn parse_mode(mode: &str) -> PyResult<Mode> {
     Mode::from_name(mode).ok_or_else(|| {
         PyValueError::new_err(format!(
             "mode must be 'sequential', 'iid' or 'cyclic', or 'blocked' with a block_size, \
-             got {mode:?}"
+             or 'weighted' with weights, got {mode:?}"
         ))
     })
+}
+
+/// The alias table of `weights` (a float64 array), built with the GIL
+/// released; ValueError naming `weights` for a bad one.
+pub fn alias_table(
+    py: Python<'_>,
+    weights: &PyReadonlyArray1<'_, f64>,
+) -> PyResult<Arc<AliasTable>> {
+    let w = weights
+        .as_slice()
+        .map_err(|_| PyValueError::new_err("weights must be a contiguous float64 array"))?;
+    py.detach(|| AliasTable::new(w))
+        .map(Arc::new)
+        .map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 /// Frozen, so Python threads share it without pyo3's runtime borrow
@@ -53,15 +70,18 @@ fn bytemuck_cast<'a>(s: &'a mut &mut [i64]) -> &'a mut [u64] {
 #[pymethods]
 impl Sampler {
     #[new]
-    #[pyo3(signature = (n, batch_size, mode, seed=0, block_size=None))]
+    #[pyo3(signature = (n, batch_size, mode, seed=0, block_size=None, weights=None))]
     fn new(
+        py: Python<'_>,
         n: u64,
         batch_size: usize,
         mode: &str,
         seed: u64,
         block_size: Option<u64>,
+        weights: Option<PyReadonlyArray1<'_, f64>>,
     ) -> PyResult<Sampler> {
-        let inner = Core::with_block_size(n, batch_size, parse_mode(mode)?, seed, block_size)
+        let weights = weights.map(|w| alias_table(py, &w)).transpose()?;
+        let inner = Core::with_options(n, batch_size, parse_mode(mode)?, seed, block_size, weights)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         let step = AtomicU64::new(inner.step());
         Ok(Sampler { inner, step })

@@ -469,3 +469,37 @@ def test_elastic_resume_keeps_the_global_batch(streams, mode, extra, after):
         np.testing.assert_array_equal(union, glob.at(k))
     for ld in resumed:
         ld.close()
+
+
+def test_weighted_loader_follows_the_sampler_with_ranks_subsets_and_a_column(streams, root):
+    w = (np.arange(N) % 5).astype(np.float64)  # every fifth record has weight 0
+    glob = Sampler(N, 16, "weighted", seed=6, weights=w)
+    loaders = [
+        DataLoader(streams, batch_size=8, mode="weighted", weights=w, seed=6, rank=r, world_size=2)
+        for r in range(2)
+    ]
+    for k in range(20):
+        parts = [next(ld)["id"] for ld in loaders]
+        np.testing.assert_array_equal(np.concatenate(parts), glob.at(k))
+        assert (np.concatenate(parts) % 5 != 0).all()
+    for ld in loaders:
+        ld.close()
+    # The weights from a column (a dense store of scalars), over a subset.
+    with DenseStore.create(root / "w", np.float32, ()) as col:
+        col.append(w.astype(np.float32))
+    subset = np.arange(0, 50, dtype=np.int64)
+    with (
+        DenseStore.open(root / "w") as col,
+        DataLoader(
+            streams, batch_size=32, mode="weighted", weights=col, seed=1, indices=subset
+        ) as loader,
+    ):
+        sub = Sampler(50, 32, "weighted", seed=1, weights=w[:50])
+        for k in range(5):
+            np.testing.assert_array_equal(next(loader)["id"], subset[sub.at(k)])
+    with pytest.raises(ValueError, match=rf"one weight per record of the streams \({N}\), got 3"):
+        DataLoader(streams, mode="weighted", weights=[1, 2, 3])
+    with pytest.raises(ValueError, match="weights must be given"):
+        DataLoader(streams, mode="weighted")
+    with pytest.raises(ValueError, match="weights apply only"):
+        DataLoader(streams, weights=w)

@@ -120,3 +120,39 @@ def test_blocked_block_size_is_checked():
     with pytest.raises(ValueError, match="exceeds n"):
         Sampler(5, 6, "blocked", block_size=2)
     assert Sampler(100, 10, "cyclic").block_size is None
+
+
+def test_weighted_draws_are_proportional_and_pure():
+    w = np.array([1, 0, 2, 7, 0.5, 0, 4.5, 10])
+    s = Sampler(len(w), 4096, "weighted", seed=1, weights=w)
+    assert s.mode is Sampler.Mode.WEIGHTED
+    draws = np.concatenate([s.at(k) for k in range(50)])
+    counts = np.bincount(draws, minlength=len(w))
+    p = w / w.sum()
+    sd = np.sqrt(len(draws) * p * (1 - p))
+    assert (np.abs(counts - len(draws) * p) <= 5 * sd + 1e-9).all(), counts
+    assert (counts[w == 0] == 0).all()
+    np.testing.assert_array_equal(s.at(3), s.at(3))
+    assert not np.array_equal(s.at(3), Sampler(8, 4096, "weighted", seed=2, weights=w).at(3))
+    # Integer, bool and float32 weights are all numbers.
+    Sampler(3, 2, "weighted", weights=np.array([1, 2, 3], np.int8))
+    Sampler(3, 2, "weighted", weights=[True, False, True])
+
+
+def test_weighted_weights_are_checked():
+    with pytest.raises(ValueError, match="weights must be given for mode 'weighted'"):
+        Sampler(3, 2, "weighted")
+    with pytest.raises(ValueError, match="weights apply only to mode 'weighted'.*'iid'"):
+        Sampler(3, 2, "iid", weights=[1, 1, 1])
+    with pytest.raises(ValueError, match=r"one weight per record \(3\), got 2"):
+        Sampler(3, 2, "weighted", weights=[1, 1])
+    with pytest.raises(ValueError, match="finite and >= 0, got -1.*position 1"):
+        Sampler(3, 2, "weighted", weights=[1, -1, 1])
+    with pytest.raises(ValueError, match="got NaN at position 2"):
+        Sampler(3, 2, "weighted", weights=[1, 1, np.nan])
+    with pytest.raises(ValueError, match="positive, finite sum"):
+        Sampler(3, 2, "weighted", weights=[0, 0, 0])
+    with pytest.raises(TypeError, match="weights must be numbers"):
+        Sampler(2, 2, "weighted", weights=["a", "b"])
+    with pytest.raises(ValueError, match="1-D"):
+        Sampler(4, 2, "weighted", weights=np.ones((2, 2)))

@@ -110,6 +110,9 @@ pub struct Options {
     pub seed: u64,
     /// Records per block, for [`Mode::Blocked`] only.
     pub block_size: Option<u64>,
+    /// One weight per record of the index space (the subset when
+    /// `indices` is given), for [`Mode::Weighted`] only.
+    pub weights: Option<std::sync::Arc<crate::sampler::weighted::AliasTable>>,
     /// The first step produced: `k` resumes a run after `k` batches.
     pub start_step: u64,
     /// Sample from these records only.
@@ -135,6 +138,7 @@ impl Default for Options {
             mode: Mode::Cyclic,
             seed: 0,
             block_size: None,
+            weights: None,
             start_step: 0,
             indices: None,
             prefetch: 4,
@@ -352,7 +356,7 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
                 o.mode.name()
             )));
         }
-        let sampler = Sampler::with_block_size(space, global, o.mode, o.seed, o.block_size)
+        let sampler = Sampler::with_options(space, global, o.mode, o.seed, o.block_size, o.weights)
             .map_err(|e| Error::InvalidValue(e.to_string()))?;
         Ok(Plan {
             streams,

@@ -31,6 +31,9 @@
 //!   shuffled each cycle, then the records within windows of a few blocks
 //!   (see [`blocked`] for the definition). Built with
 //!   [`Sampler::with_block_size`].
+//! * [`Mode::Weighted`]: i.i.d. draws, record `i` with probability
+//!   proportional to its weight (Walker's alias method, see [`weighted`]).
+//!   Built with [`Sampler::with_options`]. `B > n` is allowed.
 //!
 //! [`Sampler::new`] rejects `n == 0`, `batch_size == 0`, `n > 2^63` and, for
 //! CYCLIC only, `batch_size > n`, with a [`SamplerError`] whose message
@@ -136,6 +139,8 @@ pub enum Mode {
     /// Without replacement like `Cyclic`, each batch from a few blocks of
     /// consecutive records.
     Blocked,
+    /// With replacement, proportional to a weight per record.
+    Weighted,
 }
 
 impl Mode {
@@ -146,6 +151,7 @@ impl Mode {
             Mode::Iid => "iid",
             Mode::Cyclic => "cyclic",
             Mode::Blocked => "blocked",
+            Mode::Weighted => "weighted",
         }
     }
 
@@ -156,9 +162,15 @@ impl Mode {
 
     /// Parses a mode name, ignoring ASCII case (`"cyclic"`, `"CYCLIC"`, ...).
     pub fn from_name(name: &str) -> Option<Mode> {
-        [Mode::Sequential, Mode::Iid, Mode::Cyclic, Mode::Blocked]
-            .into_iter()
-            .find(|m| m.name().eq_ignore_ascii_case(name))
+        [
+            Mode::Sequential,
+            Mode::Iid,
+            Mode::Cyclic,
+            Mode::Blocked,
+            Mode::Weighted,
+        ]
+        .into_iter()
+        .find(|m| m.name().eq_ignore_ascii_case(name))
     }
 }
 
@@ -183,6 +195,12 @@ pub enum SamplerError {
     BlockSize { got: Option<u64> },
     /// A block size for a mode other than BLOCKED.
     BlockSizeUnused { mode: Mode },
+    /// WEIGHTED mode without weights.
+    MissingWeights,
+    /// Weights for a mode other than WEIGHTED.
+    WeightsUnused { mode: Mode },
+    /// Weights that do not fit the index space.
+    Weights(weighted::WeightsError),
 }
 
 impl fmt::Display for SamplerError {
@@ -207,6 +225,15 @@ impl fmt::Display for SamplerError {
                 "block_size applies only to mode 'blocked', but mode is {:?}",
                 mode.name()
             ),
+            SamplerError::MissingWeights => f.write_str(
+                "weights must be given for mode 'weighted' (one weight per record), got None",
+            ),
+            SamplerError::WeightsUnused { mode } => write!(
+                f,
+                "weights apply only to mode 'weighted', but mode is {:?}",
+                mode.name()
+            ),
+            SamplerError::Weights(e) => e.fmt(f),
             SamplerError::IndexSpaceTooLarge { n } => write!(
                 f,
                 "n {n} exceeds the maximum index space 2^63 ({MAX_N}): indices must fit in an i64"
@@ -410,6 +437,8 @@ pub struct Sampler {
     feistel: FeistelDomain,
     /// Records per block (BLOCKED only).
     block_size: Option<u64>,
+    /// The alias table of the weights (WEIGHTED only).
+    weights: Option<std::sync::Arc<weighted::AliasTable>>,
 }
 
 impl Sampler {
@@ -435,6 +464,20 @@ impl Sampler {
         seed: u64,
         block_size: Option<u64>,
     ) -> Result<Sampler, SamplerError> {
+        Sampler::with_options(n, batch_size, mode, seed, block_size, None)
+    }
+
+    /// [`Sampler::with_block_size`] with the alias table of the weights that
+    /// [`Mode::Weighted`] needs (one per record: `SamplerError::Weights`
+    /// otherwise) and the other modes refuse.
+    pub fn with_options(
+        n: u64,
+        batch_size: usize,
+        mode: Mode,
+        seed: u64,
+        block_size: Option<u64>,
+        weights: Option<std::sync::Arc<weighted::AliasTable>>,
+    ) -> Result<Sampler, SamplerError> {
         if n == 0 {
             return Err(SamplerError::EmptyIndexSpace);
         }
@@ -450,6 +493,17 @@ impl Sampler {
             }
             (Mode::Blocked, Some(_)) | (_, None) => {}
             (mode, Some(_)) => return Err(SamplerError::BlockSizeUnused { mode }),
+        }
+        match (mode, &weights) {
+            (Mode::Weighted, None) => return Err(SamplerError::MissingWeights),
+            (Mode::Weighted, Some(t)) if t.len() as u64 != n => {
+                return Err(SamplerError::Weights(weighted::WeightsError::Length {
+                    n,
+                    got: t.len(),
+                }))
+            }
+            (Mode::Weighted, Some(_)) | (_, None) => {}
+            (mode, Some(_)) => return Err(SamplerError::WeightsUnused { mode }),
         }
         let batch = u64::try_from(batch_size).unwrap_or(u64::MAX);
         let batches_per_cycle = if mode.cycles() {
@@ -473,6 +527,7 @@ impl Sampler {
             batches_per_cycle,
             feistel: FeistelDomain::new(n),
             block_size,
+            weights,
         })
     }
 
@@ -534,6 +589,11 @@ impl Sampler {
             Mode::Iid => self.fill_iid(step, out),
             Mode::Cyclic => self.fill_cyclic(step, out),
             Mode::Blocked => self.fill_blocked(step, out),
+            Mode::Weighted => self
+                .weights
+                .as_ref()
+                .expect("checked at construction")
+                .fill(self.seed, step, out),
         }
     }
 
@@ -652,3 +712,4 @@ impl Sampler {
 pub mod blocked;
 #[cfg(test)]
 mod tests;
+pub mod weighted;

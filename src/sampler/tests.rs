@@ -905,3 +905,105 @@ fn feistel_decrypt_inverts_encrypt() {
         }
     }
 }
+
+// ------------------------------------------------------------ weighted
+
+fn weighted_sampler(weights: &[f64], b: usize, seed: u64) -> Sampler {
+    let table = std::sync::Arc::new(weighted::AliasTable::new(weights).unwrap());
+    Sampler::with_options(
+        weights.len() as u64,
+        b,
+        Mode::Weighted,
+        seed,
+        None,
+        Some(table),
+    )
+    .unwrap()
+}
+
+#[test]
+fn weighted_draws_follow_the_weights_within_a_binomial_bound() {
+    let weights = [1.0, 0.0, 2.0, 7.0, 0.5, 0.0, 4.5, 10.0];
+    let total: f64 = weights.iter().sum();
+    let s = weighted_sampler(&weights, 1000, 3);
+    let mut counts = [0u64; 8];
+    let steps = 200;
+    for k in 0..steps {
+        for i in s.at(k) {
+            counts[i as usize] += 1;
+        }
+    }
+    let draws = (steps * 1000) as f64;
+    for (i, &w) in weights.iter().enumerate() {
+        let p = w / total;
+        let expected = draws * p;
+        let sd = (draws * p * (1.0 - p)).sqrt();
+        let got = counts[i] as f64;
+        assert!(
+            (got - expected).abs() <= 5.0 * sd + 1e-9,
+            "record {i}: {got} draws, expected {expected:.0} ± {sd:.0}"
+        );
+        if w == 0.0 {
+            assert_eq!(counts[i], 0, "record {i} has weight 0");
+        }
+    }
+}
+
+#[test]
+fn uniform_weights_draw_uniformly() {
+    let s = weighted_sampler(&[3.0; 50], 500, 9);
+    let mut counts = vec![0u64; 50];
+    for k in 0..100 {
+        for i in s.at(k) {
+            counts[i as usize] += 1;
+        }
+    }
+    assert_uniform(&counts, "equal weights");
+}
+
+#[test]
+fn weighted_batches_are_pure_and_keyed_by_seed_and_step() {
+    let w: Vec<f64> = (0..1000).map(|i| (i % 7) as f64).collect();
+    let s = weighted_sampler(&w, 64, 1);
+    assert_eq!(s.at(5), s.at(5));
+    assert_ne!(s.at(5), s.at(6));
+    assert_ne!(s.at(5), weighted_sampler(&w, 64, 2).at(5));
+    // B > n is allowed: draws are with replacement.
+    assert_eq!(weighted_sampler(&[1.0, 1.0], 10, 0).at(0).len(), 10);
+    assert_eq!(
+        weighted_sampler(&[0.25, 0.75, 2.0, 1.0], 6, 42).at(7),
+        [3, 3, 2, 2, 0, 3] // pinned: changing the draw changes old runs
+    );
+}
+
+#[test]
+fn bad_weights_are_refused_naming_what_is_wrong() {
+    use weighted::{AliasTable, WeightsError};
+    assert_eq!(
+        AliasTable::new(&[1.0, -1.0]).unwrap_err(),
+        WeightsError::Value { at: 1, value: -1.0 }
+    );
+    assert!(AliasTable::new(&[1.0, f64::NAN])
+        .unwrap_err()
+        .to_string()
+        .contains("position 1"));
+    assert!(AliasTable::new(&[f64::INFINITY]).is_err());
+    let err = AliasTable::new(&[0.0, 0.0]).unwrap_err();
+    assert!(
+        err.to_string().contains("positive, finite sum, got 0"),
+        "{err}"
+    );
+    assert!(AliasTable::new(&[f64::MAX, f64::MAX]).is_err()); // the sum overflows
+    let table = std::sync::Arc::new(AliasTable::new(&[1.0, 2.0]).unwrap());
+    let err = Sampler::with_options(3, 4, Mode::Weighted, 0, None, Some(table.clone()));
+    assert!(err
+        .unwrap_err()
+        .to_string()
+        .contains("one weight per record (3), got 2"));
+    assert_eq!(
+        Sampler::new(3, 4, Mode::Weighted, 0).unwrap_err(),
+        SamplerError::MissingWeights
+    );
+    let err = Sampler::with_options(2, 4, Mode::Iid, 0, None, Some(table)).unwrap_err();
+    assert_eq!(err, SamplerError::WeightsUnused { mode: Mode::Iid });
+}
