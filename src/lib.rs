@@ -35,6 +35,7 @@ pub mod executor;
 mod format;
 mod io;
 pub mod loader;
+pub mod pack;
 mod read;
 pub mod sampler;
 pub mod schema;

@@ -9,6 +9,8 @@ Modules:
 * :mod:`loaderx.zsampler` — the step-addressed ``Sampler``.
 * :mod:`loaderx.dataloader` — the endless, prefetching ``DataLoader``.
 * :mod:`loaderx.arrow` — Arrow tables, ingest and the tensor column mapping.
+* :func:`loaderx.pack` — token records packed into fixed-length rows with
+  segment ids and positions.
 * :func:`loaderx.sql` — SQL over stores (DataFusion), returning Arrow tables.
 * :mod:`loaderx.datafusion` — stores as datafusion-python tables.
 * :mod:`loaderx.parquet` — streaming Parquet export and ingest.
@@ -31,6 +33,7 @@ submodule above is imported the first time it is named
 so optional packages (pyarrow, polars, Ray, ...) load only when used.
 """
 
+from ._pack import pack
 from ._sql import sql
 from .table import Table, commit_shards, ingest_sharded, new_shard, open_table
 from .zrecord import DICT_TIERS, Corrupted, DenseStore, RaggedStore, StoreBusy
@@ -42,6 +45,7 @@ __all__ = [
     "StoreBusy",
     "Corrupted",
     "sql",
+    "pack",
     "open_table",
     "Table",
     "new_shard",

@@ -103,7 +103,7 @@ def _mix64(z):
     return z ^ (z >> 31)
 
 
-def record_seeds(seed: int, step: int, indices) -> np.ndarray:
+def record_seeds(seed: int, step: int, indices: npt.ArrayLike) -> np.ndarray:
     """One uint64 per record index: ``mix64(key + (i + 1) * G)`` with
     ``key = mix64(mix64(seed ^ D) + step * G)`` (SplitMix64's finalizer and
     gamma, ``D`` a fixed domain constant), so it is a pure function of
@@ -242,7 +242,7 @@ class DataLoader:
         world_size: int = 1,
         raw: bool = False,
         block_size: int | None = None,
-        weights=None,
+        weights: npt.ArrayLike | DenseStore | None = None,
     ) -> None:
         self._closed = True  # until fully constructed
         check_streams(streams)

@@ -51,6 +51,7 @@ import enum
 import operator
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _native
 
@@ -158,7 +159,7 @@ class Sampler:
         seed: int = 0,
         *,
         block_size: int | None = None,
-        weights=None,
+        weights: npt.ArrayLike | None = None,
     ) -> None:
         n = _as_int("n", n, 1, _MAX_N)
         batch_size = _as_int("batch_size", batch_size, 1, 1 << 40)
