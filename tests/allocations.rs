@@ -87,8 +87,16 @@ fn gathers_allocate_nothing_per_record() {
             for _ in 0..4 {
                 s.gather_dense_into(&idx, &mut dst).unwrap();
             }
-            let (r, allocs) = count(|| s.gather_dense_into(&idx, &mut dst));
-            r.unwrap();
+            // The fewest of a few counted gathers: a pool worker that got no
+            // chunk during the warm-up (the machine was busy) makes its
+            // thread's first, one-time allocations in the first counted
+            // one. Allocations per record would show in every one.
+            let mut allocs = usize::MAX;
+            for _ in 0..5 {
+                let (r, a) = count(|| s.gather_dense_into(&idx, &mut dst));
+                r.unwrap();
+                allocs = allocs.min(a);
+            }
             assert!(
                 allocs <= most,
                 "{codec}: gather_dense_into of {batch} made {allocs} allocations (at most {most})"
@@ -101,7 +109,12 @@ fn gathers_allocate_nothing_per_record() {
                 );
             }
             drop(s.gather_dense(&idx).unwrap()); // leave a pooled buffer of this size
-            let (buf, allocs) = count(|| s.gather_dense(&idx).unwrap());
+            let (mut buf, mut allocs) = count(|| s.gather_dense(&idx).unwrap());
+            for _ in 0..4 {
+                drop(buf);
+                let (b, a) = count(|| s.gather_dense(&idx).unwrap());
+                (buf, allocs) = (b, allocs.min(a));
+            }
             assert!(
                 allocs <= most + 1,
                 "{codec}: gather_dense of {batch} made {allocs} allocations (at most {})",

@@ -19,6 +19,7 @@ Modules:
 * :mod:`loaderx.pandas` — ``to_pandas``: a table as a pandas DataFrame,
   tensor columns as object columns of exact-shape ndarrays.
 * :mod:`loaderx.ray` — Ray Data: ``read_table`` and ``write_table``.
+* :mod:`loaderx.grain` — ``DataSource``: a table as a Grain data source.
 * :mod:`loaderx.table` — :func:`loaderx.open_table` and the sharded-table
   writers below.
 * :func:`loaderx.open_table` — a table (plain: a directory of equal-length
@@ -60,6 +61,7 @@ _SUBMODULES = frozenset(
         "cli",
         "datafusion",
         "dataloader",
+        "grain",
         "pandas",
         "parquet",
         "polars",
