@@ -9,14 +9,14 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::errors::IntoPyResult;
 
-fn typed<'py, T: Element + Copy + Send + Sync>(
+fn typed<'py, T>(
     py: Python<'py>,
     records: &Bound<'py, PyList>,
     pad: &Bound<'py, PyAny>,
     options: &PackOptions,
 ) -> PyResult<Bound<'py, PyDict>>
 where
-    T: for<'a> FromPyObject<'a, 'py>,
+    T: Element + Copy + Send + Sync + for<'a> FromPyObject<'a, 'py>,
 {
     let arrays = records
         .iter()
