@@ -89,6 +89,7 @@ DESELECT=(
     --deselect $T/test_examples.py::test_example_runs[real_data.py] # polars, duckdb
     --deselect $T/test_examples.py::test_example_runs[ray_train.py] # ray
     --deselect $T/test_examples.py::test_example_runs[torch_train.py] # torch (not a test requirement)
+    --deselect $T/test_examples.py::test_example_runs[grain_source.py] # grain (not in the free-threaded requirements)
 )
 if [ "$FT_MINOR" = 3.13 ]; then
     DESELECT+=(

@@ -18,6 +18,8 @@ CASES = [
     ("duckdb_inspect.py", ["--records", "1000"], ["pyarrow", "duckdb"]),
     ("polars_prep.py", ["--rows", "800", "--steps", "5"], ["pyarrow", "polars"]),
     ("torch_train.py", ["--steps", "5"], ["torch"]),
+    ("llm_packing.py", ["--docs", "300", "--seq-len", "512", "--steps", "4"], []),
+    ("grain_source.py", ["--records", "300"], ["grain"]),
     # Spawns its ranks itself; without torch they run the data path only.
     ("ddp_train.py", ["--steps", "5", "--world-size", "2"], []),
     # A local Ray: Ray Train workers (or one actor per rank), then a resume.
