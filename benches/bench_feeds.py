@@ -51,10 +51,8 @@ def python_pack(records, seq_len):
         r = records[i]
         if len(r) > seq_len:
             continue
-        for k, used in enumerate(fill):
-            if seq_len - used >= len(r):
-                break
-        else:
+        k = next((k for k, used in enumerate(fill) if seq_len - used >= len(r)), None)
+        if k is None:
             rows.append((np.zeros(seq_len, r.dtype), np.zeros(seq_len, np.int32)))
             fill.append(0)
             k = len(fill) - 1
@@ -89,15 +87,18 @@ def main() -> None:
     min_time = 0.05 if args.quick else 1.0
     rng = np.random.default_rng(0)
     lengths = np.clip(rng.lognormal(np.log(400), 0.8, 256).astype(int), 1, 4096)
-    records = [rng.integers(0, 50_000, n, dtype=np.int32) for n in lengths]
+    # Grain's packer takes records no longer than a row: every packer gets
+    # the same records, cut to 2,048 tokens.
+    records = [rng.integers(0, 50_000, min(n, 2048), dtype=np.int32) for n in lengths]
     seq_len = 2048
 
     print("| what | loaderx | peer | peer time | loaderx / peer speed |")
     print("|---|---|---|---|---|")
     ours = best_of(lambda: loaderx.pack(records, seq_len), min_time)
     peer = best_of(lambda: python_pack(records, seq_len), min_time)
+    what = f"pack 256 records into rows of {seq_len}"
     print(
-        f"| pack 256 records into rows of {seq_len} | {ours * 1e3:.3f} ms | Python first-fit loop | "
+        f"| {what} | {ours * 1e3:.3f} ms | Python first-fit loop | "
         f"{peer * 1e3:.3f} ms | {peer / ours:.1f}x |"
     )
     grain_run = grain_pack(records, seq_len)
@@ -106,7 +107,7 @@ def main() -> None:
     else:
         peer = best_of(grain_run, min_time)
         print(
-            f"| pack 256 records into rows of {seq_len} | {ours * 1e3:.3f} ms | Grain FirstFitPack | "
+            f"| {what} | {ours * 1e3:.3f} ms | Grain FirstFitPack | "
             f"{peer * 1e3:.3f} ms | {peer / ours:.1f}x |"
         )
 
@@ -115,10 +116,10 @@ def main() -> None:
     p = w / w.sum()
     for batch in (256, 4096):
         s = Sampler(n, batch, "weighted", seed=0, weights=w)
-        k = iter(range(1 << 62))
-        ours = best_of(lambda: s.at(next(k)), min_time)
+        steps = iter(range(1 << 62))
         gen = np.random.default_rng(0)
-        peer = best_of(lambda: gen.choice(n, size=batch, p=p), min_time)
+        ours = best_of(lambda s=s, steps=steps: s.at(next(steps)), min_time)
+        peer = best_of(lambda gen=gen, b=batch: gen.choice(n, size=b, p=p), min_time)
         print(
             f"| weighted draw of {batch} over 1M weights | {ours * 1e6:.1f} us | "
             f"numpy Generator.choice(p=) | {peer * 1e6:.1f} us | {peer / ours:.0f}x |"
@@ -128,7 +129,7 @@ def main() -> None:
         except ImportError:
             continue
         tw = torch.from_numpy(w)
-        peer = best_of(lambda: torch.multinomial(tw, batch, replacement=True), min_time)
+        peer = best_of(lambda tw=tw, b=batch: torch.multinomial(tw, b, replacement=True), min_time)
         print(
             f"| weighted draw of {batch} over 1M weights | {ours * 1e6:.1f} us | "
             f"torch.multinomial | {peer * 1e6:.1f} us | {peer / ours:.0f}x |"

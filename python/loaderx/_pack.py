@@ -53,7 +53,6 @@ def pack(
         )
     if not isinstance(records, (list, tuple, np.ndarray)):
         raise TypeError(f"records must be a list of 1-D arrays, got {type(records).__name__}")
-    records = [r if isinstance(r, np.ndarray) else np.asarray(r) for r in records]
     seq_len = _as_int("seq_len", seq_len, 1, (1 << 31) - 1)
     if rows is not None:
         rows = _as_int("rows", rows, 0)
@@ -61,15 +60,11 @@ def pack(
         max_segments = _as_int("max_segments", max_segments, 1)
     if not isinstance(split, (bool, np.bool_)):
         raise TypeError(f"split must be a bool, got {type(split).__name__}")
-    dtype = records[0].dtype if records else np.dtype(np.int64)
+    records = list(records)
+    first = records[0] if records else np.zeros(0, np.int64)
+    dtype = first.dtype if isinstance(first, np.ndarray) else np.asarray(first).dtype
     if dtype.name not in _INTEGERS:
         raise TypeError(f"records must hold integer tokens, got dtype {dtype}")
-    for i, r in enumerate(records):
-        if r.dtype != dtype or r.ndim != 1:
-            raise TypeError(
-                f"records must be 1-D arrays of one dtype ({dtype}), but record {i} is "
-                f"{r.ndim}-D {r.dtype}"
-            )
     if isinstance(pad, bool) or not isinstance(pad, (int, np.integer)):
         raise TypeError(f"pad must be an int, got {type(pad).__name__}")
     info = np.iinfo(dtype)
@@ -77,5 +72,18 @@ def pack(
         raise ValueError(
             f"pad must fit the records' dtype {dtype} ({info.min}..{info.max}), got {pad}"
         )
+    args = (dtype.name, seq_len, rows, int(pad), max_segments, bool(split))
+    try:
+        # The native call checks every record's type itself: no Python per
+        # record when they are arrays of one dtype (a loader batch).
+        return _native.pack(records, *args)
+    except (TypeError, ValueError):
+        pass
     records = [np.ascontiguousarray(r) for r in records]
-    return _native.pack(records, dtype.name, seq_len, rows, int(pad), max_segments, bool(split))
+    for i, r in enumerate(records):
+        if r.dtype != dtype or r.ndim != 1:
+            raise TypeError(
+                f"records must be 1-D arrays of one dtype ({dtype}), but record {i} is "
+                f"{r.ndim}-D {r.dtype}"
+            )
+    return _native.pack(records, *args)
