@@ -4,6 +4,8 @@
 # docstring examples) and the documentation's examples against the freshly
 # built extension.
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
+# Hugging Face datasets (loaderx.hf's tests and docs) never reaches the hub.
+export HF_HUB_OFFLINE=1
 # fault-injection numbers every write for the crash-point sweeps (tests/crash.rs).
 cargo test -p loaderx -p loaderx-datafusion -p loaderx-parquet --features loaderx/fault-injection
 cargo run -q -p loaderx --example quickstart

@@ -77,6 +77,7 @@ DESELECT=(
     --ignore=$T/test_polars.py                                # polars (whole module)
     --ignore=$T/test_ray.py --ignore=$T/test_ray_write.py     # ray (whole modules)
     --ignore=$T/test_grain.py                                 # grain (not in the free-threaded requirements)
+    --ignore=$T/test_hf.py                                    # datasets (not in the free-threaded requirements)
     --deselect $T/test_arrow.py::test_hand_off_polars         # polars
     --deselect $T/test_arrow.py::test_ingest_polars_large_list # polars
     --deselect $T/test_arrow.py::test_duckdb_sql_over_the_reader # duckdb

@@ -20,6 +20,8 @@ Modules:
   tensor columns as object columns of exact-shape ndarrays.
 * :mod:`loaderx.ray` — Ray Data: ``read_table`` and ``write_table``.
 * :mod:`loaderx.grain` — ``DataSource``: a table as a Grain data source.
+* :mod:`loaderx.hf` — tables as Hugging Face datasets (``to_hf``) and back
+  (``ingest``).
 * :mod:`loaderx.table` — :func:`loaderx.open_table` and the sharded-table
   writers below.
 * :func:`loaderx.open_table` — a table (plain: a directory of equal-length
@@ -62,6 +64,7 @@ _SUBMODULES = frozenset(
         "datafusion",
         "dataloader",
         "grain",
+        "hf",
         "pandas",
         "parquet",
         "polars",

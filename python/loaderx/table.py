@@ -186,6 +186,14 @@ class Table(Mapping):
 
         return to_pandas(self, columns=columns, index_column=index_column)
 
+    def to_hf(self, columns: list[str] | None = None):
+        """The rows as a Hugging Face ``datasets.Dataset`` (tensor columns as
+        ``ArrayND`` or ``List`` features, text as strings): see
+        :func:`loaderx.hf.to_hf`."""
+        from .hf import to_hf
+
+        return to_hf(self, columns=columns)
+
     def _release(self) -> dict:
         """Hands the open columns to the caller (who closes them); the table
         becomes closed."""
