@@ -21,6 +21,11 @@
 //! is re-exported here, plus the [`arrow`], [`sampler`], [`loader`],
 //! [`dict`], [`executor`], [`error`], [`schema`] and [`table`] namespaces.
 //!
+//! A table or store may live on an object store too ([`Location`]: `s3://`,
+//! `gs://`, `az://`, `http(s)://`, with the `remote` feature and one
+//! feature per cloud): it opens read-only, and gathers plan their own
+//! range requests (with an optional local block cache).
+//!
 //! This crate is pure Rust: the Python bindings live in `python/` and the
 //! DataFusion and Parquet connectors in `connectors/`.
 
@@ -35,6 +40,7 @@ pub mod executor;
 mod format;
 mod io;
 pub mod loader;
+mod location;
 pub mod pack;
 mod read;
 pub mod sampler;
@@ -47,7 +53,12 @@ pub use error::{Error, Kind, Result};
 pub use format::{Header, RecordLoc, MAX_RECORD_BYTES};
 #[cfg(feature = "fault-injection")]
 pub use io::fault;
+#[cfg(feature = "remote")]
+pub use io::remote::{remote_stats, RemoteStats};
 pub use loader::DataLoader;
+#[cfg(feature = "remote")]
+pub use location::CACHE_BLOCK;
+pub use location::{CacheOptions, Location};
 pub use read::{
     check_validity, sample_store, Buffer, Concat, Indices, Packed, RaggedBatch, RaggedRecord,
     ReadCounters, Records, Stats, StoreAccess, Typed,

@@ -11,11 +11,14 @@
 //! the replacing rename of an atomic replacement (`table.json`,
 //! `manifest.json`) and removing a half-made directory.
 //!
-//! [`Local`] is the one implementation: the local filesystem, through the
+//! Two implementations: [`Local`], the local filesystem, through the
 //! system calls of [`local`], each write-side call a fault point under the
-//! `fault-injection` feature (see [`fault`]). The engine holds its files as
-//! [`LocalFile`]s, so every call is statically dispatched: a gather's
-//! reads cost exactly the mapping copy or the `pread` they always did.
+//! `fault-injection` feature (see [`fault`]); and, with the `remote`
+//! feature, `remote::Remote`, the read side over an object store (s3, gs,
+//! az, http), whose gathers plan their own range requests. The engine holds
+//! a location as [`Fs`] and its files as [`FsFile`], two small enums, so a
+//! local read is one predictable branch away from the mapping copy or the
+//! `pread` it always was.
 
 use std::ffi::OsString;
 use std::fs::TryLockError;
@@ -24,10 +27,37 @@ use std::path::Path;
 
 #[cfg(feature = "fault-injection")]
 pub mod fault;
+mod fs;
 pub(crate) mod local;
 pub(crate) mod lock;
+#[cfg(feature = "remote")]
+pub(crate) mod remote;
 
+pub(crate) use fs::{Fs, FsFile};
 pub(crate) use local::{Local, LocalFile};
+#[cfg(feature = "remote")]
+pub(crate) use remote::Runs;
+
+/// Bytes fetched ahead of a gather from a remote object (none exist in a
+/// build without the `remote` feature).
+#[cfg(not(feature = "remote"))]
+pub(crate) enum Runs {}
+
+#[cfg(not(feature = "remote"))]
+impl Runs {
+    pub(crate) fn slice(&self, _offset: u64, _len: usize) -> Option<&[u8]> {
+        match *self {}
+    }
+}
+
+/// The engine error of an I/O failure at `path`: [`crate::Error::Io`], or
+/// `Corrupted` for a remote object that changed under an open handle.
+pub(crate) fn io_error(path: &Path, e: io::Error) -> crate::Error {
+    #[cfg(feature = "remote")]
+    return remote::to_error(path, e);
+    #[cfg(not(feature = "remote"))]
+    crate::Error::io(path, e)
+}
 
 /// What a path names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -104,6 +104,7 @@ impl Concat {
             len: self.len(),
             coded: self.coded,
             path: &self.path,
+            remote: self.parts.iter().any(Store::is_remote),
             counters: &self.counters,
             locate: move |i| self.locate(i),
         }

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::codec::Codec;
 use crate::error::{Error, Kind, Result};
 use crate::executor::{self, FanOut, Work};
+use crate::io::Runs;
 use crate::read::buffer::Buffer;
 use crate::read::ragged::{self, RaggedBatch};
 use crate::read::records::{dense_width, ReadCounters, Records, Stats, StoreAccess};
@@ -44,6 +45,9 @@ pub(crate) struct Source<'a, L> {
     pub coded: bool,
     /// What the error of a wrong-kind gather names.
     pub path: &'a Path,
+    /// Whether any part is remote (its records are then fetched ahead).
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
+    pub remote: bool,
     pub counters: &'a Counters,
     /// The store holding record `i < len` and its index there.
     pub locate: L,
@@ -142,6 +146,7 @@ where
     check_indices(idx, src.len)?;
     src.counters.add(idx.len(), dst.len());
     let map_large = map_large_records();
+    let fetched = Fetched::for_gather(src, idx, |s, k| s.dense_loc(k, width))?;
     let fill = |ids: &[u64], out: &mut [u8]| -> Result<()> {
         for (j, (&i, rec)) in ids.iter().zip(out.chunks_exact_mut(width)).enumerate() {
             // The location table is far larger than the caches on big
@@ -151,7 +156,7 @@ where
                 s.prefetch_dense_loc(k);
             }
             let (s, k) = (src.locate)(i);
-            s.read_loc(k, s.dense_loc(k, width), rec, map_large)?;
+            s.read_loc(k, s.dense_loc(k, width), rec, map_large, fetched.runs(s))?;
         }
         Ok(())
     };
@@ -206,11 +211,12 @@ where
     src.counters.add(idx.len(), spans.iter().map(|s| s.1).sum());
     let itemsize = src.schema.dtype.itemsize();
     let map_large = map_large_records();
+    let fetched = Fetched::for_gather(src, idx, |s, k| s.locs[k as usize])?;
     let fill = |ids: &[u64], sp: &[(usize, usize)], out: &mut [u8], base: usize| -> Result<()> {
         for (&i, &(start, len)) in ids.iter().zip(sp) {
             let rec = &mut out[start - base..start - base + len];
             let (s, k) = (src.locate)(i);
-            s.read_into(k, rec, map_large)?;
+            s.read_into(k, rec, map_large, fetched.runs(s))?;
             ragged::parse(rec, itemsize)
                 .map_err(|e| Error::corrupted(s.data_path(), format!("record {k}: {e}")))?;
         }
@@ -243,6 +249,85 @@ where
     Ok(RaggedBatch::new(buffer, spans, itemsize))
 }
 
+/// The bytes of one gather's records in its remote stores, fetched ahead
+/// in one concurrent round of planned range requests (see
+/// `crate::io::remote::fetch`). Empty, and free, when every store is local.
+pub(crate) struct Fetched<'s> {
+    #[cfg(feature = "remote")]
+    stores: Vec<(&'s Store, Runs)>,
+    #[cfg(not(feature = "remote"))]
+    stores: std::marker::PhantomData<&'s Store>,
+}
+
+impl<'s> Fetched<'s> {
+    /// Fetches the stored bytes of records `idx` of `src` that live in
+    /// remote stores (`loc` gives a record's location in its store).
+    #[cfg_attr(not(feature = "remote"), allow(unused_variables))]
+    pub(crate) fn for_gather<L>(
+        src: &Source<'s, L>,
+        idx: &[u64],
+        loc: impl Fn(&Store, u64) -> crate::format::RecordLoc,
+    ) -> Result<Fetched<'s>>
+    where
+        L: Fn(u64) -> (&'s Store, u64) + Sync,
+    {
+        #[cfg(feature = "remote")]
+        {
+            if !src.remote {
+                return Ok(Fetched { stores: Vec::new() });
+            }
+            let mut order: Vec<(&'s Store, Vec<std::ops::Range<u64>>)> = Vec::new();
+            let mut slot: std::collections::HashMap<*const Store, usize> = Default::default();
+            for &i in idx {
+                let (s, k) = (src.locate)(i);
+                if !s.is_remote() {
+                    continue;
+                }
+                let at = *slot.entry(s as *const Store).or_insert_with(|| {
+                    order.push((s, Vec::new()));
+                    order.len() - 1
+                });
+                order[at].1.push(s.stored_range(loc(s, k)));
+            }
+            let jobs: Vec<_> = order
+                .iter()
+                .filter_map(|(s, r)| s.remote_data().map(|f| (f, r.as_slice())))
+                .collect();
+            let runs = crate::io::remote::fetch_many(&jobs)
+                .map_err(|(j, e)| crate::io::io_error(order[j].0.data_path(), e))?;
+            let mut stores: Vec<(&'s Store, Runs)> =
+                order.into_iter().map(|(s, _)| s).zip(runs).collect();
+            stores.sort_by_key(|(s, _)| *s as *const Store as usize);
+            Ok(Fetched { stores })
+        }
+        #[cfg(not(feature = "remote"))]
+        Ok(Fetched {
+            stores: std::marker::PhantomData,
+        })
+    }
+
+    /// The fetched bytes of store `s`, if it is remote.
+    #[inline]
+    #[cfg_attr(not(feature = "remote"), allow(unused_variables))]
+    pub(crate) fn runs(&self, s: &Store) -> Option<&Runs> {
+        #[cfg(feature = "remote")]
+        {
+            match self.stores.as_slice() {
+                [] => None,
+                [(only, runs)] => std::ptr::eq(*only, s).then_some(runs),
+                many => many
+                    .binary_search_by_key(&(s as *const Store as usize), |(x, _)| {
+                        *x as *const Store as usize
+                    })
+                    .ok()
+                    .map(|at| &many[at].1),
+            }
+        }
+        #[cfg(not(feature = "remote"))]
+        None
+    }
+}
+
 impl Store {
     fn source<'a>(&'a self) -> Source<'a, impl Fn(u64) -> (&'a Store, u64) + Sync + 'a> {
         Source {
@@ -250,6 +335,7 @@ impl Store {
             len: self.len(),
             coded: self.codec != Codec::Raw,
             path: &self.dir,
+            remote: self.is_remote(),
             counters: &self.counters,
             locate: move |i| (self, i),
         }
@@ -298,7 +384,7 @@ impl Records for Store {
 
     /// Whether zstd frames written through this handle carry a checksum.
     fn checksum(&self) -> bool {
-        self.checksum
+        self.frames_have_checksum()
     }
 
     fn gather_dense_into(&self, idx: &[u64], dst: &mut [u8]) -> Result<()> {
@@ -318,7 +404,7 @@ impl Records for Store {
             what: format!("record {i}"),
         })?;
         out.resize(len, 0);
-        self.read_into(i, &mut out, map_large_records())?;
+        self.read_into(i, &mut out, map_large_records(), None)?;
         if self.kind() == Kind::Ragged {
             ragged::parse(&out, self.schema.dtype.itemsize())
                 .map_err(|e| Error::corrupted(&self.data_path, format!("record {i}: {e}")))?;

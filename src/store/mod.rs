@@ -33,7 +33,7 @@ use crate::codec::{Codec, Dictionary};
 use crate::error::{Error, Result};
 use crate::format::RecordLoc;
 use crate::io::lock::LockedMeta;
-use crate::io::{Local, LocalFile, Storage};
+use crate::io::{Fs, FsFile, Local, Storage};
 use crate::read::records::Records;
 use crate::schema::Schema;
 use gather::Counters;
@@ -76,8 +76,10 @@ pub struct Store {
     dir: PathBuf,
     meta_path: PathBuf,
     data_path: PathBuf,
-    meta: LockedMeta<LocalFile>,
-    data: LocalFile,
+    meta: LockedMeta<FsFile>,
+    data: FsFile,
+    /// Where the store lives (local, or a read-only remote location).
+    fs: Fs,
     /// Read-only mapping of data.zr covering at least `0..tail` (None when
     /// empty or when the file cannot be mapped: reads then use pread).
     map: Option<memmap2::Mmap>,
@@ -86,6 +88,9 @@ pub struct Store {
     dict: Option<Dictionary>,
     /// Whether new zstd frames carry a content checksum.
     checksum: bool,
+    /// For a remote store, whether its frames carry checksums, asked of
+    /// the object on first use rather than with a request at open.
+    remote_checksum: std::sync::OnceLock<bool>,
     locs: Vec<RecordLoc>,
     /// Raw dense records lie back to back in index order (record `i` at
     /// `i * width`), so a gather computes offsets instead of reading the
@@ -121,17 +126,12 @@ fn io_at(path: &Path) -> impl Fn(io::Error) -> Error + '_ {
     move |e| Error::io(path, e)
 }
 
-fn lock(meta: LocalFile, dir: &Path, meta_path: &Path) -> Result<LockedMeta<LocalFile>> {
+fn lock(meta: FsFile, dir: &Path, meta_path: &Path) -> Result<LockedMeta<FsFile>> {
     lock_as(meta, dir, meta_path, false)
 }
 
 /// Takes the store lock: shared for a read-only handle, else exclusive.
-fn lock_as(
-    meta: LocalFile,
-    dir: &Path,
-    meta_path: &Path,
-    shared: bool,
-) -> Result<LockedMeta<LocalFile>> {
+fn lock_as(meta: FsFile, dir: &Path, meta_path: &Path, shared: bool) -> Result<LockedMeta<FsFile>> {
     LockedMeta::try_lock(meta, shared).map_err(|e| match e {
         TryLockError::WouldBlock => Error::Busy(dir.to_path_buf()),
         TryLockError::Error(e) => Error::io(meta_path, e),

@@ -14,7 +14,7 @@ use crate::format::{
     META_FILE, PAGE_SIZE,
 };
 use crate::io::lock::LockedMeta;
-use crate::io::{Local, LocalFile, Storage, StorageFile};
+use crate::io::{io_error, Fs, FsFile, Local, Storage, StorageFile};
 use crate::read::records::Records;
 use crate::schema::{Layout, Schema};
 
@@ -107,7 +107,10 @@ impl Store {
         // lock excludes concurrent creates; it follows the file through the
         // rename and becomes the store's lock.
         let temp_path = dir.join(CREATE_TEMP);
-        let meta = Local.create(&temp_path, false).map_err(io_at(&temp_path))?;
+        let meta = Local
+            .create(&temp_path, false)
+            .map(FsFile::Local)
+            .map_err(io_at(&temp_path))?;
         let meta = lock(meta, dir, &temp_path)?;
         if meta_path.exists() {
             let _ = Local.remove(&temp_path);
@@ -130,7 +133,7 @@ impl Store {
 
     fn initialise(
         dir: &Path,
-        meta: LockedMeta<LocalFile>,
+        meta: LockedMeta<FsFile>,
         schema: &Schema,
         schema_bytes: &[u8],
         codec: Codec,
@@ -156,7 +159,7 @@ impl Store {
             .map_err(io_at(&temp_path))?;
         let data = Local
             .create(&data_path, true)
-            .and_then(|f| f.sync_all().map(|_| f))
+            .and_then(|f| f.sync_all().map(|_| FsFile::Local(f)))
             .map_err(io_at(&data_path))?;
         match dict.as_ref().map(|d| d.bytes()) {
             Some(bytes) => {
@@ -195,11 +198,13 @@ impl Store {
             data_path,
             meta,
             data,
+            fs: Fs::Local,
             map: None,
             schema: schema.clone(),
             codec,
             dict,
             checksum: false,
+            remote_checksum: Default::default(),
             locs: Vec::new(),
             packed_dense,
             tail: 0,
@@ -221,7 +226,7 @@ impl Store {
     /// with [`Error::Busy`] while any other handle (writer or reader, in
     /// any process) has the store open.
     pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
-        Store::open_with(dir.as_ref(), false)
+        Store::open_with(&Fs::Local, dir.as_ref(), false)
     }
 
     /// Opens an existing store read-only, validating every invariant of
@@ -240,20 +245,35 @@ impl Store {
     /// data.zr, so such a store fails to open read-only with
     /// [`Error::Corrupted`] until a writable open recovers it.
     pub fn open_readonly(dir: impl AsRef<Path>) -> Result<Store> {
-        Store::open_with(dir.as_ref(), true)
+        Store::open_with(&Fs::Local, dir.as_ref(), true)
     }
 
-    fn open_with(dir: &Path, readonly: bool) -> Result<Store> {
+    /// Opens the store at `location`: [`Store::open`] or
+    /// [`Store::open_readonly`] of a local path, or a remote store (which
+    /// opens read-only only: `readonly == false` is `InvalidValue` naming
+    /// the URI). A remote open fetches `meta.zr` and `dict.zr` once, with
+    /// one listing for the objects' sizes.
+    pub fn open_at(location: &crate::Location, readonly: bool) -> Result<Store> {
+        location.check_readonly(readonly, "store")?;
+        location.warm_store()?;
+        Store::open_with(location.fs(), location.path(), readonly)
+    }
+
+    pub(crate) fn open_with(fs: &Fs, dir: &Path, readonly: bool) -> Result<Store> {
         let meta_path = dir.join(META_FILE);
         let data_path = dir.join(DATA_FILE);
         let dict_path = dir.join(DICT_FILE);
-        if !dir.exists() {
-            return Err(Error::NotFound {
-                path: dir.to_path_buf(),
-                reason: "the path does not exist".into(),
-            });
+        match fs.kind(dir) {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                return Err(Error::NotFound {
+                    path: dir.to_path_buf(),
+                    reason: "the path does not exist".into(),
+                })
+            }
+            Err(e) => return Err(io_error(dir, e)),
         }
-        let meta = match Local.open(&meta_path, !readonly) {
+        let meta = match fs.open(&meta_path, !readonly) {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 return Err(Error::NotFound {
@@ -267,7 +287,7 @@ impl Store {
                     reason: "the path is a file, not a store directory".into(),
                 })
             }
-            Err(e) => return Err(Error::io(&meta_path, e)),
+            Err(e) => return Err(io_error(&meta_path, e)),
         };
         let meta = lock_as(meta, dir, &meta_path, readonly)?;
         let corrupt_meta = |msg: String| Error::corrupted(&meta_path, msg);
@@ -294,12 +314,12 @@ impl Store {
             })?;
         debug_assert!(table_end <= meta_len);
 
-        let data = match Local.open(&data_path, !readonly) {
+        let data = match fs.open(&data_path, !readonly) {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 return Err(Error::corrupted(&data_path, "file is missing"))
             }
-            Err(e) => return Err(Error::io(&data_path, e)),
+            Err(e) => return Err(io_error(&data_path, e)),
         };
         let data_len = data.len().map_err(io_at(&data_path))?;
         if data_len < header.tail_offset {
@@ -312,7 +332,7 @@ impl Store {
             ));
         }
 
-        let dict = match (header.codec, Local.read(&dict_path)) {
+        let dict = match (header.codec, fs.read(&dict_path)) {
             (Codec::ZstdDict, Ok(bytes)) if bytes.is_empty() => {
                 return Err(Error::corrupted(&dict_path, "dictionary file is empty"))
             }
@@ -326,7 +346,7 @@ impl Store {
                 ))
             }
             (_, Err(e)) if e.kind() == ErrorKind::NotFound => None,
-            (_, Err(e)) => return Err(Error::io(&dict_path, e)),
+            (_, Err(e)) => return Err(io_error(&dict_path, e)),
             (codec, Ok(_)) => {
                 return Err(Error::corrupted(
                     &dict_path,
@@ -376,11 +396,13 @@ impl Store {
             data_path,
             meta,
             data,
+            fs: fs.clone(),
             map: None,
             schema,
             codec: header.codec,
             dict,
             checksum: false,
+            remote_checksum: Default::default(),
             locs,
             packed_dense: false,
             tail: header.tail_offset,
@@ -400,7 +422,10 @@ impl Store {
         if let Some(journal) = journal.filter(|_| !readonly) {
             store.apply_journal(&journal)?;
         }
-        store.checksum = store.last_frame_has_checksum();
+        // A remote store asks the object only if someone wants to know.
+        if !fs.is_remote() {
+            store.checksum = store.last_frame_has_checksum();
+        }
         store.packed_dense = store.compute_packed_dense();
         store.ensure_map(data_len);
         Ok(store)
@@ -408,7 +433,7 @@ impl Store {
 
     /// Whether the newest record is a zstd frame with a content checksum:
     /// a store keeps writing frames the way its last one was written.
-    fn last_frame_has_checksum(&self) -> bool {
+    pub(super) fn last_frame_has_checksum(&self) -> bool {
         let Some(loc) = self.locs.iter().max_by_key(|l| l.offset) else {
             return false;
         };
@@ -430,7 +455,12 @@ impl Store {
     }
 
     fn open_kind_with(dir: &Path, kind: Kind, readonly: bool) -> Result<Store> {
-        let store = Store::open_with(dir, readonly)?;
+        Store::open_kind_at(&Fs::Local, dir, kind, readonly)
+    }
+
+    /// [`Store::open_with`] of a store that must be of `kind`.
+    pub(crate) fn open_kind_at(fs: &Fs, dir: &Path, kind: Kind, readonly: bool) -> Result<Store> {
+        let store = Store::open_with(fs, dir, readonly)?;
         if store.kind() != kind {
             return Err(Error::WrongKind {
                 path: dir.to_path_buf(),
@@ -448,7 +478,7 @@ impl Store {
 /// (a sparse file of zeros, say) fails at its first bad entry, and memory
 /// grows only with the entries read.
 fn read_locs(
-    meta: &LocalFile,
+    meta: &FsFile,
     meta_path: &Path,
     length: u64,
     overlay: &[(u64, RecordLoc)],
@@ -494,7 +524,7 @@ fn read_locs(
 
 /// Reads and validates the journal a header names as pending.
 fn read_journal(
-    meta: &LocalFile,
+    meta: &FsFile,
     meta_path: &Path,
     at: u64,
     meta_len: u64,

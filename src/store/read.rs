@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::codec::{self, DecodeError};
 use crate::error::{Error, Result};
 use crate::format::RecordLoc;
-use crate::io::StorageFile;
+use crate::io::{io_error, Runs, StorageFile};
 
 use super::Store;
 
@@ -96,9 +96,47 @@ impl Store {
         }
     }
 
-    /// Reads record `i` (already bounds-checked) into `dst` of its logical size.
-    pub(crate) fn read_into(&self, i: u64, dst: &mut [u8], map_large: bool) -> Result<()> {
-        self.read_loc(i, self.locs[i as usize], dst, map_large)
+    /// Reads record `i` (already bounds-checked) into `dst` of its logical
+    /// size, from `runs` when they hold it (a remote store's prefetch).
+    pub(crate) fn read_into(
+        &self,
+        i: u64,
+        dst: &mut [u8],
+        map_large: bool,
+        runs: Option<&Runs>,
+    ) -> Result<()> {
+        self.read_loc(i, self.locs[i as usize], dst, map_large, runs)
+    }
+
+    /// Whether data.zr is a remote object (gathers then fetch their
+    /// records' bytes ahead, see `gather.rs`).
+    #[inline]
+    pub(crate) fn is_remote(&self) -> bool {
+        self.fs.is_remote()
+    }
+
+    /// The remote data.zr, for the gather's prefetch.
+    #[cfg(feature = "remote")]
+    pub(crate) fn remote_data(&self) -> Option<&crate::io::remote::RemoteFile> {
+        self.data.remote()
+    }
+
+    /// The stored byte range of record `i` in data.zr.
+    #[cfg(feature = "remote")]
+    pub(crate) fn stored_range(&self, loc: RecordLoc) -> std::ops::Range<u64> {
+        loc.offset..loc.offset + loc.phys_length as u64
+    }
+
+    /// Whether the store's frames carry checksums (a remote store asks its
+    /// object on first use).
+    pub(crate) fn frames_have_checksum(&self) -> bool {
+        if self.is_remote() {
+            *self
+                .remote_checksum
+                .get_or_init(|| self.last_frame_has_checksum())
+        } else {
+            self.checksum
+        }
     }
 
     /// Location of dense record `i`: computed when the store is packed.
@@ -115,14 +153,16 @@ impl Store {
         }
     }
 
-    /// Reads record `i`, stored at `loc`, into `dst` of its logical size;
-    /// through the mapping unless it is large and `map_large` is false.
+    /// Reads record `i`, stored at `loc`, into `dst` of its logical size:
+    /// from `runs` when they hold it, else through the mapping unless it is
+    /// large and `map_large` is false, else with a positional read.
     pub(crate) fn read_loc(
         &self,
         i: u64,
         loc: RecordLoc,
         dst: &mut [u8],
         map_large: bool,
+        runs: Option<&Runs>,
     ) -> Result<()> {
         if loc.logic_length as usize != dst.len() {
             return Err(self.corrupted_meta(format!(
@@ -139,6 +179,10 @@ impl Store {
                     loc.offset, loc.phys_length, self.tail
                 )))
             }
+        }
+        if let Some(bytes) = runs.and_then(|r| r.slice(loc.offset, loc.phys_length as usize)) {
+            return codec::decode_slice(self.codec, self.dict.as_ref(), bytes, dst)
+                .map_err(|msg| Error::corrupted(&self.data_path, format!("record {i}: {msg}")));
         }
         if let Some(map) = &self.map {
             let (start, end) = (
@@ -164,7 +208,7 @@ impl Store {
                         ),
                     )
                 } else {
-                    Error::io(data_path, e)
+                    io_error(data_path, e)
                 }
             })
         };
@@ -240,7 +284,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let s = bytes_store(&tmp.path().join("s"), 2, Codec::Raw);
         let mut dst = [0u8; 2];
-        let err = s.read_loc(1, s.locs[1], &mut dst, true).unwrap_err();
+        let err = s.read_loc(1, s.locs[1], &mut dst, true, None).unwrap_err();
         assert!(matches!(err, Error::Corrupted { .. }), "{err:?}");
         assert!(
             err.to_string().contains("logic_length 1, expected 2"),

@@ -9,44 +9,59 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::io::{EntryKind, Local, LocalFile, Storage, StorageFile};
+use crate::io::{io_error, EntryKind, Fs, Local, LocalFile, Storage, StorageFile};
 use crate::{Error, Result};
 
-/// Where tables live (the local filesystem; an object store implements
-/// the same trait, see `docs/storage.md`).
+/// Where tables are written: the local filesystem (remote tables are read
+/// through the `fs` their reader passes, and written by uploading).
 const FS: Local = Local;
 
-fn kind(path: &Path) -> Option<EntryKind> {
+fn kind(fs: &Fs, path: &Path) -> Option<EntryKind> {
     // An unreadable path counts as absent; opening it then names the error.
-    FS.kind(path).ok().flatten()
+    fs.kind(path).ok().flatten()
+}
+
+/// The object a copy writes first into its destination and removes last:
+/// while it is there, the directory is not a table (see `copy.rs`).
+pub const INCOMPLETE: &str = ".loaderx-incomplete";
+
+/// Fails when `dir` holds an interrupted copy ([`INCOMPLETE`]).
+pub(crate) fn check_complete(fs: &Fs, dir: &Path) -> Result<()> {
+    if is_file(fs, &dir.join(INCOMPLETE)) {
+        return Err(Error::InvalidValue(format!(
+            "{} is not a table: it holds an interrupted copy ({INCOMPLETE} is there until a copy completes); copy the table to it again",
+            dir.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Whether `dir` is a store directory (holds `meta.zr`).
-pub(crate) fn is_store(dir: &Path) -> bool {
-    is_file(&dir.join("meta.zr"))
+pub(crate) fn is_store(fs: &Fs, dir: &Path) -> bool {
+    is_file(fs, &dir.join("meta.zr"))
 }
 
-pub(crate) fn is_dir(path: &Path) -> bool {
-    kind(path) == Some(EntryKind::Dir)
+pub(crate) fn is_dir(fs: &Fs, path: &Path) -> bool {
+    kind(fs, path) == Some(EntryKind::Dir)
 }
 
-pub(crate) fn is_file(path: &Path) -> bool {
-    kind(path) == Some(EntryKind::File)
+pub(crate) fn is_file(fs: &Fs, path: &Path) -> bool {
+    kind(fs, path) == Some(EntryKind::File)
 }
 
-pub(crate) fn exists(path: &Path) -> bool {
-    kind(path).is_some()
+pub(crate) fn exists(fs: &Fs, path: &Path) -> bool {
+    kind(fs, path).is_some()
 }
 
 /// The names of the store subdirectories of `dir`, sorted (by bytes, as
 /// Python sorts `str`).
-pub(crate) fn store_names(dir: &Path) -> Result<Vec<String>> {
+pub(crate) fn store_names(fs: &Fs, dir: &Path) -> Result<Vec<String>> {
     let mut names = Vec::new();
-    for name in FS.list(dir).map_err(|e| Error::io(dir, e))? {
+    for name in fs.list(dir).map_err(|e| io_error(dir, e))? {
         let Ok(name) = name.into_string() else {
             continue; // not a name a column can have
         };
-        if is_store(&dir.join(&name)) {
+        if is_store(fs, &dir.join(&name)) {
             names.push(name);
         }
     }
@@ -76,20 +91,20 @@ pub(crate) fn remove_dir(dir: &Path) -> Result<()> {
 }
 
 /// The bytes of `path` (at most `limit`), `None` when it does not exist.
-pub(crate) fn read(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
-    let file = match FS.open(path, false) {
+pub(crate) fn read(fs: &Fs, path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
+    let file = match fs.open(path, false) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(path, e)),
+        Err(e) => return Err(io_error(path, e)),
     };
-    let len = file.len().map_err(|e| Error::io(path, e))?.min(limit);
+    let len = file.len().map_err(|e| io_error(path, e))?.min(limit);
     let len = usize::try_from(len).map_err(|_| Error::OutOfMemory {
         bytes: len,
         what: format!("reading {}", path.display()),
     })?;
     let mut bytes = vec![0u8; len];
     file.read_exact_at(&mut bytes, 0)
-        .map_err(|e| Error::io(path, e))?;
+        .map_err(|e| io_error(path, e))?;
     Ok(Some(bytes))
 }
 

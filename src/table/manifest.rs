@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::files;
 use super::repr::{py_list, py_repr, py_str};
 use super::types::VALIDITY_DIR;
+use crate::io::Fs;
 use crate::schema::Logical;
 use crate::{Error, Result};
 
@@ -28,6 +29,12 @@ const MAX_BYTES: u64 = 1 << 26;
 pub struct ShardEntry {
     pub name: String,
     pub rows: u64,
+    /// The shard's files (paths relative to the shard, `/`-separated) and
+    /// their sizes, recorded by writers to object stores so that a reader
+    /// opens the shard without listing it. Optional: local commits leave
+    /// it out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub objects: Option<std::collections::BTreeMap<String, u64>>,
 }
 
 /// A checked manifest.
@@ -98,7 +105,11 @@ impl Manifest {
 
 /// Whether `dir` is a sharded table (holds a manifest).
 pub fn is_sharded(dir: &Path) -> bool {
-    files::is_file(&dir.join(MANIFEST_FILE))
+    is_sharded_in(&Fs::Local, dir)
+}
+
+pub(crate) fn is_sharded_in(fs: &Fs, dir: &Path) -> bool {
+    files::is_file(fs, &dir.join(MANIFEST_FILE))
 }
 
 /// Whether `name` is a shard name the format allows:
@@ -134,8 +145,13 @@ fn is_one(v: &Value) -> bool {
 /// (naming the shard), or a nullable column a shard has no validity stream
 /// for.
 pub fn read_manifest(dir: &Path) -> Result<Manifest> {
+    read_manifest_in(&Fs::Local, dir)
+}
+
+/// [`read_manifest`] of a table on `fs`.
+pub(crate) fn read_manifest_in(fs: &Fs, dir: &Path) -> Result<Manifest> {
     let file = dir.join(MANIFEST_FILE);
-    let Some(raw) = files::read(&file, MAX_BYTES)? else {
+    let Some(raw) = files::read(fs, &file, MAX_BYTES)? else {
         return Err(Error::Missing {
             path: file,
             message: format!(
@@ -144,8 +160,44 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
             ),
         });
     };
+    let manifest = parse_manifest(&file, &raw)?;
+    for shard in &manifest.shards {
+        let shard_dir = dir.join(&shard.name);
+        if !files::is_dir(fs, &shard_dir) {
+            return Err(bad(
+                &file,
+                format!(
+                    "it names shard {}, but {} is missing",
+                    py_str(&shard.name),
+                    shard_dir.display()
+                ),
+            ));
+        }
+    }
+    for column in &manifest.nullable {
+        for shard in &manifest.shards {
+            if !files::is_store(fs, &validity_path(dir, &shard.name, column)) {
+                return Err(bad(
+                    &file,
+                    format!(
+                        "column {} is nullable, but shard {} has no validity stream {VALIDITY_DIR}/{column}",
+                        py_str(column),
+                        py_str(&shard.name)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(manifest)
+}
+
+/// The manifest in `raw` (the bytes of `file`), checked against every rule
+/// of the format that needs no other file: [`Error::Corrupted`] naming
+/// `file` and the rule otherwise.
+pub(crate) fn parse_manifest(file: &Path, raw: &[u8]) -> Result<Manifest> {
+    let file = file.to_path_buf();
     let doc: Value =
-        serde_json::from_slice(&raw).map_err(|e| bad(&file, format!("not valid JSON ({e})")))?;
+        serde_json::from_slice(raw).map_err(|e| bad(&file, format!("not valid JSON ({e})")))?;
     let Some(doc) = doc.as_object() else {
         return Err(bad(
             &file,
@@ -242,35 +294,23 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
                 format!("shard {} is listed twice", py_str(name)),
             ));
         }
-        let shard_dir = dir.join(name);
-        if !files::is_dir(&shard_dir) {
-            return Err(bad(
-                &file,
-                format!(
-                    "it names shard {}, but {} is missing",
-                    py_str(name),
-                    shard_dir.display()
-                ),
-            ));
-        }
+        let objects = match s.get("objects") {
+            None => None,
+            Some(v) => Some(parse_objects(v).ok_or_else(|| {
+                bad(
+                    &file,
+                    format!(
+                        "shard {} has an 'objects' that is not a map of relative file paths to sizes",
+                        py_str(name)
+                    ),
+                )
+            })?),
+        };
         out.push(ShardEntry {
             name: name.to_owned(),
             rows,
+            objects,
         });
-    }
-    for column in &nullable {
-        for shard in &out {
-            if !files::is_store(&validity_path(dir, &shard.name, column)) {
-                return Err(bad(
-                    &file,
-                    format!(
-                        "column {} is nullable, but shard {} has no validity stream {VALIDITY_DIR}/{column}",
-                        py_str(column),
-                        py_str(&shard.name)
-                    ),
-                ));
-            }
-        }
     }
     Ok(Manifest {
         columns,
@@ -278,6 +318,48 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
         types,
         nullable,
     })
+}
+
+/// A shard entry's `objects`: relative paths (plain segments, no `..`) to
+/// sizes.
+fn parse_objects(v: &Value) -> Option<std::collections::BTreeMap<String, u64>> {
+    let map = v.as_object()?;
+    map.iter()
+        .map(|(k, size)| {
+            let plain =
+                !k.is_empty() && k.split('/').all(|p| !p.is_empty() && p != "." && p != "..");
+            plain.then_some(())?;
+            Some((k.clone(), size.as_u64()?))
+        })
+        .collect()
+}
+
+/// A shard's name and the objects its manifest entry records, if any.
+#[cfg(feature = "remote")]
+pub(crate) type ShardObjects = (String, Option<Vec<(String, u64)>>);
+
+#[cfg(feature = "remote")]
+/// The shards a manifest's bytes name, each with the objects it records
+/// (None when it records none). Lenient: what cannot be read is left out,
+/// and opening the table reports the manifest's faults.
+pub(crate) fn listed_objects(raw: &[u8]) -> Vec<ShardObjects> {
+    let Ok(doc) = serde_json::from_slice::<Value>(raw) else {
+        return Vec::new();
+    };
+    let Some(shards) = doc.get("shards").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    shards
+        .iter()
+        .filter_map(|s| {
+            let name = s.get("name")?.as_str().filter(|n| is_shard_name(n))?;
+            let objects = s
+                .get("objects")
+                .and_then(parse_objects)
+                .map(|m| m.into_iter().collect());
+            Some((name.to_owned(), objects))
+        })
+        .collect()
 }
 
 /// The validity stream of `column` in shard `shard` of table `dir`.

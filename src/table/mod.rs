@@ -21,6 +21,8 @@
 //! # Ok::<(), loaderx::Error>(())
 //! ```
 
+#[cfg(feature = "remote")]
+mod copy;
 mod files;
 pub mod manifest;
 mod open;
@@ -28,6 +30,9 @@ mod repr;
 mod shard;
 pub mod types;
 
+#[cfg(feature = "remote")]
+pub use copy::{commit_shards_at, copy_table, Progress};
+pub use files::INCOMPLETE;
 pub use manifest::{
     is_shard_name, is_sharded, read_manifest, Manifest, ShardEntry, MANIFEST_FILE, MANIFEST_FORMAT,
     MANIFEST_LOCK,

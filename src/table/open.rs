@@ -3,13 +3,15 @@
 
 use std::path::{Path, PathBuf};
 
-use super::manifest::{is_sharded, read_manifest, MANIFEST_FILE};
+use super::manifest::{is_sharded_in, read_manifest_in, MANIFEST_FILE};
 use super::repr::{py_list, py_str};
-use super::shard::column_names;
-use super::types::{read_types, validity_dir};
+use super::shard::column_names_in;
+use super::types::{read_types_in, validity_dir};
 use crate::error::Kind;
+use crate::io::Fs;
 use crate::schema::Logical;
 use crate::Concat;
+use crate::Location;
 use crate::{check_validity, Records, StoreAccess};
 use crate::{Buffer, Codec, Error, Result, Schema, Store};
 use crate::{RaggedBatch, ReadCounters, Stats};
@@ -17,6 +19,9 @@ use crate::{RaggedBatch, ReadCounters, Stats};
 /// The records of a column: one store (a plain table's), or read-only
 /// stores end to end (a sharded table's).
 #[derive(Debug)]
+// One per column, held for the column's life: boxing the store would buy
+// nothing but an indirection on every gather.
+#[allow(clippy::large_enum_variant)]
 pub enum Stream {
     Store(Store),
     Concat(Concat),
@@ -179,6 +184,7 @@ pub struct Shard {
 /// An open table, plain or sharded: named columns of one length.
 #[derive(Debug)]
 pub struct Table {
+    location: Location,
     path: PathBuf,
     columns: Vec<Column>,
     shards: Option<Vec<Shard>>,
@@ -211,17 +217,36 @@ impl Table {
     /// a missing shard or disagrees with a shard's columns or rows; and
     /// what opening a store raises.
     pub fn open(path: impl AsRef<Path>, readonly: bool) -> Result<Table> {
-        let path = path.as_ref();
-        if super::files::is_dir(path) && is_sharded(path) {
+        Table::open_in(Location::local(path.as_ref()), readonly)
+    }
+
+    /// Opens the table at `location`: [`Table::open`] of a local path, or a
+    /// remote table, which opens read-only only (`InvalidValue` naming the
+    /// URI otherwise). A remote open costs one listing of the table (or of
+    /// each shard the manifest does not describe, concurrently) and one
+    /// concurrent round of fetches of every store's `meta.zr` and
+    /// `dict.zr`; no request depends on the number of records.
+    pub fn open_at(location: &Location, readonly: bool) -> Result<Table> {
+        location.check_readonly(readonly, "table")?;
+        location.warm_table()?;
+        Table::open_in(location.clone(), readonly)
+    }
+
+    fn open_in(location: Location, readonly: bool) -> Result<Table> {
+        let fs = location.fs().clone();
+        let path = location.path().to_path_buf();
+        let path = path.as_path();
+        if super::files::is_dir(&fs, path) && is_sharded_in(&fs, path) {
             if !readonly {
                 return Err(Error::InvalidValue(format!(
                     "sharded table {} opens read-only, got a writable open: its shards are written whole, so new data goes into new shards",
                     path.display()
                 )));
             }
-            return Table::open_sharded(path);
+            return Table::open_sharded(location.clone());
         }
-        let columns = open_columns(path, readonly, None)?;
+        super::files::check_complete(&fs, path)?;
+        let columns = open_columns_in(&fs, path, readonly, None)?;
         let num_rows = columns[0].len();
         if let Some(odd) = columns.iter().find(|c| c.len() != num_rows) {
             let msg = format!(
@@ -235,6 +260,7 @@ impl Table {
             return Err(Error::InvalidValue(msg));
         }
         Ok(Table {
+            location: location.clone(),
             path: path.to_path_buf(),
             columns,
             shards: None,
@@ -242,8 +268,11 @@ impl Table {
         })
     }
 
-    fn open_sharded(path: &Path) -> Result<Table> {
-        let manifest = read_manifest(path)?;
+    fn open_sharded(location: Location) -> Result<Table> {
+        let fs = location.fs().clone();
+        let path = location.path();
+        super::files::check_complete(&fs, path)?;
+        let manifest = read_manifest_in(&fs, path)?;
         if manifest.shards.is_empty() {
             return Err(Error::InvalidValue(format!(
                 "sharded table {} has no committed shards",
@@ -255,7 +284,7 @@ impl Table {
         let mut want = manifest.columns.clone();
         want.sort();
         for (shard, dir) in manifest.shards.iter().zip(&dirs) {
-            let present = column_names(dir)?;
+            let present = column_names_in(&fs, dir)?;
             if present != want {
                 return Err(Error::corrupted(
                     &file,
@@ -272,11 +301,12 @@ impl Table {
         for name in &manifest.columns {
             let opened = (|| {
                 let col = path.join(name);
-                let data = concat(&col, dirs.iter().map(|d| d.join(name)), None)?;
+                let data = concat(&fs, &col, dirs.iter().map(|d| d.join(name)), None)?;
                 let validity = if manifest.is_nullable(name) {
                     let mut vname = col.clone().into_os_string();
                     vname.push(".validity");
                     match concat(
+                        &fs,
                         Path::new(&vname),
                         dirs.iter().map(|d| validity_dir(d, name)),
                         Some(Kind::Dense),
@@ -321,6 +351,7 @@ impl Table {
             }
         }
         Ok(Table {
+            location: location.clone(),
             path: path.to_path_buf(),
             num_rows: manifest.num_rows(),
             columns,
@@ -335,9 +366,14 @@ impl Table {
         })
     }
 
-    /// The table directory, as given to [`Table::open`].
+    /// The table directory (or URI), as given to [`Table::open`].
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Where the table lives.
+    pub fn location(&self) -> &Location {
+        &self.location
     }
 
     /// The length every column shares.
@@ -388,11 +424,16 @@ impl Table {
 }
 
 /// Read-only stores at `parts`, joined as the stream `name`.
-fn concat(name: &Path, parts: impl Iterator<Item = PathBuf>, kind: Option<Kind>) -> Result<Stream> {
+fn concat(
+    fs: &Fs,
+    name: &Path,
+    parts: impl Iterator<Item = PathBuf>,
+    kind: Option<Kind>,
+) -> Result<Stream> {
     let stores = parts
         .map(|p| match kind {
-            Some(k) => Store::open_kind_readonly(&p, k),
-            None => Store::open_readonly(&p),
+            Some(k) => Store::open_kind_at(fs, &p, k, true),
+            None => Store::open_with(fs, &p, true),
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(Stream::Concat(Concat::new(name, stores)?))
@@ -402,29 +443,34 @@ fn concat(name: &Path, parts: impl Iterator<Item = PathBuf>, kind: Option<Kind>)
 /// or those of `names`), typed as its `table.json` records, with their
 /// validity streams; on failure none stays open.
 pub fn open_columns(dir: &Path, readonly: bool, names: Option<&[String]>) -> Result<Vec<Column>> {
+    open_columns_in(&Fs::Local, dir, readonly, names)
+}
+
+fn open_columns_in(
+    fs: &Fs,
+    dir: &Path,
+    readonly: bool,
+    names: Option<&[String]>,
+) -> Result<Vec<Column>> {
     let names = match names {
         Some(n) => n.to_vec(),
-        None => column_names(dir)?,
+        None => column_names_in(fs, dir)?,
     };
-    let types = read_types(dir)?;
+    let types = read_types_in(fs, dir)?;
     let mut out: Vec<Column> = Vec::with_capacity(names.len());
     for name in names {
         let t = types.get(&name).copied().unwrap_or_default();
         let opened = (|| {
             let at = dir.join(&name);
-            if !super::files::exists(&at) {
+            if !super::files::exists(fs, &at) {
                 return Err(Error::NotFound {
                     path: at,
                     reason: "the path does not exist".into(),
                 });
             }
-            let data = if readonly {
-                Store::open_readonly(&at)?
-            } else {
-                Store::open(&at)?
-            };
+            let data = Store::open_with(fs, &at, readonly)?;
             let validity = if t.nullable {
-                match Store::open_kind_readonly(validity_dir(dir, &name), Kind::Dense) {
+                match Store::open_kind_at(fs, &validity_dir(dir, &name), Kind::Dense, true) {
                     Ok(v) => Some(Stream::Store(v)),
                     Err(e) => {
                         let _ = data.close();

@@ -11,6 +11,7 @@ use super::manifest::{
 use super::repr::{py_list, py_str, py_tuple};
 use super::types::{read_types, validity_dir};
 use crate::error::Kind;
+use crate::io::Fs;
 use crate::schema::Logical;
 use crate::{Codec, DType, Error, Records, Result, Schema, Store};
 
@@ -54,13 +55,18 @@ impl ShardSchema {
 /// [`Error::Missing`] when `dir` is not a directory, `InvalidValue` when it
 /// holds no store.
 pub fn column_names(dir: &Path) -> Result<Vec<String>> {
-    if !files::is_dir(dir) {
+    column_names_in(&Fs::Local, dir)
+}
+
+/// [`column_names`] of a table on `fs`.
+pub(crate) fn column_names_in(fs: &Fs, dir: &Path) -> Result<Vec<String>> {
+    if !files::is_dir(fs, dir) {
         return Err(Error::Missing {
             path: dir.to_path_buf(),
             message: format!("table directory {} does not exist", dir.display()),
         });
     }
-    let names = files::store_names(dir)?;
+    let names = files::store_names(fs, dir)?;
     if names.is_empty() {
         return Err(Error::InvalidValue(format!(
             "table directory {} holds no stores (no subdirectory with meta.zr)",
@@ -73,25 +79,30 @@ pub fn column_names(dir: &Path) -> Result<Vec<String>> {
 /// The schema of the plain table `shard` (opened read-only, metadata only):
 /// its columns must have equal lengths.
 pub fn shard_schema(shard: &Path) -> Result<ShardSchema> {
-    if !files::is_dir(shard) {
+    shard_schema_in(&Fs::Local, shard)
+}
+
+/// [`shard_schema`] of a shard on `fs`.
+pub(crate) fn shard_schema_in(fs: &Fs, shard: &Path) -> Result<ShardSchema> {
+    if !files::is_dir(fs, shard) {
         return Err(Error::Missing {
             path: shard.to_path_buf(),
             message: format!("shard directory {} does not exist", shard.display()),
         });
     }
-    let names = files::store_names(shard)?;
+    let names = files::store_names(fs, shard)?;
     if names.is_empty() {
         return Err(Error::InvalidValue(format!(
             "shard {} holds no stores (no subdirectory with meta.zr)",
             shard.display()
         )));
     }
-    let types = read_types(shard)?;
+    let types = super::types::read_types_in(fs, shard)?;
     let mut columns = Vec::with_capacity(names.len());
     let mut lengths = Vec::with_capacity(names.len());
     for name in names {
         let logical = types.get(&name).map_or(Logical::Tensor, |t| t.logical);
-        let store = Store::open_readonly(shard.join(&name))?;
+        let store = Store::open_with(fs, &shard.join(&name), true)?;
         let schema = store.schema().clone();
         lengths.push(store.len());
         store.close()?;
@@ -176,10 +187,10 @@ pub fn discard_shards(table: &Path, prefix: &str, remove_table: bool) -> Result<
             "prefix must name the write's shards, got an empty string".into(),
         ));
     }
-    if !files::is_dir(table) {
+    if !files::is_dir(&Fs::Local, table) {
         return Ok(Vec::new());
     }
-    let has_manifest = files::is_file(&table.join(MANIFEST_FILE));
+    let has_manifest = files::is_file(&Fs::Local, &table.join(MANIFEST_FILE));
     let committed: Vec<String> = if has_manifest {
         match super::read_manifest(table) {
             Ok(m) => m.shards.into_iter().map(|s| s.name).collect(),
@@ -192,7 +203,7 @@ pub fn discard_shards(table: &Path, prefix: &str, remove_table: bool) -> Result<
     for name in files::list(table)? {
         if name.starts_with(prefix) && !committed.contains(&name) {
             let dir = table.join(&name);
-            if files::is_dir(&dir) {
+            if files::is_dir(&Fs::Local, &dir) {
                 files::remove_dir_all(&dir)?;
                 removed.push(name);
             }
@@ -315,7 +326,7 @@ pub fn shard_names(table: &Path, shards: &[PathBuf]) -> Result<Vec<String>> {
             py_list(&names)
         )));
     }
-    if !files::is_dir(table) {
+    if !files::is_dir(&Fs::Local, table) {
         return Err(Error::Missing {
             path: table.to_path_buf(),
             message: format!("table directory {} does not exist", table.display()),
@@ -333,7 +344,7 @@ pub fn prepare_commit(table: &Path, names: &[String]) -> Result<Commit> {
     let current = if is_sharded(table) {
         read_manifest(table)?
     } else {
-        if !files::store_names(table)?.is_empty() {
+        if !files::store_names(&Fs::Local, table)?.is_empty() {
             return Err(Error::InvalidValue(format!(
                 "{} is a plain table (it holds stores directly); shards go into a directory of their own",
                 table.display()
@@ -370,6 +381,7 @@ pub fn prepare_commit(table: &Path, names: &[String]) -> Result<Commit> {
         added.push(ShardEntry {
             name: name.clone(),
             rows: schema.rows,
+            objects: None,
         });
     }
     let spec = reference.map(|(_, s)| s.columns).unwrap_or_default();
@@ -398,9 +410,9 @@ pub fn prepare_commit(table: &Path, names: &[String]) -> Result<Commit> {
 
 /// Gives `shard` an all-valid validity stream for `column` unless it has
 /// one (which must then hold `rows` bool rows).
-fn ensure_validity(shard: &Path, column: &str, rows: u64) -> Result<()> {
+pub(crate) fn ensure_validity(shard: &Path, column: &str, rows: u64) -> Result<()> {
     let v = validity_dir(shard, column);
-    if files::is_store(&v) {
+    if files::is_store(&Fs::Local, &v) {
         let store = Store::open_kind_readonly(&v, Kind::Dense)?;
         let (n, dtype) = (store.len(), store.schema().dtype);
         store.close()?;
@@ -414,7 +426,7 @@ fn ensure_validity(shard: &Path, column: &str, rows: u64) -> Result<()> {
         }
         return Ok(());
     }
-    if files::exists(&v) {
+    if files::exists(&Fs::Local, &v) {
         files::remove_dir_all(&v)?; // not a store: something half-made
     }
     // Filled beside and renamed into place, so that a commit failing (or

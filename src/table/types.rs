@@ -21,6 +21,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::files;
+use crate::io::Fs;
 use crate::schema::Logical;
 use crate::{Error, Result};
 
@@ -68,8 +69,13 @@ struct TableFile {
 
 /// The column types recorded in `dir`'s table file (empty without one).
 pub fn read_types(dir: &Path) -> Result<BTreeMap<String, ColumnType>> {
+    read_types_in(&Fs::Local, dir)
+}
+
+/// [`read_types`] of a table on `fs`.
+pub(crate) fn read_types_in(fs: &Fs, dir: &Path) -> Result<BTreeMap<String, ColumnType>> {
     let path = dir.join(TABLE_FILE);
-    let Some(bytes) = files::read(&path, u64::MAX)? else {
+    let Some(bytes) = files::read(fs, &path, u64::MAX)? else {
         return Ok(BTreeMap::new());
     };
     let file: TableFile = serde_json::from_slice(&bytes)

@@ -1,0 +1,1005 @@
+//! Object stores behind the seam: [`Remote`] is a location on s3, gs, az or
+//! http(s) (through the `object_store` crate), read-only, and
+//! [`RemoteFile`] one object in it.
+//!
+//! What a remote open costs is planned, not incidental. A table open lists
+//! its prefix once (or takes the objects a sharded manifest records) and
+//! fetches every store's `meta.zr` and `dict.zr` concurrently
+//! ([`Remote::list_prefix`], [`Remote::prefetch`]); the engine's ordinary
+//! open code then reads them from memory. Object sizes and ETags are pinned
+//! when first seen: a later response for another version of the object is
+//! [`ObjectChanged`] (the store reports it as `Corrupted`), never mixed
+//! bytes. Gathers do not read through [`StorageFile::read_exact_at`] (one
+//! request per record): they hand every record range of a batch to
+//! [`RemoteFile::fetch`], which plans few large concurrent requests
+//! (`fetch.rs`) or reads through the local block cache (`cache.rs`).
+
+mod cache;
+pub(crate) mod client;
+pub(crate) mod fetch;
+mod runtime;
+pub(crate) mod upload;
+pub(crate) mod uri;
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
+use std::fs::TryLockError;
+use std::io;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path as Key;
+use object_store::{GetOptions, GetRange, ObjectStore};
+
+pub(crate) use cache::BlockCache;
+/// Bytes per cached block of a remote object.
+pub(crate) const BLOCK_SIZE: u64 = cache::BLOCK;
+use client::{Client, ClientConfig};
+pub(crate) use fetch::Runs;
+use uri::RemoteUri;
+
+use super::{EntryKind, Storage, StorageFile};
+use crate::{Error, Result};
+
+/// A remote object that is no longer the version an open handle pinned: its
+/// size or ETag differs (it was rewritten, or replaced, under the reader).
+#[derive(Debug)]
+pub(crate) struct ObjectChanged(pub String);
+
+impl std::fmt::Display for ObjectChanged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ObjectChanged {}
+
+fn changed(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, ObjectChanged(msg))
+}
+
+fn read_only() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "remote locations are read-only here (tables are written locally and uploaded whole)",
+    )
+}
+
+/// Size and ETag of an object, as a listing or a response gave them.
+#[derive(Clone, Debug)]
+struct Meta {
+    size: u64,
+    etag: Option<String>,
+}
+
+/// What this location has learned about its objects: listings, small
+/// objects fetched at open, and objects known to be absent.
+#[derive(Default)]
+struct Known {
+    objects: HashMap<String, Meta>,
+    /// Key prefixes (ending in `/`, or empty for everything) whose objects
+    /// are all in `objects`.
+    covered: Vec<String>,
+    bodies: HashMap<String, Bytes>,
+    absent: HashSet<String>,
+}
+
+impl Known {
+    fn is_covered(&self, key: &str) -> bool {
+        self.covered.iter().any(|c| key.starts_with(c.as_str()))
+    }
+}
+
+/// A remote location: a client for its root and what is known of it.
+pub(crate) struct Remote {
+    client: Client,
+    known: Mutex<Known>,
+    cache: Option<Arc<BlockCache>>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Remote({})", self.client.config.uri().display())
+    }
+}
+
+/// Backoff with jitter before retry `attempt` (1, 2, ..) of a read whose
+/// body came back short or broken (the client retries requests itself).
+fn backoff(attempt: u32) -> Duration {
+    let base = 50u64 << attempt.min(6);
+    let jitter = u64::from(std::process::id()).wrapping_mul(2654435761) ^ (attempt as u64 * 7919);
+    Duration::from_millis(base + jitter % base.max(1))
+}
+
+/// Tries of a ranged read whose response was short or whose body broke off.
+const BODY_TRIES: u32 = 4;
+
+impl Remote {
+    /// The location `uri` with `options` (checked here: a bad key is an
+    /// `InvalidValue` naming it) and an optional block cache.
+    pub(crate) fn new(
+        uri: RemoteUri,
+        options: &[(String, String)],
+        cache: Option<Arc<BlockCache>>,
+    ) -> Result<Remote> {
+        Ok(Remote {
+            client: Client::new(ClientConfig::new(uri, options)?),
+            known: Mutex::new(Known::default()),
+            cache,
+        })
+    }
+
+    pub(crate) fn uri(&self) -> &RemoteUri {
+        self.client.config.uri()
+    }
+
+    /// Whether objects can be written here (not over plain http(s)).
+    pub(crate) fn writable(&self) -> bool {
+        self.uri().scheme != uri::Scheme::Http
+    }
+
+    /// The display path (the URI) of `key`.
+    pub(crate) fn path_of(&self, key: &str) -> PathBuf {
+        let root = &self.uri().root;
+        if key.is_empty() {
+            PathBuf::from(root)
+        } else {
+            PathBuf::from(format!("{root}/{key}"))
+        }
+    }
+
+    /// The key of the display path `path` (a URI below this root).
+    pub(crate) fn key_of(&self, path: &Path) -> io::Result<String> {
+        let s = path.to_str().ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, "a remote path must be UTF-8")
+        })?;
+        let root = &self.uri().root;
+        let rest = s.strip_prefix(root.as_str()).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{s} is not below {root}"),
+            )
+        })?;
+        Ok(rest
+            .split('/')
+            .filter(|p| !p.is_empty() && *p != ".")
+            .collect::<Vec<_>>()
+            .join("/"))
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn store(&self) -> io::Result<Arc<dyn ObjectStore>> {
+        self.client.get()
+    }
+
+    /// An `io::Error` for a failed request about `key`: its kind from the
+    /// error (see [`client::error_kind`]), its message naming the object
+    /// and never a credential.
+    pub(crate) fn error(&self, key: &str, what: &str, e: object_store::Error) -> io::Error {
+        if let object_store::Error::Precondition { .. } = e {
+            return changed(format!(
+                "{} changed while open (its ETag no longer matches the version this handle pinned)",
+                self.path_of(key).display()
+            ));
+        }
+        let kind = client::error_kind(&e);
+        let detail = self.client.config.secrets.scrub(&e.to_string());
+        io::Error::new(
+            kind,
+            format!(
+                "{what} {}: {} ({detail})",
+                self.path_of(key).display(),
+                client::describe(kind)
+            ),
+        )
+    }
+
+    /// Runs `fut` on the process's I/O runtime.
+    pub(crate) fn block_on<F>(&self, fut: F) -> io::Result<F::Output>
+    where
+        F: std::future::Future + Send,
+        F::Output: Send,
+    {
+        Ok(runtime::io()?.block_on(fut))
+    }
+
+    /// Lists every object below `prefix` (a key; empty for the root) in one
+    /// paginated listing and remembers them all.
+    pub(crate) fn list_prefix(&self, prefix: &str) -> io::Result<()> {
+        let store = self.store()?;
+        let dir = if prefix.is_empty() {
+            String::new()
+        } else {
+            format!("{prefix}/")
+        };
+        if self.known().is_covered(&dir) {
+            return Ok(());
+        }
+        let p = (!prefix.is_empty()).then(|| Key::from(prefix));
+        let listed: Vec<object_store::ObjectMeta> = self
+            .block_on(async { store.list(p.as_ref()).try_collect().await })?
+            .map_err(|e| self.error(prefix, "listing", e))?;
+        fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+        let mut known = self.known();
+        for m in listed {
+            known.objects.insert(
+                m.location.as_ref().to_owned(),
+                Meta {
+                    size: m.size,
+                    etag: m.e_tag,
+                },
+            );
+        }
+        known.covered.push(dir);
+        Ok(())
+    }
+
+    /// Lists several prefixes concurrently (a sharded table's shards).
+    pub(crate) fn list_prefixes(&self, prefixes: &[String]) -> io::Result<()> {
+        let store = self.store()?;
+        let todo: Vec<String> = {
+            let known = self.known();
+            prefixes
+                .iter()
+                .filter(|p| !known.is_covered(&format!("{p}/")))
+                .cloned()
+                .collect()
+        };
+        let io = runtime::io()?;
+        let futs: Vec<_> = todo
+            .into_iter()
+            .map(|p| {
+                let store = store.clone();
+                let permits = io.permits.clone();
+                async move {
+                    let _permit = permits.acquire_owned().await;
+                    let key = Key::from(p.as_str());
+                    let r: object_store::Result<Vec<object_store::ObjectMeta>> =
+                        store.list(Some(&key)).try_collect().await;
+                    (p, r)
+                }
+            })
+            .collect();
+        let results: Vec<_> = io.block_on(
+            futures::stream::iter(futs)
+                .buffer_unordered(io.max_requests)
+                .collect::<Vec<_>>(),
+        );
+        let mut known = self.known();
+        for (p, r) in results {
+            let p = p.as_str();
+            fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+            let listed = r.map_err(|e| self.error(p, "listing", e))?;
+            for m in listed {
+                known.objects.insert(
+                    m.location.as_ref().to_owned(),
+                    Meta {
+                        size: m.size,
+                        etag: m.e_tag,
+                    },
+                );
+            }
+            known.covered.push(format!("{p}/"));
+        }
+        Ok(())
+    }
+
+    /// Records objects and their sizes that a manifest lists, as if listed
+    /// (`prefix` is then covered: nothing else is below it).
+    pub(crate) fn assume_listed(&self, prefix: &str, objects: &[(String, u64)]) {
+        let mut known = self.known();
+        for (key, size) in objects {
+            known.objects.entry(key.clone()).or_insert(Meta {
+                size: *size,
+                etag: None,
+            });
+        }
+        known.covered.push(format!("{prefix}/"));
+    }
+
+    /// The whole object `key`, if it was fetched by [`Remote::prefetch`].
+    pub(crate) fn body(&self, key: &str) -> Option<Bytes> {
+        self.known().bodies.get(key).cloned()
+    }
+
+    /// Whether `key` is an object this location knows of (from a listing).
+    pub(crate) fn knows(&self, key: &str) -> bool {
+        self.known().objects.contains_key(key)
+    }
+
+    /// The keys of known objects below `prefix/`.
+    pub(crate) fn known_keys(&self, prefix: &str) -> Vec<String> {
+        let dir = format!("{prefix}/");
+        let mut keys: Vec<String> = self
+            .known()
+            .objects
+            .keys()
+            .filter(|k| prefix.is_empty() || k.starts_with(&dir))
+            .cloned()
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// Fetches the whole objects `keys` concurrently and keeps them, so
+    /// opening reads them from memory. Keys a listing says are absent cost
+    /// nothing; a missing one is remembered as absent.
+    pub(crate) fn prefetch(&self, keys: &[String]) -> io::Result<()> {
+        let store = self.store()?;
+        let todo: Vec<(String, Option<String>)> = {
+            let known = self.known();
+            keys.iter()
+                .filter(|k| !known.bodies.contains_key(*k) && !known.absent.contains(*k))
+                .filter(|k| known.objects.contains_key(*k) || !known.is_covered(k))
+                .map(|k| (k.clone(), known.objects.get(k).and_then(|m| m.etag.clone())))
+                .collect()
+        };
+        if todo.is_empty() {
+            return Ok(());
+        }
+        let io = runtime::io()?;
+        let futs: Vec<_> = todo
+            .into_iter()
+            .map(|(k, etag)| {
+                let store = store.clone();
+                let permits = io.permits.clone();
+                async move {
+                    let _permit = permits.acquire_owned().await;
+                    let opts = GetOptions {
+                        if_match: etag,
+                        ..Default::default()
+                    };
+                    let r = match store.get_opts(&Key::from(k.as_str()), opts).await {
+                        Ok(res) => {
+                            let meta = res.meta.clone();
+                            res.bytes().await.map(|b| (meta, b))
+                        }
+                        Err(e) => Err(e),
+                    };
+                    (k, r)
+                }
+            })
+            .collect();
+        let results: Vec<_> = io.block_on(
+            futures::stream::iter(futs)
+                .buffer_unordered(io.max_requests)
+                .collect::<Vec<_>>(),
+        );
+        let mut known = self.known();
+        for (k, r) in results {
+            let k = &k;
+            fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+            match r {
+                Ok((meta, body)) => {
+                    fetch::stats()
+                        .bytes
+                        .fetch_add(body.len() as u64, Ordering::Relaxed);
+                    known.objects.insert(
+                        k.clone(),
+                        Meta {
+                            size: body.len() as u64,
+                            etag: meta.e_tag,
+                        },
+                    );
+                    known.bodies.insert(k.clone(), body);
+                }
+                Err(object_store::Error::NotFound { .. }) => {
+                    known.absent.insert(k.clone());
+                }
+                Err(e) => {
+                    drop(known);
+                    return Err(self.error(k, "reading", e));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Size and ETag of `key`: known, or asked for with one HEAD.
+    fn meta(&self, key: &str) -> io::Result<Meta> {
+        {
+            let known = self.known();
+            if let Some(m) = known.objects.get(key) {
+                return Ok(m.clone());
+            }
+            if known.absent.contains(key) || known.is_covered(key) {
+                return Err(self.not_found(key));
+            }
+        }
+        let store = self.store()?;
+        let k = Key::from(key);
+        let head = self.block_on(async {
+            store
+                .get_opts(
+                    &k,
+                    GetOptions {
+                        head: true,
+                        ..Default::default()
+                    },
+                )
+                .await
+        })?;
+        fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+        match head {
+            Ok(res) => {
+                let m = Meta {
+                    size: res.meta.size,
+                    etag: res.meta.e_tag,
+                };
+                self.known().objects.insert(key.to_owned(), m.clone());
+                Ok(m)
+            }
+            Err(object_store::Error::NotFound { .. }) => {
+                self.known().absent.insert(key.to_owned());
+                Err(self.not_found(key))
+            }
+            Err(e) => Err(self.error(key, "reading", e)),
+        }
+    }
+
+    fn not_found(&self, key: &str) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{}: no such object", self.path_of(key).display()),
+        )
+    }
+
+    /// Opens the object `key` (read-only).
+    fn open_key(&self, key: &str) -> io::Result<RemoteFile> {
+        let meta = self.meta(key)?;
+        let body = self.known().bodies.get(key).cloned();
+        let store = self.store()?;
+        let etag = OnceLock::new();
+        if let Some(e) = meta.etag.clone() {
+            let _ = etag.set(e);
+        }
+        Ok(RemoteFile(Arc::new(Object {
+            store,
+            path: self.path_of(key),
+            key: Key::from(key),
+            size: meta.size,
+            etag,
+            body,
+            cache: self.cache.clone(),
+            secrets: self.client.config.secrets.clone(),
+        })))
+    }
+}
+
+impl Storage for Remote {
+    type File = RemoteFile;
+
+    fn open(&self, path: &Path, writable: bool) -> io::Result<RemoteFile> {
+        if writable {
+            return Err(read_only());
+        }
+        self.open_key(&self.key_of(path)?)
+    }
+
+    fn create(&self, _: &Path, _: bool) -> io::Result<RemoteFile> {
+        Err(read_only())
+    }
+
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+        let key = self.key_of(path)?;
+        if let Some(b) = self.known().bodies.get(&key) {
+            return Ok(b.to_vec());
+        }
+        let file = self.open_key(&key)?;
+        let mut out = vec![0u8; file.0.size as usize];
+        file.read_exact_at(&mut out, 0)?;
+        Ok(out)
+    }
+
+    fn create_dir_all(&self, _: &Path) -> io::Result<()> {
+        Err(read_only())
+    }
+
+    fn remove(&self, _: &Path) -> io::Result<()> {
+        Err(read_only())
+    }
+
+    fn rename_noreplace(&self, _: &Path, _: &Path) -> io::Result<()> {
+        Err(read_only())
+    }
+
+    fn sync_dir(&self, _: &Path) -> io::Result<()> {
+        Err(read_only())
+    }
+
+    fn kind(&self, path: &Path) -> io::Result<Option<EntryKind>> {
+        let key = self.key_of(path)?;
+        let dir = if key.is_empty() {
+            String::new()
+        } else {
+            format!("{key}/")
+        };
+        {
+            let known = self.known();
+            if known.objects.contains_key(&key) {
+                return Ok(Some(EntryKind::File));
+            }
+            if known.objects.keys().any(|k| k.starts_with(&dir)) {
+                return Ok(Some(EntryKind::Dir));
+            }
+            if known.is_covered(&key) || known.is_covered(&dir) {
+                return Ok(None);
+            }
+        }
+        // One delimited listing says whether anything is below `key`.
+        let store = self.store()?;
+        let prefix = (!key.is_empty()).then(|| Key::from(key.as_str()));
+        let listed = self.block_on(async { store.list_with_delimiter(prefix.as_ref()).await })?;
+        fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+        let listed = listed.map_err(|e| self.error(&key, "listing", e))?;
+        if !listed.objects.is_empty() || !listed.common_prefixes.is_empty() {
+            return Ok(Some(EntryKind::Dir));
+        }
+        match self.meta(&key) {
+            Ok(_) => Ok(Some(EntryKind::File)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<OsString>> {
+        let key = self.key_of(dir)?;
+        let prefix = if key.is_empty() {
+            String::new()
+        } else {
+            format!("{key}/")
+        };
+        let from_known = |known: &Known| {
+            let mut names: Vec<OsString> = known
+                .objects
+                .keys()
+                .filter_map(|k| k.strip_prefix(prefix.as_str()))
+                .filter_map(|rest| rest.split('/').next())
+                .filter(|n| !n.is_empty())
+                .map(OsString::from)
+                .collect();
+            names.sort();
+            names.dedup();
+            names
+        };
+        {
+            let known = self.known();
+            if known.is_covered(&prefix) {
+                return Ok(from_known(&known));
+            }
+        }
+        let store = self.store()?;
+        let p = (!key.is_empty()).then(|| Key::from(key.as_str()));
+        let listed = self.block_on(async { store.list_with_delimiter(p.as_ref()).await })?;
+        fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+        let listed = listed.map_err(|e| self.error(&key, "listing", e))?;
+        let mut names = Vec::new();
+        for c in &listed.common_prefixes {
+            if let Some(n) = c.filename() {
+                names.push(OsString::from(n));
+            }
+        }
+        let mut known = self.known();
+        for m in listed.objects {
+            if let Some(n) = m.location.filename() {
+                names.push(OsString::from(n));
+            }
+            known.objects.insert(
+                m.location.as_ref().to_owned(),
+                Meta {
+                    size: m.size,
+                    etag: m.e_tag,
+                },
+            );
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    fn create_dir(&self, _: &Path) -> io::Result<()> {
+        Err(read_only())
+    }
+
+    fn remove_dir(&self, _: &Path) -> io::Result<()> {
+        Err(read_only())
+    }
+
+    fn remove_dir_all(&self, _: &Path) -> io::Result<()> {
+        Err(read_only())
+    }
+
+    fn rename(&self, _: &Path, _: &Path) -> io::Result<()> {
+        Err(read_only())
+    }
+}
+
+/// One remote object, pinned at its size and ETag.
+pub(crate) struct Object {
+    store: Arc<dyn ObjectStore>,
+    /// Its URI, as messages name it.
+    path: PathBuf,
+    key: Key,
+    size: u64,
+    /// The version every read must return: from the listing, or the first
+    /// response when the listing gave none.
+    etag: OnceLock<String>,
+    /// The whole object, when it was fetched at open (meta.zr, dict.zr).
+    body: Option<Bytes>,
+    cache: Option<Arc<BlockCache>>,
+    secrets: client::Secrets,
+}
+
+/// An open remote object (cheap to clone).
+#[derive(Clone)]
+pub(crate) struct RemoteFile(Arc<Object>);
+
+impl std::fmt::Debug for RemoteFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "RemoteFile({}, {} bytes)",
+            self.0.path.display(),
+            self.0.size
+        )
+    }
+}
+
+impl Object {
+    fn error(&self, what: &str, e: object_store::Error) -> io::Error {
+        if let object_store::Error::Precondition { .. } = e {
+            return changed(format!(
+                "{} changed while open (its ETag no longer matches the version this handle pinned)",
+                self.path.display()
+            ));
+        }
+        let kind = client::error_kind(&e);
+        io::Error::new(
+            kind,
+            format!(
+                "{what} {}: {} ({})",
+                self.path.display(),
+                client::describe(kind),
+                self.secrets.scrub(&e.to_string())
+            ),
+        )
+    }
+
+    /// Checks a response's object against the pinned version (pinning its
+    /// ETag if none was known).
+    fn check_version(&self, meta: &object_store::ObjectMeta) -> io::Result<()> {
+        if meta.size != self.size {
+            return Err(changed(format!(
+                "{} changed while open: it is {} bytes now, {} when opened",
+                self.path.display(),
+                meta.size,
+                self.size
+            )));
+        }
+        if let Some(got) = &meta.e_tag {
+            let pinned = self.etag.get_or_init(|| got.clone());
+            if pinned != got {
+                return Err(changed(format!(
+                    "{} changed while open (its ETag is no longer the one pinned at open)",
+                    self.path.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The bytes `range` of this version of the object, retried (with
+    /// backoff and jitter) when the body comes back short or breaks off.
+    async fn get_range(&self, range: Range<u64>) -> io::Result<Bytes> {
+        let want = range.end - range.start;
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let opts = GetOptions {
+                range: Some(GetRange::Bounded(range.clone())),
+                if_match: self.etag.get().cloned(),
+                ..Default::default()
+            };
+            fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+            let failure = match self.store.get_opts(&self.key, opts).await {
+                Ok(res) => {
+                    self.check_version(&res.meta)?;
+                    match res.bytes().await {
+                        Ok(b) if b.len() as u64 == want => {
+                            fetch::stats().bytes.fetch_add(want, Ordering::Relaxed);
+                            return Ok(b);
+                        }
+                        Ok(b) => io::Error::new(
+                            io::ErrorKind::ConnectionReset,
+                            format!(
+                                "reading {} bytes {}..{}: the server sent {} of {want} bytes (retries exhausted)",
+                                self.path.display(),
+                                range.start,
+                                range.end,
+                                b.len()
+                            ),
+                        ),
+                        Err(e) => self.error("reading", e),
+                    }
+                }
+                Err(e) => return Err(self.error("reading", e)),
+            };
+            let transient = matches!(
+                failure.kind(),
+                io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::TimedOut
+                    | io::ErrorKind::NotConnected
+                    | io::ErrorKind::UnexpectedEof
+            );
+            if !transient || attempt >= BODY_TRIES {
+                return Err(failure);
+            }
+            fetch::stats().retries.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(backoff(attempt)).await;
+        }
+    }
+}
+
+impl RemoteFile {
+    pub(crate) fn size(&self) -> u64 {
+        self.0.size
+    }
+
+    /// The pinned ETag, asking the server once if none is known yet.
+    pub(crate) fn etag(&self) -> io::Result<Option<String>> {
+        if let Some(e) = self.0.etag.get() {
+            return Ok(Some(e.clone()));
+        }
+        let head = runtime::io()?.block_on(async {
+            self.0
+                .store
+                .get_opts(
+                    &self.0.key,
+                    GetOptions {
+                        head: true,
+                        ..Default::default()
+                    },
+                )
+                .await
+        });
+        fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+        let res = head.map_err(|e| self.0.error("reading", e))?;
+        self.0.check_version(&res.meta)?;
+        Ok(self.0.etag.get().cloned())
+    }
+
+    /// Fetches the byte ranges `ranges` of the object (any order; every
+    /// range within the object) as [`Runs`]: through the block cache when
+    /// the location has one, else as planned concurrent range requests.
+    pub(crate) fn fetch(&self, ranges: &[Range<u64>]) -> io::Result<Runs> {
+        let mut runs = fetch_many(&[(self, ranges)]).map_err(|(_, e)| e)?;
+        Ok(runs.pop().unwrap_or_default())
+    }
+
+    pub(crate) fn cache_key(&self) -> io::Result<String> {
+        Ok(format!(
+            "{}\n{}\n{}",
+            self.0.path.display(),
+            self.0.size,
+            self.etag()?.unwrap_or_default()
+        ))
+    }
+}
+
+impl StorageFile for RemoteFile {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.0.size)
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], at: u64) -> io::Result<()> {
+        let end = at
+            .checked_add(buf.len() as u64)
+            .filter(|&e| e <= self.0.size);
+        let Some(end) = end else {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{}: read past the end of the object", self.0.path.display()),
+            ));
+        };
+        if buf.is_empty() {
+            return Ok(());
+        }
+        if let Some(body) = &self.0.body {
+            buf.copy_from_slice(&body[at as usize..end as usize]);
+            return Ok(());
+        }
+        let runs = self.fetch(std::slice::from_ref(&(at..end)))?;
+        let bytes = runs
+            .slice(at, buf.len())
+            .ok_or_else(|| io::Error::other("a fetch did not cover its range"))?;
+        buf.copy_from_slice(bytes);
+        Ok(())
+    }
+
+    unsafe fn map(&self, _len: usize) -> Option<memmap2::Mmap> {
+        None
+    }
+
+    fn write_all_at(&self, _: &[u8], _: u64) -> io::Result<()> {
+        Err(read_only())
+    }
+
+    fn set_len(&self, _: u64) -> io::Result<()> {
+        Err(read_only())
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        Err(read_only())
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        Err(read_only())
+    }
+
+    fn try_lock(&self, shared: bool) -> std::result::Result<(), TryLockError> {
+        // Readers of an object store need no lock; nothing here writes.
+        if shared {
+            Ok(())
+        } else {
+            Err(TryLockError::Error(read_only()))
+        }
+    }
+
+    fn lock(&self) -> io::Result<()> {
+        Err(read_only())
+    }
+
+    fn unlock(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// How one object's ranges are read by [`fetch_many`].
+enum Plan {
+    Ready(Runs),
+    Direct {
+        merged: Vec<Range<u64>>,
+        groups: Vec<usize>,
+    },
+    Cached(cache::Pending),
+}
+
+/// Fetches the byte ranges of several objects (a gather's stores: the
+/// shards of a column) in one concurrent round of requests; each object's
+/// bytes as [`Runs`], in the order of `jobs`. On failure, the job whose
+/// object failed and the error.
+pub(crate) fn fetch_many(
+    jobs: &[(&RemoteFile, &[Range<u64>])],
+) -> std::result::Result<Vec<Runs>, (usize, io::Error)> {
+    let mut plans = Vec::with_capacity(jobs.len());
+    // (job, range) of every request, in the order they are fetched.
+    let mut requests: Vec<(usize, Range<u64>)> = Vec::new();
+    for (j, (file, ranges)) in jobs.iter().enumerate() {
+        let obj = &file.0;
+        if let Some(body) = &obj.body {
+            plans.push(Plan::Ready(Runs::new(vec![(0, body.clone())])));
+            continue;
+        }
+        if let Some(r) = ranges.iter().find(|r| r.end > obj.size) {
+            let e = io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "{}: bytes {}..{} lie past the end of the object ({} bytes)",
+                    obj.path.display(),
+                    r.start,
+                    r.end,
+                    obj.size
+                ),
+            );
+            return Err((j, e));
+        }
+        if let Some(cache) = &obj.cache {
+            let pending = cache.plan(file, ranges).map_err(|e| (j, e))?;
+            requests.extend(pending.requests.iter().map(|r| (j, r.clone())));
+            plans.push(Plan::Cached(pending));
+        } else {
+            let (merged, reqs) = fetch::plan(ranges, fetch::GAP, fetch::SPLIT);
+            requests.extend(reqs.iter().map(|r| (j, r.range.clone())));
+            plans.push(Plan::Direct {
+                merged,
+                groups: reqs.iter().map(|r| r.group).collect(),
+            });
+        }
+    }
+    let mut fetched: Vec<Vec<Bytes>> = vec![Vec::new(); jobs.len()];
+    if !requests.is_empty() {
+        let io = runtime::io().map_err(|e| (0, e))?;
+        let futs: Vec<_> = requests
+            .into_iter()
+            .map(|(j, r)| {
+                let obj = jobs[j].0 .0.clone();
+                let permits = io.permits.clone();
+                async move {
+                    let got = match permits.acquire_owned().await {
+                        Ok(_permit) => obj.get_range(r).await,
+                        Err(_) => Err(io::Error::other("the request limiter closed")),
+                    };
+                    (j, got)
+                }
+            })
+            .collect();
+        let results: Vec<(usize, io::Result<Bytes>)> = io.block_on(
+            futures::stream::iter(futs)
+                .buffered(io.max_requests)
+                .collect::<Vec<_>>(),
+        );
+        for (j, r) in results {
+            fetched[j].push(r.map_err(|e| (j, e))?);
+        }
+    }
+    let mut out = Vec::with_capacity(jobs.len());
+    for ((j, plan), parts) in plans.into_iter().enumerate().zip(fetched) {
+        out.push(match plan {
+            Plan::Ready(runs) => runs,
+            Plan::Direct { merged, groups } => {
+                let mut joined: Vec<Vec<Bytes>> = vec![Vec::new(); merged.len()];
+                for (g, b) in groups.into_iter().zip(parts) {
+                    joined[g].push(b);
+                }
+                Runs::new(
+                    merged
+                        .iter()
+                        .zip(joined)
+                        .map(|(m, p)| (m.start, fetch::join(p)))
+                        .collect(),
+                )
+            }
+            Plan::Cached(pending) => match &jobs[j].0 .0.cache {
+                Some(cache) => cache.finish(pending, parts),
+                None => Runs::default(),
+            },
+        });
+    }
+    Ok(out)
+}
+
+/// The engine error of an I/O failure at `path`: a remote object that
+/// changed under an open handle is [`Error::Corrupted`], the rest
+/// [`Error::Io`].
+pub(crate) fn to_error(path: &Path, e: io::Error) -> Error {
+    if let Some(c) = e.get_ref().and_then(|i| i.downcast_ref::<ObjectChanged>()) {
+        return Error::corrupted(path, c.0.clone());
+    }
+    Error::io(path, e)
+}
+
+/// Counters of remote reads in this process: requests, bytes fetched,
+/// cache hits and misses (blocks), retries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RemoteStats {
+    pub requests: u64,
+    pub bytes: u64,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    pub retries: u64,
+}
+
+/// This process's [`RemoteStats`] so far.
+pub fn remote_stats() -> RemoteStats {
+    let s = fetch::stats();
+    RemoteStats {
+        requests: s.requests.load(Ordering::Relaxed),
+        bytes: s.bytes.load(Ordering::Relaxed),
+        cache_hits: s.cache_hits.load(Ordering::Relaxed),
+        cache_misses: s.cache_misses.load(Ordering::Relaxed),
+        retries: s.retries.load(Ordering::Relaxed),
+    }
+}
+
+/// Builds the [`Result`] of a remote setup step.
+pub(crate) fn setup<T>(path: &Path, r: io::Result<T>) -> Result<T> {
+    r.map_err(|e| to_error(path, e))
+}

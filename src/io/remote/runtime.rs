@@ -1,0 +1,90 @@
+//! The runtime that drives remote requests, and the process-wide bound on
+//! requests in flight.
+//!
+//! One tokio runtime per process, made on first use, with two I/O threads
+//! (requests wait on the network, not on the CPU; decoding runs on the
+//! caller's threads and the executor). A gather blocks on it with the GIL
+//! released. A `fork()`ed child (a torch DataLoader worker) inherits none
+//! of its threads: the first request in the child sees another process id
+//! and makes a runtime of its own; the parent's, unusable there, is leaked
+//! rather than dropped (dropping it would wait for threads that do not
+//! exist in the child). Clients are remade the same way (`client.rs`).
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Semaphore;
+
+/// Requests in flight in one process unless `LOADERX_REMOTE_REQUESTS` says
+/// otherwise: S3 serves thousands of GETs per second per prefix, and 64
+/// requests of a few hundred KiB each at 20 ms keep about a GiB/s moving.
+pub(crate) const DEFAULT_REQUESTS: usize = 64;
+
+pub(crate) struct Io {
+    pid: u32,
+    runtime: tokio::runtime::Runtime,
+    /// One permit per request in flight, shared by every remote location
+    /// of the process.
+    pub(crate) permits: Arc<Semaphore>,
+    pub(crate) max_requests: usize,
+}
+
+static IO: Mutex<Option<Arc<Io>>> = Mutex::new(None);
+
+/// `LOADERX_REMOTE_REQUESTS`, or the default (an invalid value is ignored).
+fn max_requests() -> usize {
+    std::env::var("LOADERX_REMOTE_REQUESTS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(DEFAULT_REQUESTS)
+}
+
+/// This process's runtime, made (or remade after a fork) on first use.
+pub(crate) fn io() -> std::io::Result<Arc<Io>> {
+    let pid = std::process::id();
+    let mut slot = IO.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(io) = slot.as_ref().filter(|io| io.pid == pid) {
+        return Ok(io.clone());
+    }
+    if let Some(inherited) = slot.take() {
+        // The parent's runtime: its threads are not in this process.
+        std::mem::forget(inherited);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("loaderx-io")
+        .enable_all()
+        .build()?;
+    let max = max_requests();
+    let io = Arc::new(Io {
+        pid,
+        runtime,
+        permits: Arc::new(Semaphore::new(max)),
+        max_requests: max,
+    });
+    *slot = Some(io.clone());
+    Ok(io)
+}
+
+impl Io {
+    /// Runs `fut` to completion on this runtime from a thread outside it.
+    /// From inside another runtime (a DataFusion scan calls gathers from its
+    /// own tokio threads), a scoped thread blocks instead, since a runtime
+    /// thread may not block on another runtime.
+    pub(crate) fn block_on<F>(&self, fut: F) -> F::Output
+    where
+        F: Future + Send,
+        F::Output: Send,
+    {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            std::thread::scope(|s| {
+                s.spawn(|| self.runtime.block_on(fut))
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p))
+            })
+        } else {
+            self.runtime.block_on(fut)
+        }
+    }
+}

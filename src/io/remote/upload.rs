@@ -1,0 +1,368 @@
+//! Writing to object stores: whole objects (conditional where a commit
+//! needs it), and concurrent transfers of many files between any two
+//! places, local or remote, with multipart uploads for large objects and a
+//! size check of every object written.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use object_store::path::Path as Key;
+use object_store::{
+    GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion,
+    WriteMultipart,
+};
+
+use super::{fetch, runtime, Remote};
+
+/// Objects up to this size are written with one request; larger ones as a
+/// multipart upload of parts of this size.
+pub(crate) const PART: u64 = 16 << 20;
+/// Objects transferred at once by [`transfer`].
+const OBJECTS_IN_FLIGHT: usize = 16;
+
+/// What a conditional write found.
+#[derive(Debug)]
+pub(crate) enum Put {
+    Done,
+    /// `PutMode::Create` and an object was there, or `PutMode::Update` and
+    /// the object was no longer the version given.
+    Conflict,
+}
+
+impl Remote {
+    /// Writes `bytes` as the object `key` with `mode`.
+    pub(crate) fn put(&self, key: &str, bytes: Bytes, mode: PutMode) -> io::Result<Put> {
+        let store = self.store()?;
+        let k = Key::from(key);
+        let r = self.block_on(async {
+            store
+                .put_opts(
+                    &k,
+                    PutPayload::from(bytes),
+                    PutOptions {
+                        mode,
+                        ..Default::default()
+                    },
+                )
+                .await
+        })?;
+        fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+        match r {
+            Ok(_) => Ok(Put::Done),
+            Err(object_store::Error::AlreadyExists { .. })
+            | Err(object_store::Error::Precondition { .. }) => Ok(Put::Conflict),
+            Err(e) => Err(self.error(key, "writing", e)),
+        }
+    }
+
+    /// The object `key` and the version to update it from, None when there
+    /// is none.
+    pub(crate) fn get_versioned(&self, key: &str) -> io::Result<Option<(Bytes, UpdateVersion)>> {
+        let store = self.store()?;
+        let k = Key::from(key);
+        let r = self.block_on(async {
+            match store.get_opts(&k, GetOptions::default()).await {
+                Ok(res) => {
+                    let meta = res.meta.clone();
+                    res.bytes().await.map(|b| Some((b, meta)))
+                }
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        })?;
+        fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+        match r {
+            Ok(Some((bytes, meta))) => Ok(Some((
+                bytes,
+                UpdateVersion {
+                    e_tag: meta.e_tag,
+                    version: meta.version,
+                },
+            ))),
+            Ok(None) => Ok(None),
+            Err(e) => Err(self.error(key, "reading", e)),
+        }
+    }
+
+    /// Deletes the objects `keys` (missing ones are fine).
+    pub(crate) fn delete(&self, keys: &[String]) -> io::Result<()> {
+        let store = self.store()?;
+        let io = runtime::io()?;
+        let futs: Vec<_> = keys
+            .iter()
+            .map(|k| {
+                let store = store.clone();
+                let k = k.clone();
+                async move {
+                    let r = store.delete(&Key::from(k.as_str())).await;
+                    (k, r)
+                }
+            })
+            .collect();
+        let results: Vec<_> = io.block_on(
+            futures::stream::iter(futs)
+                .buffer_unordered(OBJECTS_IN_FLIGHT)
+                .collect::<Vec<_>>(),
+        );
+        for (k, r) in results {
+            match r {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(self.error(&k, "deleting", e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The objects below `prefix` (a key; empty for the root): key and
+    /// size, sorted, listed afresh.
+    pub(crate) fn list_objects(&self, prefix: &str) -> io::Result<Vec<(String, u64)>> {
+        let store = self.store()?;
+        let p = (!prefix.is_empty()).then(|| Key::from(prefix));
+        let listed: Vec<object_store::ObjectMeta> = self
+            .block_on(async {
+                use futures::TryStreamExt;
+                store.list(p.as_ref()).try_collect().await
+            })?
+            .map_err(|e| self.error(prefix, "listing", e))?;
+        fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+        let mut out: Vec<(String, u64)> = listed
+            .into_iter()
+            .map(|m| (m.location.as_ref().to_owned(), m.size))
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+}
+
+/// One end of a transfer.
+#[derive(Clone, Debug)]
+pub(crate) enum Place {
+    Local(PathBuf),
+    Remote(Arc<Remote>, String),
+}
+
+impl Place {
+    fn name(&self) -> String {
+        match self {
+            Place::Local(p) => p.display().to_string(),
+            Place::Remote(r, k) => r.path_of(k).display().to_string(),
+        }
+    }
+}
+
+/// One object to copy: from, to, and its size.
+#[derive(Clone, Debug)]
+pub(crate) struct Transfer {
+    pub from: Place,
+    pub to: Place,
+    pub size: u64,
+}
+
+/// Reads `range` of `place` (blocking for a local file).
+async fn read_part(
+    place: &Place,
+    store: Option<&Arc<dyn ObjectStore>>,
+    range: Range<u64>,
+) -> io::Result<Bytes> {
+    match (place, store) {
+        (Place::Local(path), _) => {
+            let path = path.clone();
+            tokio::task::spawn_blocking(move || {
+                let mut f = File::open(&path)?;
+                f.seek(SeekFrom::Start(range.start))?;
+                let mut buf = vec![0u8; (range.end - range.start) as usize];
+                f.read_exact(&mut buf).map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!(
+                            "{}: {e} (the file changed during the copy?)",
+                            path.display()
+                        ),
+                    )
+                })?;
+                Ok(Bytes::from(buf))
+            })
+            .await
+            .map_err(io::Error::other)?
+        }
+        (Place::Remote(remote, key), Some(store)) => {
+            let opts = GetOptions {
+                range: Some(object_store::GetRange::Bounded(range.clone())),
+                ..Default::default()
+            };
+            fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+            let res = store
+                .get_opts(&Key::from(key.as_str()), opts)
+                .await
+                .map_err(|e| remote.error(key, "reading", e))?;
+            let bytes = res
+                .bytes()
+                .await
+                .map_err(|e| remote.error(key, "reading", e))?;
+            if bytes.len() as u64 != range.end - range.start {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "reading {}: got {} of {} bytes (the object changed during the copy?)",
+                        remote.path_of(key).display(),
+                        bytes.len(),
+                        range.end - range.start
+                    ),
+                ));
+            }
+            Ok(bytes)
+        }
+        (Place::Remote(..), None) => Err(io::Error::other("no client for a remote source")),
+    }
+}
+
+/// Copies one object, part by part; returns the bytes written.
+async fn copy_one(
+    t: &Transfer,
+    progress: &(dyn Fn(u64) -> io::Result<()> + Sync),
+) -> io::Result<()> {
+    let src_store = match &t.from {
+        Place::Remote(r, _) => Some(r.store()?),
+        Place::Local(_) => None,
+    };
+    let parts: Vec<Range<u64>> = (0..t.size.div_ceil(PART))
+        .map(|i| i * PART..((i + 1) * PART).min(t.size))
+        .collect();
+    match &t.to {
+        Place::Local(path) => {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let mut f = File::create(path)?;
+            for r in parts {
+                let n = r.end - r.start;
+                let bytes = read_part(&t.from, src_store.as_ref(), r).await?;
+                f.write_all(&bytes)?;
+                progress(n)?;
+            }
+            f.sync_all()?;
+            let got = f.metadata()?.len();
+            if got != t.size {
+                return Err(io::Error::other(format!(
+                    "{}: wrote {got} bytes, expected {}",
+                    path.display(),
+                    t.size
+                )));
+            }
+        }
+        Place::Remote(remote, key) => {
+            let store = remote.store()?;
+            let k = Key::from(key.as_str());
+            if t.size <= PART {
+                let bytes = match parts.first() {
+                    Some(r) => read_part(&t.from, src_store.as_ref(), r.clone()).await?,
+                    None => Bytes::new(),
+                };
+                fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+                store
+                    .put_opts(&k, PutPayload::from(bytes), PutOptions::default())
+                    .await
+                    .map_err(|e| remote.error(key, "writing", e))?;
+                progress(t.size)?;
+            } else {
+                let upload = store
+                    .put_multipart_opts(&k, Default::default())
+                    .await
+                    .map_err(|e| remote.error(key, "writing", e))?;
+                let mut w = WriteMultipart::new_with_chunk_size(upload, PART as usize);
+                let written = async {
+                    for r in parts {
+                        let n = r.end - r.start;
+                        w.wait_for_capacity(4)
+                            .await
+                            .map_err(|e| remote.error(key, "writing", e))?;
+                        let bytes = read_part(&t.from, src_store.as_ref(), r).await?;
+                        fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+                        w.put(bytes);
+                        progress(n)?;
+                    }
+                    Ok::<_, io::Error>(())
+                }
+                .await;
+                match written {
+                    Ok(()) => {
+                        w.finish()
+                            .await
+                            .map_err(|e| remote.error(key, "writing", e))?;
+                    }
+                    Err(e) => {
+                        let _ = w.abort().await;
+                        return Err(e);
+                    }
+                }
+            }
+            // Every object written is checked for its size.
+            let head = store
+                .get_opts(
+                    &k,
+                    GetOptions {
+                        head: true,
+                        ..Default::default()
+                    },
+                )
+                .await
+                .map_err(|e| remote.error(key, "checking", e))?;
+            fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+            if head.meta.size != t.size {
+                return Err(io::Error::other(format!(
+                    "{}: the store holds {} bytes after the upload, expected {}",
+                    remote.path_of(key).display(),
+                    head.meta.size,
+                    t.size
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Copies every object of `transfers`, several at once, calling
+/// `progress(bytes)` as bytes land (on the calling thread). The first
+/// failure (or error from `progress`) stops the copy and is returned,
+/// naming its object.
+pub(crate) fn transfer(
+    transfers: &[Transfer],
+    progress: &(dyn Fn(u64) -> io::Result<()> + Sync),
+) -> io::Result<()> {
+    if transfers.is_empty() {
+        return Ok(());
+    }
+    let io = runtime::io()?;
+    let futs: Vec<_> = transfers.iter().map(|t| copy_named(t, progress)).collect();
+    io.block_on(async move {
+        let mut stream = futures::stream::iter(futs).buffer_unordered(OBJECTS_IN_FLIGHT);
+        while let Some(r) = stream.next().await {
+            r?;
+        }
+        Ok(())
+    })
+}
+
+/// [`copy_one`], its error naming both ends when it names neither.
+async fn copy_named(
+    t: &Transfer,
+    progress: &(dyn Fn(u64) -> io::Result<()> + Sync),
+) -> io::Result<()> {
+    copy_one(t, progress).await.map_err(|e| {
+        let text = e.to_string();
+        if text.contains(&t.from.name()) || text.contains(&t.to.name()) {
+            e
+        } else {
+            io::Error::new(
+                e.kind(),
+                format!("copying {} to {}: {text}", t.from.name(), t.to.name()),
+            )
+        }
+    })
+}

@@ -1,0 +1,240 @@
+//! [`Location`]: where a store or table lives, a local path or a remote
+//! URI (`s3://`, `gs://`, `az://`, `abfs[s]://`, `http(s)://`) with its
+//! storage options.
+//!
+//! ```no_run
+//! use loaderx::{Location, Table};
+//! let at = Location::parse(
+//!     "s3://bucket/tables/train",
+//!     &[("aws_region".into(), "eu-west-1".into())],
+//! )?;
+//! let table = Table::open_at(&at, true)?;
+//! let rows = table.column("label").unwrap();
+//! # Ok::<(), loaderx::Error>(())
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use crate::io::Fs;
+use crate::{Error, Result};
+
+/// A local path, or a remote location with its client options.
+#[derive(Clone, Debug)]
+pub struct Location {
+    fs: Fs,
+    /// The local path, or the remote URI (without options).
+    path: PathBuf,
+}
+
+/// A local block cache for remote reads: a directory and its size bound.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheOptions {
+    pub dir: PathBuf,
+    pub bytes: u64,
+}
+
+/// The size of one cached block of a remote object (4 MiB): `cache_bytes`
+/// must hold at least one.
+#[cfg(feature = "remote")]
+pub const CACHE_BLOCK: u64 = crate::io::remote::BLOCK_SIZE;
+
+impl Location {
+    /// A local path.
+    pub fn local(path: impl Into<PathBuf>) -> Location {
+        Location {
+            fs: Fs::Local,
+            path: path.into(),
+        }
+    }
+
+    /// Parses `location`: a local path, a `file://` URI, or a remote URI
+    /// configured by `options` (the `object_store` crate's key names, e.g.
+    /// `aws_endpoint`, `aws_region`, `aws_access_key_id`; plus
+    /// `max_retries` and `retry_timeout`) and the environment (`AWS_*`,
+    /// `GOOGLE_*`, `AZURE_*`). Options are ignored for a local path.
+    ///
+    /// `InvalidValue` for a malformed URI, an unknown scheme or an unknown
+    /// option key (naming it, never a value), or a scheme this build leaves
+    /// out.
+    pub fn parse(location: &str, options: &[(String, String)]) -> Result<Location> {
+        Location::parse_cached(location, options, None)
+    }
+
+    /// [`Location::parse`] with a local block cache for remote reads
+    /// (`cache` is refused for a local path, and must hold one block).
+    pub fn parse_cached(
+        location: &str,
+        options: &[(String, String)],
+        cache: Option<&CacheOptions>,
+    ) -> Result<Location> {
+        #[cfg(feature = "remote")]
+        {
+            use crate::io::remote::{uri, BlockCache, Remote};
+            match uri::parse(location)? {
+                uri::Parsed::Local(path) => {
+                    if cache.is_some() {
+                        return Err(Error::InvalidValue(format!(
+                            "cache_dir is for remote locations, but {} is a local path",
+                            path.display()
+                        )));
+                    }
+                    Ok(Location::local(path))
+                }
+                uri::Parsed::Remote(u) => {
+                    let cache = cache
+                        .map(|c| BlockCache::open(&c.dir, c.bytes))
+                        .transpose()?;
+                    let path = PathBuf::from(u.display());
+                    let remote = Remote::new(u, options, cache)?;
+                    Ok(Location {
+                        fs: Fs::Remote(std::sync::Arc::new(remote)),
+                        path,
+                    })
+                }
+            }
+        }
+        #[cfg(not(feature = "remote"))]
+        {
+            let _ = options;
+            if location.contains("://") && !location.to_ascii_lowercase().starts_with("file://") {
+                return Err(Error::InvalidValue(format!(
+                    "location {location:?} is remote, but this build of loaderx has no remote support (the cargo feature \"remote\")"
+                )));
+            }
+            if cache.is_some() {
+                return Err(Error::InvalidValue(
+                    "cache_dir is for remote locations".into(),
+                ));
+            }
+            let path = location
+                .strip_prefix("file://")
+                .map_or(location, |p| p.strip_prefix("localhost").unwrap_or(p));
+            Ok(Location::local(path))
+        }
+    }
+
+    /// Whether `location` names a remote object store (not a local path or
+    /// a `file://` URI); nothing is checked beyond the scheme.
+    pub fn is_remote_uri(location: &str) -> bool {
+        match location.split_once("://") {
+            Some((scheme, _)) => !scheme.eq_ignore_ascii_case("file"),
+            None => false,
+        }
+    }
+
+    pub fn is_remote(&self) -> bool {
+        self.fs.is_remote()
+    }
+
+    /// The local path, or the remote URI (what messages name).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The location `name` below this one.
+    pub fn join(&self, name: &str) -> Location {
+        Location {
+            fs: self.fs.clone(),
+            path: self.path.join(name),
+        }
+    }
+
+    pub(crate) fn fs(&self) -> &Fs {
+        &self.fs
+    }
+
+    /// A writable open of a remote location is refused: `InvalidValue`
+    /// naming the URI.
+    pub(crate) fn check_readonly(&self, readonly: bool, what: &str) -> Result<()> {
+        if self.is_remote() && !readonly {
+            return Err(Error::InvalidValue(format!(
+                "{} is a remote location: a {what} there opens read-only (readonly=True); write locally and upload with copy_table",
+                self.path.display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Before a remote store opens: one listing of its objects and one
+    /// round of concurrent fetches of its `meta.zr` and `dict.zr`.
+    pub(crate) fn warm_store(&self) -> Result<()> {
+        #[cfg(feature = "remote")]
+        if let Fs::Remote(r) = &self.fs {
+            let key = crate::io::remote::setup(&self.path, r.key_of(&self.path))?;
+            crate::io::remote::setup(&self.path, r.list_prefix(&key))?;
+            let keys = [format!("{key}/meta.zr"), format!("{key}/dict.zr")];
+            let present: Vec<String> = keys.into_iter().filter(|k| r.knows(k)).collect();
+            crate::io::remote::setup(&self.path, r.prefetch(&present))?;
+        }
+        Ok(())
+    }
+
+    /// Before a remote table opens: its manifest (one request), then one
+    /// listing of the table, or of each shard whose objects the manifest
+    /// does not record (concurrently), then one concurrent round of
+    /// fetches of every `table.json`, `meta.zr` and `dict.zr`. What the
+    /// open then reads comes from memory.
+    pub(crate) fn warm_table(&self) -> Result<()> {
+        #[cfg(feature = "remote")]
+        if let Fs::Remote(r) = &self.fs {
+            use crate::io::remote::setup;
+            let at = &self.path;
+            let key = setup(at, r.key_of(at))?;
+            let join = |k: &str| {
+                if key.is_empty() {
+                    k.to_owned()
+                } else {
+                    format!("{key}/{k}")
+                }
+            };
+            let manifest_key = join(crate::table::MANIFEST_FILE);
+            setup(at, r.prefetch(std::slice::from_ref(&manifest_key)))?;
+            let prefixes: Vec<String> = match r.body(&manifest_key) {
+                Some(raw) => {
+                    let shards = crate::table::manifest::listed_objects(&raw);
+                    let mut unlisted = Vec::new();
+                    for (name, objects) in shards {
+                        let prefix = join(&name);
+                        match objects {
+                            Some(objs) => {
+                                let objs: Vec<(String, u64)> = objs
+                                    .into_iter()
+                                    .map(|(k, size)| (format!("{prefix}/{k}"), size))
+                                    .collect();
+                                r.assume_listed(&prefix, &objs);
+                            }
+                            None => unlisted.push(prefix),
+                        }
+                    }
+                    setup(at, r.list_prefixes(&unlisted))?;
+                    manifest_shard_prefixes(&raw, &join)
+                }
+                None => {
+                    setup(at, r.list_prefix(&key))?;
+                    vec![key.clone()]
+                }
+            };
+            let mut wanted = Vec::new();
+            for prefix in prefixes {
+                for k in r.known_keys(&prefix) {
+                    let name = k.rsplit('/').next().unwrap_or("");
+                    if matches!(name, "meta.zr" | "dict.zr" | "table.json") {
+                        wanted.push(k);
+                    }
+                }
+            }
+            setup(at, r.prefetch(&wanted))?;
+        }
+        Ok(())
+    }
+}
+
+/// The key prefixes of the shards a manifest names (`join` makes a key of
+/// a name below the table).
+#[cfg(feature = "remote")]
+fn manifest_shard_prefixes(raw: &[u8], join: &dyn Fn(&str) -> String) -> Vec<String> {
+    crate::table::manifest::listed_objects(raw)
+        .into_iter()
+        .map(|(name, _)| join(&name))
+        .collect()
+}
