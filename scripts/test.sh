@@ -6,8 +6,10 @@
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 # Hugging Face datasets (loaderx.hf's tests and docs) never reaches the hub.
 export HF_HUB_OFFLINE=1
-# fault-injection numbers every write for the crash-point sweeps (tests/crash.rs).
-cargo test -p loaderx -p loaderx-datafusion -p loaderx-parquet --features loaderx/fault-injection
+# fault-injection numbers every write for the crash-point sweeps (tests/crash.rs);
+# the cloud features are the ones the extension builds (one build of object_store).
+cargo test -p loaderx -p loaderx-datafusion -p loaderx-parquet \
+    --features loaderx/fault-injection,loaderx/aws,loaderx/gcp,loaderx/azure,loaderx/http
 cargo run -q -p loaderx --example quickstart
 cargo run -q -p loaderx --example loader
 maturin develop --quiet

@@ -63,7 +63,7 @@ if [ "$FT_MINOR" = 3.13 ]; then
 else
     unset UNSAFE_PYO3_SKIP_VERSION_CHECK
 fi
-maturin develop --quiet --no-default-features --features sql
+maturin develop --quiet --no-default-features --features sql,remote
 
 # Tests that cannot run on the free-threaded interpreter, each with its
 # reason (docs/development.md "Free-threaded suites" lists the same). Checked 2026-12-01:

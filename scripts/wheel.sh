@@ -85,7 +85,7 @@ if [ "$build_ft" = 1 ]; then
         fi
         t0=$(date +%s)
         nice -n 10 "$MATURIN" build --profile dist --zig --compatibility manylinux2014 \
-            --no-default-features --features sql --interpreter "$CPYTHON" --out "$DIST"
+            --no-default-features --features sql,remote --interpreter "$CPYTHON" --out "$DIST"
         echo "wheel.sh: $tag wheel in $(( $(date +%s) - t0 ))s" >&2
     done
 fi

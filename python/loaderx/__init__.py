@@ -29,6 +29,10 @@ Modules:
   ``Mapping`` of column name to stream; :func:`loaderx.new_shard` and
   :func:`loaderx.commit_shards` let parallel writers add shards, and
   :func:`loaderx.ingest_sharded` ingests an Arrow source on all cores.
+* :func:`loaderx.copy_table` — a table copied between any two locations
+  (local paths, ``s3://``, ``gs://``, ``az://``; ``http(s)://`` as a
+  source); every function that opens a table or store also takes a URI and
+  ``storage_options``.
 
 ``import loaderx`` imports numpy and the native extension only; each
 submodule above is imported the first time it is named
@@ -38,7 +42,7 @@ so optional packages (pyarrow, polars, Ray, ...) load only when used.
 
 from ._pack import pack
 from ._sql import sql
-from .table import Table, commit_shards, ingest_sharded, new_shard, open_table
+from .table import Table, commit_shards, copy_table, ingest_sharded, new_shard, open_table
 from .zrecord import DICT_TIERS, Corrupted, DenseStore, RaggedStore, StoreBusy
 
 __all__ = [
@@ -54,6 +58,7 @@ __all__ = [
     "new_shard",
     "commit_shards",
     "ingest_sharded",
+    "copy_table",
 ]
 
 #: Submodules imported on first attribute access (see the module docstring).

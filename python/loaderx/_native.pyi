@@ -40,6 +40,7 @@ class Store:
         readonly: bool = False,
         logical: str | None = None,
         validity: str | PathLike[str] | None = None,
+        storage_options: dict[str, str] | None = None,
     ) -> Store: ...
     @staticmethod
     def concat(
@@ -222,7 +223,11 @@ MANIFEST_LOCK: str
 VALIDITY: str
 
 def open_table(
-    path: str | PathLike[str], readonly: bool
+    path: str,
+    readonly: bool,
+    storage_options: dict[str, str] | None = None,
+    cache_dir: str | PathLike[str] | None = None,
+    cache_bytes: int | None = None,
 ) -> tuple[list[tuple[str, Store]], list[tuple[PathLike[str], int]] | None]: ...
 def open_columns(
     path: str | PathLike[str], readonly: bool = True, names: list[str] | None = None
@@ -233,3 +238,20 @@ def read_manifest(path: str | PathLike[str]) -> dict[str, Any]: ...
 def new_shard(path: str | PathLike[str]) -> PathLike[str]: ...
 def commit_shards(path: str | PathLike[str], shards: list[str | PathLike[str]]) -> int: ...
 def discard_shards(path: str | PathLike[str], prefix: str, remove_table: bool) -> list[str]: ...
+
+CACHE_BLOCK: int
+
+def copy_table(
+    src: str,
+    dst: str,
+    storage_options: dict[str, str] | None = None,
+    progress: Callable[[int, int], object] | None = None,
+) -> int: ...
+def commit_shards_at(
+    uri: str,
+    staging: str | PathLike[str],
+    shards: list[str],
+    storage_options: dict[str, str] | None = None,
+) -> int: ...
+def is_remote(path: str) -> bool: ...
+def remote_stats() -> dict[str, int]: ...

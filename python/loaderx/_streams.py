@@ -21,6 +21,8 @@ __all__ = [
     "require_pyarrow",
     "require_sql",
     "check_path",
+    "check_storage_options",
+    "is_remote",
     "check_codec",
     "check_streams",
     "drain_streams",
@@ -65,6 +67,38 @@ def check_path(path) -> str:
         return os.fspath(path)
     except TypeError as exc:
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}") from exc
+
+
+def is_remote(path: str) -> bool:
+    """Whether ``path`` names a remote location: a URI whose scheme is not
+    ``file`` (``s3://``, ``gs://``, ``az://``, ``abfs://``, ``http(s)://``)."""
+    return _native.is_remote(path)
+
+
+def check_storage_options(storage_options) -> dict[str, str] | None:
+    """``storage_options`` as the native layer takes them: None, or a dict
+    of option names to strings (``True``/``False`` become ``"true"`` and
+    ``"false"``, integers and floats their decimal text). TypeError names
+    the offending key, never a value (values may be credentials)."""
+    if storage_options is None:
+        return None
+    if not isinstance(storage_options, Mapping):
+        raise TypeError(
+            "storage_options must be a dict of option names to strings, "
+            f"got {type(storage_options).__name__}"
+        )
+    out = {}
+    for key, value in storage_options.items():
+        if not isinstance(key, str):
+            raise TypeError(f"storage_options keys must be str, got {type(key).__name__}")
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, (int, float)):
+            value = str(value)
+        elif not isinstance(value, str):
+            raise TypeError(f"storage_options[{key!r}] must be a str, got {type(value).__name__}")
+        out[key] = value
+    return out
 
 
 def check_codec(codec, dict_bytes) -> bytes | None:

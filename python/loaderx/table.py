@@ -29,10 +29,21 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 
 from . import _native
-from ._streams import StoreBase, check_path
+from ._streams import StoreBase, check_path, check_storage_options, is_remote
 from .zrecord import DenseStore, RaggedStore
 
-__all__ = ["Table", "open_table", "new_shard", "commit_shards", "ingest_sharded"]
+__all__ = [
+    "Table",
+    "open_table",
+    "new_shard",
+    "commit_shards",
+    "ingest_sharded",
+    "copy_table",
+    "DEFAULT_CACHE_BYTES",
+]
+
+#: ``cache_bytes`` when :func:`open_table` gets a ``cache_dir`` alone.
+DEFAULT_CACHE_BYTES = 8 << 30
 
 #: Where a table keeps the validity streams of its nullable columns.
 VALIDITY = _native.VALIDITY
@@ -118,11 +129,18 @@ class Table(Mapping):
     closes every column. Obtain one with :func:`open_table`.
     """
 
-    def __init__(self, path: str, columns: dict, shards: list | None = None):
+    def __init__(
+        self,
+        path: str,
+        columns: dict,
+        shards: list | None = None,
+        storage_options: dict | None = None,
+    ):
         # Private: use open_table().
         self._path = path
         self._columns = columns
         self._shards = shards
+        self._storage_options = storage_options
         self._num_rows = len(next(iter(columns.values()))) if columns else 0
 
     def _live(self) -> dict:
@@ -147,8 +165,13 @@ class Table(Mapping):
 
     @property
     def path(self) -> str:
-        """The table directory, as given to :func:`open_table`."""
+        """The table directory or URI, as given to :func:`open_table`."""
         return self._path
+
+    @property
+    def remote(self) -> bool:
+        """Whether the table lives on an object store (read-only)."""
+        return is_remote(self._path)
 
     @property
     def num_rows(self) -> int:
@@ -237,7 +260,14 @@ class Table(Mapping):
         )
 
 
-def open_table(path, readonly: bool = True) -> Table:
+def open_table(
+    path,
+    readonly: bool = True,
+    *,
+    storage_options: dict[str, str] | None = None,
+    cache_dir=None,
+    cache_bytes: int | None = None,
+) -> Table:
     """Opens the table at ``path``, plain or sharded.
 
     A plain table's columns are its store subdirectories. A sharded table
@@ -254,20 +284,91 @@ def open_table(path, readonly: bool = True) -> Table:
     on a column's dtype or shape, :class:`Corrupted` when the manifest is
     malformed or names a missing shard (naming it), and what
     :meth:`DenseStore.open` raises for a column.
+
+    ``path`` may be a URI: ``s3://bucket/prefix``, ``gs://``, ``az://`` or
+    ``abfs[s]://``, ``http(s)://`` (read-only), or ``file://``. A remote
+    table opens read-only only (ValueError naming the URI otherwise);
+    ``storage_options`` configure the client with the ``object_store``
+    crate's key names (``aws_endpoint``, ``aws_region``,
+    ``aws_access_key_id``, ``aws_secret_access_key``, ``aws_allow_http``,
+    ...; plus ``max_retries`` and ``retry_timeout``), on top of the usual
+    ``AWS_*``/``GOOGLE_*``/``AZURE_*`` environment variables. Opening lists
+    the table once (or takes the objects a sharded manifest records) and
+    fetches every store's ``meta.zr`` and ``dict.zr`` concurrently; gathers
+    then fetch their records in a few planned range requests. With
+    ``cache_dir`` those reads go through a local cache of 4 MiB blocks,
+    shared by every process on the host and kept under ``cache_bytes``
+    (default :data:`DEFAULT_CACHE_BYTES`) by evicting the least recently
+    used; a ``cache_bytes`` below one block is a ValueError. Without
+    ``cache_dir`` nothing is written to local disk. Remote errors:
+    FileNotFoundError for a missing object, PermissionError for refused
+    credentials, TimeoutError or ConnectionError when retries run out,
+    :class:`Corrupted` when an object changed under the open table; each
+    names the object, never a credential.
     """
     path = check_path(path)
     if not isinstance(readonly, (bool, np.bool_)):
         raise TypeError(f"readonly must be a bool, got {type(readonly).__name__}")
-    if not readonly and _native.is_sharded(path):
+    options = check_storage_options(storage_options)
+    remote = is_remote(path)
+    if cache_dir is not None:
+        cache_dir = check_path(cache_dir)
+        if cache_bytes is None:
+            cache_bytes = DEFAULT_CACHE_BYTES
+        if type(cache_bytes) is not int or cache_bytes < 0:
+            raise ValueError(f"cache_bytes must be a non-negative int, got {cache_bytes!r}")
+        if not remote:
+            raise ValueError(f"cache_dir is for remote tables, but {path!r} is a local path")
+    elif cache_bytes is not None:
+        raise ValueError("cache_bytes needs cache_dir (where the cache lives)")
+    if not remote and not readonly and _native.is_sharded(path):
         raise ValueError(
             f"sharded table {path} opens read-only (readonly=True), got readonly=False: "
             "add data as new shards (loaderx.new_shard, then loaderx.commit_shards)"
         )
-    native, shards = _native.open_table(path, bool(readonly))
-    columns = {name: _wrap(s, os.path.join(path, name)) for name, s in native}
+    native, shards = _native.open_table(path, bool(readonly), options, cache_dir, cache_bytes)
+    join = (
+        (lambda name: f"{path.rstrip('/')}/{name}")
+        if remote
+        else (lambda name: os.path.join(path, name))
+    )
+    columns = {name: _wrap(s, join(name)) for name, s in native}
     if shards is not None:
         shards = [(os.fspath(d), rows) for d, rows in shards]
-    return Table(path, columns, shards)
+    return Table(path, columns, shards, options)
+
+
+def copy_table(
+    src,
+    dst,
+    *,
+    storage_options: dict[str, str] | None = None,
+    progress=None,
+) -> int:
+    """Copies the table at ``src`` (plain or sharded) to ``dst``; either may
+    be a local path or a URI (``s3://``, ``gs://``, ``az://``; ``http(s)://``
+    only as a source). Returns the bytes copied.
+
+    Objects are copied concurrently, large ones as multipart uploads, each
+    checked for its size. ``dst`` becomes a table only when the copy is
+    complete: a local destination is filled under a temporary name beside
+    it and renamed in; a remote one holds a marker object
+    (``.loaderx-incomplete``) for the whole copy, and a sharded table's
+    ``manifest.json`` (recording every shard's objects, so readers need not
+    list them) is written after everything else. An interrupted copy leaves
+    nothing that opens as a table, and copying again over it is allowed; any
+    other existing content at ``dst`` raises FileExistsError.
+
+    ``progress(done, total)`` is called with byte counts as objects land; an
+    exception it raises stops the copy. ``storage_options`` apply to both
+    ends.
+    """
+    src = check_path(src)
+    dst = check_path(dst)
+    options = check_storage_options(storage_options)
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable, got {type(progress).__name__}")
+    return _native.copy_table(src, dst, options, progress)
 
 
 def _chunks(total: int, parts: int) -> list[tuple[int, int]]:
@@ -311,6 +412,7 @@ def ingest_sharded(
     dict_bytes: bytes | None = None,
     workers: int | None = None,
     shards: int | None = None,
+    storage_options: dict[str, str] | None = None,
 ) -> Table:
     """Ingests ``source`` into a sharded table at ``path`` on ``workers``
     threads, each writing its own shards, then commits them all at once;
@@ -327,14 +429,55 @@ def ingest_sharded(
     be new or an existing sharded table (the shards are appended). On any
     error every shard this call wrote is removed and nothing is committed.
     Needs pyarrow.
+
+    ``path`` may be a URI (``s3://``, ``gs://``, ``az://``, with
+    ``storage_options`` as for :func:`open_table`): the shards are written
+    in a local temporary directory, uploaded under their unique names, and
+    committed with one conditional write of the remote ``manifest.json``
+    (retried when another writer committed first, so concurrent writers on
+    any hosts keep each other's shards).
     """
+    import shutil
+    import tempfile
+
+    path = check_path(path)
+    options = check_storage_options(storage_options)
+    if is_remote(path):
+        staging = tempfile.mkdtemp(prefix="loaderx-ingest-")
+        try:
+            local = os.path.join(staging, "table")
+            written = _ingest_shards(
+                source, local, codec=codec, dict_bytes=dict_bytes, workers=workers, shards=shards
+            )
+            _native.commit_shards_at(path, local, [os.path.basename(w) for w in written], options)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return open_table(path, storage_options=options)
+    fresh = not os.path.exists(path)
+    written = _ingest_shards(
+        source, path, codec=codec, dict_bytes=dict_bytes, workers=workers, shards=shards
+    )
+    try:
+        commit_shards(path, written)
+    except BaseException:
+        for shard in written:
+            shutil.rmtree(shard, ignore_errors=True)
+        if fresh and os.path.isdir(path) and not os.listdir(path):
+            os.rmdir(path)  # leave nothing behind
+        raise
+    return open_table(path)
+
+
+def _ingest_shards(source, path: str, *, codec, dict_bytes, workers, shards) -> list[str]:
+    """Writes ``source`` as uncommitted shards of the table directory
+    ``path`` (see :func:`ingest_sharded`); returns their directories. On
+    error every shard written is removed (and ``path`` if this made it)."""
     import concurrent.futures as cf
     import shutil
 
     from ._streams import check_codec, require_pyarrow
 
     pa = require_pyarrow()
-    path = check_path(path)
     blob = check_codec(codec, dict_bytes)
     if workers is None:
         workers = os.cpu_count() or 1
@@ -405,12 +548,7 @@ def ingest_sharded(
                 discard(written)
     if error is not None:
         raise error
-    try:
-        commit_shards(path, written)
-    except BaseException:
-        discard(written)
-        raise
-    return open_table(path)
+    return written
 
 
 def _stream_tasks(pa, reader, run_bytes: int = 64 << 20):

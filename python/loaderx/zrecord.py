@@ -40,7 +40,9 @@ from ._streams import (
     StoreBase,
     check_codec,
     check_path,
+    check_storage_options,
     chunked_array,
+    is_remote,
     require_pyarrow,
 )
 from ._typing import ArrowSource, DTypeLike, Key, PathLike, Shape
@@ -107,7 +109,13 @@ class _Store(StoreBase):
     # -- lifecycle ---------------------------------------------------------
 
     @classmethod
-    def open(cls: type[_S], path: PathLike, readonly: bool = False) -> _S:
+    def open(
+        cls: type[_S],
+        path: PathLike,
+        readonly: bool = False,
+        *,
+        storage_options: dict[str, str] | None = None,
+    ) -> _S:
         """Opens an existing store of this kind.
 
         By default the handle reads and writes, and holds the store alone: it
@@ -122,6 +130,15 @@ class _Store(StoreBase):
         nothing on ``close()``; reads, Arrow, SQL, Parquet export and the
         DataLoader work as with any store.
 
+        ``path`` may be a URI (``s3://bucket/prefix/store``, ``gs://``,
+        ``az://``, ``http(s)://``): a remote store opens read-only only
+        (``readonly=True``; ValueError naming the URI otherwise), configured
+        by ``storage_options`` (the ``object_store`` crate's key names, such
+        as ``aws_endpoint``, ``aws_region``, ``aws_access_key_id``) and the
+        usual ``AWS_*``/``GOOGLE_*``/``AZURE_*`` environment variables. Its
+        ``meta.zr`` and ``dict.zr`` are fetched once at open; each gather
+        fetches its records' bytes in a few planned range requests.
+
         Raises FileNotFoundError when ``path`` holds no store, ValueError when
         it holds a store of the other kind, :class:`StoreBusy` when another
         handle has it open and :class:`Corrupted` when it is malformed.
@@ -129,7 +146,17 @@ class _Store(StoreBase):
         path = check_path(path)
         if not isinstance(readonly, (bool, np.bool_)):
             raise TypeError(f"readonly must be a bool, got {type(readonly).__name__}")
-        return cls(_native.Store.open(path, cls._kind, bool(readonly)), path)
+        options = check_storage_options(storage_options)
+        if not is_remote(path):
+            return cls(_native.Store.open(path, cls._kind, bool(readonly)), path)
+        if not readonly:
+            raise ValueError(
+                f"{path} is a remote location: a store there opens read-only (readonly=True)"
+            )
+        return cls(
+            _native.Store.open(path, cls._kind, True, None, None, options),
+            path,
+        )
 
     def _live(self):
         native = self._native

@@ -11,8 +11,9 @@ use std::path::Path;
 use loaderx::error::{cause, Cause};
 use loaderx::Error;
 use pyo3::exceptions::{
-    PyFileExistsError, PyFileNotFoundError, PyIndexError, PyMemoryError, PyOSError, PyRuntimeError,
-    PyTypeError, PyValueError,
+    PyConnectionAbortedError, PyConnectionError, PyConnectionRefusedError, PyConnectionResetError,
+    PyFileExistsError, PyFileNotFoundError, PyIndexError, PyMemoryError, PyOSError,
+    PyPermissionError, PyRuntimeError, PyTimeoutError, PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
 
@@ -105,10 +106,23 @@ pub fn store_error(err: &Error) -> PyErr {
 /// for an `io::Error` without an errno.
 pub fn os_error(source: &io::Error, path: Option<&Path>) -> PyErr {
     let Some(code) = source.raw_os_error() else {
-        return PyOSError::new_err(match path {
-            Some(p) => format!("{}: {source}", p.display()),
-            None => source.to_string(),
-        });
+        // A remote request's error names its object itself.
+        let text = source.to_string();
+        let msg = match path {
+            Some(p) if !text.contains(&*p.to_string_lossy()) => format!("{}: {text}", p.display()),
+            _ => text,
+        };
+        return match source.kind() {
+            io::ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),
+            io::ErrorKind::PermissionDenied => PyPermissionError::new_err(msg),
+            io::ErrorKind::TimedOut => PyTimeoutError::new_err(msg),
+            io::ErrorKind::ConnectionRefused => PyConnectionRefusedError::new_err(msg),
+            io::ErrorKind::ConnectionReset => PyConnectionResetError::new_err(msg),
+            io::ErrorKind::ConnectionAborted => PyConnectionAbortedError::new_err(msg),
+            io::ErrorKind::NotConnected => PyConnectionError::new_err(msg),
+            io::ErrorKind::AlreadyExists => PyFileExistsError::new_err(msg),
+            _ => PyOSError::new_err(msg),
+        };
     };
     // std spells it "No space left on device (os error 28)"; Python's own
     // OSError says "[Errno 28] No space left on device".

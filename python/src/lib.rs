@@ -8,6 +8,7 @@ mod errors;
 mod loader;
 mod pack;
 mod parquet;
+mod remote;
 mod sampler;
 #[cfg(feature = "sql")]
 mod sql;
@@ -78,6 +79,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dict_tier, m)?)?;
     m.add_function(wrap_pyfunction!(table_types, m)?)?;
     table::register(m)?;
+    remote::register(m)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_field, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_stream, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_gather, m)?)?;

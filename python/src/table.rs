@@ -4,6 +4,7 @@
 //! A commit is the core's whole: shards checked, the lock taken, the
 //! manifest replaced atomically.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use loaderx::table::{self, Column, Stream, Table};
@@ -48,16 +49,23 @@ fn handles(py: Python<'_>, columns: Vec<Column>) -> PyResult<Columns> {
     Ok(out)
 }
 
-/// Opens the table at `path`, plain or sharded: `(columns, shards)` with
-/// `columns` `[(name, Store)]` in table order and `shards` `[(directory,
-/// rows)]` for a sharded table, None for a plain one.
+/// Opens the table at `path` (a local path or a URI with its
+/// `storage_options` and optional block cache), plain or sharded:
+/// `(columns, shards)` with `columns` `[(name, Store)]` in table order and
+/// `shards` `[(directory, rows)]` for a sharded table, None for a plain one.
 #[pyfunction]
+#[pyo3(signature = (path, readonly, storage_options=None, cache_dir=None, cache_bytes=None))]
 pub fn open_table(
     py: Python<'_>,
-    path: PathBuf,
+    path: String,
     readonly: bool,
+    storage_options: Option<HashMap<String, String>>,
+    cache_dir: Option<PathBuf>,
+    cache_bytes: Option<u64>,
 ) -> PyResult<(Columns, Option<Shards>)> {
-    let t = py.detach(|| Table::open(&path, readonly)).py()?;
+    let at =
+        py.detach(|| crate::remote::location(&path, storage_options, cache_dir, cache_bytes))?;
+    let t = py.detach(|| Table::open_at(&at, readonly)).py()?;
     let shards = t
         .shards()
         .map(|s| s.iter().map(|s| (s.dir.clone(), s.rows)).collect());

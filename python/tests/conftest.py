@@ -108,3 +108,24 @@ def pytest_sessionfinish(session, exitstatus):
         for rep in skipped:
             reporter.write_line(f"LOADERX_FORBID_SKIPS: skipped {rep.nodeid}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto's S3-compatible server on 127.0.0.1 for the whole session."""
+    from remote_servers import start_s3
+
+    s3 = start_s3()
+    yield s3
+    s3.server.stop()
+
+
+@pytest.fixture
+def s3(s3_server, request):
+    """The S3 server and a key prefix of this test's own."""
+    import re
+    import uuid
+
+    name = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[:60]
+    s3_server.prefix = f"{name}-{uuid.uuid4().hex[:8]}"
+    return s3_server

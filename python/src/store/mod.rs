@@ -34,6 +34,9 @@ use parse::{parse_dtype, parse_kind, parse_logical};
 
 /// What a handle reads: one store, or read-only stores end to end (a
 /// sharded table's column).
+// One per handle, for its life: boxing the store would buy nothing but an
+// indirection on every gather.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Source {
     One(Engine),
     Many(Concat),
@@ -416,7 +419,7 @@ impl Store {
     /// Opens a store; `kind` ("dense" / "ragged") insists on one contract.
     /// With `readonly` the handle takes a shared lock and refuses writes.
     #[staticmethod]
-    #[pyo3(signature = (path, kind=None, readonly=false, logical=None, validity=None))]
+    #[pyo3(signature = (path, kind=None, readonly=false, logical=None, validity=None, storage_options=None))]
     fn open(
         py: Python<'_>,
         path: PathBuf,
@@ -424,15 +427,36 @@ impl Store {
         readonly: bool,
         logical: Option<&str>,
         validity: Option<PathBuf>,
+        storage_options: Option<std::collections::HashMap<String, String>>,
     ) -> PyResult<Store> {
         let kind = parse_kind(kind)?;
         let logical = parse_logical(logical)?;
+        let remote = path
+            .to_str()
+            .filter(|p| loaderx::Location::is_remote_uri(p))
+            .map(|p| crate::remote::location(p, storage_options, None, None))
+            .transpose()?;
         let engine = py
-            .detach(|| match (kind, readonly) {
-                (Some(k), false) => Engine::open_kind(&path, k),
-                (Some(k), true) => Engine::open_kind_readonly(&path, k),
-                (None, false) => Engine::open(&path),
-                (None, true) => Engine::open_readonly(&path),
+            .detach(|| match (&remote, kind, readonly) {
+                (Some(at), kind, readonly) => {
+                    let store = Engine::open_at(at, readonly)?;
+                    match kind {
+                        Some(k) if store.kind() != k => {
+                            let actual = store.kind();
+                            let _ = store.close();
+                            Err(Error::WrongKind {
+                                path: path.clone(),
+                                expected: k,
+                                actual,
+                            })
+                        }
+                        _ => Ok(store),
+                    }
+                }
+                (None, Some(k), false) => Engine::open_kind(&path, k),
+                (None, Some(k), true) => Engine::open_kind_readonly(&path, k),
+                (None, None, false) => Engine::open(&path),
+                (None, None, true) => Engine::open_readonly(&path),
             })
             .py()?;
         let validity = match validity {

@@ -1,0 +1,341 @@
+"""Real servers on 127.0.0.1 for the remote-table tests.
+
+* :func:`start_s3` — moto's ``ThreadedMotoServer``, an S3-compatible HTTP
+  server (path-style requests, conditional writes, ranged GETs).
+* :class:`RangeServer` — a static HTTP server over a directory that honours
+  ``Range`` and answers WebDAV ``PROPFIND`` listings (as nginx's dav module
+  or Apache's mod_dav do), for ``http://`` tables.
+* :class:`FaultProxy` — an HTTP proxy in front of either that counts every
+  request and, on the requests a rule picks, adds latency, answers 503 or
+  500, resets the connection, cuts the body short or stalls.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import http.client
+import os
+import socket
+import socketserver
+import struct
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+BUCKET = "loaderx-test"
+REGION = "us-east-1"
+
+
+@dataclass
+class S3:
+    """A running S3-compatible server and the options that reach it."""
+
+    endpoint: str
+    server: object
+    bucket: str = BUCKET
+
+    def options(self, endpoint: str | None = None, **extra) -> dict[str, str]:
+        opts = {
+            "aws_endpoint": endpoint or self.endpoint,
+            "aws_region": REGION,
+            "aws_access_key_id": "loaderx-test-key",
+            "aws_secret_access_key": "loaderx-test-secret-value",
+            "aws_allow_http": "true",
+        }
+        opts.update(extra)
+        return opts
+
+    def client(self):
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            aws_access_key_id="loaderx-test-key",
+            aws_secret_access_key="loaderx-test-secret-value",
+        )
+
+    def keys(self, prefix: str) -> list[str]:
+        """Every key below ``prefix`` (boto3, outside loaderx)."""
+        out, token = [], None
+        while True:
+            kw = {"Bucket": self.bucket, "Prefix": prefix}
+            if token:
+                kw["ContinuationToken"] = token
+            page = self.client().list_objects_v2(**kw)
+            out += [o["Key"] for o in page.get("Contents", [])]
+            if not page.get("IsTruncated"):
+                return sorted(out)
+            token = page["NextContinuationToken"]
+
+
+def start_s3() -> S3:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    s3 = S3(endpoint=f"http://{host}:{port}", server=server)
+    s3.client().create_bucket(Bucket=BUCKET)
+    return s3
+
+
+# -- a static HTTP server with Range and PROPFIND ---------------------------
+
+
+def _etag(path: str) -> str:
+    st = os.stat(path)
+    return '"' + hashlib.md5(f"{st.st_size}-{st.st_mtime_ns}".encode()).hexdigest() + '"'
+
+
+class _RangeHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    root = "."
+
+    def log_message(self, *args):  # quiet
+        pass
+
+    def _file(self) -> str | None:
+        rel = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path).lstrip("/")
+        full = os.path.realpath(os.path.join(self.root, rel))
+        if not full.startswith(os.path.realpath(self.root)):
+            return None
+        return full
+
+    def _missing(self):
+        self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_HEAD(self):
+        self._get(head=True)
+
+    def do_GET(self):
+        self._get(head=False)
+
+    def _get(self, head: bool):
+        path = self._file()
+        if path is None or not os.path.isfile(path):
+            return self._missing()
+        size = os.path.getsize(path)
+        start, end = 0, size
+        status = 200
+        rng = self.headers.get("Range")
+        if rng and rng.startswith("bytes="):
+            a, _, b = rng[6:].partition("-")
+            start = int(a) if a else max(0, size - int(b))
+            end = min(size, int(b) + 1) if (a and b) else size
+            if start >= size:
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{size}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            status = 206
+        self.send_response(status)
+        self.send_header("Content-Length", str(end - start))
+        self.send_header("ETag", _etag(path))
+        self.send_header(
+            "Last-Modified", email.utils.formatdate(os.path.getmtime(path), usegmt=True)
+        )
+        if status == 206:
+            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
+        self.end_headers()
+        if not head:
+            with open(path, "rb") as f:
+                f.seek(start)
+                self.wfile.write(f.read(end - start))
+
+    def do_PROPFIND(self):
+        path = self._file()
+        if path is None or not os.path.exists(path):
+            return self._missing()
+        depth = self.headers.get("Depth", "1")
+        entries = [path]
+        if os.path.isdir(path) and depth != "0":
+            if depth == "1":
+                entries += [os.path.join(path, n) for n in sorted(os.listdir(path))]
+            else:
+                for d, dirs, files in os.walk(path):
+                    entries += [os.path.join(d, n) for n in sorted(dirs + files)]
+        root = os.path.realpath(self.root)
+        parts = []
+        for e in entries:
+            rel = os.path.relpath(e, root).replace(os.sep, "/")
+            href = "/" + ("" if rel == "." else urllib.parse.quote(rel))
+            mtime = email.utils.formatdate(os.path.getmtime(e), usegmt=True)
+            if os.path.isdir(e):
+                prop = (
+                    "<D:resourcetype><D:collection/></D:resourcetype>"
+                    f"<D:getlastmodified>{mtime}</D:getlastmodified>"
+                )
+                href += "/" if not href.endswith("/") else ""
+            else:
+                prop = (
+                    "<D:resourcetype/>"
+                    f"<D:getcontentlength>{os.path.getsize(e)}</D:getcontentlength>"
+                    f"<D:getlastmodified>{mtime}</D:getlastmodified>"
+                    f"<D:getetag>{_etag(e)}</D:getetag>"
+                )
+            parts.append(
+                f"<D:response><D:href>{href}</D:href><D:propstat><D:prop>{prop}</D:prop>"
+                "<D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>"
+            )
+        body = (
+            '<?xml version="1.0"?><D:multistatus xmlns:D="DAV:">'
+            + "".join(parts)
+            + "</D:multistatus>"
+        ).encode()
+        self.send_response(207)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class RangeServer:
+    """Serves ``root`` on 127.0.0.1 (GET with Range, HEAD, PROPFIND)."""
+
+    def __init__(self, root: str):
+        handler = type("Handler", (_RangeHandler,), {"root": root})
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+# -- a fault-injecting HTTP proxy --------------------------------------------
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    range: str | None
+    headers: dict = field(default_factory=dict)
+
+
+#: What the proxy does with one request: None (forward it), or one of
+#: "503", "500", "403", "reset", "short", "stall", or ("delay", seconds).
+Fault = object
+
+
+class FaultProxy:
+    """An HTTP/1.1 proxy on 127.0.0.1 in front of ``upstream``.
+
+    ``rule(n, request)`` (``n`` counts requests from 0) picks a fault for
+    each request; ``latency`` seconds are added to every forwarded one.
+    ``requests`` records every request seen."""
+
+    def __init__(self, upstream: str, rule: Callable[[int, Request], Fault] | None = None):
+        parsed = urllib.parse.urlsplit(upstream)
+        self.up_host, self.up_port = parsed.hostname, parsed.port
+        self.rule = rule or (lambda n, r: None)
+        self.latency = 0.0
+        self.stall_seconds = 30.0
+        self.requests: list[Request] = []
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self):
+                proxy._serve(self.connection, self.rfile)
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def count(self, method: str | None = None, prefix: str = "") -> int:
+        with self.lock:
+            return sum(
+                1
+                for r in self.requests
+                if (method is None or r.method == method) and r.path.startswith(prefix)
+            )
+
+    def reset_counts(self):
+        with self.lock:
+            self.requests.clear()
+
+    def _serve(self, conn: socket.socket, rfile):
+        while True:
+            line = rfile.readline(65537)
+            if not line or line in (b"\r\n", b"\n"):
+                return
+            method, target, _ = line.decode("latin-1").split(" ", 2)
+            headers = {}
+            while True:
+                h = rfile.readline(65537)
+                if h in (b"\r\n", b"\n", b""):
+                    break
+                k, _, v = h.decode("latin-1").partition(":")
+                headers[k.strip()] = v.strip()
+            lower = {k.lower(): v for k, v in headers.items()}
+            body = rfile.read(int(lower.get("content-length", "0") or 0))
+            req = Request(method, target, lower.get("range"), lower)
+            with self.lock:
+                n = len(self.requests)
+                self.requests.append(req)
+            fault = self.rule(n, req)
+            if fault in ("503", "500", "403"):
+                code = int(fault)
+                text = {503: "Slow Down", 500: "Internal Error", 403: "Forbidden"}[code]
+                name = {503: "SlowDown", 500: "InternalError", 403: "AccessDenied"}[code]
+                xml = (
+                    f"<?xml version='1.0'?><Error><Code>{name}</Code>"
+                    f"<Message>{text}</Message></Error>"
+                ).encode()
+                conn.sendall(
+                    f"HTTP/1.1 {code} {text}\r\nContent-Type: application/xml\r\n"
+                    f"Content-Length: {len(xml)}\r\n\r\n".encode()
+                    + xml
+                )
+                continue
+            if fault == "reset":
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                conn.close()
+                return
+            if fault == "stall":
+                time.sleep(self.stall_seconds)
+                conn.close()
+                return
+            if isinstance(fault, tuple) and fault[0] == "delay":
+                time.sleep(fault[1])
+            if self.latency:
+                time.sleep(self.latency)
+            up = http.client.HTTPConnection(self.up_host, self.up_port, timeout=60)
+            fwd = {k: v for k, v in headers.items() if k.lower() not in ("connection",)}
+            up.request(method, target, body=body or None, headers=fwd)
+            resp = up.getresponse()
+            data = resp.read()
+            out = [f"HTTP/1.1 {resp.status} {resp.reason}\r\n".encode()]
+            for k, v in resp.getheaders():
+                if k.lower() in ("transfer-encoding", "connection", "content-length"):
+                    continue
+                out.append(f"{k}: {v}\r\n".encode())
+            out.append(f"Content-Length: {len(data)}\r\n\r\n".encode())
+            up.close()
+            if fault == "short" and len(data) > 1:
+                conn.sendall(b"".join(out) + data[: len(data) // 2])
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                conn.close()
+                return
+            conn.sendall(b"".join(out) + data)
