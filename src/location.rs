@@ -113,6 +113,12 @@ impl Location {
         }
     }
 
+    /// The bytes of the file `name` directly inside this location (a table's
+    /// `manifest.json`, say), None when there is none.
+    pub fn read_file(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        crate::table::read_file(&self.fs, &self.path.join(name))
+    }
+
     /// Whether `location` names a remote object store (not a local path or
     /// a `file://` URI); nothing is checked beyond the scheme.
     pub fn is_remote_uri(location: &str) -> bool {
@@ -141,6 +147,20 @@ impl Location {
 
     pub(crate) fn fs(&self) -> &Fs {
         &self.fs
+    }
+
+    /// The same location with nothing learned about it yet (no listings or
+    /// fetched objects remembered; a remote one gets a new client and no
+    /// cache): what a commit reads afresh on each attempt.
+    pub fn fresh(&self) -> Location {
+        match &self.fs {
+            Fs::Local => self.clone(),
+            #[cfg(feature = "remote")]
+            Fs::Remote(r) => Location {
+                fs: Fs::Remote(std::sync::Arc::new(r.fresh())),
+                path: self.path.clone(),
+            },
+        }
     }
 
     /// A writable open of a remote location is refused: `InvalidValue`
@@ -175,6 +195,13 @@ impl Location {
     /// fetches of every `table.json`, `meta.zr` and `dict.zr`. What the
     /// open then reads comes from memory.
     pub(crate) fn warm_table(&self) -> Result<()> {
+        self.warm_table_pinned(None)
+    }
+
+    /// [`Location::warm_table`], with the manifest's bytes given (pinned)
+    /// rather than fetched.
+    #[cfg_attr(not(feature = "remote"), allow(unused_variables))]
+    pub(crate) fn warm_table_pinned(&self, manifest: Option<&[u8]>) -> Result<()> {
         #[cfg(feature = "remote")]
         if let Fs::Remote(r) = &self.fs {
             use crate::io::remote::setup;
@@ -188,7 +215,10 @@ impl Location {
                 }
             };
             let manifest_key = join(crate::table::MANIFEST_FILE);
-            setup(at, r.prefetch(std::slice::from_ref(&manifest_key)))?;
+            match manifest {
+                Some(bytes) => r.pin_body(&manifest_key, bytes),
+                None => setup(at, r.prefetch(std::slice::from_ref(&manifest_key)))?,
+            }
             let prefixes: Vec<String> = match r.body(&manifest_key) {
                 Some(raw) => {
                     let shards = crate::table::manifest::listed_objects(&raw);

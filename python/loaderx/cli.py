@@ -6,6 +6,7 @@
     loaderx sql QUERY --table NAME=DIR ...  SQL over stores (each DIR: one store per subdirectory)
     loaderx export --out FILE --table DIR   a table of stores to Parquet
     loaderx import FILE ROOT [--codec C]    Parquet or Arrow IPC to one store per column
+    loaderx copy SRC DST                    a table from any location to any other
     loaderx bench [--plot FILE.svg]         a quick gather and sampler benchmark (and its chart)
 
 A table ``DIR`` is a directory whose subdirectories holding ``meta.zr`` are
@@ -13,6 +14,11 @@ its streams, named after the subdirectories (a command-line convenience, not
 a persistent format). ``info``, ``stats``, ``verify``, ``sql`` and ``export``
 open stores read-only, so they run while other processes read the stores
 (a training job's read-only handles), but not while a writer holds one.
+
+Every PATH, DIR and the ``copy`` ends may be URIs (``s3://bucket/prefix``,
+``gs://``, ``az://``, ``http(s)://`` to read), configured by repeated
+``--storage-option KEY=VALUE`` (the ``object_store`` crate's key names,
+e.g. ``aws_endpoint``, ``aws_region``) and the usual environment variables.
 Exit status 0 on success; otherwise one line on stderr.
 """
 
@@ -73,20 +79,44 @@ class Progress:
             self.stream.flush()
 
 
-def _open_any(path: str, readonly: bool = True):
+def _options(args) -> dict | None:
+    """``--storage-option KEY=VALUE`` arguments as a dict (None when none)."""
+    specs = getattr(args, "storage_option", None) or []
+    if not specs:
+        return None
+    out = {}
+    for spec in specs:
+        key, sep, value = spec.partition("=")
+        if not sep or not key:
+            # The value may be a secret: only the key is named.
+            raise CliError(f"--storage-option expects KEY=VALUE, got one for {key!r}")
+        out[key] = value
+    return out
+
+
+def _is_remote(path: str) -> bool:
+    return _native.is_remote(path)
+
+
+def _open_any(path: str, readonly: bool = True, options: dict | None = None):
     """Opens the store at ``path`` with the class of its kind; read-only by
     default, so that inspecting a store works while others read it (a
-    training job's read-only handles)."""
-    from .table import open_store
+    training job's read-only handles). A remote store opens read-only."""
+    from .table import _wrap, open_store
 
+    if _is_remote(path):
+        return _wrap(_native.Store.open(path, None, True, None, None, options), path)
     return open_store(path, readonly)
 
 
-def _table_dir(spec: str, readonly: bool = True) -> dict:
+def _table_dir(spec: str, readonly: bool = True, options: dict | None = None) -> dict:
     """The columns of a table directory, plain (every store subdirectory,
-    read-only by default) or sharded (read-only streams over its shards)."""
+    read-only by default) or sharded (read-only streams over its shards);
+    or of a remote table (read-only)."""
     from .table import is_sharded, open_columns, open_table
 
+    if _is_remote(spec):
+        return open_table(spec, storage_options=options)._release()
     if os.path.isdir(spec) and is_sharded(spec):
         return open_table(spec)._release()
     return open_columns(spec, readonly)
@@ -105,7 +135,7 @@ def _emit(args, data: dict, text: str) -> None:
 
 
 def cmd_info(args) -> int:
-    with _open_any(args.path) as s:
+    with _open_any(args.path, options=_options(args)) as s:
         shape = list(s.item_shape) if hasattr(s, "item_shape") else None
         data = {
             "kind": s._kind,
@@ -122,7 +152,7 @@ def cmd_info(args) -> int:
 
 
 def cmd_stats(args) -> int:
-    with _open_any(args.path) as s:
+    with _open_any(args.path, options=_options(args)) as s:
         data = s.stats()
     _emit(args, data, "\n".join(f"{k}: {v}" for k, v in data.items()))
     return 0
@@ -131,7 +161,7 @@ def cmd_stats(args) -> int:
 def cmd_verify(args) -> int:
     from .zrecord import Corrupted
 
-    with _open_any(args.path) as s:
+    with _open_any(args.path, options=_options(args)) as s:
         n = len(s)
         progress = Progress("verify", n)
         # Chunks of about 64 MiB (estimated from the stored sizes).
@@ -160,7 +190,7 @@ def _parse_tables(specs: Sequence[str]) -> dict:
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
-            raise CliError(f"--table expects NAME=DIR, got {spec!r}")
+            raise CliError(f"--table expects NAME=DIR (or NAME=URI), got {spec!r}")
         if name in tables:
             raise CliError(f"table {name!r} given twice")
         tables[name] = path
@@ -176,7 +206,7 @@ def cmd_sql(args) -> int:
     opened = {}
     try:
         for name, path in tables.items():
-            opened[name] = _table_dir(path)
+            opened[name] = _table_dir(path, options=_options(args))
         result = sql(args.query, **opened)
     finally:
         for streams in opened.values():
@@ -199,17 +229,29 @@ def _has_pandas() -> bool:
 def cmd_export(args) -> int:
     from .parquet import export
 
-    streams = _table_dir(args.table)
+    options = _options(args)
+    streams = _table_dir(args.table, options=options)
     try:
         total = len(next(iter(streams.values())))
         progress = Progress("export", total)
         t0 = time.perf_counter()
-        rows = export(streams, args.out, index_column=args.index_column, progress=progress.update)
+        rows = export(
+            streams,
+            args.out,
+            index_column=args.index_column,
+            progress=progress.update,
+            storage_options=options,
+        )
         progress.close()
         seconds = time.perf_counter() - t0
     finally:
         _close_all(streams)
-    data = {"rows": rows, "path": args.out, "bytes": os.path.getsize(args.out), "seconds": seconds}
+    if _is_remote(args.out):
+        parent, _, name = args.out.rstrip("/").rpartition("/")
+        size = dict(_native.list_objects(parent, options)).get(name)
+    else:
+        size = os.path.getsize(args.out)
+    data = {"rows": rows, "path": args.out, "bytes": size, "seconds": seconds}
     _emit(args, data, f"exported {rows} rows to {args.out} ({data['bytes']} bytes, {seconds:.2f}s)")
     return 0
 
@@ -225,6 +267,29 @@ def cmd_import(args) -> int:
     _close_all(stores)
     lines = [f"{name}: {v['kind']} store of {v['length']} records" for name, v in data.items()]
     _emit(args, {"root": args.root, "stores": data}, "\n".join(lines))
+    return 0
+
+
+def cmd_copy(args) -> int:
+    from .table import copy_table
+
+    progress = None
+    t0 = time.perf_counter()
+
+    def report(done: int, total: int) -> None:
+        nonlocal progress
+        if progress is None:
+            progress = Progress("copy (bytes)", total)
+        progress.update(done)
+
+    try:
+        copied = copy_table(args.src, args.dst, storage_options=_options(args), progress=report)
+    finally:
+        if progress is not None:
+            progress.close()
+    seconds = time.perf_counter() - t0
+    data = {"src": args.src, "dst": args.dst, "bytes": copied, "seconds": seconds}
+    _emit(args, data, f"copied {copied} bytes from {args.src} to {args.dst} ({seconds:.2f}s)")
     return 0
 
 
@@ -314,9 +379,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True)
 
-    def add(name, func, help_text):
+    def add(name, func, help_text, remote=True):
         sp = sub.add_parser(name, help=help_text, description=help_text)
         sp.add_argument("--json", action="store_true", help="machine-readable output")
+        if remote:
+            sp.add_argument(
+                "--storage-option",
+                action="append",
+                default=[],
+                metavar="KEY=VALUE",
+                help="an option of the remote locations' client (repeat for more)",
+            )
         sp.set_defaults(func=func)
         return sp
 
@@ -332,11 +405,21 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", required=True, metavar="FILE")
     sp.add_argument("--table", required=True, metavar="DIR")
     sp.add_argument("--index-column", default=None, metavar="NAME")
-    sp = add("import", cmd_import, "import a Parquet or Arrow IPC file as one store per column")
+    sp = add("copy", cmd_copy, "copy a table between locations (local paths and URIs)")
+    sp.add_argument("src")
+    sp.add_argument("dst")
+    sp = add(
+        "import",
+        cmd_import,
+        "import a Parquet or Arrow IPC file as one store per column",
+        remote=False,
+    )
     sp.add_argument("file")
     sp.add_argument("root")
     sp.add_argument("--codec", default="zstd", choices=["raw", "zstd"])
-    sp = add("bench", cmd_bench, "a quick gather and sampler benchmark on generated data")
+    sp = add(
+        "bench", cmd_bench, "a quick gather and sampler benchmark on generated data", remote=False
+    )
     sp.add_argument("--records", type=int, default=2000)
     sp.add_argument("--batch-size", type=int, default=256)
     sp.add_argument("--seconds", type=float, default=1.0)

@@ -28,7 +28,14 @@ import os
 from typing import TYPE_CHECKING, Callable
 
 from . import _native
-from ._streams import check_codec, check_index_column, check_path, drain_streams
+from ._streams import (
+    check_codec,
+    check_index_column,
+    check_path,
+    check_storage_options,
+    drain_streams,
+    is_remote,
+)
 from ._typing import PathLike, Streams
 from .table import open_columns
 
@@ -45,6 +52,7 @@ def export(
     *,
     row_group_bytes: int | None = None,
     progress: Callable[[int], None] | None = None,
+    storage_options: dict[str, str] | None = None,
 ) -> int:
     """Writes equal-length streams to one Parquet file and returns its row count.
 
@@ -53,11 +61,34 @@ def export(
     types included) is kept, so pyarrow, polars and DuckDB read the columns
     back as they were. ``index_column`` adds a UInt64 row-number column first
     (none by default). The file appears only once it is complete.
+
+    ``path`` may be a URI (``s3://``, ``gs://``, ``az://``, with
+    ``storage_options`` as for :func:`loaderx.open_table`): the file is
+    written in the local temporary directory, then uploaded (as a multipart
+    upload when large), so the object too appears only once complete. The
+    streams may be a remote table's.
     """
     natives, names = drain_streams(streams)
     path = check_path(path)
     check_index_column(index_column, names)
-    rows, _ = _native.parquet_export(natives, names, path, index_column, row_group_bytes, progress)
+    options = check_storage_options(storage_options)
+    if not is_remote(path):
+        rows, _ = _native.parquet_export(
+            natives, names, path, index_column, row_group_bytes, progress
+        )
+        return rows
+    import shutil
+    import tempfile
+
+    staging = tempfile.mkdtemp(prefix="loaderx-export-")
+    try:
+        local = os.path.join(staging, "export.parquet")
+        rows, _ = _native.parquet_export(
+            natives, names, local, index_column, row_group_bytes, progress
+        )
+        _native.upload_file(local, path, options)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return rows
 
 

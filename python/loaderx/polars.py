@@ -47,7 +47,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._streams import check_index_column, check_path, drain_streams, require_pyarrow, scan
+from ._streams import (
+    check_index_column,
+    check_path,
+    check_storage_options,
+    drain_streams,
+    is_remote,
+    require_pyarrow,
+    scan,
+)
 from ._typing import PathLike, Streams
 
 if TYPE_CHECKING:
@@ -139,6 +147,7 @@ def scan_table(
     index_column: str | None = "record_id",
     ragged: str = "list",
     pushdown: bool = True,
+    storage_options: dict[str, str] | None = None,
 ) -> polars.LazyFrame:
     """A ``polars.LazyFrame`` over a table, read as it is collected.
 
@@ -154,6 +163,9 @@ def scan_table(
     (see the module docstring). ``pushdown=False`` turns that off: every
     column of every row is gathered and polars then filters, projects and
     slices (the baseline of ``benches/bench_polars.py``).
+
+    A path may be a URI (``s3://``, ``gs://``, ``az://``, ``http(s)://``),
+    opened with ``storage_options`` as :func:`loaderx.open_table` does.
 
     Raises FileNotFoundError when the path is not a directory, and what
     :func:`loaderx.open_table` raises. Needs polars and pyarrow
@@ -171,7 +183,7 @@ def scan_table(
         raise TypeError(f"pushdown must be a bool, got {type(pushdown).__name__}")
 
     if isinstance(path_or_table, Mapping):
-        streams, path = path_or_table, None
+        streams, path, options = path_or_table, None, None
         _, names = drain_streams(streams)
         check_index_column(index_column, names)
         schema = _schema(pl, _columns(pa, pl, streams, ragged), index_column)
@@ -179,9 +191,10 @@ def scan_table(
         from .table import open_table
 
         path = check_path(path_or_table)
-        if not os.path.isdir(path):
+        options = check_storage_options(storage_options)
+        if not is_remote(path) and not os.path.isdir(path):
             raise FileNotFoundError(f"no table at {path}: not a directory")
-        with open_table(path) as table:
+        with open_table(path, storage_options=options) as table:
             check_index_column(index_column, list(table))
             schema = _schema(pl, _columns(pa, pl, table, ragged), index_column)
         streams = None
@@ -194,7 +207,7 @@ def scan_table(
             return
         from .table import open_table
 
-        with open_table(path) as table:
+        with open_table(path, storage_options=options) as table:
             yield from plan.frames(table, with_columns, predicate, n_rows)
 
     label = path if path is not None else f"{len(schema)} columns"

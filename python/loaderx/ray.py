@@ -49,8 +49,16 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import _native
-from ._streams import BATCH_BYTES, check_index_column, check_path, require_pyarrow, scan
-from .table import column_names, is_sharded, open_columns, open_store, open_table, read_manifest
+from ._streams import (
+    BATCH_BYTES,
+    check_index_column,
+    check_path,
+    check_storage_options,
+    is_remote,
+    require_pyarrow,
+    scan,
+)
+from .table import _open_pinned, open_store, open_table
 
 _LOCK = _native.MANIFEST_LOCK
 
@@ -87,27 +95,16 @@ def _check_columns(path: str, columns, available: list[str]) -> list[str]:
     return columns
 
 
-def _open_column(directory: str, name: str):
-    """Column ``name`` of the plain table (or shard) ``directory``, read-only,
-    typed as its table file records (text, binary, nullable)."""
-    return open_columns(directory, True, [name])[name]
-
-
-def _row_bytes(directories: list[str], name: str) -> int:
-    """Arrow bytes per record of column ``name`` over the plain tables (or
-    shards) ``directories``, from metadata alone (no record is decoded):
-    exact for dense; for ragged, the stored (compressed) bytes per record
-    plus Ray's per-row offsets and shape, a lower bound that the read tasks
-    refine from the blocks they build."""
-    live = records = 0
-    for directory in directories:
-        with _open_column(directory, name) as store:
-            if store._kind == "dense":
-                return store.dtype.itemsize * int(np.prod(store.item_shape, dtype=np.int64))
-            stats = store._drain().stats()
-            live += stats["live_bytes"]
-            records += stats["records"]
-    return -(-live // max(1, records)) + 32
+def _row_bytes(store) -> int:
+    """Arrow bytes per record of ``store`` (a table's column), from
+    metadata alone (no record is decoded): exact for dense; for ragged, the
+    stored (compressed) bytes per record plus Ray's per-row offsets and
+    shape, a lower bound that the read tasks refine from the blocks they
+    build."""
+    if store._kind == "dense":
+        return store.dtype.itemsize * int(np.prod(store.item_shape, dtype=np.int64))
+    stats = store._drain().stats()
+    return -(-stats["live_bytes"] // max(1, stats["records"])) + 32
 
 
 def _ragged_column(name: str, arrow_struct):
@@ -133,10 +130,12 @@ def _ragged_column(name: str, arrow_struct):
     return ext.wrap_array(storage)
 
 
-def _table_path(path) -> str:
-    """The directory of ``path``: a path, or a read-only table handle (a
-    writable one holds exclusive locks, so every Ray worker opening its
-    stores would fail with StoreBusy)."""
+def _table_path(path, storage_options=None) -> tuple[str, dict | None]:
+    """The location of ``path`` and its storage options: a path or URI, or
+    a read-only table handle (a writable one holds exclusive locks, so every
+    Ray worker opening its stores would fail with StoreBusy). A local path
+    is made absolute, since tasks run in other directories."""
+    options = check_storage_options(storage_options)
     if isinstance(path, Mapping) and hasattr(path, "readonly") and hasattr(path, "path"):
         if not path.readonly:
             raise ValueError(
@@ -144,8 +143,20 @@ def _table_path(path) -> str:
                 "would make Ray's workers fail with StoreBusy; pass its path, or a table "
                 "opened with loaderx.open_table(path, readonly=True)"
             )
-        return check_path(path.path)
-    return check_path(path)
+        options = options if options is not None else getattr(path, "_storage_options", None)
+        path = path.path
+    path = check_path(path)
+    if not is_remote(path):
+        path = os.path.abspath(path)
+    return path, options
+
+
+def _open(path: str, options, pinned: bytes | None):
+    """The table at ``path`` read-only: as the pinned manifest describes it
+    when there is one (a sharded table), else as it is."""
+    if pinned is not None:
+        return _open_pinned(path, pinned, options)
+    return open_table(path, readonly=True, storage_options=options)
 
 
 def _blocks(streams, columns, index_column, lo: int, hi: int):
@@ -187,17 +198,25 @@ def _block(pa, batch):
 
 
 class _ReadTask:
-    """What a read task runs: opens the table at ``path`` read-only in the
-    worker and yields the blocks of its rows ``lo..hi``. Picklable (it
-    holds only the path and the plan)."""
+    """What a read task runs: opens the table at ``path`` (a path or URI,
+    with its storage options) read-only in the worker, as the manifest the
+    driver pinned describes it, and yields the blocks of its rows
+    ``lo..hi``. Picklable (it holds the location, the options, the pinned
+    manifest and the plan; never an open handle), so it runs on any node."""
 
-    def __init__(self, path, columns, index_column, lo, hi):
-        self.path, self.columns, self.index_column = path, columns, index_column
+    def __init__(self, path, options, pinned, columns, index_column, lo, hi):
+        self.path, self.options, self.pinned = path, options, pinned
+        self.columns, self.index_column = columns, index_column
         self.lo, self.hi = lo, hi
 
     def __call__(self):
-        with open_table(self.path, readonly=True) as table:
+        with _open(self.path, self.options, self.pinned) as table:
             yield from _blocks(table, self.columns, self.index_column, self.lo, self.hi)
+
+    def __repr__(self) -> str:
+        # The options may hold credentials: only their keys are shown.
+        keys = sorted(self.options) if self.options else []
+        return f"_ReadTask({self.path!r}, rows {self.lo}..{self.hi}, options={keys})"
 
 
 def _datasource_class():
@@ -227,28 +246,33 @@ def _datasource_class():
         pushdown (``ds.select_columns``) narrows the columns read as well.
         """
 
-        def __init__(self, path, *, columns=None, index_column: str | None = "record_id"):
+        def __init__(
+            self,
+            path,
+            *,
+            columns=None,
+            index_column: str | None = "record_id",
+            storage_options: dict[str, str] | None = None,
+        ):
             super().__init__()
             self._projection_map = None  # the pushdown mixin's state: all columns
-            path = os.path.abspath(_table_path(path))
-            if not os.path.isdir(path):
+            path, options = _table_path(path, storage_options)
+            if not is_remote(path) and not os.path.isdir(path):
                 raise FileNotFoundError(f"table directory {path} does not exist")
-            if is_sharded(path):
-                manifest = read_manifest(path)  # Corrupted when a shard is missing
-                available = list(manifest["columns"])
-                if not available:
-                    raise ValueError(f"sharded table {path} has no columns (no shard committed)")
-            else:
-                available = column_names(path)
-            columns = _check_columns(path, columns, available)
-            check_index_column(index_column, available)
+            # A sharded table's manifest, pinned: every read task opens the
+            # shards it names, whatever is committed meanwhile.
+            pinned = _native.read_table_file(path, _native.MANIFEST, options)
             # Opening checks the table as the core does for every reader
             # (equal lengths; for a sharded table every shard against the
             # manifest and the others); it decodes no record.
-            with open_table(path, readonly=True) as table:
+            with _open(path, options, pinned) as table:
+                available = list(table)
                 shards = list(table.shards)
+            columns = _check_columns(path, columns, available)
+            check_index_column(index_column, available)
             self._path = path
-            self._shards = [directory for directory, _ in shards]
+            self._options = options
+            self._pinned = pinned
             self._num_rows = sum(rows for _, rows in shards)
             self._columns = columns
             self._index_column = index_column
@@ -259,7 +283,8 @@ def _datasource_class():
 
         def _column_row_bytes(self, name: str) -> int:
             if name not in self._row_bytes:
-                self._row_bytes[name] = _row_bytes(self._shards, name)
+                with _open(self._path, self._options, self._pinned) as table:
+                    self._row_bytes[name] = _row_bytes(table[name])
             return self._row_bytes[name]
 
         def _schema(self, columns, index_column):
@@ -272,7 +297,8 @@ def _datasource_class():
                 fields.append(pa.field(index_column, pa.uint64()))
             for name in columns:
                 if name not in self._fields:
-                    with _open_column(self._shards[0], name) as store:
+                    with _open(self._path, self._options, self._pinned) as table:
+                        store = table[name]
                         if store._kind == "ragged" and store.logical == "tensor":
                             self._fields[name] = None
                         else:  # an empty scan decodes nothing
@@ -329,7 +355,9 @@ def _datasource_class():
                     input_files=None,
                     exec_stats=None,
                 )
-                reader = _ReadTask(self._path, columns, index_column, lo, hi)
+                reader = _ReadTask(
+                    self._path, self._options, self._pinned, columns, index_column, lo, hi
+                )
                 out.append(
                     ReadTask(reader, meta, schema=schema, per_task_row_limit=per_task_row_limit)
                 )
@@ -434,17 +462,19 @@ def _sink_class():
         between blocks.
         """
 
-        def __init__(self, path, codec: str = "zstd"):
+        def __init__(self, path, codec: str = "zstd", *, storage_options=None):
             import secrets
 
             from ._streams import check_codec
 
-            path = os.path.abspath(_table_path(path))
+            path, options = _table_path(path, storage_options)
             check_codec(codec, None)
-            _check_new_target(path)
+            self._remote = is_remote(path)
+            self._options = options
+            _check_new_target(path, options)
             self._path = path
             self._codec = codec
-            self._existed = os.path.isdir(path)
+            self._existed = not self._remote and os.path.isdir(path)
             # Names this write's shards (and only them): shard-<token>-<task>-<rand>.
             self._token = secrets.token_hex(6)
             self._rows = None
@@ -462,12 +492,14 @@ def _sink_class():
             return "LoaderxTable"
 
         def on_write_start(self, schema=None) -> None:
-            _check_new_target(self._path)
-            os.makedirs(self._path, exist_ok=True)
+            _check_new_target(self._path, self._options)
+            if not self._remote:
+                os.makedirs(self._path, exist_ok=True)
 
         def write(self, blocks, ctx):
             import secrets
             import shutil
+            import tempfile
 
             tables = []
             for b in blocks:
@@ -477,8 +509,20 @@ def _sink_class():
             task = int(getattr(ctx, "task_idx", 0))
             if not tables:
                 return {"task": task, "shard": None, "rows": 0, "columns": None}
-            os.makedirs(self._path, exist_ok=True)
             name = f"shard-{self._token}-{task:06d}-{secrets.token_hex(4)}"
+            if self._remote:
+                # Written on this node's disk, then uploaded under its own
+                # name; the driver commits it.
+                staging = tempfile.mkdtemp(prefix="loaderx-shard-")
+                try:
+                    shard = os.path.join(staging, name)
+                    os.mkdir(shard)
+                    rows, specs = _write_shard(tables, shard, self._codec)
+                    _native.upload_dir(shard, f"{self._path}/{name}", self._options)
+                finally:
+                    shutil.rmtree(staging, ignore_errors=True)
+                return {"task": task, "shard": name, "rows": rows, "columns": specs}
+            os.makedirs(self._path, exist_ok=True)
             shard = os.path.join(self._path, name)
             os.mkdir(shard)
             try:
@@ -508,14 +552,24 @@ def _sink_class():
                     target = _native.merge_column_specs(name, specs)
                     for r in done:
                         if tuple(r["columns"][name]) != target:  # dense here, ragged elsewhere
-                            _to_ragged_column(
-                                os.path.join(self._path, r["shard"]), name, self._codec
-                            )
+                            if self._remote:
+                                _to_ragged_column_remote(
+                                    f"{self._path}/{r['shard']}", name, self._codec, self._options
+                                )
+                            else:
+                                _to_ragged_column(
+                                    os.path.join(self._path, r["shard"]), name, self._codec
+                                )
                             r["columns"][name] = target
-                _check_new_target(self._path, ours=self._token)
-                self._rows = commit_shards(
-                    self._path, [os.path.join(self._path, r["shard"]) for r in done]
-                )
+                _check_new_target(self._path, self._options, ours=self._token)
+                if self._remote:
+                    self._rows = _native.commit_uploaded(
+                        self._path, [r["shard"] for r in done], self._options
+                    )
+                else:
+                    self._rows = commit_shards(
+                        self._path, [os.path.join(self._path, r["shard"]) for r in done]
+                    )
             except BaseException:
                 self._clean_up()
                 raise
@@ -527,8 +581,22 @@ def _sink_class():
         def _clean_up(self) -> None:
             """Removes this write's uncommitted shards; when nothing was
             committed, whatever else this write created (the lock file, the
-            directory)."""
-            _native.discard_shards(self._path, f"shard-{self._token}-", not self._existed)
+            directory). In a bucket: every object of this write's shards that
+            no committed manifest names."""
+            if not self._remote:
+                _native.discard_shards(self._path, f"shard-{self._token}-", not self._existed)
+                return
+            import json
+
+            raw = _native.read_table_file(self._path, _native.MANIFEST, self._options)
+            committed = {s["name"] for s in json.loads(raw)["shards"]} if raw else set()
+            ours = f"shard-{self._token}-"
+            stale = [
+                rel
+                for rel, _ in _native.list_objects(self._path, self._options)
+                if rel.startswith(ours) and rel.split("/", 1)[0] not in committed
+            ]
+            _delete_below(self._path, stale, self._options)
 
         def __repr__(self) -> str:
             return f"TableDatasink(path={self._path!r}, codec={self._codec!r})"
@@ -539,9 +607,58 @@ def _sink_class():
     return TableDatasink
 
 
-def _check_new_target(path: str, ours: str | None = None) -> None:
+def _delete_below(uri: str, rels: list[str], options) -> None:
+    """Deletes the objects ``rels`` (paths relative to ``uri``)."""
+    if not rels:
+        return
+    # delete_objects takes keys of the bucket: the URI's key prefix joined.
+    prefix = uri.split("://", 1)[1].split("/", 1)
+    base = prefix[1].strip("/") if len(prefix) > 1 else ""
+    keys = [f"{base}/{r}" if base else r for r in rels]
+    _native.delete_objects(uri, keys, options)
+
+
+def _to_ragged_column_remote(shard: str, name: str, codec: str, options) -> None:
+    """:func:`_to_ragged_column` of an uploaded, uncommitted shard: the dense
+    column is read from the bucket, rewritten locally as ragged and uploaded
+    over it (objects it no longer has are deleted)."""
+    import shutil
+    import tempfile
+
+    from .zrecord import DenseStore, RaggedStore
+
+    column = f"{shard}/{name}"
+    staging = tempfile.mkdtemp(prefix="loaderx-ragged-")
+    try:
+        local = os.path.join(staging, name)
+        with DenseStore.open(column, readonly=True, storage_options=options) as dense:
+            n = len(dense)
+            with RaggedStore.create(local, dense.dtype, codec) as ragged:
+                row_bytes = max(1, dense.dtype.itemsize * int(np.prod(dense.item_shape)))
+                step = max(1, BATCH_BYTES // row_bytes)
+                for lo in range(0, n, step):
+                    ragged.append(dense.to_arrow(np.arange(lo, min(n, lo + step))))
+        before = {rel for rel, _ in _native.list_objects(column, options)}
+        _native.upload_dir(local, column, options)
+        after = set(os.listdir(local))
+        _delete_below(column, sorted(before - after), options)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _check_new_target(path: str, options=None, ours: str | None = None) -> None:
     """FileExistsError unless ``path`` is missing or an empty directory
-    (with ``ours``: holding nothing but this write's shards and the lock)."""
+    (with ``ours``: holding nothing but this write's shards and the lock).
+    In a bucket: no object below the URI (but this write's shards)."""
+    if is_remote(path):
+        held = {rel.split("/", 1)[0] for rel, _ in _native.list_objects(path, options)}
+        others = [e for e in held if not (ours and e.startswith(f"shard-{ours}-"))]
+        if others:
+            raise FileExistsError(
+                f"{path} is not empty (it holds {sorted(others)[:3]}...): write_table makes a "
+                "new table and does not append to or overwrite an existing one"
+            )
+        return
     if not os.path.exists(path):
         return
     if not os.path.isdir(path):
@@ -558,7 +675,9 @@ def _check_new_target(path: str, ours: str | None = None) -> None:
         )
 
 
-def write_table(dataset, path, *, codec: str = "zstd") -> str:
+def write_table(
+    dataset, path, *, codec: str = "zstd", storage_options: dict[str, str] | None = None
+) -> str:
     """Writes the ``ray.data.Dataset`` ``dataset`` as a new sharded table at
     ``path`` and returns the table's absolute path.
 
@@ -571,6 +690,12 @@ def write_table(dataset, path, *, codec: str = "zstd") -> str:
     errors as in :class:`TableDatasink`. Read it back with
     :func:`read_table`.
 
+    ``path`` may be a URI (``s3://``, ``gs://``, ``az://``, with
+    ``storage_options`` as for :func:`loaderx.open_table`): each task writes
+    its shard on its own node's disk and uploads it; the driver commits
+    them with one conditional write of the manifest, and on failure deletes
+    what this write uploaded. No shared filesystem is needed.
+
     The example needs a Ray cluster (not run as a doctest):
 
     >>> loaderx.ray.write_table(ds, "data/train")       # doctest: +SKIP
@@ -579,7 +704,7 @@ def write_table(dataset, path, *, codec: str = "zstd") -> str:
     ray = _require_ray()
     if not isinstance(dataset, ray.data.Dataset):
         raise TypeError(f"dataset must be a ray.data.Dataset, got {type(dataset).__name__}")
-    sink = _sink_class()(path, codec=codec)
+    sink = _sink_class()(path, codec=codec, storage_options=storage_options)
     options = dataset.context.execution_options
     saved = options.preserve_order
     options.preserve_order = True
@@ -596,6 +721,7 @@ def read_table(
     columns=None,
     index_column: str | None = "record_id",
     override_num_blocks: int | None = None,
+    storage_options: dict[str, str] | None = None,
 ):
     """The plain or sharded table at ``path`` (or a read-only
     :class:`loaderx.Table`) as a ``ray.data.Dataset`` (lazy).
@@ -609,13 +735,21 @@ def read_table(
     :class:`loaderx.Corrupted` for a manifest that names a missing shard or
     disagrees with one, before any task runs.
 
+    ``path`` may be a URI (``s3://``, ``gs://``, ``az://``, ``http(s)://``),
+    with ``storage_options`` as for :func:`loaderx.open_table`. Read tasks
+    carry the location, the options and the sharded table's manifest as the
+    driver read it (so every task reads the same shards, whatever is
+    committed meanwhile), never an open handle, and run on any node.
+
     The example needs a Ray cluster (not run as a doctest):
 
     >>> ds = loaderx.ray.read_table("data/train")                      # doctest: +SKIP
     >>> ds.schema()                                                    # doctest: +SKIP
     """
     ray = _require_ray()
-    source = _datasource_class()(path, columns=columns, index_column=index_column)
+    source = _datasource_class()(
+        path, columns=columns, index_column=index_column, storage_options=storage_options
+    )
     if override_num_blocks is not None:
         if (
             isinstance(override_num_blocks, bool)

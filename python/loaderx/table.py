@@ -338,6 +338,22 @@ def open_table(
     return Table(path, columns, shards, options)
 
 
+def _open_pinned(path: str, manifest: bytes, storage_options: dict | None) -> Table:
+    """The sharded table at ``path`` as the manifest bytes ``manifest``
+    describe it (not as the manifest there now says): what Ray's read
+    tasks open, so every task reads the shards the driver planned with."""
+    native, shards = _native.open_table(path, True, storage_options, None, None, manifest)
+    remote = is_remote(path)
+    join = (
+        (lambda name: f"{path.rstrip('/')}/{name}")
+        if remote
+        else (lambda name: os.path.join(path, name))
+    )
+    columns = {name: _wrap(s, join(name)) for name, s in native}
+    shards = [(os.fspath(d), rows) for d, rows in shards] if shards is not None else None
+    return Table(path, columns, shards, storage_options)
+
+
 def copy_table(
     src,
     dst,

@@ -91,6 +91,90 @@ pub fn commit_shards_at(
         .py()
 }
 
+/// Uploads every file below the local directory `local` to `uri` (same
+/// relative paths); returns the keys written.
+#[pyfunction]
+#[pyo3(signature = (local, uri, storage_options=None))]
+pub fn upload_dir(
+    py: Python<'_>,
+    local: PathBuf,
+    uri: String,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<Vec<String>> {
+    let at = location(&uri, storage_options, None, None)?;
+    py.detach(|| loaderx::table::upload_dir(&local, &at)).py()
+}
+
+/// Uploads the local file `local` as the object `uri`.
+#[pyfunction]
+#[pyo3(signature = (local, uri, storage_options=None))]
+pub fn upload_file(
+    py: Python<'_>,
+    local: PathBuf,
+    uri: String,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<()> {
+    let at = location(&uri, storage_options, None, None)?;
+    py.detach(|| loaderx::table::upload_file(&local, &at)).py()
+}
+
+/// `[(relative path, size)]` of every object below `uri`, listed afresh.
+#[pyfunction]
+#[pyo3(signature = (uri, storage_options=None))]
+pub fn list_objects(
+    py: Python<'_>,
+    uri: String,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<Vec<(String, u64)>> {
+    let at = location(&uri, storage_options, None, None)?;
+    py.detach(|| loaderx::table::list_objects(&at)).py()
+}
+
+/// Deletes the objects `keys` (as [`upload_dir`] returns them) of `uri`'s
+/// store.
+#[pyfunction]
+#[pyo3(signature = (uri, keys, storage_options=None))]
+pub fn delete_objects(
+    py: Python<'_>,
+    uri: String,
+    keys: Vec<String>,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<()> {
+    let at = location(&uri, storage_options, None, None)?;
+    py.detach(|| loaderx::table::delete_objects(&at, &keys))
+        .py()
+}
+
+/// Commits the shards `shards`, already uploaded below the remote sharded
+/// table `uri`, with one conditional write of its manifest; returns rows.
+#[pyfunction]
+#[pyo3(signature = (uri, shards, storage_options=None))]
+pub fn commit_uploaded(
+    py: Python<'_>,
+    uri: String,
+    shards: Vec<String>,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<u64> {
+    let at = location(&uri, storage_options, None, None)?;
+    py.detach(|| loaderx::table::commit_uploaded(&at, &shards))
+        .py()
+}
+
+/// The bytes of the file `name` directly inside `path` (a table's
+/// `manifest.json`), None when there is none.
+#[pyfunction]
+#[pyo3(signature = (path, name, storage_options=None))]
+pub fn read_table_file<'py>(
+    py: Python<'py>,
+    path: String,
+    name: String,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<Option<Bound<'py, pyo3::types::PyBytes>>> {
+    let at = location(&path, storage_options, None, None)?;
+    let bytes = py.detach(|| at.read_file(&name)).py()?;
+    Ok(bytes.map(|b| pyo3::types::PyBytes::new(py, &b)))
+}
+
 /// Whether `path` names a remote location (a URI whose scheme is not
 /// `file`).
 #[pyfunction]
@@ -116,6 +200,12 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(copy_table, m)?)?;
     m.add_function(wrap_pyfunction!(commit_shards_at, m)?)?;
     m.add_function(wrap_pyfunction!(is_remote, m)?)?;
+    m.add_function(wrap_pyfunction!(upload_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(upload_file, m)?)?;
+    m.add_function(wrap_pyfunction!(list_objects, m)?)?;
+    m.add_function(wrap_pyfunction!(delete_objects, m)?)?;
+    m.add_function(wrap_pyfunction!(commit_uploaded, m)?)?;
+    m.add_function(wrap_pyfunction!(read_table_file, m)?)?;
     m.add_function(wrap_pyfunction!(remote_stats, m)?)?;
     m.add("CACHE_BLOCK", loaderx::CACHE_BLOCK)?;
     Ok(())

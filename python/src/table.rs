@@ -54,7 +54,7 @@ fn handles(py: Python<'_>, columns: Vec<Column>) -> PyResult<Columns> {
 /// `(columns, shards)` with `columns` `[(name, Store)]` in table order and
 /// `shards` `[(directory, rows)]` for a sharded table, None for a plain one.
 #[pyfunction]
-#[pyo3(signature = (path, readonly, storage_options=None, cache_dir=None, cache_bytes=None))]
+#[pyo3(signature = (path, readonly, storage_options=None, cache_dir=None, cache_bytes=None, pinned=None))]
 pub fn open_table(
     py: Python<'_>,
     path: String,
@@ -62,10 +62,16 @@ pub fn open_table(
     storage_options: Option<HashMap<String, String>>,
     cache_dir: Option<PathBuf>,
     cache_bytes: Option<u64>,
+    pinned: Option<Vec<u8>>,
 ) -> PyResult<(Columns, Option<Shards>)> {
     let at =
         py.detach(|| crate::remote::location(&path, storage_options, cache_dir, cache_bytes))?;
-    let t = py.detach(|| Table::open_at(&at, readonly)).py()?;
+    let t = py
+        .detach(|| match &pinned {
+            Some(manifest) => Table::open_pinned(&at, manifest),
+            None => Table::open_at(&at, readonly),
+        })
+        .py()?;
     let shards = t
         .shards()
         .map(|s| s.iter().map(|s| (s.dir.clone(), s.rows)).collect());

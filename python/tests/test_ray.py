@@ -186,7 +186,7 @@ def test_read_task_blocks_are_byte_bounded(table, monkeypatch):
     # record_id + x), yields contiguous blocks of at most 10 rows.
     path, data = table
     monkeypatch.setattr(lray, "BATCH_BYTES", 320)
-    blocks = list(lray._ReadTask(path, ["x"], "record_id", 5, 60)())
+    blocks = list(lray._ReadTask(path, None, None, ["x"], "record_id", 5, 60)())
     assert [b.num_rows for b in blocks] == [10] * 5 + [5]
     rid = np.concatenate([b.column("record_id").to_numpy() for b in blocks])
     np.testing.assert_array_equal(rid, np.arange(5, 60, dtype=np.uint64))

@@ -416,3 +416,113 @@ def test_a_forked_child_reads_a_remote_table(s3, remote_table, local_table):
     p.join(60)
     assert got == [[7, 8, 9], [3]]
     t.close()
+
+
+# -- everything on top works unchanged on a remote table -----------------------
+
+
+def test_arrow_sql_polars_pandas_on_a_remote_table(s3, remote_table, local_table):
+    pa = pytest.importorskip("pyarrow")
+    opts = s3.options()
+    with (
+        loaderx.open_table(remote_table, storage_options=opts) as rt,
+        loaderx.open_table(local_table) as lt,
+    ):
+        assert loaderx.arrow.table(rt).read_all().equals(loaderx.arrow.table(lt).read_all())
+        q = "SELECT label, COUNT(*) AS n FROM t WHERE label > 3 GROUP BY label ORDER BY label"
+        assert loaderx.sql(q, t=rt).equals(loaderx.sql(q, t=lt))
+        pd = pytest.importorskip("pandas")
+        a, b = rt.to_pandas(), lt.to_pandas()
+        assert list(a.columns) == list(b.columns)
+        assert a["label"].tolist() == b["label"].tolist()
+        assert all(np.array_equal(x, y) for x, y in zip(a["image"], b["image"]))
+        del pd
+    pl = pytest.importorskip("polars")
+    lazy = loaderx.polars.scan_table(remote_table, storage_options=opts)
+    got = lazy.filter(pl.col("label") == 7).select("record_id", "label").collect()
+    want = (
+        loaderx.polars.scan_table(local_table)
+        .filter(pl.col("label") == 7)
+        .select("record_id", "label")
+        .collect()
+    )
+    assert got.equals(want)
+    del pa
+
+
+def test_parquet_export_to_a_path_and_to_a_bucket(s3, remote_table, local_table, tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    opts = s3.options()
+    out = str(tmp_path / "t.parquet")
+    with loaderx.open_table(remote_table, storage_options=opts) as rt:
+        assert loaderx.parquet.export(rt, out) == 300
+        target = f"{uri(s3, 'export')}/t.parquet"
+        assert loaderx.parquet.export(rt, target, storage_options=opts) == 300
+    body = s3.client().get_object(Bucket=s3.bucket, Key=f"{s3.prefix}/export/t.parquet")
+    remote_bytes = body["Body"].read()
+    with open(out, "rb") as f:
+        assert f.read() == remote_bytes
+    assert pq.read_table(out).num_rows == 300
+
+
+def test_the_cli_reads_and_copies_remote_tables(s3, remote_table, local_table, tmp_path, capsys):
+    import json
+
+    from loaderx.cli import main
+
+    opt = [f"--storage-option={k}={v}" for k, v in s3.options().items()]
+    assert main(["info", f"{remote_table}/label", "--json", *opt]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["length"] == 300 and info["kind"] == "dense"
+    q = "SELECT SUM(label) AS s FROM t"
+    assert main(["sql", q, "--table", f"t={remote_table}", "--json", *opt]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == [{"s": int((np.arange(300) % 10).sum())}]
+    back = str(tmp_path / "copied")
+    assert main(["copy", remote_table, back, "--json", *opt]) == 0
+    assert json.loads(capsys.readouterr().out)["bytes"] > 0
+    with loaderx.open_table(back) as t:
+        assert t.num_rows == 300
+    out = f"{uri(s3, 'cli')}/t.parquet"
+    assert main(["export", "--table", remote_table, "--out", out, "--json", *opt]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == 300
+    # A missing object is one line on stderr naming it.
+    assert main(["info", f"{uri(s3, 'nothing')}/x", *opt]) == 1
+    err = capsys.readouterr().err
+    assert "nothing/x" in err and SECRET not in err
+
+
+def test_http_tables_read_through_range_requests(tmp_path, local_table):
+    from remote_servers import RangeServer
+
+    served = tmp_path / "www"
+    loaderx.copy_table(local_table, str(served / "t"))
+    server = RangeServer(str(served))
+    try:
+        with loaderx.open_table(f"{server.url}/t") as ht, loaderx.open_table(local_table) as lt:
+            idx = np.random.default_rng(4).integers(0, 300, 50)
+            same_batch({k: ht[k][idx] for k in ht}, {k: lt[k][idx] for k in lt})
+        with pytest.raises(ValueError, match="read-only"):
+            loaderx.copy_table(local_table, f"{server.url}/copy")
+        with pytest.raises(FileNotFoundError):
+            loaderx.open_table(f"{server.url}/absent")
+    finally:
+        server.stop()
+
+
+def test_a_pinned_manifest_ignores_later_commits(s3, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    from loaderx.table import _open_pinned
+
+    target = uri(s3, "pinned")
+    opts = s3.options()
+    loaderx.ingest_sharded(
+        pa.table({"v": np.arange(10)}), target, workers=1, shards=1, storage_options=opts
+    ).close()
+    pinned = _native.read_table_file(target, "manifest.json", opts)
+    loaderx.ingest_sharded(
+        pa.table({"v": np.arange(5)}), target, workers=1, shards=1, storage_options=opts
+    ).close()
+    with _open_pinned(target, pinned, opts) as t:
+        assert t.num_rows == 10
+    with loaderx.open_table(target, storage_options=opts) as t:
+        assert t.num_rows == 15

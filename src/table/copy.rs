@@ -1,6 +1,6 @@
 //! Moving tables between locations: [`copy_table`] (any table, local or
-//! remote, to an empty location) and [`commit_shards_at`] (shards written
-//! locally, uploaded and committed to a remote sharded table).
+//! remote, to an empty location). Committing shards to a remote table is
+//! `remote_commit.rs`.
 //!
 //! A copy makes its destination a table only once every object is in
 //! place. A local destination is filled under a temporary name beside it
@@ -13,15 +13,8 @@
 //! point leaves a destination that does not open as a table, and copying
 //! again over it is allowed.
 //!
-//! A remote commit uploads its shards under their unique names, then
-//! replaces `manifest.json` with a conditional write (`If-Match` the
-//! version it read, or `If-None-Match: *` for the first commit). A
-//! concurrent committer that got there first makes the write fail; the
-//! commit then reads the new manifest, checks its shards against it again
-//! and retries, so no committer loses another's shards. Stores without
-//! conditional writes are refused rather than risk that.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -30,13 +23,11 @@ use bytes::Bytes;
 use object_store::PutMode;
 
 use super::files::{self, INCOMPLETE};
-use super::manifest::{parse_manifest, Manifest, ShardEntry, MANIFEST_FILE};
-use super::shard::{check_shard_agrees, ensure_validity, shard_schema, shard_schema_in};
+use super::manifest::{Manifest, MANIFEST_FILE};
 use super::{Table, VALIDITY_DIR};
-use crate::io::remote::upload::{transfer, Place, Put, Transfer};
+use crate::io::remote::upload::{transfer, Place, Transfer};
 use crate::io::remote::Remote;
 use crate::io::{io_error, Fs};
-use crate::schema::Logical;
 use crate::{Error, Location, Result};
 
 /// Progress of a copy: called with the bytes copied so far and the total;
@@ -45,7 +36,7 @@ pub type Progress<'a> = &'a (dyn Fn(u64, u64) -> Result<()> + Sync);
 
 /// Every file below `dir`: its path relative to `dir` (`/`-separated) and
 /// size, sorted.
-fn walk(dir: &Path) -> Result<Vec<(String, u64)>> {
+pub(super) fn walk(dir: &Path) -> Result<Vec<(String, u64)>> {
     let mut out = Vec::new();
     let mut stack = vec![(dir.to_path_buf(), String::new())];
     while let Some((at, rel)) = stack.pop() {
@@ -72,7 +63,7 @@ fn walk(dir: &Path) -> Result<Vec<(String, u64)>> {
 
 /// The files of `location` (relative paths and sizes): walked locally, or
 /// listed remotely.
-fn files_of(location: &Location) -> Result<Vec<(String, u64)>> {
+pub(super) fn files_of(location: &Location) -> Result<Vec<(String, u64)>> {
     match location.fs() {
         Fs::Local => {
             if !location.path().exists() {
@@ -155,7 +146,7 @@ impl std::fmt::Display for StopCopy {
 impl std::error::Error for StopCopy {}
 
 /// The remote root of `location` and its key, if it is remote.
-fn remote_of(location: &Location) -> Result<Option<(Arc<Remote>, String)>> {
+pub(super) fn remote_of(location: &Location) -> Result<Option<(Arc<Remote>, String)>> {
     match location.fs() {
         Fs::Local => Ok(None),
         Fs::Remote(r) => {
@@ -167,7 +158,7 @@ fn remote_of(location: &Location) -> Result<Option<(Arc<Remote>, String)>> {
     }
 }
 
-fn join_key(base: &str, rel: &str) -> String {
+pub(super) fn join_key(base: &str, rel: &str) -> String {
     if base.is_empty() {
         rel.to_owned()
     } else {
@@ -344,234 +335,4 @@ pub fn copy_table(src: &Location, dst: &Location, progress: Progress<'_>) -> Res
         }
     }
     Ok(total)
-}
-
-/// Most attempts of a remote commit that lose the race to other committers.
-const COMMIT_TRIES: u32 = 50;
-
-/// Uploads the shards `shards` of the local table directory `staging` to
-/// the remote sharded table `dst` (made by the first commit) and commits
-/// them with one conditional write of its manifest. Returns the table's
-/// row count after the commit. On failure the uploaded shards are removed
-/// and the table is as it was.
-pub fn commit_shards_at(dst: &Location, staging: &Path, shards: &[String]) -> Result<u64> {
-    let Some((remote, base)) = remote_of(dst)? else {
-        return Err(Error::InvalidValue(format!(
-            "{} is a local path: commit local shards with commit_shards",
-            dst.path().display()
-        )));
-    };
-    if !remote.writable() {
-        return Err(Error::InvalidValue(format!(
-            "{} is an http(s) location, which is read-only",
-            dst.path().display()
-        )));
-    }
-    if shards.is_empty() {
-        return Err(Error::InvalidValue(
-            "shards must name at least one shard".into(),
-        ));
-    }
-    let at = dst.path();
-    // Check the new shards against each other before anything is written.
-    let mut schemas: Vec<super::ShardSchema> = Vec::with_capacity(shards.len());
-    for name in shards {
-        if !super::manifest::is_shard_name(name) {
-            return Err(Error::InvalidValue(format!(
-                "shard name {name:?} must be a plain directory name"
-            )));
-        }
-        let schema = shard_schema(&staging.join(name))?;
-        if let Some(want) = schemas.first() {
-            check_shard_agrees(name, &schema, &shards[0], want)?;
-        }
-        schemas.push(schema);
-    }
-    let mut uploaded: BTreeSet<String> = BTreeSet::new();
-    let result = (|| -> Result<u64> {
-        let manifest_key = join_key(&base, MANIFEST_FILE);
-        let file = at.join(MANIFEST_FILE);
-        for attempt in 0..COMMIT_TRIES {
-            let current = remote
-                .get_versioned(&manifest_key)
-                .map_err(|e| io_error(&file, e))?;
-            let (manifest, mode) = match current {
-                Some((bytes, version)) => {
-                    (parse_manifest(&file, &bytes)?, PutMode::Update(version))
-                }
-                None => {
-                    let held = files_of(dst)?;
-                    if held
-                        .iter()
-                        .any(|(rel, _)| rel.split('/').nth(1) == Some("meta.zr"))
-                    {
-                        return Err(Error::InvalidValue(format!(
-                            "{} is a plain table (it holds stores directly); shards go into a sharded table",
-                            at.display()
-                        )));
-                    }
-                    (Manifest::default(), PutMode::Create)
-                }
-            };
-            // Every shard carries a validity stream for every nullable
-            // column: the new shards get all-valid ones where they lack
-            // them (uploaded with the rest below).
-            let mut nullable: BTreeSet<String> = manifest.nullable.iter().cloned().collect();
-            for name in shards {
-                let types = super::types::read_types(&staging.join(name))?;
-                nullable.extend(
-                    types
-                        .into_iter()
-                        .filter(|(_, t)| t.nullable)
-                        .map(|(c, _)| c),
-                );
-            }
-            for (name, schema) in shards.iter().zip(&schemas) {
-                for col in &nullable {
-                    if schema.columns.iter().any(|(c, _)| c == col) {
-                        ensure_validity(&staging.join(name), col, schema.rows)?;
-                    }
-                }
-            }
-            let mut objects: Vec<BTreeMap<String, u64>> = Vec::with_capacity(shards.len());
-            let mut transfers = Vec::new();
-            for name in shards {
-                let files = walk(&staging.join(name))?;
-                for (rel, size) in &files {
-                    let key = join_key(&base, &format!("{name}/{rel}"));
-                    if uploaded.insert(key.clone()) {
-                        transfers.push(Transfer {
-                            from: Place::Local(staging.join(name).join(rel)),
-                            to: Place::Remote(remote.clone(), key),
-                            size: *size,
-                        });
-                    }
-                }
-                objects.push(files.into_iter().collect());
-            }
-            transfer(&transfers, &|_| Ok(())).map_err(|e| io_error(at, e))?;
-            let next = next_manifest(
-                dst, &remote, &base, manifest, shards, &schemas, &objects, &nullable,
-            )?;
-            match remote
-                .put(&manifest_key, Bytes::from(next.to_json()), mode)
-                .map_err(|e| unsupported_conditional(&file, e))?
-            {
-                Put::Done => return Ok(next.num_rows()),
-                Put::Conflict => {
-                    // Another committer replaced the manifest: read it again.
-                    let wait = 20u64 << attempt.min(6);
-                    let jitter =
-                        (u64::from(std::process::id()).wrapping_mul(2654435761) >> 7) % wait;
-                    std::thread::sleep(std::time::Duration::from_millis(wait + jitter));
-                }
-            }
-        }
-        Err(Error::io(
-            &file,
-            std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!("{COMMIT_TRIES} commits lost the race to other committers"),
-            ),
-        ))
-    })();
-    if result.is_err() {
-        let keys: Vec<String> = uploaded.into_iter().collect();
-        let _ = remote.delete(&keys);
-    }
-    result
-}
-
-/// A store without conditional writes cannot take a commit safely.
-fn unsupported_conditional(file: &Path, e: std::io::Error) -> Error {
-    if e.kind() == std::io::ErrorKind::Unsupported {
-        return Error::InvalidValue(format!(
-            "{}: this object store does not support conditional writes (If-Match / If-None-Match), so a commit could silently drop another committer's shards; loaderx refuses to commit there",
-            file.display()
-        ));
-    }
-    io_error(file, e)
-}
-
-/// The manifest after appending `shards` (checked against the table's
-/// first shard) to `current`, with `nullable` columns; old shards that a
-/// newly nullable column finds without a validity stream get an all-valid
-/// one, uploaded.
-#[allow(clippy::too_many_arguments)]
-fn next_manifest(
-    dst: &Location,
-    remote: &Arc<Remote>,
-    base: &str,
-    current: Manifest,
-    shards: &[String],
-    schemas: &[super::ShardSchema],
-    objects: &[BTreeMap<String, u64>],
-    nullable: &BTreeSet<String>,
-) -> Result<Manifest> {
-    let (ref_name, reference) = match current.shards.first() {
-        Some(first) => {
-            let dir = dst.path().join(&first.name);
-            (first.name.clone(), shard_schema_in(dst.fs(), &dir)?)
-        }
-        None => (shards[0].clone(), schemas[0].clone()),
-    };
-    for (name, schema) in shards.iter().zip(schemas) {
-        if current.shards.iter().any(|s| &s.name == name) {
-            return Err(Error::InvalidValue(format!(
-                "shard {name:?} is already committed to {}",
-                dst.path().display()
-            )));
-        }
-        check_shard_agrees(name, schema, &ref_name, &reference)?;
-    }
-    let newly: Vec<&String> = nullable
-        .iter()
-        .filter(|c| !current.nullable.contains(c))
-        .collect();
-    let mut entries = current.shards.clone();
-    if !newly.is_empty() && !entries.is_empty() {
-        let tmp = std::env::temp_dir().join(format!("loaderx-validity-{}", files::random_hex(6)));
-        let made = (|| -> Result<()> {
-            let mut transfers = Vec::new();
-            for entry in &mut entries {
-                let shard = tmp.join(&entry.name);
-                files::create_dir_all(&shard.join(VALIDITY_DIR))?;
-                for col in &newly {
-                    ensure_validity(&shard, col, entry.rows)?;
-                }
-                for (rel, size) in walk(&shard)? {
-                    let key = join_key(base, &format!("{}/{rel}", entry.name));
-                    if let Some(o) = entry.objects.as_mut() {
-                        o.insert(rel.clone(), size);
-                    }
-                    transfers.push(Transfer {
-                        from: Place::Local(shard.join(&rel)),
-                        to: Place::Remote(remote.clone(), key),
-                        size,
-                    });
-                }
-            }
-            transfer(&transfers, &|_| Ok(())).map_err(|e| io_error(dst.path(), e))
-        })();
-        let _ = std::fs::remove_dir_all(&tmp);
-        made?;
-    }
-    for (name, (schema, obj)) in shards.iter().zip(schemas.iter().zip(objects)) {
-        entries.push(ShardEntry {
-            name: name.clone(),
-            rows: schema.rows,
-            objects: Some(obj.clone()),
-        });
-    }
-    Ok(Manifest {
-        columns: reference.columns.iter().map(|(c, _)| c.clone()).collect(),
-        shards: entries,
-        types: reference
-            .columns
-            .iter()
-            .filter(|(_, s)| s.logical != Logical::Tensor)
-            .map(|(c, s)| (c.clone(), s.logical))
-            .collect(),
-        nullable: nullable.iter().cloned().collect(),
-    })
 }

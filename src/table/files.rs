@@ -108,6 +108,12 @@ pub(crate) fn read(fs: &Fs, path: &Path, limit: u64) -> Result<Option<Vec<u8>>> 
     Ok(Some(bytes))
 }
 
+/// The whole of the small file `path` on `fs` (at most 64 MiB), None when
+/// it does not exist.
+pub(crate) fn read_whole(fs: &Fs, path: &Path) -> Result<Option<Vec<u8>>> {
+    read(fs, path, 1 << 26)
+}
+
 /// Makes `dir` (and its parents) exist.
 pub(crate) fn create_dir_all(dir: &Path) -> Result<()> {
     FS.create_dir_all(dir).map_err(|e| Error::io(dir, e))

@@ -161,6 +161,15 @@ pub(crate) fn read_manifest_in(fs: &Fs, dir: &Path) -> Result<Manifest> {
         });
     };
     let manifest = parse_manifest(&file, &raw)?;
+    check_shards_present(fs, dir, &manifest)?;
+    Ok(manifest)
+}
+
+/// Checks that every shard `manifest` names is in the table `dir`, with a
+/// validity stream for each nullable column: [`Error::Corrupted`] naming
+/// the manifest and the missing shard or stream.
+pub(crate) fn check_shards_present(fs: &Fs, dir: &Path, manifest: &Manifest) -> Result<()> {
+    let file = dir.join(MANIFEST_FILE);
     for shard in &manifest.shards {
         let shard_dir = dir.join(&shard.name);
         if !files::is_dir(fs, &shard_dir) {
@@ -188,7 +197,7 @@ pub(crate) fn read_manifest_in(fs: &Fs, dir: &Path) -> Result<Manifest> {
             }
         }
     }
-    Ok(manifest)
+    Ok(())
 }
 
 /// The manifest in `raw` (the bytes of `file`), checked against every rule

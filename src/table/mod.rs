@@ -26,18 +26,25 @@ mod copy;
 mod files;
 pub mod manifest;
 mod open;
+#[cfg(feature = "remote")]
+mod remote_commit;
 mod repr;
 mod shard;
 pub mod types;
 
 #[cfg(feature = "remote")]
-pub use copy::{commit_shards_at, copy_table, Progress};
+pub use copy::{copy_table, Progress};
+pub(crate) use files::read_whole as read_file;
 pub use files::INCOMPLETE;
 pub use manifest::{
     is_shard_name, is_sharded, read_manifest, Manifest, ShardEntry, MANIFEST_FILE, MANIFEST_FORMAT,
     MANIFEST_LOCK,
 };
 pub use open::{open_columns, Column, Shard, Stream, Table};
+#[cfg(feature = "remote")]
+pub use remote_commit::{
+    commit_shards_at, commit_uploaded, delete_objects, list_objects, upload_dir, upload_file,
+};
 pub use shard::{
     check_shard_agrees, column_names, commit_shards, discard_shards, new_shard, prepare_commit,
     shard_names, shard_schema, ColumnSpec, Commit, ShardSchema,

@@ -243,7 +243,7 @@ impl Table {
                     path.display()
                 )));
             }
-            return Table::open_sharded(location.clone());
+            return Table::open_sharded(location.clone(), None);
         }
         super::files::check_complete(&fs, path)?;
         let columns = open_columns_in(&fs, path, readonly, None)?;
@@ -268,11 +268,30 @@ impl Table {
         })
     }
 
-    fn open_sharded(location: Location) -> Result<Table> {
+    /// Opens the sharded table at `location` as the manifest `manifest`
+    /// (the bytes of a `manifest.json` read earlier) describes it, not as
+    /// the one there now says: Ray's read tasks pin the shards the driver
+    /// planned with, whatever is committed meanwhile.
+    pub fn open_pinned(location: &Location, manifest: &[u8]) -> Result<Table> {
+        location.check_readonly(true, "table")?;
+        let file = location.path().join(MANIFEST_FILE);
+        let parsed = super::manifest::parse_manifest(&file, manifest)?;
+        location.warm_table_pinned(Some(manifest))?;
+        Table::open_sharded(location.clone(), Some(parsed))
+    }
+
+    fn open_sharded(location: Location, pinned: Option<super::Manifest>) -> Result<Table> {
         let fs = location.fs().clone();
         let path = location.path();
-        super::files::check_complete(&fs, path)?;
-        let manifest = read_manifest_in(&fs, path)?;
+        // The manifest is written last (after every shard, by a commit or a
+        // copy), so a sharded table needs no completeness check.
+        let manifest = match pinned {
+            Some(m) => {
+                super::manifest::check_shards_present(&fs, path, &m)?;
+                m
+            }
+            None => read_manifest_in(&fs, path)?,
+        };
         if manifest.shards.is_empty() {
             return Err(Error::InvalidValue(format!(
                 "sharded table {} has no committed shards",

@@ -157,11 +157,13 @@ impl ClientConfig {
         let mut rest = Vec::with_capacity(options.len());
         for (k, v) in options {
             match k.as_str() {
-                MAX_RETRIES => retry.max_retries = v.trim().parse().map_err(|_| {
-                    Error::InvalidValue(format!(
+                MAX_RETRIES => {
+                    retry.max_retries = v.trim().parse().map_err(|_| {
+                        Error::InvalidValue(format!(
                         "storage option {MAX_RETRIES:?} must be a non-negative integer, got {v:?}"
                     ))
-                })?,
+                    })?
+                }
                 RETRY_TIMEOUT => retry.retry_timeout = parse_seconds(k, v)?,
                 _ => rest.push((k.clone(), v.clone())),
             }
@@ -240,6 +242,10 @@ impl ClientConfig {
                 use object_store::http::HttpBuilder;
                 use object_store::ClientConfigKey;
                 let mut b = HttpBuilder::new().with_url(root.as_str());
+                // An http:// URI asks for plain HTTP itself.
+                if root.starts_with("http://") {
+                    b = b.with_config(ClientConfigKey::AllowHttp, "true");
+                }
                 for (k, v) in &self.options {
                     let key = ClientConfigKey::from_str(k).map_err(|_| self.unknown_key(k))?;
                     b = b.with_config(key, v);

@@ -134,6 +134,16 @@ impl Remote {
         })
     }
 
+    /// This location again, with its options but nothing learned of it (no
+    /// listings, bodies or cache).
+    pub(crate) fn fresh(&self) -> Remote {
+        Remote {
+            client: Client::new(self.client.config.clone()),
+            known: Mutex::new(Known::default()),
+            cache: None,
+        }
+    }
+
     pub(crate) fn uri(&self) -> &RemoteUri {
         self.client.config.uri()
     }
@@ -303,6 +313,22 @@ impl Remote {
             });
         }
         known.covered.push(format!("{prefix}/"));
+    }
+
+    /// Takes `bytes` as the whole object `key` (a pinned manifest): reads
+    /// of it are served from memory.
+    pub(crate) fn pin_body(&self, key: &str, bytes: &[u8]) {
+        let mut known = self.known();
+        known.objects.insert(
+            key.to_owned(),
+            Meta {
+                size: bytes.len() as u64,
+                etag: None,
+            },
+        );
+        known
+            .bodies
+            .insert(key.to_owned(), Bytes::copy_from_slice(bytes));
     }
 
     /// The whole object `key`, if it was fetched by [`Remote::prefetch`].
