@@ -954,6 +954,71 @@ fn exercise(dir: &Path, seed: u64) -> TestCaseResult {
     Ok(())
 }
 
+/// The same files read through the remote reader (served over HTTP by
+/// `common::http`): a store opens remotely exactly when it opens locally
+/// read-only, reads the same records, and fails only with `Corrupted` or
+/// `Io` naming one of its objects.
+#[cfg(feature = "http")]
+fn exercise_remote(dir: &Path, seed: u64) -> TestCaseResult {
+    static SERVER: OnceLock<common::http::HttpServer> = OnceLock::new();
+    let root = dir.parent().unwrap().to_path_buf();
+    let server = SERVER.get_or_init(|| common::http::HttpServer::start(&root));
+    let name = dir.file_name().unwrap().to_string_lossy();
+    let url = format!("{}/{name}", server.url);
+    let at = loaderx::Location::parse(&url, &[]).unwrap();
+    let url_dir = PathBuf::from(&url);
+    let local = Store::open_readonly(dir);
+    let remote = Store::open_at(&at, true);
+    match (local, remote) {
+        (Err(l), Err(r)) => {
+            prop_assert_eq!(
+                std::mem::discriminant(&l),
+                std::mem::discriminant(&r),
+                "local open: {}; remote open: {}",
+                l,
+                r
+            );
+            if matches!(l, Error::Corrupted { .. } | Error::Io { .. }) {
+                allowed(&r, &url_dir, "remote open")?;
+            }
+        }
+        (Ok(_), Err(r)) => {
+            return Err(TestCaseError::fail(format!(
+                "the store opens locally but not remotely: {r}"
+            )))
+        }
+        (Err(l), Ok(_)) => {
+            return Err(TestCaseError::fail(format!(
+                "the store opens remotely but not locally: {l}"
+            )))
+        }
+        (Ok(local), Ok(remote)) => {
+            prop_assert_eq!(local.len(), remote.len());
+            let want = read_all(&local, dir, "local read_record")?;
+            let got = read_all(&remote, &url_dir, "remote read_record")?;
+            prop_assert!(want == got, "remote records differ from the local ones");
+            let all: Vec<u64> = (0..remote.len()).collect();
+            gather(
+                &remote,
+                &url_dir,
+                &all,
+                &got,
+                "remote gather of every index",
+            )?;
+            let list = random_list(&remote, seed);
+            gather(
+                &remote,
+                &url_dir,
+                &list,
+                &got,
+                "remote gather of a random list",
+            )?;
+            arrow_views(&remote, &url_dir, &all)?;
+        }
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------- proptest
 
 /// Cases per fuzz test; `LOADERX_FUZZ_CASES` overrides it (for longer runs).
@@ -1018,6 +1083,32 @@ proptest! {
         seed in any::<u64>(),
     ) {
         run_case(flavour, &mutations, seed)?;
+    }
+}
+
+#[cfg(feature = "http")]
+proptest! {
+    #![proptest_config(config(800, 0x05ee_d003))]
+
+    /// The corpus of `fuzz_corrupt_stores` through the remote reader:
+    /// malformed stores get the same errors remotely as locally.
+    #[test]
+    fn fuzz_corrupt_stores_remote(
+        flavour in 0..FLAVOURS.len(),
+        mutations in prop::collection::vec(mutation(), 1..=4),
+        seed in any::<u64>(),
+    ) {
+        let mut files = templates()[flavour].clone();
+        let mut data_removed = false;
+        for m in &mutations {
+            if let Mutation::Remove(FileId::Data) = m {
+                data_removed = true;
+            }
+            apply(&mut files, m);
+        }
+        let dir = case_dir();
+        materialise(&dir, &files, data_removed);
+        exercise_remote(&dir, seed)?;
     }
 }
 

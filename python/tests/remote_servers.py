@@ -289,7 +289,20 @@ class FaultProxy:
                 k, _, v = h.decode("latin-1").partition(":")
                 headers[k.strip()] = v.strip()
             lower = {k.lower(): v for k, v in headers.items()}
-            body = rfile.read(int(lower.get("content-length", "0") or 0))
+            if lower.get("transfer-encoding", "").lower() == "chunked":
+                body = b""
+                while True:
+                    size = int(rfile.readline().split(b";")[0].strip() or b"0", 16)
+                    if size == 0:
+                        while rfile.readline() not in (b"\r\n", b"\n", b""):
+                            pass
+                        break
+                    body += rfile.read(size)
+                    rfile.readline()
+                headers = {k: v for k, v in headers.items() if k.lower() != "transfer-encoding"}
+                headers["Content-Length"] = str(len(body))
+            else:
+                body = rfile.read(int(lower.get("content-length", "0") or 0))
             req = Request(method, target, lower.get("range"), lower)
             with self.lock:
                 n = len(self.requests)
@@ -327,11 +340,14 @@ class FaultProxy:
             resp = up.getresponse()
             data = resp.read()
             out = [f"HTTP/1.1 {resp.status} {resp.reason}\r\n".encode()]
+            length = str(len(data))
             for k, v in resp.getheaders():
+                if k.lower() == "content-length" and method == "HEAD":
+                    length = v  # a HEAD answer has no body but the object's length
                 if k.lower() in ("transfer-encoding", "connection", "content-length"):
                     continue
                 out.append(f"{k}: {v}\r\n".encode())
-            out.append(f"Content-Length: {len(data)}\r\n\r\n".encode())
+            out.append(f"Content-Length: {length}\r\n\r\n".encode())
             up.close()
             if fault == "short" and len(data) > 1:
                 conn.sendall(b"".join(out) + data[: len(data) // 2])

@@ -5,6 +5,8 @@
 // Each test binary compiles this module and uses only some of it.
 #![allow(dead_code)]
 
+pub mod http;
+
 use std::path::Path;
 use std::process::Command;
 
