@@ -355,3 +355,73 @@ class FaultProxy:
                 conn.close()
                 return
             conn.sendall(b"".join(out) + data)
+
+
+@dataclass
+class AuthS3:
+    """A moto server in its own process that checks signatures: requests
+    signed with anything but ``key_id``/``secret`` are refused (403)."""
+
+    endpoint: str
+    key_id: str
+    secret: str
+    process: object
+
+    def stop(self):
+        self.process.kill()
+        self.process.wait()
+
+
+def start_s3_with_auth(bucket: str = "loaderx-auth") -> AuthS3:
+    import json
+    import subprocess
+    import sys
+
+    import boto3
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    # The first four requests (making the user, its policy and key) are
+    # not checked; every later one is.
+    env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="4")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            break
+        except OSError:
+            if time.time() > deadline:
+                proc.kill()
+                raise
+            time.sleep(0.1)
+    iam = boto3.client(
+        "iam",
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id="x",
+        aws_secret_access_key="y",
+    )
+    iam.create_user(UserName="loaderx")
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
+    }
+    iam.put_user_policy(UserName="loaderx", PolicyName="all", PolicyDocument=json.dumps(policy))
+    key = iam.create_access_key(UserName="loaderx")["AccessKey"]
+    boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id=key["AccessKeyId"],
+        aws_secret_access_key=key["SecretAccessKey"],
+    ).create_bucket(Bucket=bucket)
+    return AuthS3(endpoint, key["AccessKeyId"], key["SecretAccessKey"], proc)

@@ -526,3 +526,32 @@ def test_a_pinned_manifest_ignores_later_commits(s3, tmp_path):
         assert t.num_rows == 10
     with loaderx.open_table(target, storage_options=opts) as t:
         assert t.num_rows == 15
+
+
+def test_refused_credentials_raise_permission_error(local_table):
+    from remote_servers import start_s3_with_auth
+
+    server = start_s3_with_auth()
+    try:
+        good = {
+            "aws_endpoint": server.endpoint,
+            "aws_region": "us-east-1",
+            "aws_access_key_id": server.key_id,
+            "aws_secret_access_key": server.secret,
+            "aws_allow_http": "true",
+        }
+        target = "s3://loaderx-auth/t"
+        loaderx.copy_table(local_table, target, storage_options=good)
+        with loaderx.open_table(target, storage_options=good) as t:
+            assert t.num_rows == 300
+        wrong = {**good, "aws_secret_access_key": "not-the-secret-at-all"}
+        with pytest.raises(PermissionError) as e:
+            loaderx.open_table(target, storage_options=wrong)
+        text = str(e.value)
+        assert target in text
+        for secret in (server.secret, "not-the-secret-at-all", server.key_id):
+            assert secret not in text
+        with pytest.raises(PermissionError):
+            loaderx.copy_table(local_table, "s3://loaderx-auth/u", storage_options=wrong)
+    finally:
+        server.stop()
