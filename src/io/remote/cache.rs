@@ -242,7 +242,7 @@ impl BlockCache {
 
     /// Plans reading the byte ranges `ranges` of `file` through the cache:
     /// every block they touch is a hit or is to be fetched (one request per
-    /// run of consecutive missing blocks, up to the split size).
+    /// missing block, all of them concurrently).
     pub(crate) fn plan(&self, file: &RemoteFile, ranges: &[Range<u64>]) -> io::Result<Pending> {
         let size = file.size();
         let blocks: BTreeSet<u64> = ranges
@@ -267,7 +267,9 @@ impl BlockCache {
         stats
             .cache_misses
             .fetch_add(missing.len() as u64, Ordering::Relaxed);
-        let per = (fetch::SPLIT / BLOCK).max(1) as usize;
+        // One request per block: a block is large enough to amortise a
+        // request, and separate requests use separate connections.
+        let per = 1usize;
         let mut runs: Vec<Vec<u64>> = Vec::new();
         for &b in &missing {
             match runs.last_mut() {

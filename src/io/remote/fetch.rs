@@ -3,9 +3,13 @@
 //! from exactly as they decode from a mapping.
 //!
 //! [`plan`] sorts the ranges, merges those closer than [`GAP`] (fetching a
-//! small gap costs less than a request) and cuts what grows past
-//! [`SPLIT`] into parts fetched side by side. Every request holds a permit
-//! of the process-wide semaphore (`runtime::Io::permits`) while in flight.
+//! small gap costs less than a request) and cuts what grows past the split
+//! size into parts fetched side by side. The split size ([`split_for`])
+//! spreads a batch over the requests the process may keep in flight: one
+//! connection moves a few tens of MB/s from S3, so a 37 MiB batch fetched
+//! as five 8 MiB requests would use five connections where sixty-four are
+//! allowed. Every request holds a permit of the process-wide semaphore
+//! (`runtime::Io::permits`) while in flight.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -14,9 +18,20 @@ use bytes::Bytes;
 
 /// Ranges closer than this are fetched as one request.
 pub(crate) const GAP: u64 = 256 << 10;
-/// A request fetches at most this many bytes; a longer range is fetched as
-/// parts of this size, concurrently.
+/// The most bytes one request fetches; a longer range is fetched as parts,
+/// concurrently.
 pub(crate) const SPLIT: u64 = 8 << 20;
+/// The least bytes a split part has (smaller parts cost more in requests
+/// than they gain in concurrency).
+pub(crate) const MIN_SPLIT: u64 = 256 << 10;
+
+/// The split size for fetching `ranges` with `inflight` requests allowed:
+/// their bytes spread over that many requests, within
+/// [`MIN_SPLIT`]..=[`SPLIT`].
+pub(crate) fn split_for(ranges: &[Range<u64>], inflight: usize) -> u64 {
+    let total: u64 = ranges.iter().map(|r| r.end.saturating_sub(r.start)).sum();
+    (total / inflight.max(1) as u64).clamp(MIN_SPLIT, SPLIT)
+}
 
 /// One request of a plan: the bytes `range` of the object, and which of
 /// the requests of the same merged range it is (a record longer than
@@ -190,5 +205,19 @@ mod tests {
         assert_eq!(runs.slice(100, 50).unwrap(), &[1u8; 50][..]);
         assert!(runs.slice(45, 10).is_none());
         assert!(runs.slice(155, 10).is_none());
+    }
+
+    #[test]
+    fn the_split_spreads_a_batch_over_the_requests_in_flight() {
+        let batch: Vec<Range<u64>> = (0..256)
+            .map(|i| i * 150_000..i * 150_000 + 150_000)
+            .collect();
+        let split = split_for(&batch, 64);
+        assert_eq!(split, 256 * 150_000 / 64);
+        let (_, reqs) = plan(&batch, GAP, split);
+        assert!((60..=70).contains(&reqs.len()), "{}", reqs.len());
+        assert_eq!(split_for(&batch[..2], 64), MIN_SPLIT);
+        let huge = [0..(1u64 << 34)];
+        assert_eq!(split_for(&huge, 64), SPLIT);
     }
 }

@@ -932,7 +932,8 @@ pub(crate) fn fetch_many(
             requests.extend(pending.requests.iter().map(|r| (j, r.clone())));
             plans.push(Plan::Cached(pending));
         } else {
-            let (merged, reqs) = fetch::plan(ranges, fetch::GAP, fetch::SPLIT);
+            let split = fetch::split_for(ranges, runtime::max_requests_now());
+            let (merged, reqs) = fetch::plan(ranges, fetch::GAP, split);
             requests.extend(reqs.iter().map(|r| (j, r.range.clone())));
             plans.push(Plan::Direct {
                 merged,

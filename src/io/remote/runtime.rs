@@ -40,6 +40,13 @@ fn max_requests() -> usize {
         .unwrap_or(DEFAULT_REQUESTS)
 }
 
+/// The process's bound on requests in flight (without making the runtime).
+pub(crate) fn max_requests_now() -> usize {
+    let slot = IO.lock().unwrap_or_else(|e| e.into_inner());
+    slot.as_ref()
+        .map_or_else(max_requests, |io| io.max_requests)
+}
+
 /// This process's runtime, made (or remade after a fork) on first use.
 pub(crate) fn io() -> std::io::Result<Arc<Io>> {
     let pid = std::process::id();
