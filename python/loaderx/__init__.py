@@ -8,6 +8,8 @@ Modules:
 * :mod:`loaderx.utils` — ``train_dict`` for the ``zstd_dict`` codec.
 * :mod:`loaderx.zsampler` — the step-addressed ``Sampler``.
 * :mod:`loaderx.dataloader` — the endless, prefetching ``DataLoader``.
+* :class:`loaderx.Mix` (:mod:`loaderx.mixture`) — several weighted sources
+  in one loader, with fixed weights or a schedule.
 * :mod:`loaderx.arrow` — Arrow tables, ingest and the tensor column mapping.
 * :func:`loaderx.pack` — token records packed into fixed-length rows with
   segment ids and positions.
@@ -38,6 +40,7 @@ so optional packages (pyarrow, polars, Ray, ...) load only when used.
 
 from ._pack import pack
 from ._sql import sql
+from .mixture import Mix
 from .table import Table, commit_shards, ingest_sharded, new_shard, open_table
 from .zrecord import DICT_TIERS, Corrupted, DenseStore, RaggedStore, StoreBusy
 
@@ -49,6 +52,7 @@ __all__ = [
     "Corrupted",
     "sql",
     "pack",
+    "Mix",
     "open_table",
     "Table",
     "new_shard",
@@ -65,6 +69,7 @@ _SUBMODULES = frozenset(
         "dataloader",
         "grain",
         "hf",
+        "mixture",
         "pandas",
         "parquet",
         "polars",
