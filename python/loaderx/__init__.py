@@ -22,6 +22,9 @@ Modules:
   tensor columns as object columns of exact-shape ndarrays.
 * :mod:`loaderx.ray` — Ray Data: ``read_table`` and ``write_table``.
 * :mod:`loaderx.grain` — ``DataSource``: a table as a Grain data source.
+* :mod:`loaderx.torch` — ``Dataset``: a table as a PyTorch map-style dataset
+  (batched ``__getitems__``, fork- and spawn-safe workers), and
+  ``as_tensors`` for loader batches.
 * :mod:`loaderx.hf` — tables as Hugging Face datasets (``to_hf``) and back
   (``ingest``).
 * :mod:`loaderx.table` — :func:`loaderx.open_table` and the sharded-table
@@ -75,6 +78,7 @@ _SUBMODULES = frozenset(
         "polars",
         "ray",
         "table",
+        "torch",
         "utils",
         "zrecord",
         "zsampler",
