@@ -26,11 +26,13 @@ cannot stack unless they have one shape: pass a ``collate_fn`` (padding, or
 :func:`loaderx.pack`) for those.
 
 To feed Lightning (or any loop that checkpoints its data), hand it a
-:class:`loaderx.dataloader.DataLoader` itself rather than a torch
-``DataLoader``: it is an endless iterator with ``state_dict()`` and
-``load_state_dict()``, which Lightning's Trainer saves in its checkpoints
-and restores on resume; :func:`as_tensors` as its ``transform`` turns the
-batches into tensors. See the loader guide for the exact pattern.
+:class:`loaderx.dataloader.DataLoader` rather than a torch ``DataLoader``:
+it has ``state_dict()`` and ``load_state_dict()``, which Lightning's Trainer
+saves in its checkpoints and restores on resume; :func:`as_tensors` as its
+``transform`` turns the batches into tensors. Wrapped in :class:`Epochs` it
+also has a length, so that Lightning does not read a batch ahead of the
+training step (which it does for iterables without one, and which would
+put the saved step one past the steps trained). See the loader guide.
 
 This module imports torch only when :func:`as_tensors` runs: the dataset
 itself hands out NumPy arrays, which torch's collation turns into tensors.
@@ -57,7 +59,7 @@ import numpy as np
 
 from ._streams import StoreBase, check_streams
 
-__all__ = ["Dataset", "as_tensors"]
+__all__ = ["Dataset", "Epochs", "as_tensors"]
 
 
 def _require_torch():
@@ -176,6 +178,59 @@ class Dataset:
             return f"loaderx.torch.Dataset(table={path!r}, columns={columns}, len={self._len})"
         streams = {name: p for name, p in columns}
         return f"loaderx.torch.Dataset(streams={streams!r}, len={self._len})"
+
+
+class Epochs:
+    """An endless :class:`~loaderx.dataloader.DataLoader` as passes of
+    ``steps`` batches: each ``iter()`` yields the loader's next ``steps``
+    batches (continuing where the previous pass stopped), ``len()`` is
+    ``steps``, and ``state_dict()`` / ``load_state_dict()`` are the
+    loader's. This is the shape of a train loader Lightning's Trainer
+    expects: epochs of known length, and a state it saves and restores.
+
+    >>> import numpy as np, os, tempfile, loaderx
+    >>> from loaderx.dataloader import DataLoader
+    >>> path = os.path.join(tempfile.mkdtemp(), "x")
+    >>> with loaderx.DenseStore.create(path, np.int64, ()) as s:
+    ...     s.append(np.arange(100))
+    >>> with loaderx.DenseStore.open(path, readonly=True) as x:
+    ...     with DataLoader({"x": x}, batch_size=10, seed=0) as loader:
+    ...         epochs = Epochs(loader, steps=3)
+    ...         first, second = list(epochs), list(epochs)
+    ...         len(epochs), len(first), epochs.state_dict()["step"]
+    (3, 3, 6)
+    """
+
+    def __init__(self, loader: Any, steps: int) -> None:
+        for name in ("state_dict", "load_state_dict", "__next__"):
+            if not callable(getattr(loader, name, None)):
+                raise TypeError(
+                    f"loader must be a loaderx DataLoader (with {name}), "
+                    f"got {type(loader).__name__}"
+                )
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"steps must be an int >= 1 (batches per epoch), got {steps!r}")
+        self.loader = loader
+        self.steps = steps
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __iter__(self) -> Any:
+        loader = self.loader
+        for _ in range(self.steps):
+            yield next(loader)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The loader's state (its ``step`` counts the batches handed out)."""
+        return self.loader.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continues the loader from ``state``."""
+        self.loader.load_state_dict(state)
+
+    def __repr__(self) -> str:
+        return f"Epochs({self.loader!r}, steps={self.steps})"
 
 
 def as_tensors(batch: Any) -> Any:

@@ -220,3 +220,36 @@ def test_a_loader_checkpoints_through_torch_save_and_resumes_exactly(table, tmp_
                 assert torch.equal(a[key], b[key]), key
             else:
                 assert all(torch.equal(x, y) for x, y in zip(a[key], b[key])), key
+
+
+def test_epochs_hand_a_loader_to_a_trainer_without_reading_ahead(table):
+    """What Lightning does with a train loader of known length: iterate a
+    pass of len() batches per epoch, save state_dict() after a step,
+    load_state_dict() on resume; the saved step is the steps trained."""
+    from loaderx.torch import Epochs
+
+    kw = dict(batch_size=5, seed=2, transform=as_tensors)
+    with DataLoader(table, **kw) as loader:
+        epochs = Epochs(loader, steps=4)
+        assert len(epochs) == 4 and isinstance(epochs, Stateful)
+        trained = []
+        for _ in range(2):  # two epochs
+            for batch in epochs:
+                trained.append(batch["id"])
+        assert epochs.state_dict()["step"] == len(trained) == 8
+        it = iter(epochs)
+        trained.append(next(it)["id"])
+        state = epochs.state_dict()  # a checkpoint after the 9th step
+        assert state["step"] == 9
+        rest = [b["id"] for b in it]
+    with DataLoader(table, **kw) as fresh:
+        whole = [next(fresh)["id"] for _ in range(12)]
+    assert all(torch.equal(a, b) for a, b in zip(trained + rest, whole))
+    with DataLoader(table, **kw) as again:
+        resumed = Epochs(again, steps=4)
+        resumed.load_state_dict(state)
+        assert torch.equal(next(iter(resumed))["id"], whole[9])
+    with pytest.raises(ValueError, match="steps must be an int >= 1"):
+        Epochs(loader, steps=0)
+    with pytest.raises(TypeError, match="loaderx DataLoader"):
+        Epochs([1, 2], steps=2)
