@@ -120,6 +120,10 @@ def _number(value) -> float | None:
 class Mix:
     """Sources and their weights, for a :class:`~loaderx.dataloader.DataLoader`.
 
+    Bad sources and fixed weights raise ValueError naming them; a
+    schedule's bad weights raise ValueError naming the step, from the
+    ``next()`` of that step.
+
     Parameters
     ----------
     sources:
@@ -137,10 +141,6 @@ class Mix:
         function of the step, so that a resumed run sees the same weights.
     source_column:
         The name of the column of row sources (uint16), or None for none.
-
-    Bad sources and fixed weights raise ValueError naming them; a
-    schedule's bad weights raise ValueError naming the step, from the
-    ``next()`` of that step.
     """
 
     def __init__(
