@@ -58,6 +58,9 @@ _OUTPUTS = ("numpy", "arrow")
 # Native threads gathering ahead; each gather itself fans out over the
 # store worker pool, so two are enough to keep it busy.
 _PRODUCERS = 2
+# Steps of a schedule's weights evaluated and pushed to the native loader at
+# once (the schedule is a pure function of the step, so earlier is fine).
+_PUSH_AHEAD = 32
 
 
 def _index_array(indices) -> np.ndarray:
@@ -492,7 +495,8 @@ class DataLoader:
         mix = self._mix
         pushed = self._native.weights_pushed
         while pushed < until:
-            n = min(until - pushed, 4096)
+            # Whole chunks ahead, so that most steps push nothing.
+            n = min(max(until - pushed, _PUSH_AHEAD), 4096)
             rows = np.empty((n, len(mix.names)))
             for j in range(n):
                 try:

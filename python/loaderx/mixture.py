@@ -224,13 +224,28 @@ class Mix:
             self._fixed = None
         else:
             self._schedule = None
-            self._fixed = self._check(weights, None)
+            self._fixed = np.asarray(self._check(weights, None), dtype=np.float64)
 
     # -- weights -----------------------------------------------------------
 
-    def _check(self, weights, step: int | None) -> np.ndarray:
-        """``weights`` as a float64 row in source order (ValueError naming
+    def _check(self, weights, step: int | None) -> np.ndarray | list[float]:
+        """``weights`` as a row of floats in source order (ValueError naming
         the step, when given, and the sources otherwise)."""
+        # The common case, once per step of a schedule: a dict of every
+        # source to plain numbers, all fine. Anything else takes the checks
+        # below, which say what is wrong.
+        if type(weights) is dict and len(weights) == len(self._names):
+            try:
+                row = [weights[name] for name in self._names]
+            except KeyError:
+                row = None
+            if (
+                row is not None
+                and all(type(v) is float or type(v) is int for v in row)
+                and all(0 <= v < math.inf for v in row)
+                and any(row)
+            ):
+                return row
         at = "" if step is None else f" at step {step}"
         what = "weights" if step is None else "the schedule's weights"
         if not isinstance(weights, Mapping):
@@ -260,8 +275,8 @@ class Mix:
             raise ValueError(f"{what}{at} are all zero; at least one source needs weight")
         return row
 
-    def _row(self, step: int) -> np.ndarray:
-        """The weights of ``step`` in source order (float64)."""
+    def _row(self, step: int) -> np.ndarray | list[float]:
+        """The weights of ``step`` in source order."""
         if self._schedule is None:
             return self._fixed
         return self._check(self._schedule(step), step)
@@ -270,7 +285,7 @@ class Mix:
         """The weights of ``step`` (the fixed ones, or the schedule's,
         checked: ValueError naming the step when they are bad)."""
         step = _as_int("step", step, 0, _MAX_STEP)
-        return dict(zip(self._names, self._row(step).tolist()))
+        return dict(zip(self._names, map(float, self._row(step))))
 
     def counts(self, batch_size: int, stop: int, start: int = 0) -> np.ndarray:
         """Records each source gives at the steps ``start..stop`` of a

@@ -32,7 +32,7 @@ use super::{Column, Output};
 
 /// Steps whose plans stay available behind the consumer (for the rows of a
 /// batch that a transform asks for after the consumer moved on).
-const KEEP_BEHIND: u64 = 4096;
+const KEEP_BEHIND: u64 = 1024;
 
 /// How a mixture weighs its sources.
 #[derive(Clone, Debug)]
@@ -257,7 +257,9 @@ impl Planner {
         let mut st = self.lock();
         if keep > st.floor {
             st.floor = keep;
-            st.plans = st.plans.split_off(&keep);
+            while st.plans.first_key_value().is_some_and(|(&k, _)| k < keep) {
+                st.plans.pop_first();
+            }
         }
     }
 
@@ -389,8 +391,7 @@ impl<S: StoreAccess> MixDraw<S> {
     /// The rows of `step` on rank `rank` of batches of `local` rows.
     pub(super) fn rows(&self, step: u64, rank: usize, local: usize, wait: bool) -> Result<Rows> {
         let plan = self.planner.plan_at(step, wait)?;
-        let order = mixture::interleave(&plan.counts);
-        let runs = mixture::runs(&order, self.sources.len(), rank * local, (rank + 1) * local);
+        let runs = mixture::runs(&plan.counts, rank * local, (rank + 1) * local);
         let mut indices = vec![0u64; local];
         let mut sources = Vec::with_capacity(local);
         let mut counts = Vec::with_capacity(runs.len());

@@ -407,18 +407,64 @@ pub fn interleave(counts: &[u32]) -> Vec<u16> {
     out
 }
 
-/// Of the rows `lo..hi` of a global batch whose rows come from `order`
-/// ([`interleave`]), each source's records as `(first, count)`: the
-/// source's `first`-th to `first + count − 1`-th records of the step.
-pub fn runs(order: &[u16], sources: usize, lo: usize, hi: usize) -> Vec<(u32, u32)> {
-    let mut out = vec![(0u32, 0u32); sources];
-    for &s in &order[..lo] {
-        out[s as usize].0 += 1;
+/// Of the rows `lo..hi` of the global batch that [`interleave`] orders,
+/// each source's records as `(first, count)`: the source's `first`-th to
+/// `first + count − 1`-th records of the step. Computed without listing
+/// the rows: `O(S² log G)` for `S` sources.
+pub fn runs(counts: &[u32], lo: usize, hi: usize) -> Vec<(u32, u32)> {
+    let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+    let rows_before = |i: usize, p: u64| match p {
+        0 => 0,
+        p if p >= total => counts[i],
+        p => rows_before(counts, i, p),
+    };
+    (0..counts.len())
+        .map(|i| {
+            let first = rows_before(i, lo as u64);
+            (first, rows_before(i, hi as u64) - first)
+        })
+        .collect()
+}
+
+/// The position of source `i`'s `j`-th row in the [`interleave`] order:
+/// the rows of every source with a smaller key, or an equal key and a
+/// lower source.
+fn position(counts: &[u32], i: usize, j: u32) -> u64 {
+    // Row m of source l comes first when (2m+1) / c_l < (2j+1) / c_i, that
+    // is (2m+1) c_i < (2j+1) c_l.
+    let key = u128::from(2 * j + 1);
+    let ci = u128::from(counts[i]);
+    let mut before = u64::from(j);
+    for (l, &cl) in counts.iter().enumerate() {
+        if l == i || cl == 0 {
+            continue;
+        }
+        let bound = key * u128::from(cl); // (2m+1) ci < bound
+                                          // m from 0 while (2m+1) ci < bound: m < (bound - ci) / (2 ci).
+        let strict = bound
+            .saturating_sub(ci)
+            .div_ceil(2 * ci)
+            .min(u128::from(cl));
+        let tie = (bound % ci == 0 && (bound / ci) % 2 == 1 && ((bound / ci) / 2) < u128::from(cl))
+            && l < i;
+        before += strict as u64 + u64::from(tie);
     }
-    for &s in &order[lo..hi] {
-        out[s as usize].1 += 1;
+    before
+}
+
+/// How many of source `i`'s rows sit among the first `p` rows.
+fn rows_before(counts: &[u32], i: usize, p: u64) -> u32 {
+    // Positions increase with j: the first j whose position is >= p.
+    let (mut lo, mut hi) = (0u32, counts[i]);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if position(counts, i, mid) < p {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
     }
-    out
+    lo
 }
 
 /// The seed of source `name`'s sampler in a mixture seeded `seed`: a pure
@@ -534,8 +580,8 @@ mod tests {
         assert_eq!(order.len(), 12);
         assert_eq!(order, vec![0, 1, 2, 0, 0, 1, 2, 0, 0, 1, 2, 0]);
         // Two ranks of six rows: (first, count) of each source.
-        assert_eq!(runs(&order, 3, 0, 6), vec![(0, 3), (0, 2), (0, 1)]);
-        assert_eq!(runs(&order, 3, 6, 12), vec![(3, 3), (2, 1), (1, 2)]);
+        assert_eq!(runs(&[6, 3, 3], 0, 6), vec![(0, 3), (0, 2), (0, 1)]);
+        assert_eq!(runs(&[6, 3, 3], 6, 12), vec![(3, 3), (2, 1), (1, 2)]);
     }
 
     #[test]
@@ -590,6 +636,25 @@ mod tests {
             let (short, lead) = errors(&|k| table[(k % n) as usize].clone(), global, 200);
             prop_assert!(lead < 1.0, "lead {lead}");
             prop_assert!(short < 5.0, "shortfall {short} (bound S - 1 = 5)");
+        }
+
+        #[test]
+        fn runs_count_the_rows_of_the_interleave(
+            counts in prop::collection::vec(prop_oneof![Just(0u32), 0u32..50, 50u32..400], 1..10),
+            cut in (0.0f64..1.0, 0.0f64..1.0),
+        ) {
+            let order = interleave(&counts);
+            let total = order.len();
+            let (a, b) = ((cut.0 * total as f64) as usize, (cut.1 * total as f64) as usize);
+            let (lo, hi) = (a.min(b), a.max(b));
+            let mut want = vec![(0u32, 0u32); counts.len()];
+            for &s in &order[..lo] {
+                want[s as usize].0 += 1;
+            }
+            for &s in &order[lo..hi] {
+                want[s as usize].1 += 1;
+            }
+            prop_assert_eq!(runs(&counts, lo, hi), want);
         }
 
         #[test]
