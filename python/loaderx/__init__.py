@@ -8,8 +8,9 @@ Modules:
 * :mod:`loaderx.utils` — ``train_dict`` for the ``zstd_dict`` codec.
 * :mod:`loaderx.zsampler` — the step-addressed ``Sampler``.
 * :mod:`loaderx.dataloader` — the endless, prefetching ``DataLoader``.
-* :class:`loaderx.Mix` (:mod:`loaderx.mixture`) — several weighted sources
-  in one loader, with fixed weights or a schedule.
+* ``loaderx.Mix`` (:class:`loaderx.mixture.Mix`) — several weighted
+  sources in one loader, with fixed weights or a schedule (imported on
+  first use, like the submodules below).
 * :mod:`loaderx.arrow` — Arrow tables, ingest and the tensor column mapping.
 * :func:`loaderx.pack` — token records packed into fixed-length rows with
   segment ids and positions.
@@ -43,7 +44,6 @@ so optional packages (pyarrow, polars, Ray, ...) load only when used.
 
 from ._pack import pack
 from ._sql import sql
-from .mixture import Mix
 from .table import Table, commit_shards, ingest_sharded, new_shard, open_table
 from .zrecord import DICT_TIERS, Corrupted, DenseStore, RaggedStore, StoreBusy
 
@@ -87,6 +87,10 @@ _SUBMODULES = frozenset(
 
 
 def __getattr__(name: str):
+    if name == "Mix":
+        from .mixture import Mix
+
+        return Mix
     if name in _SUBMODULES:
         import importlib
 
@@ -95,4 +99,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _SUBMODULES)
+    return sorted(set(globals()) | _SUBMODULES | {"Mix"})

@@ -140,7 +140,7 @@ class TransformInfo:
     record index)`` (see :func:`record_seeds`). Each is the same on every
     run, resume and worker count.
 
-    For a :class:`~loaderx.Mix`, ``indices`` are each row's record within
+    For a :class:`~loaderx.mixture.Mix`, ``indices`` are each row's record within
     its source, ``sources`` each row's source (uint16 positions, as in the
     source column; None otherwise), and ``record_seeds`` a pure function of
     ``(seed, step, source name, record)``: ``record_seeds(source_seed(seed,
@@ -254,7 +254,7 @@ class DataLoader:
     streams:
         ``{name: DenseStore | RaggedStore}`` (a table, say); every stream is
         gathered at the same indices, so record ``i`` lines up across them.
-        Or a :class:`~loaderx.Mix` of sources: each global batch then takes
+        Or a :class:`~loaderx.mixture.Mix` of sources: each global batch then takes
         every source's share of records (see :mod:`loaderx.mixture`) and
         carries the column of row sources.
     batch_size:
@@ -299,7 +299,7 @@ class DataLoader:
         one weight per record of the streams (an array, or a DenseStore of
         scalars such as a table column); records are drawn with replacement
         in proportion. With ``indices``, the subset's records keep their
-        weights. For a :class:`~loaderx.Mix`, ``{source name: weights}``
+        weights. For a :class:`~loaderx.mixture.Mix`, ``{source name: weights}``
         with one entry per source.
     block_size:
         Records per block for ``mode="blocked"`` (required there, refused by
@@ -610,7 +610,7 @@ class DataLoader:
 
     def state_dict(self) -> dict:
         """``{"step", "seed", "mode", "batch_size"}`` (and ``"block_size"``
-        for ``mode="blocked"``, ``"sources"`` for a :class:`~loaderx.Mix`:
+        for ``mode="blocked"``, ``"sources"`` for a :class:`~loaderx.mixture.Mix`:
         its source names): ``step`` counts batches handed to the caller (not
         prefetched ones)."""
         state = {
