@@ -518,3 +518,41 @@ def test_property_resume_anywhere_is_bit_exact(sources, seed, k, workers, mode):
     for a, b in zip(full[k:], tail):
         for key in a:
             assert a[key].tobytes() == b[key].tobytes(), key
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(st.floats(0.1, 10.0), min_size=3, max_size=3),
+    st.integers(1, 40),
+    st.integers(0, 2**64 - 1),
+    st.sampled_from([1, 2, 4]),
+)
+def test_property_each_source_keeps_its_own_cycle(sources, weights, batch, seed, world):
+    """Whatever the weights, batch, seed and ranks: each source's draws,
+    taken in step order (ranks in order, each rank's rows of a source in
+    draw order), are its records in cycles, every cycle of len(source)
+    draws a permutation of them."""
+    mix = Mix(sources, dict(zip(SIZES, weights)))
+    steps = 30
+    loaders = [
+        DataLoader(mix, batch_size=batch, seed=seed, rank=r, world_size=world, workers=0)
+        for r in range(world)
+    ]
+    drawn = {s: [] for s in range(3)}
+    for _ in range(steps):
+        for ld in loaders:
+            for src, i in pairs(next(ld)):
+                drawn[src].append(i)
+    for ld in loaders:
+        ld.close()
+    total = mix.counts(batch * world, steps).sum(axis=0)
+    for s, name in enumerate(SIZES):
+        assert len(drawn[s]) == total[s]
+        n = SIZES[name]
+        for c in range(len(drawn[s]) // n):
+            assert sorted(drawn[s][c * n : (c + 1) * n]) == list(range(n)), (name, c)
+        # The incomplete last cycle repeats nothing.
+        tail = drawn[s][len(drawn[s]) // n * n :]
+        assert len(set(tail)) == len(tail)
