@@ -11,6 +11,16 @@ against what people use instead, measured in the same run.
   ``Sampler(..., "weighted").at(k)`` against NumPy's
   ``Generator.choice(n, size=B, p=w)`` and ``torch.multinomial(w, B,
   replacement=True)`` where torch is installed.
+* **mixture**: ``DataLoader(Mix(...))`` over 2 and 8 sources (fixed
+  weights 1:2:...:k, and the same weights from a schedule called once per
+  step) against a ``DataLoader`` over one source, every source being the
+  same table, so that only the mixture's own work differs (the plan, one
+  gather per source, the source column, the schedule): batches of 256
+  images of 3x32x32 uint8 (raw, so the gather is as cheap as it gets and
+  that work shows most) and an int64 label, no transform, one consumer
+  thread, in interleaved rounds. Target: within 5 % of the single
+  source's batches/s. The ratio is the median of each round's ratio to
+  the same round's single source, with its quartiles.
 
 Run from the repository root with the project venv::
 
@@ -23,11 +33,14 @@ The markdown table goes to stdout.
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 import time
 
 import numpy as np
 
 import loaderx
+from loaderx.dataloader import DataLoader
 from loaderx.zsampler import Sampler
 
 
@@ -80,11 +93,80 @@ def grain_pack(records, seq_len):
     return run
 
 
+def _table(path: str, images: np.ndarray, labels: np.ndarray) -> None:
+    with loaderx.DenseStore.create(os.path.join(path, "image"), np.uint8, (3, 32, 32)) as s:
+        s.append(images)
+    with loaderx.DenseStore.create(os.path.join(path, "label"), np.int64, ()) as s:
+        s.append(labels)
+
+
+def _batches_per_s(streams, steps: int) -> float:
+    """Batches/s of ``steps`` batches of 256 after a warm-up of 8."""
+    with DataLoader(streams, batch_size=256, seed=0, workers=0, prefetch=4) as loader:
+        for _ in range(8):
+            next(loader)
+        t = time.perf_counter()
+        for _ in range(steps):
+            next(loader)
+        return steps / (time.perf_counter() - t)
+
+
+def mixture(records: int, steps: int, rounds: int) -> None:
+    """Mixed loaders against one source (see the module docstring); prints
+    one table row per mixture."""
+    rng = np.random.default_rng(1)
+    images = rng.integers(0, 255, (records, 3, 32, 32), dtype=np.uint8)
+    labels = rng.integers(0, 10, records)
+    with tempfile.TemporaryDirectory(prefix="loaderx-bench-mix-") as root:
+        _table(root, images, labels)
+        with loaderx.open_table(root) as table:
+            configs: dict = {"single": table}
+            for k in (2, 8):
+                weights = {f"s{i}": float(i + 1) for i in range(k)}
+                sources = dict.fromkeys(weights, table)
+                configs[f"{k} sources, fixed weights"] = loaderx.Mix(sources, weights)
+                configs[f"{k} sources, a schedule"] = loaderx.Mix(
+                    sources, lambda step, w=weights: w
+                )
+            runs: dict[str, list[float]] = {name: [] for name in configs}
+            for streams in configs.values():  # a warm-up round, not counted
+                _batches_per_s(streams, max(steps // 4, 8))
+            for _ in range(rounds):
+                for name, streams in configs.items():
+                    runs[name].append(_batches_per_s(streams, steps))
+    # Each round's mixture against the same round's single source (the
+    # machine's load drifts between rounds, much less within one).
+    single = np.asarray(runs["single"])
+    for name, got in runs.items():
+        if name == "single":
+            continue
+        ratios = np.asarray(got) / single
+        q1, q3 = np.percentile(ratios, [25, 75])
+        print(
+            f"| DataLoader over a Mix of {name}, batch 256 of 3x32x32 uint8 | "
+            f"{np.median(got):,.0f} batches/s | one source ({records:,} records) | "
+            f"{np.median(single):,.0f} batches/s | {np.median(ratios):.3f}x "
+            f"(quartiles {q1:.3f}-{q3:.3f}, {rounds} rounds) |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--only", choices=["pack", "weighted", "mixture"], help="run one part of the table"
+    )
     args = parser.parse_args()
     min_time = 0.05 if args.quick else 1.0
+    print("| what | loaderx | peer | peer time | loaderx / peer speed |")
+    print("|---|---|---|---|---|")
+    if args.only in (None, "mixture"):
+        if args.quick:
+            mixture(records=4_000, steps=20, rounds=1)
+        else:
+            mixture(records=40_000, steps=500, rounds=31)
+        if args.only == "mixture":
+            return
     rng = np.random.default_rng(0)
     lengths = np.clip(rng.lognormal(np.log(400), 0.8, 256).astype(int), 1, 4096)
     # Grain's packer takes records no longer than a row: every packer gets
@@ -92,8 +174,13 @@ def main() -> None:
     records = [rng.integers(0, 50_000, min(n, 2048), dtype=np.int32) for n in lengths]
     seq_len = 2048
 
-    print("| what | loaderx | peer | peer time | loaderx / peer speed |")
-    print("|---|---|---|---|---|")
+    if args.only in (None, "pack"):
+        pack_rows(records, seq_len, min_time)
+    if args.only in (None, "weighted"):
+        weighted_rows(rng, min_time)
+
+
+def pack_rows(records, seq_len: int, min_time: float) -> None:
     ours = best_of(lambda: loaderx.pack(records, seq_len), min_time)
     peer = best_of(lambda: python_pack(records, seq_len), min_time)
     what = f"pack 256 records into rows of {seq_len}"
@@ -111,6 +198,8 @@ def main() -> None:
             f"{peer * 1e3:.3f} ms | {peer / ours:.1f}x |"
         )
 
+
+def weighted_rows(rng, min_time: float) -> None:
     n = 1_000_000
     w = rng.random(n)
     p = w / w.sum()

@@ -1,4 +1,4 @@
-# Shared set-up for the project scripts: a virtualenv with the dev
+# Shared set-up for the project scripts: a virtualenv with the dev and torch
 # requirements and a cargo target dir that survives fresh clones.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -9,13 +9,17 @@ PYTHON="${PYTHON:-python3}"
 if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
 fi
-# Reinstall only when the requirements changed.
-stamp="$VENV/.requirements-dev.sha"
-want="$(sha256sum requirements/dev.txt | cut -d' ' -f1)"
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    "$VENV/bin/python" -m pip install -q --upgrade pip
-    "$VENV/bin/python" -m pip install -q -r requirements/dev.txt
-    echo "$want" > "$stamp"
-fi
+# Reinstall only when the requirements changed: the dev requirements, and
+# torch on its own (requirements/torch.txt: a large install that rarely
+# changes, so a change to dev.txt does not reinstall it).
+for req in dev torch; do
+    stamp="$VENV/.requirements-$req.sha"
+    want="$(sha256sum "requirements/$req.txt" | cut -d' ' -f1)"
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+        "$VENV/bin/python" -m pip install -q --upgrade pip
+        "$VENV/bin/python" -m pip install -q -r "requirements/$req.txt"
+        echo "$want" > "$stamp"
+    fi
+done
 # shellcheck disable=SC1091
 source "$VENV/bin/activate"

@@ -8,6 +8,9 @@ Modules:
 * :mod:`loaderx.utils` — ``train_dict`` for the ``zstd_dict`` codec.
 * :mod:`loaderx.zsampler` — the step-addressed ``Sampler``.
 * :mod:`loaderx.dataloader` — the endless, prefetching ``DataLoader``.
+* ``loaderx.Mix`` (:class:`loaderx.mixture.Mix`) — several weighted
+  sources in one loader, with fixed weights or a schedule (imported on
+  first use, like the submodules below).
 * :mod:`loaderx.arrow` — Arrow tables, ingest and the tensor column mapping.
 * :func:`loaderx.pack` — token records packed into fixed-length rows with
   segment ids and positions.
@@ -20,6 +23,9 @@ Modules:
   tensor columns as object columns of exact-shape ndarrays.
 * :mod:`loaderx.ray` — Ray Data: ``read_table`` and ``write_table``.
 * :mod:`loaderx.grain` — ``DataSource``: a table as a Grain data source.
+* :mod:`loaderx.torch` — ``Dataset``: a table as a PyTorch map-style dataset
+  (batched ``__getitems__``, fork- and spawn-safe workers), and
+  ``as_tensors`` for loader batches.
 * :mod:`loaderx.hf` — tables as Hugging Face datasets (``to_hf``) and back
   (``ingest``).
 * :mod:`loaderx.table` — :func:`loaderx.open_table` and the sharded-table
@@ -53,6 +59,7 @@ __all__ = [
     "Corrupted",
     "sql",
     "pack",
+    "Mix",
     "open_table",
     "Table",
     "new_shard",
@@ -70,11 +77,13 @@ _SUBMODULES = frozenset(
         "dataloader",
         "grain",
         "hf",
+        "mixture",
         "pandas",
         "parquet",
         "polars",
         "ray",
         "table",
+        "torch",
         "utils",
         "zrecord",
         "zsampler",
@@ -83,6 +92,10 @@ _SUBMODULES = frozenset(
 
 
 def __getattr__(name: str):
+    if name == "Mix":
+        from .mixture import Mix
+
+        return Mix
     if name in _SUBMODULES:
         import importlib
 
@@ -91,4 +104,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _SUBMODULES)
+    return sorted(set(globals()) | _SUBMODULES | {"Mix"})

@@ -48,6 +48,7 @@ import numpy.typing as npt
 
 from . import _native
 from ._streams import check_streams, require_pyarrow
+from .mixture import Mix, source_seed
 from .zrecord import DenseStore, RaggedStore
 from .zsampler import Mode, _as_int, _as_mode, check_block_size, check_weights
 
@@ -57,6 +58,9 @@ _OUTPUTS = ("numpy", "arrow")
 # Native threads gathering ahead; each gather itself fans out over the
 # store worker pool, so two are enough to keep it busy.
 _PRODUCERS = 2
+# Steps of a schedule's weights evaluated and pushed to the native loader at
+# once (the schedule is a pure function of the step, so earlier is fine).
+_PUSH_AHEAD = 32
 
 
 def _index_array(indices) -> np.ndarray:
@@ -108,11 +112,22 @@ def record_seeds(seed: int, step: int, indices: npt.ArrayLike) -> np.ndarray:
     ``key = mix64(mix64(seed ^ D) + step * G)`` (SplitMix64's finalizer and
     gamma, ``D`` a fixed domain constant), so it is a pure function of
     ``(seed, step, i)``. ``np.random.default_rng(s)`` of one is that record's
-    generator at that step."""
+    generator at that step. (A mixture's records use their source's seed,
+    :func:`loaderx.mixture.source_seed`, as ``seed``.)"""
     key = _mix64((_mix64(seed ^ _DOMAIN_RECORD) + step * _GAMMA) & _MASK)
     idx = np.asarray(indices, dtype=np.uint64)
     with np.errstate(over="ignore"):
         return _mix64(np.uint64(key) + (idx + np.uint64(1)) * np.uint64(_GAMMA))
+
+
+def _row_record_seeds(seeds: np.ndarray, step: int, indices: np.ndarray) -> np.ndarray:
+    """:func:`record_seeds` with a seed per row (uint64 arrays)."""
+    with np.errstate(over="ignore"):
+        keys = _mix64(
+            _mix64(seeds ^ np.uint64(_DOMAIN_RECORD)) + np.uint64((step * _GAMMA) & _MASK)
+        )
+        idx = np.asarray(indices, dtype=np.uint64)
+        return _mix64(keys + (idx + np.uint64(1)) * np.uint64(_GAMMA))
 
 
 class TransformInfo:
@@ -123,15 +138,40 @@ class TransformInfo:
     ``numpy.random.Generator`` on Philox keyed by ``(seed, step, rank)``;
     ``record_seeds`` one uint64 per row, a pure function of ``(seed, step,
     record index)`` (see :func:`record_seeds`). Each is the same on every
-    run, resume and worker count."""
+    run, resume and worker count.
 
-    __slots__ = ("step", "rank", "indices", "_seed", "_rng", "_record_seeds")
+    For a :class:`~loaderx.mixture.Mix`, ``indices`` are each row's record within
+    its source, ``sources`` each row's source (uint16 positions, as in the
+    source column; None otherwise), and ``record_seeds`` a pure function of
+    ``(seed, step, source name, record)``: ``record_seeds(source_seed(seed,
+    name), step, record)``."""
 
-    def __init__(self, step: int, rank: int, seed: int, indices: np.ndarray) -> None:
+    __slots__ = (
+        "step",
+        "rank",
+        "indices",
+        "sources",
+        "_seed",
+        "_seeds",
+        "_rng",
+        "_record_seeds",
+    )
+
+    def __init__(
+        self,
+        step: int,
+        rank: int,
+        seed: int,
+        indices: np.ndarray,
+        sources: np.ndarray | None = None,
+        source_seeds: np.ndarray | None = None,
+    ) -> None:
         self.step = step
         self.rank = rank
         self.indices = indices
+        self.sources = sources
         self._seed = seed
+        self._seeds = source_seeds
         self._rng = None
         self._record_seeds = None
 
@@ -145,7 +185,11 @@ class TransformInfo:
     @property
     def record_seeds(self) -> np.ndarray:
         if self._record_seeds is None:
-            self._record_seeds = record_seeds(self._seed, self.step, self.indices)
+            if self.sources is None or self._seeds is None:
+                self._record_seeds = record_seeds(self._seed, self.step, self.indices)
+            else:
+                seeds = self._seeds[self.sources.astype(np.intp)]
+                self._record_seeds = _row_record_seeds(seeds, self.step, self.indices)
         return self._record_seeds
 
     def __repr__(self) -> str:
@@ -167,14 +211,52 @@ def _takes_info(transform) -> bool:
     )
 
 
+def _mix_record_weights(mix: Mix, mode: Mode, weights) -> list[np.ndarray] | None:
+    """A mixture's per-record weights, one array per source in source order
+    (mode ``"weighted"`` only: ``{source name: array or column}``)."""
+    if mode is not Mode.WEIGHTED:
+        check_weights(mode, weights)  # refuses weights outside mode "weighted"
+        return None
+    if weights is None:
+        raise ValueError(
+            "weights must be given for mode 'weighted': {source name: one weight per record}, "
+            "got None"
+        )
+    if not isinstance(weights, Mapping):
+        raise TypeError(
+            "weights of a Mix must be a dict of source name -> per-record weights, "
+            f"got {type(weights).__name__}"
+        )
+    unknown = [k for k in weights if k not in mix.lengths]
+    missing = [k for k in mix.names if k not in weights]
+    if unknown or missing:
+        raise ValueError(
+            f"weights must name every source of the Mix ({mix.names}) once: "
+            f"unknown {unknown}, missing {missing}"
+        )
+    out = []
+    for name in mix.names:
+        w = check_weights(mode, weights[name])
+        if len(w) != mix.lengths[name]:
+            raise ValueError(
+                f"weights[{name!r}] must hold one weight per record of source {name!r} "
+                f"({mix.lengths[name]}), got {len(w)}"
+            )
+        out.append(w)
+    return out
+
+
 class DataLoader:
     """Endless loader over a dict of equal-length streams.
 
     Parameters
     ----------
     streams:
-        ``{name: DenseStore | RaggedStore}``; every stream is gathered at the
-        same indices, so record ``i`` lines up across them.
+        ``{name: DenseStore | RaggedStore}`` (a table, say); every stream is
+        gathered at the same indices, so record ``i`` lines up across them.
+        Or a :class:`~loaderx.mixture.Mix` of sources: each global batch then takes
+        every source's share of records (see :mod:`loaderx.mixture`) and
+        carries the column of row sources.
     batch_size:
         Records per batch (per rank when ``world_size > 1``).
     transform:
@@ -217,7 +299,8 @@ class DataLoader:
         one weight per record of the streams (an array, or a DenseStore of
         scalars such as a table column); records are drawn with replacement
         in proportion. With ``indices``, the subset's records keep their
-        weights.
+        weights. For a :class:`~loaderx.mixture.Mix`, ``{source name: weights}``
+        with one entry per source.
     block_size:
         Records per block for ``mode="blocked"`` (required there, refused by
         the other modes): each global batch draws from a few blocks of that
@@ -227,7 +310,7 @@ class DataLoader:
 
     def __init__(
         self,
-        streams: Mapping[str, DenseStore | RaggedStore],
+        streams: Mapping[str, DenseStore | RaggedStore] | Mix,
         batch_size: int = 256,
         transform: Callable[[Any], Any] | None = None,
         mode: str | Mode = "cyclic",
@@ -242,27 +325,38 @@ class DataLoader:
         world_size: int = 1,
         raw: bool = False,
         block_size: int | None = None,
-        weights: npt.ArrayLike | DenseStore | None = None,
+        weights: npt.ArrayLike | DenseStore | Mapping[str, Any] | None = None,
     ) -> None:
         self._closed = True  # until fully constructed
-        check_streams(streams)
-        lengths = {name: len(store) for name, store in streams.items()}
-        if len(set(lengths.values())) != 1:
-            detail = ", ".join(f"{k}={v}" for k, v in lengths.items())
-            raise ValueError(f"streams must all have the same length, got {detail}")
-        n = next(iter(lengths.values()))
-        if n == 0:
-            raise ValueError("streams are empty: nothing to sample")
+        mix = streams if isinstance(streams, Mix) else None
+        if mix is None:
+            check_streams(streams)
+            lengths = {name: len(store) for name, store in streams.items()}
+            if len(set(lengths.values())) != 1:
+                detail = ", ".join(f"{k}={v}" for k, v in lengths.items())
+                raise ValueError(f"streams must all have the same length, got {detail}")
+            n = next(iter(lengths.values()))
+            if n == 0:
+                raise ValueError("streams are empty: nothing to sample")
         batch_size = _as_int("batch_size", batch_size, 1)
         if transform is not None and not callable(transform):
             raise TypeError(f"transform must be callable, got {type(transform).__name__}")
         mode = _as_mode(mode)
         block_size = check_block_size(mode, block_size)
-        weights = check_weights(mode, weights)
-        if weights is not None and len(weights) != n:
-            raise ValueError(
-                f"weights must hold one weight per record of the streams ({n}), got {len(weights)}"
-            )
+        if mix is not None:
+            weights = _mix_record_weights(mix, mode, weights)
+            if indices is not None:
+                raise ValueError(
+                    "indices does not apply to a Mix: give a subset as a source of its own "
+                    "(a dict of streams over those records), got indices"
+                )
+        else:
+            weights = check_weights(mode, weights)
+            if weights is not None and len(weights) != n:
+                raise ValueError(
+                    f"weights must hold one weight per record of the streams ({n}), "
+                    f"got {len(weights)}"
+                )
         seed = _as_int("seed", seed, 0, (1 << 64) - 1)
         start_step = _as_int("start_step", start_step, 0, (1 << 64) - 1)
         prefetch = _as_int("prefetch", prefetch, 1)
@@ -287,8 +381,17 @@ class DataLoader:
             raise TypeError(f"raw must be a bool, got {type(raw).__name__}")
 
         self._raw = bool(raw)
-        self._streams = dict(streams)
-        self._names = list(streams)
+        self._mix = mix
+        if mix is None:
+            self._streams = dict(streams)
+            self._names = list(streams)
+            self._source_seeds = None
+        else:
+            self._streams = None
+            self._names = mix.columns
+            self._source_seeds = np.array(
+                [source_seed(seed, name) for name in mix.names], dtype=np.uint64
+            )
         self._batch_size = batch_size
         self._transform = transform
         self._info = transform is not None and _takes_info(transform)
@@ -315,25 +418,30 @@ class DataLoader:
         against the streams and a cyclic global batch against the index
         space."""
         self._pid = os.getpid()
-        self._native = _native.Loader(
-            [self._streams[k]._drain() for k in self._names],
-            self._names,
-            self._batch_size,
-            self._mode.value,
-            self._seed,
-            self._step,
-            self._indices,
-            # Transform workers each hold a batch too: together with the
-            # native queue, about `prefetch` gathered batches are in flight.
-            max(1, self._prefetch - self._workers),
-            _PRODUCERS,
-            self._rank,
-            self._world_size,
-            self._output == "arrow",
-            self._raw,
-            self._block_size,
-            self._weights,
-        )
+        # Transform workers each hold a batch too: together with the
+        # native queue, about `prefetch` gathered batches are in flight.
+        self._depth = max(1, self._prefetch - self._workers)
+        self._schedule_error: tuple[int, BaseException] | None = None
+        if self._mix is not None:
+            self._start_mix()
+        else:
+            self._native = _native.Loader(
+                [self._streams[k]._drain() for k in self._names],
+                self._names,
+                self._batch_size,
+                self._mode.value,
+                self._seed,
+                self._step,
+                self._indices,
+                self._depth,
+                _PRODUCERS,
+                self._rank,
+                self._world_size,
+                self._output == "arrow",
+                self._raw,
+                self._block_size,
+                self._weights,
+            )
         self._cond = threading.Condition()
         self._fetch_lock = threading.Lock()
         self._results: dict[int, Any] = {}
@@ -346,16 +454,86 @@ class DataLoader:
         for t in self._threads:
             t.start()
 
+    def _start_mix(self):
+        """The native loader of a mixture; a schedule's weights are pushed
+        from step 0 up to a little beyond the prefetch window."""
+        mix = self._mix
+        scheduled = mix.scheduled
+        self._native = _native.Loader.mixture(
+            [[mix.sources[name][c]._drain() for c in self._names] for name in mix.names],
+            mix.names,
+            self._names,
+            self._batch_size,
+            self._mode.value,
+            self._seed,
+            self._step,
+            self._depth,
+            _PRODUCERS,
+            self._rank,
+            self._world_size,
+            None if scheduled else mix._fixed.tolist(),
+            self._weights,
+            self._output == "arrow",
+            self._raw,
+            self._block_size,
+            mix.source_column,
+        )
+        if scheduled:
+            self._push_weights(self._step + self._depth + 1)
+            failed = self._schedule_error
+            if failed is not None and failed[0] < self._step:
+                self._native.close()
+                raise failed[1]
+
+    def _push_weights(self, until: int) -> None:
+        """Pushes the schedule's weights of the steps before ``until`` (in
+        chunks, one native call each). The first step whose weights are bad
+        (or whose schedule call raises) is recorded: its ``next()`` raises
+        that error, and nothing after it is pushed."""
+        if self._schedule_error is not None:
+            return
+        mix = self._mix
+        pushed = self._native.weights_pushed
+        while pushed < until:
+            # Whole chunks ahead, so that most steps push nothing.
+            n = min(max(until - pushed, _PUSH_AHEAD), 4096)
+            rows = np.empty((n, len(mix.names)))
+            for j in range(n):
+                try:
+                    rows[j] = mix._row(pushed + j)
+                except BaseException as exc:  # noqa: BLE001 - raised by next() of that step
+                    if j:
+                        self._native.push_weights(rows[:j])
+                    self._schedule_error = (pushed + j, exc)
+                    self._native.fail_weights(f"{type(exc).__name__}: {exc}")
+                    return
+            self._native.push_weights(rows)
+            pushed += n
+
+    def _next_native(self, step: int):
+        """The native loader's batch of ``step`` (the next one it hands over)."""
+        if self._mix is not None and self._mix.scheduled:
+            self._push_weights(step + self._depth + 1)
+            try:
+                return self._native.next()
+            except ValueError:
+                failed = self._schedule_error
+                if failed is not None and failed[0] == step:
+                    raise failed[1] from None
+                raise
+        return self._native.next()
+
     def _apply(self, batch, step: int):
         """``batch`` through the transform (with its info when it takes one)."""
         if self._info:
-            info = TransformInfo(step, self._rank, self._seed, self._native.indices_at(step))
+            indices, sources = self._native.rows_at(step)
+            info = TransformInfo(step, self._rank, self._seed, indices, sources, self._source_seeds)
             return self._transform(batch, info)
         return self._transform(batch)
 
     def _produce(self):
         """One batch from the native prefetcher, converted and transformed."""
-        batch = self._native.next()
+        batch = self._next_native(self._step)
         if self._to_arrow is not None:
             batch = self._to_arrow(batch)
         if self._transform is not None:
@@ -378,7 +556,7 @@ class DataLoader:
                     return
                 step = self._fetch_step
                 try:
-                    batch = self._native.next()
+                    batch = self._next_native(step)
                 except BaseException as exc:  # noqa: BLE001 - raised by next() of this step
                     batch = _Failure(exc)
                 self._fetch_step += 1
@@ -432,8 +610,9 @@ class DataLoader:
 
     def state_dict(self) -> dict:
         """``{"step", "seed", "mode", "batch_size"}`` (and ``"block_size"``
-        for ``mode="blocked"``): ``step`` counts batches handed to the caller
-        (not prefetched ones)."""
+        for ``mode="blocked"``, ``"sources"`` for a :class:`~loaderx.mixture.Mix`:
+        its source names): ``step`` counts batches handed to the caller (not
+        prefetched ones)."""
         state = {
             "step": self._step,
             "seed": self._seed,
@@ -442,13 +621,15 @@ class DataLoader:
         }
         if self._block_size is not None:
             state["block_size"] = self._block_size
+        if self._mix is not None:
+            state["sources"] = self._mix.names
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continues from what :meth:`state_dict` returned: the next batch is
         the one of ``state["step"]``, exactly. The seed and the mode (and a
-        blocked loader's ``block_size``) must be this loader's (ValueError
-        naming the key otherwise); ``batch_size`` and ``world_size`` may
+        blocked loader's ``block_size``, a mixture's source names) must be
+        this loader's (ValueError naming the key otherwise); ``batch_size`` and ``world_size`` may
         differ, so a run resumes on a different number of ranks (the union
         of the ranks' batches is the same global batch when ``batch_size *
         world_size`` is). Batches already prefetched are dropped."""
@@ -460,11 +641,17 @@ class DataLoader:
             if key not in state:
                 raise ValueError(f"state has no {key!r} (keys: {sorted(state)})")
         step = _as_int("state['step']", state["step"], 0, (1 << 64) - 1)
-        ours = {"seed": self._seed, "mode": self._mode.value, "block_size": self._block_size}
+        ours = {
+            "seed": self._seed,
+            "mode": self._mode.value,
+            "block_size": self._block_size,
+            "sources": None if self._mix is None else self._mix.names,
+        }
         theirs = {
             "seed": state["seed"],
             "mode": _as_mode(state["mode"]).value,
             "block_size": state.get("block_size"),
+            "sources": None if state.get("sources") is None else list(state["sources"]),
         }
         for key, value in ours.items():
             if theirs[key] != value:
@@ -515,8 +702,13 @@ class DataLoader:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"step={self._step}"
+        what = (
+            f"streams={self._names}"
+            if self._mix is None
+            else f"mix={self._mix.names}, columns={self._names}"
+        )
         return (
-            f"DataLoader(streams={self._names}, batch_size={self._batch_size}, "
+            f"DataLoader({what}, batch_size={self._batch_size}, "
             f"mode={self._mode.value!r}, seed={self._seed}, "
             + ("" if self._block_size is None else f"block_size={self._block_size}, ")
             + f"{state})"

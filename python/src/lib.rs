@@ -6,6 +6,7 @@ mod arrays;
 mod arrow;
 mod errors;
 mod loader;
+mod mixture;
 mod pack;
 mod parquet;
 mod remote;
@@ -75,6 +76,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<loader::Loader>()?;
     m.add_function(wrap_pyfunction!(pack::pack, m)?)?;
+    m.add_function(wrap_pyfunction!(mixture::mix_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(mixture::source_seed, m)?)?;
     m.add_function(wrap_pyfunction!(train_dict, m)?)?;
     m.add_function(wrap_pyfunction!(dict_tier, m)?)?;
     m.add_function(wrap_pyfunction!(table_types, m)?)?;

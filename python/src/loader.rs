@@ -4,10 +4,13 @@
 //! validation and the prefetching threads are the core's
 //! (`loaderx::loader`); this class blocks with the GIL released and turns
 //! each batch into `{name: ndarray | list}` or a `pyarrow.RecordBatch`. The
-//! Python `DataLoader` adds transforms and worker threads on top.
+//! Python `DataLoader` adds transforms and worker threads on top. A mixture
+//! (`Loader.mixture`) adds each row's source as a uint16 column.
 
-use loaderx::loader::{Batch, Column, DataLoader, Options, Output, Subset};
-use numpy::PyReadonlyArray1;
+use std::sync::Arc;
+
+use loaderx::loader::{Batch, Column, DataLoader, MixSource, MixWeights, Options, Output, Subset};
+use numpy::{PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -39,6 +42,8 @@ pub struct Loader {
     inner: DataLoader<Handle>,
     /// Text and binary columns as their records' uint8 arrays.
     raw: bool,
+    /// A mixture's column of row sources (None: not added).
+    source_column: Option<String>,
 }
 
 #[pymethods]
@@ -94,14 +99,159 @@ impl Loader {
             .zip(stores.into_iter().map(Handle))
             .collect();
         let inner = py.detach(|| DataLoader::new(streams, options)).py()?;
-        Ok(Loader { inner, raw })
+        Ok(Loader {
+            inner,
+            raw,
+            source_column: None,
+        })
+    }
+
+    /// A loader over a mixture: `sources[i]` holds source `i`'s stores,
+    /// aligned with `names`; `weights` one weight per source, or None for a
+    /// schedule (then `push_weights` gives each step's, from step 0);
+    /// `record_weights[i]` source `i`'s per-record weights (mode
+    /// 'weighted'). `source_column` names the column of row sources (None:
+    /// no such column).
+    #[staticmethod]
+    #[pyo3(signature = (sources, source_names, names, batch_size, mode, seed, start_step, depth, producers, rank, world_size, weights, record_weights=None, arrow=false, raw=false, block_size=None, source_column=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn mixture(
+        py: Python<'_>,
+        sources: Vec<Vec<Py<Store>>>,
+        source_names: Vec<String>,
+        names: Vec<String>,
+        batch_size: usize,
+        mode: &str,
+        seed: u64,
+        start_step: u64,
+        depth: usize,
+        producers: usize,
+        rank: usize,
+        world_size: usize,
+        weights: Option<Vec<f64>>,
+        record_weights: Option<Vec<PyReadonlyArray1<'_, f64>>>,
+        arrow: bool,
+        raw: bool,
+        block_size: Option<u64>,
+        source_column: Option<String>,
+    ) -> PyResult<Loader> {
+        if sources.len() != source_names.len() {
+            return Err(PyValueError::new_err(
+                "sources and source_names must have the same length",
+            ));
+        }
+        let record_weights = match record_weights {
+            Some(w) if w.len() != sources.len() => {
+                return Err(PyValueError::new_err(
+                    "record_weights must hold one array per source",
+                ))
+            }
+            Some(w) => w
+                .iter()
+                .map(|a| crate::sampler::alias_table(py, a).map(Some))
+                .collect::<PyResult<Vec<Option<Arc<_>>>>>()?,
+            None => vec![None; sources.len()],
+        };
+        let mut mix = Vec::with_capacity(sources.len());
+        for ((stores, name), weights) in sources.into_iter().zip(source_names).zip(record_weights) {
+            if stores.len() != names.len() {
+                return Err(PyValueError::new_err(format!(
+                    "source {name:?} must hold one store per column ({}), got {}",
+                    names.len(),
+                    stores.len()
+                )));
+            }
+            mix.push(MixSource {
+                name,
+                streams: names
+                    .iter()
+                    .cloned()
+                    .zip(stores.into_iter().map(Handle))
+                    .collect(),
+                weights,
+            });
+        }
+        let options = Options {
+            batch_size,
+            mode: parse_mode(mode)?,
+            seed,
+            block_size,
+            weights: None,
+            start_step,
+            indices: None,
+            prefetch: depth,
+            producers,
+            rank,
+            world_size,
+            output: if arrow { Output::Arrow } else { Output::Arrays },
+        };
+        let weights = match weights {
+            Some(w) => MixWeights::Fixed(w),
+            None => MixWeights::Schedule,
+        };
+        let inner = py
+            .detach(|| DataLoader::mixture(mix, weights, options))
+            .py()?;
+        Ok(Loader {
+            inner,
+            raw,
+            source_column,
+        })
+    }
+
+    /// A scheduled mixture: the weights of the next steps, a
+    /// `(steps, sources)` float64 array, in step order from
+    /// `weights_pushed`. A refused row raises ValueError naming its step;
+    /// that step's batch and every later one fail.
+    fn push_weights(&self, py: Python<'_>, weights: PyReadonlyArray2<'_, f64>) -> PyResult<()> {
+        let flat = weights
+            .as_slice()
+            .map_err(|_| PyValueError::new_err("weights must be a contiguous float64 array"))?;
+        py.detach(|| self.inner.push_weights(flat)).py()
+    }
+
+    /// A scheduled mixture: the next step (and every later one) fails
+    /// with `why`.
+    fn fail_weights(&self, why: String) -> PyResult<()> {
+        self.inner.fail_weights(why).py()
+    }
+
+    /// A scheduled mixture: the next step whose weights must be pushed
+    /// (None for other loaders).
+    #[getter]
+    fn weights_pushed(&self) -> Option<u64> {
+        self.inner.weights_pushed()
+    }
+
+    /// The rows of `step`: `(records, sources)`, `sources` None unless a
+    /// mixture (then `records` are within each row's source).
+    #[allow(clippy::type_complexity)]
+    fn rows_at<'py>(
+        &self,
+        py: Python<'py>,
+        step: u64,
+    ) -> PyResult<(
+        Bound<'py, numpy::PyArray1<u64>>,
+        Option<Bound<'py, numpy::PyArray1<u16>>>,
+    )> {
+        let (indices, sources) = py.detach(|| self.inner.rows_at(step)).py()?;
+        Ok((
+            numpy::PyArray1::from_vec(py, indices),
+            sources.map(|s| numpy::PyArray1::from_vec(py, s)),
+        ))
     }
 
     /// The next batch as `{name: array | list}` (or an Arrow record batch);
     /// blocks (GIL released) until it is ready.
     fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let batch = py.detach(|| self.inner.next()).map_err(to_py)?;
-        to_python(py, &self.inner, batch, self.raw)
+        to_python(
+            py,
+            &self.inner,
+            batch,
+            self.raw,
+            self.source_column.as_deref(),
+        )
     }
 
     /// The step the next `next()` returns.
@@ -111,8 +261,13 @@ impl Loader {
     }
 
     /// Indices of `step` (after the rank slice and the `indices` mapping).
-    fn indices_at<'py>(&self, py: Python<'py>, step: u64) -> Bound<'py, numpy::PyArray1<u64>> {
-        numpy::PyArray1::from_vec(py, self.inner.indices_at(step))
+    fn indices_at<'py>(
+        &self,
+        py: Python<'py>,
+        step: u64,
+    ) -> PyResult<Bound<'py, numpy::PyArray1<u64>>> {
+        let indices = py.detach(|| self.inner.indices_at(step)).py()?;
+        Ok(numpy::PyArray1::from_vec(py, indices))
     }
 
     /// Stops and joins the producer threads. Idempotent.
@@ -131,15 +286,23 @@ fn to_python<'py>(
     loader: &DataLoader<Handle>,
     batch: Batch,
     raw: bool,
+    source_column: Option<&str>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let sources = batch.sources.filter(|_| source_column.is_some());
     let mut columns = batch.columns.into_iter().peekable();
     if let Some(Column::Arrow(..)) = columns.peek() {
-        let columns = columns
+        let mut columns: Vec<_> = columns
             .map(|c| match c {
                 Column::Arrow(field, array) => (field, array),
                 _ => unreachable!("an arrow loader gathers arrow columns"),
             })
             .collect();
+        if let (Some(name), Some(sources)) = (source_column, sources) {
+            columns.push((
+                arrow_schema::Field::new(name, arrow_schema::DataType::UInt16, false),
+                Arc::new(arrow_array::UInt16Array::from(sources)) as arrow_array::ArrayRef,
+            ));
+        }
         let batch = crate::arrow::record_batch(columns)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         return Ok(pyo3_arrow::PyRecordBatch::new(batch)
@@ -164,6 +327,9 @@ fn to_python<'py>(
             None => value,
         };
         dict.set_item(name, value)?;
+    }
+    if let (Some(name), Some(sources)) = (source_column, sources) {
+        dict.set_item(name, numpy::PyArray1::from_vec(py, sources))?;
     }
     Ok(dict.into_any())
 }

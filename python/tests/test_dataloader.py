@@ -439,7 +439,13 @@ def test_load_state_dict_resumes_exactly_and_refuses_another_loaders_state(strea
 
 
 @pytest.mark.parametrize(
-    "mode, extra", [("cyclic", {}), ("iid", {}), ("blocked", {"block_size": 16})]
+    "mode, extra",
+    [
+        ("cyclic", {}),
+        ("iid", {}),
+        ("blocked", {"block_size": 16}),
+        ("weighted", {"weights": (np.arange(N) % 4).astype(float)}),
+    ],
 )
 @pytest.mark.parametrize("after", [2, 3])
 def test_elastic_resume_keeps_the_global_batch(streams, mode, extra, after):

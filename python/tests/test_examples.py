@@ -19,6 +19,8 @@ CASES = [
     ("polars_prep.py", ["--rows", "800", "--steps", "5"], ["pyarrow", "polars"]),
     ("torch_train.py", ["--steps", "5"], ["torch"]),
     ("llm_packing.py", ["--docs", "300", "--seq-len", "512", "--steps", "4"], []),
+    ("llm_mixture.py", ["--docs", "300", "--seq-len", "512", "--steps", "6"], []),
+    ("torch_dataset.py", ["--records", "600"], ["torch"]),
     ("grain_source.py", ["--records", "300"], ["grain"]),
     # Spawns its ranks itself; without torch they run the data path only.
     ("ddp_train.py", ["--steps", "5", "--world-size", "2"], []),

@@ -10,6 +10,8 @@ MODULES = [
     "loaderx.zrecord",
     "loaderx.zsampler",
     "loaderx.dataloader",
+    "loaderx.mixture",
+    "loaderx.torch",
     "loaderx.utils",
     "loaderx.arrow",
     "loaderx.parquet",

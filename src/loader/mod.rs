@@ -23,16 +23,24 @@
 //! gathers run under [`store::streaming`]: large records are read with
 //! positional reads and leave no pages mapped in the process.
 //!
+//! A *mixture* ([`DataLoader::mixture`], see `mix`) draws each global batch
+//! from several sources of the same columns, each source's share set by
+//! weights (fixed, or a schedule pushed step by step); its batches carry
+//! each row's source.
+//!
 //! Fork: a `fork()`ed child inherits the loader but none of its producer
 //! threads. There [`DataLoader::next`] fails with [`Error::InvalidState`],
 //! and closing or dropping the loader leaks the pipeline instead of joining
 //! threads that do not exist in the child.
 
+mod mix;
 mod prefetch;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Kind, Result};
+use crate::loader::mix::MixDraw;
+pub use crate::loader::mix::{MixSource, MixWeights};
 use crate::loader::prefetch::Prefetcher;
 use crate::read::buffer::Buffer;
 use crate::read::ragged::RaggedBatch;
@@ -174,6 +182,9 @@ pub struct Batch {
     /// `indices` (one byte per record, 0 for null), else None. Arrow output
     /// carries nulls in the arrays themselves.
     pub validity: Vec<Option<Buffer>>,
+    /// A mixture's batch: each row's source (its position among the
+    /// sources); `indices` are then records within each row's source.
+    pub sources: Option<Vec<u16>>,
 }
 
 /// Everything a producer needs; shared by every producer thread.
@@ -185,9 +196,33 @@ struct Plan<S> {
     /// The subset the sampler's positions map through.
     indices: Option<Vec<u64>>,
     output: Output,
+    /// A mixture's sources and planner (then `streams` is empty and
+    /// `sampler` is its first source's record sampler).
+    mix: Option<MixDraw<S>>,
 }
 
 impl<S: StoreAccess> Plan<S> {
+    /// The streams of a batch's columns (a mixture's first source's: every
+    /// source's columns look the same).
+    fn streams(&self) -> &[(String, S)] {
+        match &self.mix {
+            Some(mix) => mix.template().0,
+            None => &self.streams,
+        }
+    }
+
+    /// The rows of `step`: records, and each row's source for a mixture.
+    /// A scheduled mixture's step waits for its weights when `wait`.
+    fn rows_at(&self, step: u64, wait: bool) -> Result<(Vec<u64>, Option<Vec<u16>>)> {
+        match &self.mix {
+            Some(mix) => {
+                let rows = mix.rows(step, self.rank, self.local_batch, wait)?;
+                Ok((rows.indices, Some(rows.sources)))
+            }
+            None => Ok((self.indices_at(step), None)),
+        }
+    }
+
     fn indices_at(&self, step: u64) -> Vec<u64> {
         let mut global = vec![0u64; self.sampler.batch_size()];
         self.sampler.fill_at(step, &mut global);
@@ -199,6 +234,17 @@ impl<S: StoreAccess> Plan<S> {
     }
 
     fn produce(&self, step: u64) -> Result<Batch> {
+        if let Some(mix) = &self.mix {
+            let rows = mix.rows(step, self.rank, self.local_batch, true)?;
+            let (columns, validity) = store::streaming(|| mix.gather(&rows, self.output))?;
+            return Ok(Batch {
+                step,
+                indices: rows.indices,
+                columns,
+                validity,
+                sources: Some(rows.sources),
+            });
+        }
         let indices = self.indices_at(step);
         // Large records bypass the mapping (see `store::streaming`).
         let (columns, validity) = store::streaming(|| self.gather(&indices))?;
@@ -207,6 +253,7 @@ impl<S: StoreAccess> Plan<S> {
             indices,
             columns,
             validity,
+            sources: None,
         })
     }
 
@@ -284,12 +331,57 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
     pub fn new(streams: Vec<(String, S)>, options: Options) -> Result<DataLoader<S>> {
         let (start, prefetch, producers) =
             (options.start_step, options.prefetch, options.producers);
-        let plan = Arc::new(Self::plan(streams, options)?);
+        Ok(Self::start(
+            Self::plan(streams, options)?,
+            start,
+            prefetch,
+            producers,
+        ))
+    }
+
+    /// A loader over a mixture of `sources`, each with the same columns
+    /// (names, order and kinds), weighted by `weights`.
+    ///
+    /// Step `k`'s global batch of `batch_size * world_size` records takes
+    /// each source's count from the mixture rule
+    /// ([`crate::sampler::mixture`]); source `i`'s records continue its own
+    /// record stream (`Sampler(len_i, 1, mode, source_seed(seed, name_i))`,
+    /// with its `weights` for [`Mode::Weighted`]). This rank keeps its slice
+    /// of the interleaved global batch, its rows grouped by source in
+    /// source order. A batch's `indices` are records within each row's
+    /// source, and `sources` the rows' sources.
+    ///
+    /// With [`MixWeights::Schedule`], each step's weights must be pushed
+    /// with [`DataLoader::push_weights`], in order from step 0 (the steps
+    /// before `start_step` too): a producer waits for its step's weights.
+    ///
+    /// Errors ([`Error::InvalidValue`]): no sources, sources whose columns
+    /// differ (naming the sources and the column), an empty source, bad
+    /// fixed weights (naming the source), `indices` or `weights` in the
+    /// options (per-record weights go with each source), a source without
+    /// weights in mode weighted; and the checks of [`DataLoader::new`].
+    pub fn mixture(
+        sources: Vec<MixSource<S>>,
+        weights: MixWeights,
+        options: Options,
+    ) -> Result<DataLoader<S>> {
+        let (start, prefetch, producers) =
+            (options.start_step, options.prefetch, options.producers);
+        Ok(Self::start(
+            Self::mix_plan(sources, &weights, options)?,
+            start,
+            prefetch,
+            producers,
+        ))
+    }
+
+    fn start(plan: Plan<S>, start: u64, prefetch: usize, producers: usize) -> DataLoader<S> {
+        let plan = Arc::new(plan);
         let producer_plan = Arc::clone(&plan);
         let prefetcher = Prefetcher::new(start, prefetch, producers, move |step| {
             producer_plan.produce(step)
         });
-        Ok(DataLoader {
+        DataLoader {
             plan,
             pid: std::process::id(),
             state: Mutex::new(State {
@@ -297,6 +389,58 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
                 step: start,
                 closed: false,
             }),
+        }
+    }
+
+    fn check_common(o: &Options) -> Result<usize> {
+        at_least("batch_size", o.batch_size, 1)?;
+        at_least("prefetch", o.prefetch, 1)?;
+        at_least("producers", o.producers, 1)?;
+        at_least("world_size", o.world_size, 1)?;
+        if o.rank >= o.world_size {
+            return Err(Error::InvalidValue(format!(
+                "rank must be in 0..{}, got {}",
+                o.world_size - 1,
+                o.rank
+            )));
+        }
+        o.batch_size
+            .checked_mul(o.world_size)
+            .ok_or_else(|| Error::InvalidValue("batch_size * world_size overflows".into()))
+    }
+
+    fn mix_plan(sources: Vec<MixSource<S>>, weights: &MixWeights, o: Options) -> Result<Plan<S>> {
+        let global = Self::check_common(&o)?;
+        if o.indices.is_some() {
+            return Err(Error::InvalidValue(
+                "indices does not apply to a mixture (sample a subset as a source of its own)"
+                    .into(),
+            ));
+        }
+        if o.weights.is_some() {
+            return Err(Error::InvalidValue(
+                "a mixture takes its per-record weights with each source, not in the options"
+                    .into(),
+            ));
+        }
+        let mix = MixDraw::new(
+            sources,
+            weights,
+            global as u64,
+            o.mode,
+            o.seed,
+            o.block_size,
+            o.start_step,
+        )?;
+        let sampler = mix.template().1.clone();
+        Ok(Plan {
+            streams: Vec::new(),
+            sampler,
+            rank: o.rank,
+            local_batch: o.batch_size,
+            indices: None,
+            output: o.output,
+            mix: Some(mix),
         })
     }
 
@@ -327,23 +471,9 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
                 "streams are empty: nothing to sample".into(),
             ));
         }
-        at_least("batch_size", o.batch_size, 1)?;
-        at_least("prefetch", o.prefetch, 1)?;
-        at_least("producers", o.producers, 1)?;
-        at_least("world_size", o.world_size, 1)?;
-        if o.rank >= o.world_size {
-            return Err(Error::InvalidValue(format!(
-                "rank must be in 0..{}, got {}",
-                o.world_size - 1,
-                o.rank
-            )));
-        }
+        let global = Self::check_common(&o)?;
         let subset = o.indices.map(|s| s.into_records(n)).transpose()?;
         let space = subset.as_ref().map_or(n, |s| s.len() as u64);
-        let global = o
-            .batch_size
-            .checked_mul(o.world_size)
-            .ok_or_else(|| Error::InvalidValue("batch_size * world_size overflows".into()))?;
         if o.mode.cycles() && global as u64 > space {
             let of = if subset.is_some() {
                 "indices"
@@ -365,6 +495,7 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
             local_batch: o.batch_size,
             indices: subset,
             output: o.output,
+            mix: None,
         })
     }
 
@@ -400,6 +531,9 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
         };
         let (step, produced) = prefetcher.next().ok_or_else(closed)?;
         self.lock().step = step + 1;
+        if let Some(mix) = &self.plan.mix {
+            mix.release(step + 1);
+        }
         produced.map_err(Error::WorkerPanicked)?
     }
 
@@ -410,14 +544,66 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
     }
 
     /// The records of `step` (after the subset mapping and the rank slice),
-    /// without gathering them.
-    pub fn indices_at(&self, step: u64) -> Vec<u64> {
-        self.plan.indices_at(step)
+    /// without gathering them. For a mixture, the records within each row's
+    /// source (see [`DataLoader::rows_at`]); a step of a schedule whose
+    /// weights are not pushed yet, or that failed, is an error.
+    pub fn indices_at(&self, step: u64) -> Result<Vec<u64>> {
+        self.plan.rows_at(step, false).map(|(indices, _)| indices)
+    }
+
+    /// The records of `step` and, for a mixture, each row's source.
+    pub fn rows_at(&self, step: u64) -> Result<(Vec<u64>, Option<Vec<u16>>)> {
+        self.plan.rows_at(step, false)
+    }
+
+    /// The sources' names of a mixture, in order (None otherwise).
+    pub fn source_names(&self) -> Option<Vec<String>> {
+        self.plan
+            .mix
+            .as_ref()
+            .map(|m| m.names().map(str::to_string).collect())
+    }
+
+    /// A scheduled mixture: the weights of the next steps, one per source
+    /// and step, in step order from [`DataLoader::weights_pushed`]. A step
+    /// whose weights are refused (negative, NaN, infinite, all zero: the
+    /// error names the step and the source) fails, and so does every later
+    /// step; the steps before it are unaffected.
+    pub fn push_weights(&self, weights: &[f64]) -> Result<()> {
+        match &self.plan.mix {
+            Some(mix) if mix.is_schedule() => mix.push(weights),
+            _ => Err(Error::InvalidState(
+                "only a mixture with a schedule takes weights step by step".into(),
+            )),
+        }
+    }
+
+    /// A scheduled mixture: step `weights_pushed()` (and every later one)
+    /// fails with `why` (the schedule could not give its weights).
+    pub fn fail_weights(&self, why: String) -> Result<()> {
+        match &self.plan.mix {
+            Some(mix) if mix.is_schedule() => {
+                mix.fail(mix.pushed(), why);
+                Ok(())
+            }
+            _ => Err(Error::InvalidState(
+                "only a mixture with a schedule takes weights step by step".into(),
+            )),
+        }
+    }
+
+    /// A scheduled mixture: the next step whose weights must be pushed.
+    pub fn weights_pushed(&self) -> Option<u64> {
+        self.plan
+            .mix
+            .as_ref()
+            .filter(|m| m.is_schedule())
+            .map(|m| m.pushed())
     }
 
     /// The streams, in the order of a batch's columns.
     pub fn streams(&self) -> &[(String, S)] {
-        &self.plan.streams
+        self.plan.streams()
     }
 
     /// Records per batch on this rank.
@@ -425,7 +611,8 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
         self.plan.local_batch
     }
 
-    /// The sampler of global batches (over the subset when there is one).
+    /// The sampler of global batches (over the subset when there is one);
+    /// for a mixture, its first source's record sampler.
     pub fn sampler(&self) -> &Sampler {
         &self.plan.sampler
     }
@@ -447,6 +634,10 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
     }
 
     fn shut_down(&self, prefetcher: Option<Arc<Prefetcher<Result<Batch>>>>) {
+        // Wakes producers waiting for a schedule's weights.
+        if let Some(mix) = &self.plan.mix {
+            mix.close();
+        }
         if let Some(p) = prefetcher {
             if self.in_forked_child() {
                 std::mem::forget(p);
@@ -475,7 +666,12 @@ impl<S: StoreAccess + 'static> std::fmt::Debug for DataLoader<S> {
         f.debug_struct("DataLoader")
             .field(
                 "streams",
-                &self.plan.streams.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+                &self
+                    .plan
+                    .streams()
+                    .iter()
+                    .map(|(n, _)| n)
+                    .collect::<Vec<_>>(),
             )
             .field("batch_size", &self.plan.local_batch)
             .field("mode", &self.plan.sampler.mode())

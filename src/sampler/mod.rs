@@ -614,6 +614,72 @@ impl Sampler {
         out
     }
 
+    /// Positions `start..start + out.len()` of the sampler's record stream:
+    /// its batches end to end, so position `p` is element `p % B` of batch
+    /// `p / B` (`B` the batch size). Pure, like [`Sampler::fill_at`]. With
+    /// `B = 1` every position is a batch of its own: the stream a mixture
+    /// draws a source's records from (a cyclic or blocked stream then visits
+    /// every record once per cycle of `n` positions).
+    pub fn fill_stream(&self, start: u64, out: &mut [u64]) {
+        let b = self.batch_size as u64;
+        if self.mode == Mode::Sequential {
+            let n = u128::from(self.n);
+            let mut idx = (u128::from(start) % n) as u64;
+            for slot in out.iter_mut() {
+                *slot = idx;
+                idx += 1;
+                if idx == self.n {
+                    idx = 0;
+                }
+            }
+            return;
+        }
+        if self.mode.cycles() {
+            // A cycle is `per_cycle * B` consecutive stream positions, and
+            // position `r` within it is cycle position `r` (batch r / B,
+            // element r % B).
+            let cycle_len = u128::from(self.batches_per_cycle) * u128::from(b);
+            let mut pos = u128::from(start);
+            let mut rest = out;
+            while !rest.is_empty() {
+                let cycle = (pos / cycle_len) as u64;
+                let base = (pos % cycle_len) as u64;
+                let take = ((cycle_len - u128::from(base)) as usize).min(rest.len());
+                let (chunk, tail) = rest.split_at_mut(take);
+                if self.mode == Mode::Blocked {
+                    let block = self.block_size.expect("checked at construction");
+                    blocked::Cycle::new(self.n, b, block, self.seed, cycle).fill(base, chunk);
+                } else if self.feistel.rounds == 8 {
+                    self.fill_cycle_positions::<8>(cycle, base, chunk);
+                } else {
+                    self.fill_cycle_positions::<24>(cycle, base, chunk);
+                }
+                pos += take as u128;
+                rest = tail;
+            }
+            return;
+        }
+        // IID and WEIGHTED draw a batch from one key: whole batches straight
+        // into `out`, the partial ones at either end through a scratch batch.
+        let mut scratch = Vec::new();
+        let mut pos = start;
+        let mut rest = out;
+        while !rest.is_empty() {
+            let (step, skip) = (pos / b, (pos % b) as usize);
+            let take = (self.batch_size - skip).min(rest.len());
+            let (chunk, tail) = rest.split_at_mut(take);
+            if take == self.batch_size {
+                self.fill_at(step, chunk);
+            } else {
+                scratch.resize(self.batch_size, 0);
+                self.fill_at(step, &mut scratch);
+                chunk.copy_from_slice(&scratch[skip..skip + take]);
+            }
+            pos = pos.wrapping_add(take as u64);
+            rest = tail;
+        }
+    }
+
     fn fill_sequential(&self, step: u64, out: &mut [u64]) {
         let n = self.n;
         let start = u128::from(step) * self.batch_size as u128 % u128::from(n);
@@ -659,11 +725,16 @@ impl Sampler {
     }
 
     fn fill_cyclic_rounds<const R: usize>(&self, step: u64, out: &mut [u64]) {
-        let n = self.n;
         let per_cycle = self.batches_per_cycle;
-        let cycle = step / per_cycle;
         // b * B <= n - B, so positions base..base + B are all < n.
         let base = (step % per_cycle) * self.batch_size as u64;
+        self.fill_cycle_positions::<R>(step / per_cycle, base, out);
+    }
+
+    /// `perm_cycle(base + j)` into `out[j]`; `base + out.len()` must be at
+    /// most `n`.
+    fn fill_cycle_positions<const R: usize>(&self, cycle: u64, base: u64, out: &mut [u64]) {
+        let n = self.n;
         let keys = cycle_keys::<R>(self.seed, cycle);
         let f = self.feistel;
 
@@ -710,6 +781,7 @@ impl Sampler {
 }
 
 pub mod blocked;
+pub mod mixture;
 #[cfg(test)]
 mod tests;
 pub mod weighted;

@@ -3,6 +3,7 @@
 
 use super::*;
 use std::collections::HashSet;
+use std::sync::Arc;
 
 const ALL_MODES: [Mode; 3] = [Mode::Sequential, Mode::Iid, Mode::Cyclic];
 
@@ -1006,4 +1007,62 @@ fn bad_weights_are_refused_naming_what_is_wrong() {
     );
     let err = Sampler::with_options(2, 4, Mode::Iid, 0, None, Some(table)).unwrap_err();
     assert_eq!(err, SamplerError::WeightsUnused { mode: Mode::Iid });
+}
+
+/// Every mode, with a few batch sizes.
+fn stream_samplers() -> Vec<Sampler> {
+    let w: Vec<f64> = (0..37).map(|i| f64::from(i % 4)).collect();
+    let table = Arc::new(weighted::AliasTable::new(&w).unwrap());
+    let mut out = Vec::new();
+    for b in [1, 3, 8] {
+        for mode in ALL_MODES {
+            out.push(sampler(37, b, mode, 9));
+        }
+        out.push(blocked(37, b, 5, 9));
+        out.push(
+            Sampler::with_options(37, b, Mode::Weighted, 9, None, Some(Arc::clone(&table)))
+                .unwrap(),
+        );
+    }
+    out
+}
+
+#[test]
+fn the_stream_is_the_batches_end_to_end() {
+    for s in stream_samplers() {
+        let b = s.batch_size();
+        let batches: Vec<u64> = (0..40).flat_map(|k| s.at(k)).collect();
+        // Every start and length, aligned to the batches or not.
+        for start in [0usize, 1, 2, b, 2 * b + 1, 37, 50] {
+            for len in [0usize, 1, 5, 36, 37, 38, 80] {
+                if start + len > batches.len() {
+                    continue;
+                }
+                let mut out = vec![u64::MAX; len];
+                s.fill_stream(start as u64, &mut out);
+                assert_eq!(
+                    out,
+                    &batches[start..start + len],
+                    "{:?} b={b} start={start} len={len}",
+                    s.mode()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_batch_one_stream_visits_every_record_once_per_cycle() {
+    for s in [sampler(37, 1, Mode::Cyclic, 4), blocked(37, 1, 5, 4)] {
+        for cycle in 0..4u64 {
+            let mut out = vec![0; 37];
+            s.fill_stream(cycle * 37, &mut out);
+            out.sort_unstable();
+            assert_eq!(out, (0..37).collect::<Vec<_>>(), "{:?}", s.mode());
+        }
+        let (mut a, mut b) = (vec![0; 37], vec![0; 37]);
+        s.fill_stream(0, &mut a);
+        s.fill_stream(37, &mut b);
+        assert_ne!(a, b, "a new order every cycle");
+    }
 }
