@@ -28,6 +28,7 @@ Every batch is checked against the local data. Needs s3s-fs (see _s3.py),
 curl, pylance, pyarrow and (for the Ray row) ray.
 """
 
+# ruff: noqa: E501 - the report rows are long f-strings
 from __future__ import annotations
 
 import argparse
@@ -53,6 +54,7 @@ from _machine import describe_machine  # noqa: E402
 from _report import log  # noqa: E402
 
 INFLIGHT = 64
+LABELS = {"loaderx": "loaderx (zstd)", "loaderx-raw": "loaderx (raw)"}
 EMPTY_SHA = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 
@@ -99,20 +101,24 @@ def timed(fn, rounds: int):
 
 
 def build(tmp: str, records: int, tokens: int) -> dict:
-    """Local tables of every workload (raw codec) and their arrays."""
+    """Local tables of every workload and their arrays: the vision ones
+    with zstd (as Lance and Parquet compress too) and raw (``-raw``), the
+    tokens raw."""
     out = {}
     dv = wl.dense_vision(records, 1)
-    path = os.path.join(tmp, "dv")
-    with loaderx.DenseStore.create(
-        os.path.join(path, "image"), np.uint8, wl.IMAGE_SHAPE, codec="raw"
-    ) as s:
-        s.append(dv)
-    out["dense-vision"] = (path, dv)
     rv = wl.ragged_vision(records, 2)
-    path = os.path.join(tmp, "rv")
-    with loaderx.RaggedStore.create(os.path.join(path, "image"), np.uint8, codec="raw") as s:
-        s.append(rv)
-    out["ragged-vision"] = (path, rv)
+    for codec in ("zstd", "raw"):
+        suffix = "" if codec == "zstd" else "-raw"
+        path = os.path.join(tmp, f"dv{suffix}")
+        with loaderx.DenseStore.create(
+            os.path.join(path, "image"), np.uint8, wl.IMAGE_SHAPE, codec=codec
+        ) as s:
+            s.append(dv)
+        out[f"dense-vision{suffix}"] = (path, dv)
+        path = os.path.join(tmp, f"rv{suffix}")
+        with loaderx.RaggedStore.create(os.path.join(path, "image"), np.uint8, codec=codec) as s:
+            s.append(rv)
+        out[f"ragged-vision{suffix}"] = (path, rv)
     dt = wl.dense_tokens(tokens, 3)
     path = os.path.join(tmp, "dt")
     with loaderx.DenseStore.create(
@@ -151,15 +157,25 @@ def gather_rows(srv, data, opts, plans, rounds, latency, results):
 
     for name in ("dense-vision", "ragged-vision"):
         local, arrays = data[name]
-        uri = f"s3://{srv.bucket}/{name}"
         dense = name.startswith("dense")
         want = [np.ascontiguousarray(arrays[i]).tobytes() for i in plans[0]]
         row = results.setdefault(f"{name} @ {latency} ms", {})
+        with loaderx.open_table(f"s3://{srv.bucket}/{name}-raw", storage_options=opts) as t:
+            secs, got = timed(lambda t=t: t["image"][plans[0]], rounds)
+            got = [np.ascontiguousarray(g).tobytes() for g in got]
+            assert got == want, f"{name}: loaderx raw batch differs"
+            nbytes = sum(len(w) for w in want)
+            row["loaderx-raw"] = {
+                "seconds": secs,
+                "records_s": len(plans[0]) / secs,
+                "gib_s": nbytes / secs / 2**30,
+            }
+        uri = f"s3://{srv.bucket}/{name}"
         with loaderx.open_table(uri, storage_options=opts) as t:
             col = t["image"]
             before = srv.stats()
             b0 = _native.remote_stats()
-            secs, got = timed(lambda: col[plans[0]], rounds)
+            secs, got = timed(lambda col=col: col[plans[0]], rounds)
             after = srv.stats()
             b1 = _native.remote_stats()
             got = [np.ascontiguousarray(g).tobytes() for g in (got if not dense else list(got))]
@@ -173,10 +189,11 @@ def gather_rows(srv, data, opts, plans, rounds, latency, results):
                 "gib_s": nbytes / secs / 2**30,
                 "requests_per_batch": reqs,
                 "fetched_per_returned": fetched / nbytes,
+                "fetched_gib_s": fetched / secs / 2**30,
                 "bytes_per_request": fetched / max(reqs, 1),
             }
         ds = lance_dataset_cache[name]
-        secs, tbl = timed(lambda: ds.take(plans[0].tolist(), columns=["image"]), rounds)
+        secs, tbl = timed(lambda ds=ds: ds.take(plans[0].tolist(), columns=["image"]), rounds)
         assert [b.as_py() for b in tbl.column("image")] == want, f"{name}: lance batch differs"
         row["lance"] = {
             "seconds": secs,
@@ -186,7 +203,7 @@ def gather_rows(srv, data, opts, plans, rounds, latency, results):
         pds = pads.dataset(
             f"{srv.bucket}/parquet/{name}.parquet", filesystem=arrow_fs(srv), format="parquet"
         )
-        secs, tbl = timed(lambda: pds.take(plans[0], columns=["image"]), rounds)
+        secs, tbl = timed(lambda pds=pds: pds.take(plans[0], columns=["image"]), rounds)
         assert tbl.num_rows == len(plans[0])
         row["pyarrow-parquet"] = {
             "seconds": secs,
@@ -195,7 +212,9 @@ def gather_rows(srv, data, opts, plans, rounds, latency, results):
         }
         per_req = row["loaderx"]["bytes_per_request"]
         size = os.path.getsize(os.path.join(local, "image", "data.zr"))
-        ceil = ceiling(srv, f"{name}/image/data.zr", size, int(per_req), 256 if latency else 512)
+        ceil = ceiling(
+            srv, f"{name}/image/data.zr", size, max(1, int(per_req)), 256 if latency else 512
+        )
         row["ceiling"] = ceil
         bound = ceil["gib_s"]
         if latency:
@@ -221,11 +240,17 @@ def loader_row(srv, data, opts, latency, batches, results):
             with DataLoader(t, batch_size=256, mode="iid", seed=5, prefetch=6, workers=0) as loader:
                 first = next(loader)
                 assert np.array_equal(first["image"][0], arrays[loader_indices(t.num_rows)[0]])
+                b0 = _native.remote_stats()["bytes"]
                 t0 = time.perf_counter()
                 for _ in range(batches):
                     next(loader)
                 dt = time.perf_counter() - t0
-        out[label] = {"batches_s": batches / dt, "gib_s": batches * nbytes / dt / 2**30}
+                fetched = _native.remote_stats()["bytes"] - b0
+        out[label] = {
+            "batches_s": batches / dt,
+            "gib_s": batches * nbytes / dt / 2**30,
+            "fetched_gib_s": fetched / dt / 2**30,
+        }
     log(f"loader @ {latency} ms: {out}")
 
 
@@ -320,17 +345,18 @@ def table(results: dict) -> str:
         if "loaderx" not in row:
             continue
         lx = row["loaderx"]
-        for reader in ("loaderx", "lance", "pyarrow-parquet"):
+        for reader in ("loaderx", "loaderx-raw", "lance", "pyarrow-parquet"):
             r = row[reader]
             vs = ""
             if reader == "loaderx":
                 vs = (
                     f"{lx['gib_s'] / row['lance']['gib_s']:.2f}× Lance, "
-                    f"{lx['gib_s'] / row['bound_gib_s']:.2f}× bound ({row['bound_gib_s']:.2f} GiB/s; "
+                    f"fetches {lx['fetched_gib_s']:.3f} GiB/s = "
+                    f"{lx['fetched_gib_s'] / row['bound_gib_s']:.2f}× bound ({row['bound_gib_s']:.2f} GiB/s; "
                     f"ceiling {row['ceiling']['gib_s']:.2f})"
                 )
             lines.append(
-                f"| {wkey} | {reader} | {r['records_s']:,.0f} | {r['gib_s']:.3f} | "
+                f"| {wkey} | {LABELS.get(reader, reader)} | {r['records_s']:,.0f} | {r['gib_s']:.3f} | "
                 + (
                     f"{lx['requests_per_batch']:.1f} | {lx['fetched_per_returned']:.2f} | "
                     if reader == "loaderx"
@@ -343,7 +369,8 @@ def table(results: dict) -> str:
             ceil = results[wkey.replace("DataLoader ", "")]["ceiling"]["gib_s"]
             lines.append(
                 f"| {wkey} | DataLoader remote | {row['remote']['batches_s']:.1f} batches/s | "
-                f"{row['remote']['gib_s']:.3f} | | | {row['remote']['gib_s'] / ceil:.2f}× ceiling, "
+                f"{row['remote']['gib_s']:.3f} | | | fetches {row['remote']['fetched_gib_s']:.3f} GiB/s = "
+                f"{row['remote']['fetched_gib_s'] / ceil:.2f}× ceiling, "
                 f"{row['remote']['batches_s'] / row['local']['batches_s']:.2f}× local ({row['local']['batches_s']:.1f}/s) |"
             )
         if "first_cycle_s" in row:
@@ -381,7 +408,7 @@ def main() -> int:
         direct = {**srv.options(), "aws_endpoint": srv.direct}
         for name, (path, arrays) in data.items():
             loaderx.copy_table(path, f"s3://{srv.bucket}/{name}", storage_options=direct)
-            if name != "dense-tokens":
+            if name in ("dense-vision", "ragged-vision"):
                 with loaderx.open_table(path) as t:
                     loaderx.parquet.export(
                         t, f"s3://{srv.bucket}/parquet/{name}.parquet", storage_options=direct

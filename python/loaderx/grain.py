@@ -37,9 +37,11 @@ __all__ = ["DataSource"]
 def _reopen(spec):
     from .table import open_store, open_table
 
-    kind, path, columns = spec
+    kind, path, columns, *options = spec
     if kind == "table":
-        table = open_table(path, readonly=True)
+        # A remote table's storage options travel with it (a spawned worker
+        # needs its credentials); they are never shown in a repr.
+        table = open_table(path, readonly=True, storage_options=options[0] if options else None)
         return DataSource(table, columns=columns, _owned=table)
     streams = {name: open_store(p, readonly=True) for name, p in columns}
     return DataSource(streams, _owned=list(streams.values()))
@@ -104,14 +106,15 @@ class DataSource:
     def _spec(self):
         path = getattr(self._source, "path", None)
         if path is not None and hasattr(self._source, "shards"):
-            return ("table", path, list(self._streams))
+            options = getattr(self._source, "_storage_options", None)
+            return ("table", path, list(self._streams), options)
         return ("streams", None, [(name, s.path) for name, s in self._streams.items()])
 
     def __reduce__(self):
         return (_reopen, (self._spec(),))
 
     def __repr__(self) -> str:
-        kind, path, columns = self._spec()
+        kind, path, columns, *_ = self._spec()
         if kind == "table":
             return f"loaderx.grain.DataSource(table={path!r}, columns={columns}, len={self._len})"
         streams = {name: p for name, p in columns}

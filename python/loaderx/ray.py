@@ -61,6 +61,9 @@ from ._streams import (
 from .table import _open_pinned, open_store, open_table
 
 _LOCK = _native.MANIFEST_LOCK
+#: The least bytes :func:`read_table` gives a read task unless told how many
+#: tasks to make (``override_num_blocks``).
+MIN_TASK_BYTES = 64 << 20
 
 # TableDatasource is built on first access (module __getattr__), so importing
 # this module does not import Ray.
@@ -253,6 +256,7 @@ def _datasource_class():
             columns=None,
             index_column: str | None = "record_id",
             storage_options: dict[str, str] | None = None,
+            min_task_bytes: int = 0,
         ):
             super().__init__()
             self._projection_map = None  # the pushdown mixin's state: all columns
@@ -273,6 +277,11 @@ def _datasource_class():
             self._path = path
             self._options = options
             self._pinned = pinned
+            if type(min_task_bytes) is not int or min_task_bytes < 0:
+                raise ValueError(
+                    f"min_task_bytes must be a non-negative int, got {min_task_bytes!r}"
+                )
+            self._min_task_bytes = min_task_bytes
             self._num_rows = sum(rows for _, rows in shards)
             self._columns = columns
             self._index_column = index_column
@@ -344,6 +353,12 @@ def _datasource_class():
             n = self._num_rows
             row_bytes = max(1, self._bytes_per_row(columns, index_column))
             tasks = max(1, min(int(parallelism), n)) if parallelism and parallelism > 0 else 1
+            if self._min_task_bytes:
+                # Each task opens the table (for a remote one: a few
+                # requests and round trips) before it reads: tasks of at
+                # least this many bytes keep that small beside the read.
+                enough = -(-n * row_bytes // self._min_task_bytes)
+                tasks = max(1, min(tasks, enough))
             bounds = np.linspace(0, n, tasks + 1).astype(np.int64)
             out = []
             for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
@@ -729,7 +744,9 @@ def read_table(
     ``columns`` selects and orders columns (None: all, in name order); only
     those are read. ``index_column`` names the UInt64 record number placed
     first (None: omitted). ``override_num_blocks`` sets the number of read
-    tasks (each a contiguous record range). Raises FileNotFoundError when
+    tasks (each a contiguous record range); without it each task reads at
+    least :data:`MIN_TASK_BYTES` (64 MiB) of the selected columns, within
+    the number Ray asks for. Raises FileNotFoundError when
     ``path`` is not a table directory, ValueError for an unknown column,
     columns of unequal length or a writable table handle, and
     :class:`loaderx.Corrupted` for a manifest that names a missing shard or
@@ -747,8 +764,15 @@ def read_table(
     >>> ds.schema()                                                    # doctest: +SKIP
     """
     ray = _require_ray()
+    # Without an explicit count, Ray asks for at least 200 tasks whatever
+    # the size; tasks of 64 MiB or more keep each task's open (requests
+    # and round trips for a remote table) small beside its read.
     source = _datasource_class()(
-        path, columns=columns, index_column=index_column, storage_options=storage_options
+        path,
+        columns=columns,
+        index_column=index_column,
+        storage_options=storage_options,
+        min_task_bytes=0 if override_num_blocks is not None else MIN_TASK_BYTES,
     )
     if override_num_blocks is not None:
         if (

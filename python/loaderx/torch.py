@@ -76,9 +76,11 @@ def _require_torch():
 def _reopen(spec) -> Dataset:
     from .table import open_store, open_table
 
-    kind, path, columns = spec
+    kind, path, columns, *options = spec
     if kind == "table":
-        table = open_table(path, readonly=True)
+        # A remote table's storage options travel with it (a spawned worker
+        # needs its credentials); they are never shown in a repr.
+        table = open_table(path, readonly=True, storage_options=options[0] if options else None)
         return Dataset(table, columns=columns, _owned=table)
     streams = {name: open_store(p, readonly=True) for name, p in columns}
     return Dataset(streams, _owned=list(streams.values()))
@@ -166,14 +168,15 @@ class Dataset:
     def _spec(self):
         path = getattr(self._source, "path", None)
         if path is not None and hasattr(self._source, "shards"):
-            return ("table", path, list(self._streams))
+            options = getattr(self._source, "_storage_options", None)
+            return ("table", path, list(self._streams), options)
         return ("streams", None, [(name, s.path) for name, s in self._streams.items()])
 
     def __reduce__(self):
         return (_reopen, (self._spec(),))
 
     def __repr__(self) -> str:
-        kind, path, columns = self._spec()
+        kind, path, columns, *_ = self._spec()
         if kind == "table":
             return f"loaderx.torch.Dataset(table={path!r}, columns={columns}, len={self._len})"
         streams = {name: p for name, p in columns}

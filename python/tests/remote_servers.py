@@ -27,6 +27,40 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
 BUCKET = "loaderx-test"
+
+
+# -- the tables the remote tests read ----------------------------------------
+
+
+def make_table(path, rows=300, seed=0):
+    """A plain table with dense (zstd), ragged (raw) and scalar columns."""
+    import numpy as np
+
+    import loaderx
+
+    rng = np.random.default_rng(seed)
+    with loaderx.DenseStore.create(os.path.join(path, "image"), np.uint8, (3, 8, 8)) as s:
+        s.append(rng.integers(0, 255, (rows, 3, 8, 8), dtype=np.uint8))
+    with loaderx.RaggedStore.create(os.path.join(path, "tokens"), np.int32, codec="raw") as s:
+        s.append([rng.integers(0, 1000, rng.integers(1, 40), dtype=np.int32) for _ in range(rows)])
+    with loaderx.DenseStore.create(os.path.join(path, "label"), np.int64, ()) as s:
+        s.append(np.arange(rows) % 10)
+    return path
+
+
+def same_batch(a, b):
+    """Two batches (column name to array or list of arrays) are equal."""
+    import numpy as np
+
+    for k in a:
+        if isinstance(a[k], list):
+            assert len(a[k]) == len(b[k])
+            for x, y in zip(a[k], b[k]):
+                assert np.array_equal(x, y)
+        else:
+            assert np.array_equal(a[k], b[k]), k
+
+
 REGION = "us-east-1"
 
 

@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 import pytest
-from remote_servers import FaultProxy
+from remote_servers import FaultProxy, make_table, same_batch
 
 import loaderx
 from loaderx import _native
@@ -22,30 +22,8 @@ def requests() -> int:
     return _native.remote_stats()["requests"]
 
 
-def make_table(path, rows=300, seed=0):
-    """A plain table with dense (zstd), ragged (raw) and scalar columns."""
-    rng = np.random.default_rng(seed)
-    with loaderx.DenseStore.create(os.path.join(path, "image"), np.uint8, (3, 8, 8)) as s:
-        s.append(rng.integers(0, 255, (rows, 3, 8, 8), dtype=np.uint8))
-    with loaderx.RaggedStore.create(os.path.join(path, "tokens"), np.int32, codec="raw") as s:
-        s.append([rng.integers(0, 1000, rng.integers(1, 40), dtype=np.int32) for _ in range(rows)])
-    with loaderx.DenseStore.create(os.path.join(path, "label"), np.int64, ()) as s:
-        s.append(np.arange(rows) % 10)
-    return path
-
-
 def uri(s3, name="t"):
     return f"s3://{s3.bucket}/{s3.prefix}/{name}"
-
-
-def same_batch(a, b):
-    for k in a:
-        if isinstance(a[k], list):
-            assert len(a[k]) == len(b[k])
-            for x, y in zip(a[k], b[k]):
-                assert np.array_equal(x, y)
-        else:
-            assert np.array_equal(a[k], b[k]), k
 
 
 @pytest.fixture
@@ -491,24 +469,6 @@ def test_the_cli_reads_and_copies_remote_tables(s3, remote_table, local_table, t
     assert "nothing/x" in err and SECRET not in err
 
 
-def test_http_tables_read_through_range_requests(tmp_path, local_table):
-    from remote_servers import RangeServer
-
-    served = tmp_path / "www"
-    loaderx.copy_table(local_table, str(served / "t"))
-    server = RangeServer(str(served))
-    try:
-        with loaderx.open_table(f"{server.url}/t") as ht, loaderx.open_table(local_table) as lt:
-            idx = np.random.default_rng(4).integers(0, 300, 50)
-            same_batch({k: ht[k][idx] for k in ht}, {k: lt[k][idx] for k in lt})
-        with pytest.raises(ValueError, match="read-only"):
-            loaderx.copy_table(local_table, f"{server.url}/copy")
-        with pytest.raises(FileNotFoundError):
-            loaderx.open_table(f"{server.url}/absent")
-    finally:
-        server.stop()
-
-
 def test_a_pinned_manifest_ignores_later_commits(s3, tmp_path):
     pa = pytest.importorskip("pyarrow")
     from loaderx.table import _open_pinned
@@ -555,3 +515,20 @@ def test_refused_credentials_raise_permission_error(local_table):
             loaderx.copy_table(local_table, "s3://loaderx-auth/u", storage_options=wrong)
     finally:
         server.stop()
+
+
+def test_adapters_over_a_remote_table_pickle_with_their_options(s3, remote_table, local_table):
+    import pickle
+
+    pytest.importorskip("torch")
+    from loaderx.torch import Dataset
+
+    with loaderx.open_table(remote_table, storage_options=s3.options()) as t:
+        ds = Dataset(t)
+        assert SECRET not in repr(ds)
+        again = pickle.loads(pickle.dumps(ds))
+        with loaderx.open_table(local_table) as lt:
+            for k in (0, 17, 299):
+                a, b = again[k], {c: lt[c][[k]] for c in lt}
+                assert np.array_equal(a["image"], b["image"][0])
+                assert a["label"] == b["label"][0]

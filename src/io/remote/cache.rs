@@ -241,8 +241,10 @@ impl BlockCache {
     }
 
     /// Plans reading the byte ranges `ranges` of `file` through the cache:
-    /// every block they touch is a hit or is to be fetched (one request per
-    /// missing block, all of them concurrently).
+    /// every block they touch is a hit, or a miss this process fetches
+    /// (holding the block's fetch lock, so that the other processes of the
+    /// host wait for it instead of fetching it too), or a miss another
+    /// process is fetching right now (waited for in [`BlockCache::finish`]).
     pub(crate) fn plan(&self, file: &RemoteFile, ranges: &[Range<u64>]) -> io::Result<Pending> {
         let size = file.size();
         let blocks: BTreeSet<u64> = ranges
@@ -252,12 +254,23 @@ impl BlockCache {
             .collect();
         let dir = self.object_dir(file)?;
         let mut have: Vec<(u64, Bytes)> = Vec::with_capacity(blocks.len());
-        let mut missing: Vec<u64> = Vec::new();
+        let mut ours: Vec<(u64, Option<File>)> = Vec::new();
+        let mut theirs: Vec<u64> = Vec::new();
         for &b in &blocks {
             let r = block_range(b, size);
-            match self.hit(&block_path(&dir, b), r.end - r.start) {
-                Some(bytes) => have.push((r.start, bytes)),
-                None => missing.push(b),
+            if let Some(bytes) = self.hit(&block_path(&dir, b), r.end - r.start) {
+                have.push((r.start, bytes));
+                continue;
+            }
+            match try_fetch_lock(&dir, b) {
+                FetchLock::Ours(lock) => {
+                    // Fetched meanwhile by the process that held the lock?
+                    match self.hit(&block_path(&dir, b), r.end - r.start) {
+                        Some(bytes) => have.push((r.start, bytes)),
+                        None => ours.push((b, lock)),
+                    }
+                }
+                FetchLock::Theirs => theirs.push(b),
             }
         }
         let stats = fetch::stats();
@@ -266,58 +279,61 @@ impl BlockCache {
             .fetch_add(have.len() as u64, Ordering::Relaxed);
         stats
             .cache_misses
-            .fetch_add(missing.len() as u64, Ordering::Relaxed);
+            .fetch_add((ours.len() + theirs.len()) as u64, Ordering::Relaxed);
         // One request per block: a block is large enough to amortise a
         // request, and separate requests use separate connections.
-        let per = 1usize;
-        let mut runs: Vec<Vec<u64>> = Vec::new();
-        for &b in &missing {
-            match runs.last_mut() {
-                Some(run) if run.last().is_some_and(|&l| l + 1 == b) && run.len() < per => {
-                    run.push(b)
-                }
-                _ => runs.push(vec![b]),
-            }
-        }
-        let requests = runs
-            .iter()
-            .map(|run| {
-                let first = block_range(run[0], size).start;
-                let last = block_range(run[run.len() - 1], size).end;
-                first..last
-            })
-            .collect();
+        let requests = ours.iter().map(|(b, _)| block_range(*b, size)).collect();
         Ok(Pending {
             dir,
             size,
             have,
-            runs,
+            ours,
+            theirs,
             requests,
             ranges: ranges.to_vec(),
         })
     }
 
     /// Keeps the blocks fetched for `pending` (in the order of its
-    /// requests) and returns the bytes of every range asked for.
-    pub(crate) fn finish(&self, pending: Pending, fetched: Vec<Bytes>) -> Runs {
+    /// requests) and releases their locks; then waits for the blocks other
+    /// processes were fetching (a hit once their lock is free; fetched here
+    /// with `fetch_one` if that process failed or died). Returns the bytes
+    /// of every range asked for.
+    pub(crate) fn finish(
+        &self,
+        pending: Pending,
+        fetched: Vec<Bytes>,
+        fetch_one: impl Fn(Range<u64>) -> io::Result<Bytes>,
+    ) -> io::Result<Runs> {
         let Pending {
             dir,
             size,
             mut have,
-            runs,
+            ours,
+            theirs,
             ranges,
             ..
         } = pending;
-        let inserted = !runs.is_empty();
-        for (run, bytes) in runs.iter().zip(fetched) {
-            let base = block_range(run[0], size).start;
-            for &b in run {
-                let r = block_range(b, size);
-                let block = bytes.slice((r.start - base) as usize..(r.end - base) as usize);
-                // A cache that cannot be written still serves this read.
-                let _ = self.insert(&dir, &block_path(&dir, b), &block);
-                have.push((r.start, block));
+        let mut inserted = !ours.is_empty();
+        for ((b, lock), block) in ours.into_iter().zip(fetched) {
+            // A cache that cannot be written still serves this read.
+            let _ = self.insert(&dir, &block_path(&dir, b), &block);
+            drop(lock); // the waiting processes find the block now
+            have.push((block_range(b, size).start, block));
+        }
+        for b in theirs {
+            let r = block_range(b, size);
+            let lock = wait_fetch_lock(&dir, b);
+            match self.hit(&block_path(&dir, b), r.end - r.start) {
+                Some(bytes) => have.push((r.start, bytes)),
+                None => {
+                    let block = fetch_one(r.clone())?;
+                    let _ = self.insert(&dir, &block_path(&dir, b), &block);
+                    inserted = true;
+                    have.push((r.start, block));
+                }
             }
+            drop(lock);
         }
         if inserted {
             let _ = self.maybe_evict();
@@ -342,19 +358,62 @@ impl BlockCache {
             extra.push((r.start, Bytes::from(out)));
         }
         have.extend(extra);
-        Runs::new(have)
+        Ok(Runs::new(have))
     }
 }
 
+/// Fetch locks are `flock`s on a fixed set of stripe files per object
+/// (block `b` takes stripe `b % LOCK_STRIPES`), so no lock file is ever
+/// removed while someone may hold it.
+const LOCK_STRIPES: u64 = 256;
+
+enum FetchLock {
+    /// This process may fetch the block (the open lock file, held until
+    /// dropped; None when the lock file cannot be made: fetch unlocked).
+    Ours(Option<File>),
+    /// Another process holds the block's lock: it is fetching the block.
+    Theirs,
+}
+
+fn lock_file(dir: &Path, b: u64) -> io::Result<File> {
+    fs::create_dir_all(dir)?;
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dir.join(format!(".fetch-{:03}.lock", b % LOCK_STRIPES)))
+}
+
+fn try_fetch_lock(dir: &Path, b: u64) -> FetchLock {
+    let Ok(file) = lock_file(dir, b) else {
+        return FetchLock::Ours(None);
+    };
+    match file.try_lock() {
+        Ok(()) => FetchLock::Ours(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => FetchLock::Theirs,
+        Err(std::fs::TryLockError::Error(_)) => FetchLock::Ours(None),
+    }
+}
+
+/// Waits for block `b`'s lock (held by a process fetching it; released when
+/// it is done, or dies). Holds nothing else meanwhile, so no two processes
+/// wait on each other.
+fn wait_fetch_lock(dir: &Path, b: u64) -> Option<File> {
+    let file = lock_file(dir, b).ok()?;
+    file.lock().ok()?;
+    Some(file)
+}
+
 /// A read through the cache, between [`BlockCache::plan`] and
-/// [`BlockCache::finish`]: the blocks it already has and the requests for
-/// the rest.
+/// [`BlockCache::finish`]: the blocks it already has, the ones it fetches
+/// (with their locks) and the ones another process is fetching.
 pub(crate) struct Pending {
     dir: PathBuf,
     size: u64,
     have: Vec<(u64, Bytes)>,
-    /// The missing blocks, one run per request.
-    runs: Vec<Vec<u64>>,
+    ours: Vec<(u64, Option<File>)>,
+    theirs: Vec<u64>,
     pub(crate) requests: Vec<Range<u64>>,
     ranges: Vec<Range<u64>>,
 }

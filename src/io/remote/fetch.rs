@@ -217,7 +217,7 @@ mod tests {
         let (_, reqs) = plan(&batch, GAP, split);
         assert!((60..=70).contains(&reqs.len()), "{}", reqs.len());
         assert_eq!(split_for(&batch[..2], 64), MIN_SPLIT);
-        let huge = [0..(1u64 << 34)];
-        assert_eq!(split_for(&huge, 64), SPLIT);
+        let huge: Range<u64> = 0..(1u64 << 34);
+        assert_eq!(split_for(std::slice::from_ref(&huge), 64), SPLIT);
     }
 }

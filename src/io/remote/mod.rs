@@ -810,6 +810,13 @@ impl RemoteFile {
         Ok(runs.pop().unwrap_or_default())
     }
 
+    /// The bytes `range` in one request (a cache block another process
+    /// failed to fetch).
+    pub(crate) fn fetch_block(&self, range: Range<u64>) -> io::Result<Bytes> {
+        let obj = self.0.clone();
+        runtime::io()?.block_on(async move { obj.get_range(range).await })
+    }
+
     pub(crate) fn cache_key(&self) -> io::Result<String> {
         Ok(format!(
             "{}\n{}\n{}",
@@ -985,7 +992,12 @@ pub(crate) fn fetch_many(
                 )
             }
             Plan::Cached(pending) => match &jobs[j].0 .0.cache {
-                Some(cache) => cache.finish(pending, parts),
+                Some(cache) => {
+                    let file = jobs[j].0;
+                    cache
+                        .finish(pending, parts, |r| file.fetch_block(r))
+                        .map_err(|e| (j, e))?
+                }
                 None => Runs::default(),
             },
         });
