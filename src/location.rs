@@ -3,7 +3,8 @@
 //! storage options.
 //!
 //! ```no_run
-//! use loaderx::{Location, Table};
+//! use loaderx::table::Table;
+//! use loaderx::Location;
 //! let at = Location::parse(
 //!     "s3://bucket/tables/train",
 //!     &[("aws_region".into(), "eu-west-1".into())],

@@ -83,7 +83,10 @@ def test_a_gather_plans_its_requests(s3, tmp_path):
             idx = np.random.default_rng(2).integers(0, 2000, 400)
             assert np.array_equal(rt["x"][idx], lt["x"][idx])
             gets = proxy.count("GET")
-            assert 1 <= gets <= 8, gets
+            # The batch spans nearly the whole 8 MiB object: merged, then
+            # split into parts of 256 KiB (the least split; the batch's
+            # bytes over 64 in flight would be smaller): about 32 requests.
+            assert 16 <= gets <= 34, gets
             # Far apart records are separate requests, one each at most.
             proxy.reset_counts()
             far = np.array([0, 1999, 1000])
