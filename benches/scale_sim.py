@@ -132,7 +132,8 @@ def main() -> int:
         srv.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     print(
-        f"records {args.records} x 2 KiB, batch {args.batch}, latency {args.latency} ms, block 4 MiB"
+        f"records {args.records} x 2 KiB, batch {args.batch}, "
+        f"latency {args.latency} ms, block 4 MiB"
     )
     print(
         "| plan | ranks | steps | predicted requests | measured | measured / predicted | seconds |"

@@ -33,7 +33,7 @@ def test_azure_without_an_account_is_refused_naming_the_uri():
 
 
 def test_a_malformed_service_account_key_is_refused_without_its_content():
-    key = '{"type": "service_account", "private_key": "%s"}' % SECRET
+    key = f'{{"type": "service_account", "private_key": "{SECRET}"}}'
     with pytest.raises((ValueError, OSError)) as e:
         loaderx.open_table(
             "gs://bucket/t", storage_options={**FAST, "google_service_account_key": key}
