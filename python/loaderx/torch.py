@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from ._streams import StoreBase, check_streams
+from ._source import Records
 
 __all__ = ["Dataset", "Epochs", "as_tensors"]
 
@@ -73,67 +73,13 @@ def _require_torch():
     return torch
 
 
-def _reopen(spec) -> Dataset:
-    from .table import open_store, open_table
-
-    kind, path, columns, *options = spec
-    if kind == "table":
-        # A remote table's storage options travel with it (a spawned worker
-        # needs its credentials); they are never shown in a repr.
-        table = open_table(path, readonly=True, storage_options=options[0] if options else None)
-        return Dataset(table, columns=columns, _owned=table)
-    streams = {name: open_store(p, readonly=True) for name, p in columns}
-    return Dataset(streams, _owned=list(streams.values()))
-
-
-def _keys(indices, length: int) -> np.ndarray:
-    """``indices`` as a 1-D int64 array within ``0..length`` (IndexError
-    naming the first one outside)."""
-    keys = np.asarray(indices)
-    if keys.ndim != 1 or (keys.size and keys.dtype.kind not in "iu"):
-        raise TypeError(f"indices must be a sequence of ints, got {indices!r}")
-    keys = keys.astype(np.int64, copy=False)
-    if keys.size and (keys.min() < 0 or keys.max() >= length):
-        bad = int(keys[(keys < 0) | (keys >= length)][0])
-        raise IndexError(f"record {bad} is out of range for a dataset of {length} records")
-    return keys
-
-
-class Dataset:
+class Dataset(Records):
     """A map-style dataset for torch over ``source``: a table or a ``{name:
     stream}`` dict of equal length. ``columns`` selects columns (None: all,
     in the source's order)."""
 
-    def __init__(
-        self,
-        source: Mapping[str, StoreBase],
-        columns: Sequence[str] | None = None,
-        *,
-        _owned: Any = None,
-    ) -> None:
-        if not isinstance(source, Mapping):
-            raise TypeError(
-                f"source must be a table or a dict of streams, got {type(source).__name__}"
-            )
-        names = list(source) if columns is None else list(columns)
-        unknown = [c for c in names if c not in source]
-        if unknown:
-            raise ValueError(f"source has no column {unknown[0]!r}; columns: {list(source)}")
-        if not names:
-            raise ValueError("columns must name at least one column (or be None for all)")
-        streams = {name: source[name] for name in names}
-        check_streams(streams)
-        lengths = {len(s) for s in streams.values()}
-        if len(lengths) != 1:
-            detail = ", ".join(f"{k}={len(v)}" for k, v in streams.items())
-            raise ValueError(f"streams must all have the same length, got {detail}")
-        self._source = source
-        self._streams = streams
-        self._len = lengths.pop()
-        self._owned = _owned  # what _reopen opened, closed with this dataset
-
-    def __len__(self) -> int:
-        return self._len
+    _NAME = "loaderx.torch.Dataset"
+    _NOUN = "dataset"
 
     def __getitem__(self, index: int | Sequence[int] | np.ndarray) -> dict[str, Any]:
         """One record (``index`` an int, negative from the end) or a batch
@@ -145,42 +91,17 @@ class Dataset:
                 raise TypeError(
                     f"index must be an int or a sequence of ints, got {type(index).__name__}"
                 ) from None
-            keys = _keys(np.asarray(index), self._len)
-            return {name: s[keys] for name, s in self._streams.items()}
+            return self._batch(self._keys(index, "indices"))
         if i < 0:
             i += self._len
         if not 0 <= i < self._len:
-            raise IndexError(f"record {index} is out of range for a dataset of {self._len} records")
-        return {name: s[i] for name, s in self._streams.items()}
+            raise self._out_of_range(index)
+        return self._record(i)
 
     def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
         """The records at ``indices``, one gather per column, as the list of
         ``{column: value}`` that ``default_collate`` stacks."""
-        keys = _keys(indices, self._len)
-        columns = {name: s[keys] for name, s in self._streams.items()}
-        return [{name: col[j] for name, col in columns.items()} for j in range(len(keys))]
-
-    @property
-    def columns(self) -> list[str]:
-        """The dataset's columns, in order."""
-        return list(self._streams)
-
-    def _spec(self):
-        path = getattr(self._source, "path", None)
-        if path is not None and hasattr(self._source, "shards"):
-            options = getattr(self._source, "_storage_options", None)
-            return ("table", path, list(self._streams), options)
-        return ("streams", None, [(name, s.path) for name, s in self._streams.items()])
-
-    def __reduce__(self):
-        return (_reopen, (self._spec(),))
-
-    def __repr__(self) -> str:
-        kind, path, columns, *_ = self._spec()
-        if kind == "table":
-            return f"loaderx.torch.Dataset(table={path!r}, columns={columns}, len={self._len})"
-        streams = {name: p for name, p in columns}
-        return f"loaderx.torch.Dataset(streams={streams!r}, len={self._len})"
+        return self._record_list(self._keys(indices, "indices"))
 
 
 class Epochs:
