@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use object_store::path::Path as Key;
 use object_store::{GetOptions, ObjectStore};
 
@@ -268,9 +268,7 @@ impl Remote {
             .into_iter()
             .map(|p| {
                 let store = store.clone();
-                let permits = io.permits.clone();
                 async move {
-                    let _permit = permits.acquire_owned().await;
                     let key = Key::from(p.as_str());
                     let r: object_store::Result<Vec<object_store::ObjectMeta>> =
                         store.list(Some(&key)).try_collect().await;
@@ -278,11 +276,7 @@ impl Remote {
                 }
             })
             .collect();
-        let results: Vec<_> = io.block_on(
-            futures::stream::iter(futs)
-                .buffer_unordered(io.max_requests)
-                .collect::<Vec<_>>(),
-        );
+        let results = io.all(futs);
         let mut known = self.known();
         for (p, r) in results {
             let p = p.as_str();
@@ -376,9 +370,7 @@ impl Remote {
             .into_iter()
             .map(|(k, etag)| {
                 let store = store.clone();
-                let permits = io.permits.clone();
                 async move {
-                    let _permit = permits.acquire_owned().await;
                     let opts = GetOptions {
                         if_match: etag,
                         ..Default::default()
@@ -394,11 +386,7 @@ impl Remote {
                 }
             })
             .collect();
-        let results: Vec<_> = io.block_on(
-            futures::stream::iter(futs)
-                .buffer_unordered(io.max_requests)
-                .collect::<Vec<_>>(),
-        );
+        let results = io.all(futs);
         let mut known = self.known();
         for (k, r) in results {
             let k = &k;

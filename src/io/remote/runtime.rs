@@ -75,6 +75,25 @@ pub(crate) fn io() -> std::io::Result<Arc<Io>> {
 }
 
 impl Io {
+    /// Runs `futs` concurrently, each holding one of the process's request
+    /// permits while it runs, and returns their outputs in completion order.
+    pub(crate) fn all<F>(&self, futs: Vec<F>) -> Vec<F::Output>
+    where
+        F: Future + Send,
+        F::Output: Send,
+    {
+        use futures::StreamExt;
+        let permits = &self.permits;
+        self.block_on(
+            futures::stream::iter(futs.into_iter().map(|f| async move {
+                let _permit = permits.acquire().await;
+                f.await
+            }))
+            .buffer_unordered(self.max_requests)
+            .collect::<Vec<_>>(),
+        )
+    }
+
     /// Runs `fut` to completion on this runtime from a thread outside it.
     /// From inside another runtime (a DataFusion scan calls gathers from its
     /// own tokio threads), a scoped thread blocks instead, since a runtime
