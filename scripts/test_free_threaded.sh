@@ -80,7 +80,7 @@ DESELECT=(
     --ignore=$T/test_ray.py --ignore=$T/test_ray_write.py     # ray (whole modules)
     --ignore=$T/test_grain.py                                 # grain (not in the free-threaded requirements)
     --ignore=$T/test_hf.py                                    # datasets (not in the free-threaded requirements)
-    --ignore=$T/test_torch.py                                 # torch (not in the free-threaded requirements)
+    --ignore=$T/test_torch.py --ignore=$T/test_lightning.py  # torch (not in the free-threaded requirements)
     # moto's server needs PyYAML and cryptography, which have no cp313t
     # wheel (checked 2026-12-03): the S3 tests run on the GIL build only;
     # test_remote_http.py (a standard-library server) runs here.

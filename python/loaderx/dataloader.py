@@ -382,6 +382,10 @@ class DataLoader:
 
         self._raw = bool(raw)
         self._mix = mix
+        # The source itself stays referenced: a table opened in the call
+        # (DataLoader(open_table(path))) would otherwise be collected, and
+        # collecting a table closes its columns.
+        self._source = streams
         if mix is None:
             self._streams = dict(streams)
             self._names = list(streams)

@@ -509,3 +509,18 @@ def test_weighted_loader_follows_the_sampler_with_ranks_subsets_and_a_column(str
         DataLoader(streams, mode="weighted")
     with pytest.raises(ValueError, match="weights apply only"):
         DataLoader(streams, weights=w)
+
+
+def test_a_loader_keeps_a_table_opened_in_its_call_open(root):
+    """DataLoader(open_table(path)): nothing else holds the table, and
+    collecting a table closes its columns, so the loader keeps it."""
+    import gc
+
+    from loaderx import open_table
+
+    with DenseStore.create(root / "t" / "id", np.int64, ()) as s:
+        s.append(np.arange(N, dtype=np.int64))
+    with DataLoader(open_table(root / "t"), batch_size=50, mode="sequential") as loader:
+        gc.collect()
+        got = np.concatenate([next(loader)["id"] for _ in range(N // 50)])
+    assert (got == np.arange(N)).all()
