@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
+from typing import SupportsIndex
 
 from ._source import Records
 
@@ -39,7 +40,7 @@ class DataSource(Records):
     _NAME = "loaderx.grain.DataSource"
     _NOUN = "source"
 
-    def __getitem__(self, record_key) -> dict:
+    def __getitem__(self, record_key: SupportsIndex) -> dict:
         i = operator.index(record_key)
         if not 0 <= i < self._len:
             raise self._out_of_range(i)

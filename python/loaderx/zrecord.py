@@ -100,7 +100,7 @@ class _Store(StoreBase):
 
     _kind = ""
 
-    def __init__(self, native, path: str):
+    def __init__(self, native: Any, path: str) -> None:
         # Private: use create() or open().
         self._native = native
         self._path = path

@@ -12,6 +12,7 @@ MODULES = [
     "loaderx.dataloader",
     "loaderx.mixture",
     "loaderx.torch",
+    "loaderx.grain",
     "loaderx.utils",
     "loaderx.arrow",
     "loaderx.parquet",
@@ -32,7 +33,13 @@ def public_callables(module):
         if inspect.isfunction(obj):
             out.append((name, obj))
         elif inspect.isclass(obj) and obj.__module__ == module.__name__:
-            for attr, member in vars(obj).items():
+            # Members inherited from the package's own (private) bases are
+            # the class's API too; the nearest definition wins.
+            members = {}
+            for klass in reversed(obj.__mro__):
+                if klass.__module__.startswith("loaderx."):
+                    members.update(vars(klass))
+            for attr, member in members.items():
                 if attr.startswith("_") and attr not in ("__init__", "__getitem__", "__len__"):
                     continue
                 if isinstance(member, (staticmethod, classmethod)):
