@@ -180,21 +180,23 @@ impl Store {
                 )))
             }
         }
-        if let Some(bytes) = runs.and_then(|r| r.slice(loc.offset, loc.phys_length as usize)) {
+        // The record's bytes in memory: a remote store's prefetched runs, or
+        // the mapping (unless the record is large and `map_large` is false).
+        // One decode call site, so that the raw copy inlines.
+        let held = runs
+            .and_then(|r| r.slice(loc.offset, loc.phys_length as usize))
+            .or_else(|| {
+                let map = self.map.as_ref()?;
+                let (start, end) = (
+                    loc.offset as usize,
+                    loc.offset as usize + loc.phys_length as usize,
+                );
+                (end <= map.len() && (map_large || loc.phys_length < LARGE_RECORD))
+                    .then(|| &map[start..end])
+            });
+        if let Some(bytes) = held {
             return codec::decode_slice(self.codec, self.dict.as_ref(), bytes, dst)
                 .map_err(|msg| Error::corrupted(&self.data_path, format!("record {i}: {msg}")));
-        }
-        if let Some(map) = &self.map {
-            let (start, end) = (
-                loc.offset as usize,
-                loc.offset as usize + loc.phys_length as usize,
-            );
-            if end <= map.len() && (map_large || loc.phys_length < LARGE_RECORD) {
-                return codec::decode_slice(self.codec, self.dict.as_ref(), &map[start..end], dst)
-                    .map_err(|msg| {
-                        Error::corrupted(&self.data_path, format!("record {i}: {msg}"))
-                    });
-            }
         }
         let data_path = &self.data_path;
         let read = |buf: &mut [u8]| -> Result<()> {
