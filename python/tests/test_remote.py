@@ -7,6 +7,7 @@ credential."""
 
 import io
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -92,6 +93,89 @@ def test_a_gather_plans_its_requests(s3, tmp_path):
             far = np.array([0, 1999, 1000])
             assert np.array_equal(rt["x"][far], lt["x"][far])
             assert proxy.count("GET") == 3
+    finally:
+        proxy.stop()
+
+
+def _far_apart_table(path):
+    # 800 records of about 4 KiB in zstd, dense and ragged, appended one at
+    # a time (so data.zr holds them in index order): every 80th record is
+    # 10 ranges too far apart to merge (about 320 KiB apart), so 10
+    # requests per column that land in any order.
+    rng = np.random.default_rng(5)
+    with (
+        loaderx.DenseStore.create(os.path.join(path, "x"), np.uint8, (4096,)) as x,
+        loaderx.RaggedStore.create(os.path.join(path, "r"), np.int32) as r,
+    ):
+        for _ in range(800):
+            x.append(rng.integers(0, 255, (1, 4096), dtype=np.uint8))
+            r.append([rng.integers(0, 1 << 30, 1000, dtype=np.int32)])
+    return path
+
+
+def test_ranges_that_land_out_of_order_decode_exactly(s3, tmp_path):
+    # A gather decodes each range's records as soon as it lands, while the
+    # others are in flight: delays that reorder the landings change nothing.
+    local = _far_apart_table(str(tmp_path / "far"))
+    loaderx.copy_table(local, uri(s3, "far"), storage_options=s3.options())
+    hits = {"n": 0}
+
+    def rule(n, r):
+        if r.method == "GET" and r.range and r.path.endswith("data.zr"):
+            hits["n"] += 1
+            return ("delay", 0.05 * (hits["n"] % 4))
+        return None
+
+    proxy = FaultProxy(s3.endpoint, rule)
+    try:
+        opts = s3.options(endpoint=proxy.url)
+        with (
+            loaderx.open_table(uri(s3, "far"), storage_options=opts) as rt,
+            loaderx.open_table(local) as lt,
+        ):
+            for seed in range(3):
+                idx = np.random.default_rng(seed).permutation(np.arange(0, 800, 80))
+                proxy.reset_counts()
+                same_batch({k: rt[k][idx] for k in rt}, {k: lt[k][idx] for k in lt})
+                assert proxy.count("GET") == 20
+        assert hits["n"] == 60
+    finally:
+        proxy.stop()
+
+
+def test_a_request_failing_mid_batch_fails_the_batch_and_frees_its_slots(s3, tmp_path):
+    # One request of 10 is refused while the others land and decode: the
+    # batch raises, and the requests it had in flight give back their
+    # places under the process's limit (64): after more failed batches than
+    # that could absorb, a batch still completes.
+    local = _far_apart_table(str(tmp_path / "far"))
+    loaderx.copy_table(local, uri(s3, "far"), storage_options=s3.options())
+    failing = {"on": True, "n": 0}
+
+    def rule(n, r):
+        if failing["on"] and r.method == "GET" and r.range and r.path.endswith("data.zr"):
+            failing["n"] += 1
+            return "403" if failing["n"] % 10 == 7 else ("delay", 0.02)
+        return None
+
+    proxy = FaultProxy(s3.endpoint, rule)
+    try:
+        opts = s3.options(endpoint=proxy.url)
+        idx = np.arange(0, 800, 80)
+        with (
+            loaderx.open_table(uri(s3, "far"), storage_options=opts) as rt,
+            loaderx.open_table(local) as lt,
+        ):
+            for _ in range(16):
+                with pytest.raises(PermissionError, match="x/data.zr"):
+                    rt["x"][idx]
+            failing["on"] = False
+            done = {}
+            reader = threading.Thread(target=lambda: done.setdefault("x", rt["x"][idx]))
+            reader.start()
+            reader.join(60)
+            assert not reader.is_alive(), "a batch after failed ones never completed"
+            assert np.array_equal(done["x"], lt["x"][idx])
     finally:
         proxy.stop()
 

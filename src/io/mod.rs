@@ -48,6 +48,10 @@ impl Runs {
     pub(crate) fn slice(&self, _offset: u64, _len: usize) -> Option<&[u8]> {
         match *self {}
     }
+
+    pub(crate) fn landing_id(&self, _offset: u64, _len: usize) -> Option<usize> {
+        match *self {}
+    }
 }
 
 /// The engine error of an I/O failure at `path`: [`crate::Error::Io`], or

@@ -147,6 +147,28 @@ where
     src.counters.add(idx.len(), dst.len());
     let map_large = map_large_records();
     let fetched = Fetched::for_gather(src, idx, |s, k| s.dense_loc(k, width))?;
+    if fetched.is_live() {
+        let outs = Slots::new(dst.chunks_exact_mut(width));
+        let loc = |j: usize| {
+            let (s, k) = (src.locate)(idx[j]);
+            (s, k, s.dense_loc(k, width))
+        };
+        return fetched.as_they_land(
+            idx.len(),
+            |j| {
+                let (s, _, l) = loc(j);
+                fetched
+                    .runs(s)?
+                    .landing_id(l.offset, l.phys_length as usize)
+            },
+            |wave| {
+                decode_wave(src, wave, wave.len() * width, |j| {
+                    let (s, k, l) = loc(j);
+                    s.read_loc(k, l, outs.take(j), map_large, fetched.runs(s))
+                })
+            },
+        );
+    }
     let fill = |ids: &[u64], out: &mut [u8]| -> Result<()> {
         for (j, (&i, rec)) in ids.iter().zip(out.chunks_exact_mut(width)).enumerate() {
             // The location table is far larger than the caches on big
@@ -212,6 +234,42 @@ where
     let itemsize = src.schema.dtype.itemsize();
     let map_large = map_large_records();
     let fetched = Fetched::for_gather(src, idx, |s, k| s.locs[k as usize])?;
+    if fetched.is_live() {
+        // Each record's own slice of the buffer.
+        let mut outs = Vec::with_capacity(idx.len());
+        let mut rest = buffer.as_mut_slice();
+        let mut consumed = 0usize;
+        for &(start, len) in &spans {
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut(start - consumed);
+            let (rec, tail) = tail.split_at_mut(len);
+            outs.push(rec);
+            rest = tail;
+            consumed = start + len;
+        }
+        let outs = Slots::new(outs);
+        fetched.as_they_land(
+            idx.len(),
+            |j| {
+                let (s, k) = (src.locate)(idx[j]);
+                let l = s.locs[k as usize];
+                fetched
+                    .runs(s)?
+                    .landing_id(l.offset, l.phys_length as usize)
+            },
+            |wave| {
+                let bytes = wave.iter().map(|&j| spans[j].1).sum();
+                decode_wave(src, wave, bytes, |j| {
+                    let (s, k) = (src.locate)(idx[j]);
+                    let rec = outs.take(j);
+                    s.read_into(k, rec, map_large, fetched.runs(s))?;
+                    ragged::parse(rec, itemsize)
+                        .map_err(|e| Error::corrupted(s.data_path(), format!("record {k}: {e}")))?;
+                    Ok(())
+                })
+            },
+        )?;
+        return Ok(RaggedBatch::new(buffer, spans, itemsize));
+    }
     let fill = |ids: &[u64], sp: &[(usize, usize)], out: &mut [u8], base: usize| -> Result<()> {
         for (&i, &(start, len)) in ids.iter().zip(sp) {
             let rec = &mut out[start - base..start - base + len];
@@ -252,9 +310,20 @@ where
 /// The bytes of one gather's records in its remote stores, fetched ahead
 /// in one concurrent round of planned range requests (see
 /// `crate::io::remote::fetch`). Empty, and free, when every store is local.
+///
+/// Without a block cache the fetch is live: [`Fetched::as_they_land`]
+/// decodes the records of each merged range as soon as it lands, while
+/// the requests for the others are still in flight, so decoding a
+/// compressed batch overlaps fetching it.
 pub(crate) struct Fetched<'s> {
     #[cfg(feature = "remote")]
     stores: Vec<(&'s Store, Runs)>,
+    /// The remote stores in the order the fetch numbers them (what an
+    /// error names).
+    #[cfg(feature = "remote")]
+    jobs: Vec<&'s Store>,
+    #[cfg(feature = "remote")]
+    arrivals: Option<crate::io::remote::Arrivals>,
     #[cfg(not(feature = "remote"))]
     stores: std::marker::PhantomData<&'s Store>,
 }
@@ -274,13 +343,17 @@ impl<'s> Fetched<'s> {
         #[cfg(feature = "remote")]
         {
             if !src.remote {
-                return Ok(Fetched { stores: Vec::new() });
+                return Ok(Fetched {
+                    stores: Vec::new(),
+                    jobs: Vec::new(),
+                    arrivals: None,
+                });
             }
             let mut order: Vec<(&'s Store, Vec<std::ops::Range<u64>>)> = Vec::new();
             let mut slot: std::collections::HashMap<*const Store, usize> = Default::default();
             for &i in idx {
                 let (s, k) = (src.locate)(i);
-                if !s.is_remote() {
+                if s.remote_data().is_none() {
                     continue;
                 }
                 let at = *slot.entry(s as *const Store).or_insert_with(|| {
@@ -293,17 +366,97 @@ impl<'s> Fetched<'s> {
                 .iter()
                 .filter_map(|(s, r)| s.remote_data().map(|f| (f, r.as_slice())))
                 .collect();
-            let runs = crate::io::remote::fetch_many(&jobs)
-                .map_err(|(j, e)| crate::io::io_error(order[j].0.data_path(), e))?;
+            let failed =
+                |(j, e): (usize, std::io::Error)| crate::io::io_error(order[j].0.data_path(), e);
+            let (runs, arrivals) = match crate::io::remote::fetch_live(&jobs).map_err(failed)? {
+                Some((runs, arrivals)) => (runs, Some(arrivals)),
+                None => (crate::io::remote::fetch_many(&jobs).map_err(failed)?, None),
+            };
+            drop(jobs);
+            let jobs: Vec<&'s Store> = order.iter().map(|(s, _)| *s).collect();
             let mut stores: Vec<(&'s Store, Runs)> =
                 order.into_iter().map(|(s, _)| s).zip(runs).collect();
             stores.sort_by_key(|(s, _)| *s as *const Store as usize);
-            Ok(Fetched { stores })
+            Ok(Fetched {
+                stores,
+                jobs,
+                arrivals,
+            })
         }
         #[cfg(not(feature = "remote"))]
         Ok(Fetched {
             stores: std::marker::PhantomData,
         })
+    }
+
+    /// Whether records' bytes are still arriving (decode them with
+    /// [`Fetched::as_they_land`]).
+    #[inline]
+    pub(crate) fn is_live(&self) -> bool {
+        #[cfg(feature = "remote")]
+        return self.arrivals.as_ref().is_some_and(|a| a.ranges > 0);
+        #[cfg(not(feature = "remote"))]
+        false
+    }
+
+    /// Calls `decode` on the positions `0..n` of a gather's records, each
+    /// position once, as soon as the record's bytes are here: first every
+    /// record that waits for nothing, then, in waves, the records of the
+    /// ranges that landed since the last wave. `landing(j)` is the id of the
+    /// range record `j` waits for ([`Runs::landing_id`]). Fails with the
+    /// first failed request or decode.
+    #[cfg_attr(not(feature = "remote"), allow(unused_variables, unused_mut))]
+    pub(crate) fn as_they_land(
+        &self,
+        n: usize,
+        landing: impl Fn(usize) -> Option<usize>,
+        mut decode: impl FnMut(&[usize]) -> Result<()>,
+    ) -> Result<()> {
+        #[cfg(feature = "remote")]
+        if let Some(arrivals) = &self.arrivals {
+            let ranges = arrivals.ranges;
+            // Positions grouped by the range they wait for (a counting
+            // sort); those waiting for nothing come last, in group `ranges`.
+            let waits: Vec<usize> = (0..n)
+                .map(|j| landing(j).filter(|&g| g < ranges).unwrap_or(ranges))
+                .collect();
+            let mut start = vec![0usize; ranges + 2];
+            for &g in &waits {
+                start[g + 1] += 1;
+            }
+            for g in 0..=ranges {
+                start[g + 1] += start[g];
+            }
+            let mut at = start.clone();
+            let mut order = vec![0usize; n];
+            for (j, &g) in waits.iter().enumerate() {
+                order[at[g]] = j;
+                at[g] += 1;
+            }
+            let now = &order[start[ranges]..start[ranges + 1]];
+            if !now.is_empty() {
+                decode(now)?;
+            }
+            let (mut landed, mut wave) = (Vec::new(), Vec::new());
+            let mut seen = 0;
+            while seen < ranges {
+                landed.clear();
+                arrivals
+                    .next(&mut landed)
+                    .map_err(|(j, e)| crate::io::io_error(self.jobs[j].data_path(), e))?;
+                seen += landed.len();
+                wave.clear();
+                for &g in &landed {
+                    wave.extend_from_slice(&order[start[g]..start[g + 1]]);
+                }
+                if !wave.is_empty() {
+                    decode(&wave)?;
+                }
+            }
+            return Ok(());
+        }
+        let all: Vec<usize> = (0..n).collect();
+        decode(&all)
     }
 
     /// The fetched bytes of store `s`, if it is remote.
@@ -326,6 +479,23 @@ impl<'s> Fetched<'s> {
         #[cfg(not(feature = "remote"))]
         None
     }
+}
+
+/// Decodes the records at positions `wave` of a live gather (see
+/// [`Fetched::as_they_land`]) with `one(j)`, fanned out over the executor
+/// in chunks like any gather of `bytes` bytes.
+fn decode_wave<L>(
+    src: &Source<'_, L>,
+    wave: &[usize],
+    bytes: usize,
+    one: impl Fn(usize) -> Result<()> + Sync,
+) -> Result<()> {
+    let per = chunk_records(src.coded, wave.len(), bytes);
+    let plan = FanOut::plan(work_of(src), bytes, wave.len().div_ceil(per));
+    executor::for_each_chunk(plan, |c| {
+        let end = wave.len().min((c + 1) * per);
+        wave[c * per..end].iter().try_for_each(|&j| one(j))
+    })
 }
 
 impl Store {

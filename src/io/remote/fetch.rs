@@ -12,7 +12,7 @@
 //! (`runtime::Io::permits`) while in flight.
 
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
@@ -80,22 +80,90 @@ pub(crate) fn plan(ranges: &[Range<u64>], gap: u64, split: u64) -> (Vec<Range<u6
 
 /// Fetched bytes of one object: contiguous runs sorted by offset. A run
 /// may overlap the next (a record that crosses two cached blocks gets a run
-/// of its own).
+/// of its own). The runs of a gather's live fetch ([`Landing`]) are still
+/// arriving: each serves its bytes once it has landed.
 #[derive(Debug, Default)]
 pub(crate) struct Runs {
     runs: Vec<(u64, Bytes)>,
+    live: Option<Arc<Landing>>,
+}
+
+/// The merged ranges of one object in a live fetch (see
+/// `object::fetch_live`): each range's bytes land in its slot once every
+/// request of the range is done, while the gather decodes the records of
+/// the ranges already here.
+#[derive(Debug)]
+pub(crate) struct Landing {
+    /// Sorted, disjoint.
+    ranges: Vec<Range<u64>>,
+    slots: Vec<OnceLock<Bytes>>,
+    /// The id of the first range, among the ranges of every object of the
+    /// gather (ids count from 0 across objects, in job order).
+    base: usize,
+}
+
+impl Landing {
+    pub(crate) fn new(ranges: Vec<Range<u64>>, base: usize) -> Landing {
+        let slots = ranges.iter().map(|_| OnceLock::new()).collect();
+        Landing {
+            ranges,
+            slots,
+            base,
+        }
+    }
+
+    /// Stores the bytes of range `at` (ids relative to this object).
+    pub(crate) fn land(&self, at: usize, bytes: Bytes) {
+        // Each range lands once; a second landing would be a planner bug,
+        // and the first bytes stay.
+        let _ = self.slots[at].set(bytes);
+    }
+
+    /// The range holding `offset..end`, if one does.
+    #[inline]
+    fn find(&self, offset: u64, end: u64) -> Option<usize> {
+        let at = self
+            .ranges
+            .partition_point(|r| r.start <= offset)
+            .checked_sub(1)?;
+        (end <= self.ranges[at].end).then_some(at)
+    }
 }
 
 impl Runs {
     pub(crate) fn new(mut runs: Vec<(u64, Bytes)>) -> Runs {
         runs.sort_by_key(|(start, _)| *start);
-        Runs { runs }
+        Runs { runs, live: None }
     }
 
-    /// The bytes `offset..offset + len`, if one run holds all of them.
+    /// Runs that are still arriving.
+    pub(crate) fn landing(landing: Arc<Landing>) -> Runs {
+        Runs {
+            runs: Vec::new(),
+            live: Some(landing),
+        }
+    }
+
+    /// The id (see [`Landing`]) of the live range that will hold the bytes
+    /// `offset..offset + len`, if these runs are live and one does.
+    #[inline]
+    pub(crate) fn landing_id(&self, offset: u64, len: usize) -> Option<usize> {
+        let live = self.live.as_ref()?;
+        let end = offset.checked_add(len as u64)?;
+        live.find(offset, end).map(|at| live.base + at)
+    }
+
+    /// The bytes `offset..offset + len`, if one run holds all of them (and,
+    /// in a live fetch, has landed).
     #[inline]
     pub(crate) fn slice(&self, offset: u64, len: usize) -> Option<&[u8]> {
         let end = offset.checked_add(len as u64)?;
+        if let Some(live) = &self.live {
+            let at = live.find(offset, end)?;
+            let bytes = live.slots[at].get()?;
+            let from = (offset - live.ranges[at].start) as usize;
+            return bytes.get(from..from + len);
+        }
         // The last run starting at or before `offset`, then a few before it
         // (overlapping runs are rare and short).
         let after = self.runs.partition_point(|(s, _)| *s <= offset);
@@ -205,6 +273,26 @@ mod tests {
         assert_eq!(runs.slice(100, 50).unwrap(), &[1u8; 50][..]);
         assert!(runs.slice(45, 10).is_none());
         assert!(runs.slice(155, 10).is_none());
+    }
+
+    #[test]
+    fn live_runs_serve_a_range_only_once_it_has_landed() {
+        let landing = Arc::new(Landing::new(vec![0..10, 100..150], 7));
+        let runs = Runs::landing(landing.clone());
+        assert_eq!(runs.landing_id(2, 5), Some(7));
+        assert_eq!(runs.landing_id(120, 30), Some(8));
+        // Not inside one range: no id, and never served.
+        assert_eq!(runs.landing_id(8, 5), None);
+        assert_eq!(runs.landing_id(50, 1), None);
+        assert!(runs.slice(120, 30).is_none());
+        landing.land(1, Bytes::from((0..50u8).collect::<Vec<_>>()));
+        assert_eq!(runs.slice(120, 3).unwrap(), &[20, 21, 22]);
+        assert!(runs.slice(2, 5).is_none());
+        assert!(runs.slice(140, 20).is_none());
+        // A short landing (never planned) serves nothing past its end.
+        landing.land(0, Bytes::from(vec![9u8; 4]));
+        assert_eq!(runs.slice(0, 4).unwrap(), &[9u8; 4][..]);
+        assert!(runs.slice(2, 5).is_none());
     }
 
     #[test]

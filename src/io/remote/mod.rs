@@ -40,7 +40,7 @@ pub(crate) use cache::BlockCache;
 pub(crate) const BLOCK_SIZE: u64 = cache::BLOCK;
 use client::{Client, ClientConfig};
 pub(crate) use fetch::Runs;
-pub(crate) use object::{fetch_many, Object, RemoteFile};
+pub(crate) use object::{fetch_live, fetch_many, Arrivals, Object, RemoteFile};
 use uri::RemoteUri;
 
 use super::{EntryKind, Storage, StorageFile};

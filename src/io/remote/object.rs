@@ -267,6 +267,169 @@ impl StorageFile for RemoteFile {
     }
 }
 
+/// A live fetch under way (see [`fetch_live`]): the ids of the ranges
+/// that have landed, as they land. Dropping it cancels the requests still
+/// in flight.
+pub(crate) struct Arrivals {
+    /// Behind a mutex only so that a gather's decoding threads may share
+    /// the handle: one thread waits on it.
+    rx: std::sync::Mutex<std::sync::mpsc::Receiver<Landed>>,
+    /// How many ranges the fetch lands in all.
+    pub(crate) ranges: usize,
+    task: Option<tokio::task::AbortHandle>,
+}
+
+/// What the fetch task reports: a range's id once its bytes are in its
+/// slot, or the job whose object failed and the error (the last report).
+type Landed = std::result::Result<usize, (usize, io::Error)>;
+
+/// A live fetch: each job's runs, and what lands.
+pub(crate) type Live = (Vec<Runs>, Arrivals);
+
+impl Arrivals {
+    /// Blocks until at least one more range lands, then appends the ids of
+    /// every range landed since the last call to `out`. On failure, the job
+    /// whose object failed and the error.
+    pub(crate) fn next(&self, out: &mut Vec<usize>) -> std::result::Result<(), (usize, io::Error)> {
+        let rx = self.rx.lock().unwrap_or_else(|e| e.into_inner());
+        let first = rx.recv().map_err(|_| {
+            (
+                0,
+                io::Error::other("the fetch ended before every range landed"),
+            )
+        })?;
+        out.push(first?);
+        while let Ok(more) = rx.try_recv() {
+            out.push(more?);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Arrivals {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// Starts fetching the byte ranges of several objects (as [`fetch_many`])
+/// without waiting for them: each object's [`Runs`] serve a merged range's
+/// bytes once it has landed, and [`Arrivals`] says which have, so a gather
+/// decodes the records that are here while later requests are still in
+/// flight. `None` when an object reads through the block cache (whose
+/// bookkeeping needs every block at once): use [`fetch_many`] then.
+pub(crate) fn fetch_live(
+    jobs: &[(&RemoteFile, &[Range<u64>])],
+) -> std::result::Result<Option<Live>, (usize, io::Error)> {
+    if jobs
+        .iter()
+        .any(|(f, _)| f.0.cache.is_some() && f.0.body.is_none())
+    {
+        return Ok(None);
+    }
+    let mut out = Vec::with_capacity(jobs.len());
+    // Per range id: its job and its index in that job's landing; its parts.
+    let mut owner: Vec<(usize, usize)> = Vec::new();
+    let mut parts: Vec<usize> = Vec::new();
+    let mut landings: Vec<Option<Arc<fetch::Landing>>> = Vec::with_capacity(jobs.len());
+    // (range id, part, object, bytes) of every request.
+    let mut requests: Vec<(usize, usize, Arc<Object>, Range<u64>)> = Vec::new();
+    for (j, (file, ranges)) in jobs.iter().enumerate() {
+        let obj = &file.0;
+        if let Some(body) = &obj.body {
+            out.push(Runs::new(vec![(0, body.clone())]));
+            landings.push(None);
+            continue;
+        }
+        check_within(obj, ranges).map_err(|e| (j, e))?;
+        let split = fetch::split_for(ranges, runtime::max_requests_now());
+        let (merged, reqs) = fetch::plan(ranges, fetch::GAP, split);
+        let base = owner.len();
+        owner.extend((0..merged.len()).map(|at| (j, at)));
+        parts.resize(owner.len(), 0);
+        for r in reqs {
+            let id = base + r.group;
+            requests.push((id, parts[id], obj.clone(), r.range));
+            parts[id] += 1;
+        }
+        let landing = Arc::new(fetch::Landing::new(merged, base));
+        out.push(Runs::landing(landing.clone()));
+        landings.push(Some(landing));
+    }
+    let (tx, rx) = std::sync::mpsc::channel::<Landed>();
+    let ranges = owner.len();
+    let task = if requests.is_empty() {
+        None
+    } else {
+        let io = runtime::io().map_err(|e| (0, e))?;
+        let permits = io.permits.clone();
+        let max = io.max_requests;
+        Some(io.spawn(async move {
+            let mut pieces: Vec<Vec<Option<Bytes>>> =
+                parts.iter().map(|&n| vec![None; n]).collect();
+            let mut left = parts;
+            let mut done = futures::stream::iter(requests.into_iter().map(|(id, part, obj, r)| {
+                let permits = permits.clone();
+                async move {
+                    let got = match permits.acquire_owned().await {
+                        Ok(_permit) => obj.get_range(r).await,
+                        Err(_) => Err(io::Error::other("the request limiter closed")),
+                    };
+                    (id, part, got)
+                }
+            }))
+            .buffer_unordered(max);
+            while let Some((id, part, got)) = done.next().await {
+                let (j, at) = owner[id];
+                let bytes = match got {
+                    Ok(bytes) => bytes,
+                    Err(e) => {
+                        let _ = tx.send(Err((j, e)));
+                        return;
+                    }
+                };
+                pieces[id][part] = Some(bytes);
+                left[id] -= 1;
+                if left[id] > 0 {
+                    continue;
+                }
+                let whole = std::mem::take(&mut pieces[id]).into_iter().flatten();
+                if let Some(landing) = &landings[j] {
+                    landing.land(at, fetch::join(whole.collect()));
+                }
+                if tx.send(Ok(id)).is_err() {
+                    return; // the gather is gone
+                }
+            }
+        }))
+    };
+    let arrivals = Arrivals {
+        rx: std::sync::Mutex::new(rx),
+        ranges,
+        task,
+    };
+    Ok(Some((out, arrivals)))
+}
+
+/// Fails naming the object when a range lies past its end.
+fn check_within(obj: &Object, ranges: &[Range<u64>]) -> io::Result<()> {
+    match ranges.iter().find(|r| r.end > obj.size) {
+        Some(r) => Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "{}: bytes {}..{} lie past the end of the object ({} bytes)",
+                obj.path.display(),
+                r.start,
+                r.end,
+                obj.size
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// How one object's ranges are read by [`fetch_many`].
 enum Plan {
     Ready(Runs),
@@ -293,19 +456,7 @@ pub(crate) fn fetch_many(
             plans.push(Plan::Ready(Runs::new(vec![(0, body.clone())])));
             continue;
         }
-        if let Some(r) = ranges.iter().find(|r| r.end > obj.size) {
-            let e = io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "{}: bytes {}..{} lie past the end of the object ({} bytes)",
-                    obj.path.display(),
-                    r.start,
-                    r.end,
-                    obj.size
-                ),
-            );
-            return Err((j, e));
-        }
+        check_within(obj, ranges).map_err(|e| (j, e))?;
         if let Some(cache) = &obj.cache {
             let pending = cache.plan(file, ranges).map_err(|e| (j, e))?;
             requests.extend(pending.requests.iter().map(|r| (j, r.clone())));

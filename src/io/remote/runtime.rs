@@ -94,6 +94,14 @@ impl Io {
         )
     }
 
+    /// Starts `fut` on this runtime's threads; the handle cancels it.
+    pub(crate) fn spawn<F>(&self, fut: F) -> tokio::task::AbortHandle
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.runtime.spawn(fut).abort_handle()
+    }
+
     /// Runs `fut` to completion on this runtime from a thread outside it.
     /// From inside another runtime (a DataFusion scan calls gathers from its
     /// own tokio threads), a scoped thread blocks instead, since a runtime
