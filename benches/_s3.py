@@ -109,8 +109,16 @@ class Servers:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def start(bucket: str = "bench", tmp: str | None = None) -> Servers:
+def start(bucket: str = "bench", tmp: str | None = None, cpus: set[int] | None = None) -> Servers:
+    """Starts s3s-fs and the latency proxy; with ``cpus``, both run on those
+    CPUs only (so that a client kept off them does not share its cores with
+    the server)."""
     root = tempfile.mkdtemp(prefix="loaderx-s3s-", dir=tmp)
+
+    def pin():
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+
     os.makedirs(os.path.join(root, bucket))
     sport = _free_port()
     server = subprocess.Popen(
@@ -128,12 +136,14 @@ def start(bucket: str = "bench", tmp: str | None = None) -> Servers:
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=pin,
     )
     _wait(sport, server, "s3s-fs")
     port_file = os.path.join(root, ".proxy-port")
     proxy = subprocess.Popen(
         [sys.executable, os.path.abspath(__file__), "proxy", str(sport), port_file],
         stdout=subprocess.DEVNULL,
+        preexec_fn=pin,
     )
     deadline = time.time() + 30
     while not os.path.exists(port_file) and time.time() < deadline:
