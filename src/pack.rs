@@ -42,10 +42,42 @@ struct Row {
     segments: usize,
 }
 
+/// Where [`place`] put each record: the row count, the pieces, and the
+/// tokens left out. [`Placement::write`] turns it into rows.
+#[derive(Clone, Debug)]
+pub struct Placement {
+    /// Rows of `seq_len` tokens.
+    pub rows: usize,
+    /// Tokens that did not fit.
+    pub dropped: u64,
+    seq_len: usize,
+    /// (row, record, start, len) of each placed piece, by row and, within
+    /// a row, in placement order (its segments' order).
+    pieces: Vec<(usize, usize, usize, usize)>,
+}
+
 /// Packs `records` (see the module documentation). `InvalidValue` for a
 /// `seq_len` or `max_segments` of 0, or a row that would hold more than
 /// `i32::MAX` segments or positions.
 pub fn pack<T: Copy>(records: &[&[T]], pad: T, options: &PackOptions) -> crate::Result<Packed<T>> {
+    let placed = place(records, options)?;
+    let n = placed.rows * placed.seq_len;
+    let mut tokens = vec![pad; n];
+    let mut segment_ids = vec![0i32; n];
+    let mut positions = vec![0i32; n];
+    placed.write(records, pad, &mut tokens, &mut segment_ids, &mut positions);
+    Ok(Packed {
+        rows: placed.rows,
+        tokens,
+        segment_ids,
+        positions,
+        dropped: placed.dropped,
+    })
+}
+
+/// Places `records` into rows (the first half of [`pack`]): only their
+/// lengths matter. Errors as [`pack`].
+pub fn place<T>(records: &[&[T]], options: &PackOptions) -> crate::Result<Placement> {
     let PackOptions {
         seq_len,
         rows: fixed,
@@ -135,29 +167,74 @@ pub fn pack<T: Copy>(records: &[&[T]], pad: T, options: &PackOptions) -> crate::
         dropped += (len - start) as u64;
     }
 
-    let n = rows.len();
-    let mut tokens = vec![pad; n * seq_len];
-    let mut segment_ids = vec![0i32; n * seq_len];
-    let mut positions = vec![0i32; n * seq_len];
-    let mut fill = vec![0usize; n];
-    let mut segment = vec![0i32; n];
-    for (r, i, start, len) in pieces {
-        let at = r * seq_len + fill[r];
-        tokens[at..at + len].copy_from_slice(&records[i][start..start + len]);
-        segment[r] += 1;
-        segment_ids[at..at + len].fill(segment[r]);
-        for (k, p) in positions[at..at + len].iter_mut().enumerate() {
-            *p = k as i32;
-        }
-        fill[r] += len;
-    }
-    Ok(Packed {
-        rows: n,
-        tokens,
-        segment_ids,
-        positions,
+    // By row, keeping the placement order within a row (a stable sort).
+    pieces.sort_by_key(|p| p.0);
+    Ok(Placement {
+        rows: rows.len(),
         dropped,
+        seq_len,
+        pieces,
     })
+}
+
+impl Placement {
+    /// Tokens (and segment ids, and positions) in all the rows.
+    pub fn len(&self) -> usize {
+        self.rows * self.seq_len
+    }
+
+    /// Whether there is no row.
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// Writes the rows of `records` (those given to [`place`]) into
+    /// `tokens`, `segment_ids` and `positions`, each [`Placement::len`]
+    /// long, in one pass that sets every element: a row's pieces in order,
+    /// then `pad` (segment id and position 0) to its end.
+    ///
+    /// Panics if a slice has another length.
+    pub fn write<T: Copy>(
+        &self,
+        records: &[&[T]],
+        pad: T,
+        tokens: &mut [T],
+        segment_ids: &mut [i32],
+        positions: &mut [i32],
+    ) {
+        let (n, seq_len) = (self.len(), self.seq_len);
+        assert!(
+            tokens.len() == n && segment_ids.len() == n && positions.len() == n,
+            "pack output slices of {}, {} and {} elements for {n}",
+            tokens.len(),
+            segment_ids.len(),
+            positions.len()
+        );
+        let mut pieces = self.pieces.iter().peekable();
+        for r in 0..self.rows {
+            let row = r * seq_len..(r + 1) * seq_len;
+            let (tok, seg, pos) = (
+                &mut tokens[row.clone()],
+                &mut segment_ids[row.clone()],
+                &mut positions[row],
+            );
+            let mut used = 0;
+            let mut segment = 0i32;
+            while let Some(&&(_, i, start, len)) = pieces.peek().filter(|p| p.0 == r) {
+                pieces.next();
+                segment += 1;
+                tok[used..used + len].copy_from_slice(&records[i][start..start + len]);
+                seg[used..used + len].fill(segment);
+                for (k, p) in pos[used..used + len].iter_mut().enumerate() {
+                    *p = k as i32;
+                }
+                used += len;
+            }
+            tok[used..].fill(pad);
+            seg[used..].fill(0);
+            pos[used..].fill(0);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,13 +1,20 @@
 //! `loaderx._native.pack`: token records packed into fixed-length rows in
 //! one native call (`loaderx::pack`).
 
-use loaderx::pack::{pack as core_pack, PackOptions};
-use numpy::{Element, PyArray1, PyArrayMethods, PyReadonlyArray1};
+use loaderx::pack::{place, PackOptions};
+use numpy::{dtype, Element, PyReadonlyArray1};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use crate::arrays::{array_view, GatherBuffer};
 use crate::errors::IntoPyResult;
+
+/// Where the segment ids start in the output buffer of `n` tokens of `T`
+/// (16-byte aligned; the positions follow them).
+fn ids_at<T>(n: usize) -> usize {
+    (n * std::mem::size_of::<T>()).next_multiple_of(16)
+}
 
 fn typed<'py, T>(
     py: Python<'py>,
@@ -43,22 +50,51 @@ where
                 .map_err(|_| PyValueError::new_err("records must be contiguous"))
         })
         .collect::<PyResult<Vec<&[T]>>>()?;
-    let packed = py.detach(|| core_pack(&slices, pad, options)).py()?;
-    let shape = [packed.rows, options.seq_len];
+    // The three outputs share one buffer from the engine's pool: a fresh
+    // allocation of this size per call would be a fresh mapping whose pages
+    // all fault in, which costs more than the packing.
+    let (buf, placed) = py
+        .detach(|| -> loaderx::Result<_> {
+            let placed = place(&slices, options)?;
+            let n = placed.len();
+            let ids = ids_at::<T>(n);
+            let mut buf = loaderx::Buffer::new(ids + 8 * n);
+            let bytes = buf.as_mut_slice();
+            let (head, tail) = bytes.split_at_mut(ids);
+            let (ids_bytes, pos_bytes) = tail.split_at_mut(4 * n);
+            // SAFETY: the buffer is 16-byte aligned and `ids` is a multiple
+            // of 16, so each part is aligned for its type (itemsizes <= 8);
+            // each part holds exactly `n` elements of it; integers have no
+            // invalid bit patterns; the three parts do not overlap.
+            let (tokens, segment_ids, positions) = unsafe {
+                (
+                    std::slice::from_raw_parts_mut(head.as_mut_ptr().cast::<T>(), n),
+                    std::slice::from_raw_parts_mut(ids_bytes.as_mut_ptr().cast::<i32>(), n),
+                    std::slice::from_raw_parts_mut(pos_bytes.as_mut_ptr().cast::<i32>(), n),
+                )
+            };
+            placed.write(&slices, pad, tokens, segment_ids, positions);
+            Ok((buf, placed))
+        })
+        .py()?;
+    let n = placed.len();
+    let shape = [placed.rows, options.seq_len];
+    let owner = GatherBuffer::new(py, buf)?;
     let out = PyDict::new(py);
+    let int32 = dtype::<i32>(py);
     out.set_item(
         "tokens",
-        PyArray1::from_vec(py, packed.tokens).reshape(shape)?,
+        array_view(py, &owner, 0, &dtype::<T>(py), &shape)?,
     )?;
     out.set_item(
         "segment_ids",
-        PyArray1::from_vec(py, packed.segment_ids).reshape(shape)?,
+        array_view(py, &owner, ids_at::<T>(n), &int32, &shape)?,
     )?;
     out.set_item(
         "positions",
-        PyArray1::from_vec(py, packed.positions).reshape(shape)?,
+        array_view(py, &owner, ids_at::<T>(n) + 4 * n, &int32, &shape)?,
     )?;
-    out.set_item("dropped", packed.dropped)?;
+    out.set_item("dropped", placed.dropped)?;
     Ok(out)
 }
 

@@ -98,6 +98,46 @@ def test_first_fit_decreasing_and_the_documented_example():
     assert empty["tokens"].shape == (0, 8) and empty["dropped"] == 0
 
 
+def test_large_outputs_never_show_an_earlier_batch():
+    # Outputs of this size come from recycled memory: every element of a
+    # new batch (padding, segment ids, positions) is written afresh, for
+    # every token dtype, and each array outlives the others and the dict.
+    rng = np.random.default_rng(3)
+    kept = []
+    for dtype in (np.int8, np.uint16, np.int32, np.int64, np.int32):
+        full = [np.full(4000, 77, dtype) for _ in range(40)]
+        big = loaderx.pack(full, 4096)
+        assert big["tokens"].dtype == dtype and big["tokens"].shape == (40, 4096)
+        del big
+        # About 30 rows: within twice the size of the 40 before, so the
+        # memory of those is reused.
+        lengths = rng.integers(300, 900, 200)
+        recs = [np.arange(n, dtype=dtype) % 50 + 1 for n in lengths]
+        out = loaderx.pack(recs, 4096, pad=-1 if np.dtype(dtype).kind == "i" else 0)
+        segs = _segments_any_pad(out)
+        got = sorted(tuple(t.tolist()) for row in segs for t in row)
+        assert got == sorted(tuple(r.tolist()) for r in recs)
+        kept.append(out["positions"])
+        del out
+    for pos in kept:
+        assert pos.flags.writeable and pos.dtype == np.int32 and pos.min() >= 0
+
+
+def _segments_any_pad(out):
+    segs = []
+    pad = out["tokens"][out["segment_ids"] == 0]
+    assert pad.size == 0 or (pad == pad.flat[0]).all()
+    assert (out["positions"][out["segment_ids"] == 0] == 0).all()
+    for toks, ids, pos in zip(out["tokens"], out["segment_ids"], out["positions"]):
+        row = []
+        for s in range(1, ids.max(initial=0) + 1):
+            where = np.flatnonzero(ids == s)
+            np.testing.assert_array_equal(pos[where], np.arange(len(where)))
+            row.append(toks[where])
+        segs.append(row)
+    return segs
+
+
 def test_packing_a_loader_batch(tmp_path):
     from loaderx.dataloader import DataLoader
 
