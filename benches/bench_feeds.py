@@ -131,9 +131,12 @@ def mixture(records: int, steps: int, rounds: int) -> None:
             runs: dict[str, list[float]] = {name: [] for name in configs}
             for streams in configs.values():  # a warm-up round, not counted
                 _batches_per_s(streams, max(steps // 4, 8))
-            for _ in range(rounds):
-                for name, streams in configs.items():
-                    runs[name].append(_batches_per_s(streams, steps))
+            names = list(configs)
+            for r in range(rounds):
+                # Each round starts at another configuration, so that none
+                # always runs first (or right after the single source).
+                for name in names[r % len(names) :] + names[: r % len(names)]:
+                    runs[name].append(_batches_per_s(configs[name], steps))
     # Each round's mixture against the same round's single source (the
     # machine's load drifts between rounds, much less within one).
     single = np.asarray(runs["single"])
