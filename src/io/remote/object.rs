@@ -371,14 +371,8 @@ pub(crate) fn fetch_live(
                 parts.iter().map(|&n| vec![None; n]).collect();
             let mut left = parts;
             let mut done = futures::stream::iter(requests.into_iter().map(|(id, part, obj, r)| {
-                let permits = permits.clone();
-                async move {
-                    let got = match permits.acquire_owned().await {
-                        Ok(_permit) => obj.get_range(r).await,
-                        Err(_) => Err(io::Error::other("the request limiter closed")),
-                    };
-                    (id, part, got)
-                }
+                let got = limited_get(obj, permits.clone(), r);
+                async move { (id, part, got.await) }
             }))
             .buffer_unordered(max);
             while let Some((id, part, got)) = done.next().await {
@@ -411,6 +405,19 @@ pub(crate) fn fetch_live(
         task,
     };
     Ok(Some((out, arrivals)))
+}
+
+/// The bytes `range` of `obj`, holding one of the process's request
+/// permits while the request is in flight.
+async fn limited_get(
+    obj: Arc<Object>,
+    permits: Arc<tokio::sync::Semaphore>,
+    range: Range<u64>,
+) -> io::Result<Bytes> {
+    match permits.acquire_owned().await {
+        Ok(_permit) => obj.get_range(range).await,
+        Err(_) => Err(io::Error::other("the request limiter closed")),
+    }
 }
 
 /// Fails naming the object when a range lies past its end.
@@ -477,15 +484,8 @@ pub(crate) fn fetch_many(
         let futs: Vec<_> = requests
             .into_iter()
             .map(|(j, r)| {
-                let obj = jobs[j].0 .0.clone();
-                let permits = io.permits.clone();
-                async move {
-                    let got = match permits.acquire_owned().await {
-                        Ok(_permit) => obj.get_range(r).await,
-                        Err(_) => Err(io::Error::other("the request limiter closed")),
-                    };
-                    (j, got)
-                }
+                let got = limited_get(jobs[j].0 .0.clone(), io.permits.clone(), r);
+                async move { (j, got.await) }
             })
             .collect();
         let results: Vec<(usize, io::Result<Bytes>)> = io.block_on(
