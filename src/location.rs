@@ -120,6 +120,54 @@ impl Location {
         crate::table::read_file(&self.fs, &self.path.join(name))
     }
 
+    /// Puts the local file `local` at this location, whole: for an object
+    /// store with one request, or a multipart upload for a large file (the
+    /// object appears whole or not at all). Returns its size.
+    pub fn upload_file(&self, local: &Path) -> Result<u64> {
+        let size = std::fs::metadata(local)
+            .map_err(|e| Error::io(local, e))?
+            .len();
+        match &self.fs {
+            Fs::Local => {
+                std::fs::copy(local, &self.path).map_err(|e| Error::io(&self.path, e))?;
+            }
+            #[cfg(feature = "remote")]
+            Fs::Remote(r) => {
+                use crate::io::remote::upload::{transfer, Place, Transfer};
+                if !r.writable() {
+                    return Err(Error::InvalidValue(format!(
+                        "{} is an http(s) location, which is read-only",
+                        self.path.display()
+                    )));
+                }
+                let key = r
+                    .key_of(&self.path)
+                    .map_err(|e| crate::io::io_error(&self.path, e))?;
+                let t = Transfer {
+                    from: Place::Local(local.to_path_buf()),
+                    to: Place::Remote(r.clone(), key),
+                    size,
+                };
+                transfer(std::slice::from_ref(&t), &|_| Ok(()))
+                    .map_err(|e| crate::io::io_error(&self.path, e))?;
+            }
+        }
+        Ok(size)
+    }
+
+    /// The size of the file or object at this location, None when there is
+    /// none.
+    pub fn file_size(&self) -> Result<Option<u64>> {
+        use crate::io::{Storage, StorageFile};
+        match self.fs.open(&self.path, false) {
+            Ok(f) => Ok(Some(
+                f.len().map_err(|e| crate::io::io_error(&self.path, e))?,
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(crate::io::io_error(&self.path, e)),
+        }
+    }
+
     /// Whether `location` names a remote object store (not a local path or
     /// a `file://` URI); nothing is checked beyond the scheme.
     pub fn is_remote_uri(location: &str) -> bool {

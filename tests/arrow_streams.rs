@@ -13,7 +13,7 @@ use arrow_array::{
 };
 use arrow_buffer::OffsetBuffer;
 use arrow_schema::{DataType, Field, Schema};
-use loaderx::arrow::{ingest_streams, merge_specs};
+use loaderx::arrow::ingest_streams;
 use loaderx::table::ColumnSpec;
 use loaderx::{Codec, DType, Error, Records, Store};
 
@@ -198,10 +198,10 @@ fn merged_specs_keep_one_shape_and_fall_back_to_ragged() {
         logical: loaderx::Logical::Tensor,
     };
     assert_eq!(
-        merge_specs("v", &[dense(&[2]), dense(&[2])]).unwrap(),
+        ColumnSpec::merge("v", &[dense(&[2]), dense(&[2])]).unwrap(),
         dense(&[2])
     );
-    let merged = merge_specs("v", &[dense(&[2]), dense(&[]), dense(&[3, 1])]).unwrap();
+    let merged = ColumnSpec::merge("v", &[dense(&[2]), dense(&[]), dense(&[3, 1])]).unwrap();
     assert_eq!(merged.schema, loaderx::Schema::ragged(DType::U16));
-    assert!(merge_specs("v", &[]).is_err());
+    assert!(ColumnSpec::merge("v", &[]).is_err());
 }

@@ -247,8 +247,7 @@ def cmd_export(args) -> int:
     finally:
         _close_all(streams)
     if _is_remote(args.out):
-        parent, _, name = args.out.rstrip("/").rpartition("/")
-        size = dict(_native.list_objects(parent, options)).get(name)
+        size = _native.file_size(args.out, options)
     else:
         size = os.path.getsize(args.out)
     data = {"rows": rows, "path": args.out, "bytes": size, "seconds": seconds}

@@ -58,9 +58,8 @@ from ._streams import (
     require_pyarrow,
     scan,
 )
-from .table import _open_pinned, open_store, open_table
+from .table import _open_pinned, open_table
 
-_LOCK = _native.MANIFEST_LOCK
 #: The least bytes :func:`read_table` gives a read task unless told how many
 #: tasks to make (``override_num_blocks``).
 MIN_TASK_BYTES = 64 << 20
@@ -402,41 +401,6 @@ def __getattr__(name: str):
 # ----------------------------------------------------------------- writing
 
 
-def _write_shard(tables: list, shard: str, codec: str) -> tuple[int, dict]:
-    """Writes ``tables`` (pyarrow tables, in order) as one plain table in the
-    new directory ``shard``, one store per column. The core decides each
-    column's store over every table's schema (Ray's tensor types included):
-    dense when every block holds one item shape, ragged otherwise. Returns
-    ``(rows, {column: (kind, dtype, item_shape, logical)})``."""
-    rows, specs = _native.arrow_ingest_streams(tables, shard, codec)
-    return rows, dict(specs)
-
-
-def _to_ragged_column(shard: str, name: str, codec: str) -> None:
-    """Rewrites the dense column ``name`` of the uncommitted shard ``shard``
-    as a ragged store of the same records (each of the dense item shape)."""
-    import shutil
-
-    from .zrecord import RaggedStore
-
-    column = os.path.join(shard, name)
-    tmp = os.path.join(shard, f".ragged-{name}")
-    old = os.path.join(shard, f".dense-{name}")
-    with open_store(column, readonly=True) as dense:
-        n = len(dense)
-        ragged = RaggedStore.create(tmp, dense.dtype, codec)
-        try:
-            row_bytes = max(1, dense.dtype.itemsize * int(np.prod(dense.item_shape)))
-            step = max(1, BATCH_BYTES // row_bytes)
-            for lo in range(0, n, step):
-                ragged.append(dense.to_arrow(np.arange(lo, min(n, lo + step))))
-        finally:
-            ragged.close()
-    os.rename(column, old)
-    os.rename(tmp, column)
-    shutil.rmtree(old)
-
-
 def _sink_class():
     """Builds :class:`TableDatasink` on first use (Ray is imported then)."""
     cached = globals().get("_TableDatasink")
@@ -478,20 +442,16 @@ def _sink_class():
         """
 
         def __init__(self, path, codec: str = "zstd", *, storage_options=None):
-            import secrets
-
             from ._streams import check_codec
 
             path, options = _table_path(path, storage_options)
             check_codec(codec, None)
-            self._remote = is_remote(path)
-            self._options = options
-            _check_new_target(path, options)
             self._path = path
             self._codec = codec
-            self._existed = not self._remote and os.path.isdir(path)
-            # Names this write's shards (and only them): shard-<token>-<task>-<rand>.
-            self._token = secrets.token_hex(6)
+            # The core's write: it names, checks, uploads, commits and
+            # cleans up this write's shards (FileExistsError here unless
+            # the target is new or empty).
+            self._write = _native.TableWrite(path, options, True)
             self._rows = None
 
         @property
@@ -506,16 +466,7 @@ def _sink_class():
         def get_name(self) -> str:
             return "LoaderxTable"
 
-        def on_write_start(self, schema=None) -> None:
-            _check_new_target(self._path, self._options)
-            if not self._remote:
-                os.makedirs(self._path, exist_ok=True)
-
         def write(self, blocks, ctx):
-            import secrets
-            import shutil
-            import tempfile
-
             tables = []
             for b in blocks:
                 t = BlockAccessor.for_block(b).to_arrow()
@@ -523,95 +474,22 @@ def _sink_class():
                     tables.append(t)
             task = int(getattr(ctx, "task_idx", 0))
             if not tables:
-                return {"task": task, "shard": None, "rows": 0, "columns": None}
-            name = f"shard-{self._token}-{task:06d}-{secrets.token_hex(4)}"
-            if self._remote:
-                # Written on this node's disk, then uploaded under its own
-                # name; the driver commits it.
-                staging = tempfile.mkdtemp(prefix="loaderx-shard-")
-                try:
-                    shard = os.path.join(staging, name)
-                    os.mkdir(shard)
-                    rows, specs = _write_shard(tables, shard, self._codec)
-                    _native.upload_dir(shard, f"{self._path}/{name}", self._options)
-                finally:
-                    shutil.rmtree(staging, ignore_errors=True)
-                return {"task": task, "shard": name, "rows": rows, "columns": specs}
-            os.makedirs(self._path, exist_ok=True)
-            shard = os.path.join(self._path, name)
-            os.mkdir(shard)
-            try:
-                rows, specs = _write_shard(tables, shard, self._codec)
-            except BaseException:
-                shutil.rmtree(shard, ignore_errors=True)
-                raise
-            return {"task": task, "shard": name, "rows": rows, "columns": specs}
+                return {"task": task, "shard": None, "rows": 0}
+            name, rows = self._write.write_streams(tables, self._codec)
+            return {"task": task, "shard": name, "rows": rows}
 
         def on_write_complete(self, write_result) -> None:
-            from .table import commit_shards
-
-            try:
-                done = [r for r in write_result.write_returns if r and r["shard"]]
-                done.sort(key=lambda r: r["task"])
-                if not done:
-                    raise ValueError("the dataset has no rows: there is nothing to write")
-                names = list(done[0]["columns"])
-                for r in done[1:]:
-                    if sorted(r["columns"]) != sorted(names):
-                        raise ValueError(
-                            f"every block must have the same columns, but one has "
-                            f"{list(r['columns'])} and another {names}"
-                        )
-                for name in names:
-                    specs = [tuple(r["columns"][name]) for r in done]
-                    target = _native.merge_column_specs(name, specs)
-                    for r in done:
-                        if tuple(r["columns"][name]) != target:  # dense here, ragged elsewhere
-                            if self._remote:
-                                _to_ragged_column_remote(
-                                    f"{self._path}/{r['shard']}", name, self._codec, self._options
-                                )
-                            else:
-                                _to_ragged_column(
-                                    os.path.join(self._path, r["shard"]), name, self._codec
-                                )
-                            r["columns"][name] = target
-                _check_new_target(self._path, self._options, ours=self._token)
-                if self._remote:
-                    self._rows = _native.commit_uploaded(
-                        self._path, [r["shard"] for r in done], self._options
-                    )
-                else:
-                    self._rows = commit_shards(
-                        self._path, [os.path.join(self._path, r["shard"]) for r in done]
-                    )
-            except BaseException:
-                self._clean_up()
-                raise
-            self._clean_up()  # a retried task's leftover shard, if any
+            done = [r for r in write_result.write_returns if r and r["shard"]]
+            done.sort(key=lambda r: r["task"])
+            if not done:
+                self._write.discard()
+                raise ValueError("the dataset has no rows: there is nothing to write")
+            # The core decides each column's layout over every shard, commits
+            # them in task order and removes what a retried task left.
+            self._rows = self._write.commit([r["shard"] for r in done])
 
         def on_write_failed(self, error) -> None:
-            self._clean_up()
-
-        def _clean_up(self) -> None:
-            """Removes this write's uncommitted shards; when nothing was
-            committed, whatever else this write created (the lock file, the
-            directory). In a bucket: every object of this write's shards that
-            no committed manifest names."""
-            if not self._remote:
-                _native.discard_shards(self._path, f"shard-{self._token}-", not self._existed)
-                return
-            import json
-
-            raw = _native.read_table_file(self._path, _native.MANIFEST, self._options)
-            committed = {s["name"] for s in json.loads(raw)["shards"]} if raw else set()
-            ours = f"shard-{self._token}-"
-            stale = [
-                rel
-                for rel, _ in _native.list_objects(self._path, self._options)
-                if rel.startswith(ours) and rel.split("/", 1)[0] not in committed
-            ]
-            _delete_below(self._path, stale, self._options)
+            self._write.discard()
 
         def __repr__(self) -> str:
             return f"TableDatasink(path={self._path!r}, codec={self._codec!r})"
@@ -620,74 +498,6 @@ def _sink_class():
     TableDatasink.__qualname__ = "TableDatasink"
     globals()["_TableDatasink"] = TableDatasink
     return TableDatasink
-
-
-def _delete_below(uri: str, rels: list[str], options) -> None:
-    """Deletes the objects ``rels`` (paths relative to ``uri``)."""
-    if not rels:
-        return
-    # delete_objects takes keys of the bucket: the URI's key prefix joined.
-    prefix = uri.split("://", 1)[1].split("/", 1)
-    base = prefix[1].strip("/") if len(prefix) > 1 else ""
-    keys = [f"{base}/{r}" if base else r for r in rels]
-    _native.delete_objects(uri, keys, options)
-
-
-def _to_ragged_column_remote(shard: str, name: str, codec: str, options) -> None:
-    """:func:`_to_ragged_column` of an uploaded, uncommitted shard: the dense
-    column is read from the bucket, rewritten locally as ragged and uploaded
-    over it (objects it no longer has are deleted)."""
-    import shutil
-    import tempfile
-
-    from .zrecord import DenseStore, RaggedStore
-
-    column = f"{shard}/{name}"
-    staging = tempfile.mkdtemp(prefix="loaderx-ragged-")
-    try:
-        local = os.path.join(staging, name)
-        with DenseStore.open(column, readonly=True, storage_options=options) as dense:
-            n = len(dense)
-            with RaggedStore.create(local, dense.dtype, codec) as ragged:
-                row_bytes = max(1, dense.dtype.itemsize * int(np.prod(dense.item_shape)))
-                step = max(1, BATCH_BYTES // row_bytes)
-                for lo in range(0, n, step):
-                    ragged.append(dense.to_arrow(np.arange(lo, min(n, lo + step))))
-        before = {rel for rel, _ in _native.list_objects(column, options)}
-        _native.upload_dir(local, column, options)
-        after = set(os.listdir(local))
-        _delete_below(column, sorted(before - after), options)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _check_new_target(path: str, options=None, ours: str | None = None) -> None:
-    """FileExistsError unless ``path`` is missing or an empty directory
-    (with ``ours``: holding nothing but this write's shards and the lock).
-    In a bucket: no object below the URI (but this write's shards)."""
-    if is_remote(path):
-        held = {rel.split("/", 1)[0] for rel, _ in _native.list_objects(path, options)}
-        others = [e for e in held if not (ours and e.startswith(f"shard-{ours}-"))]
-        if others:
-            raise FileExistsError(
-                f"{path} is not empty (it holds {sorted(others)[:3]}...): write_table makes a "
-                "new table and does not append to or overwrite an existing one"
-            )
-        return
-    if not os.path.exists(path):
-        return
-    if not os.path.isdir(path):
-        raise FileExistsError(
-            f"{path} exists and is not a directory: write_table makes a new table"
-        )
-    others = [
-        e for e in os.listdir(path) if not (ours and (e.startswith(f"shard-{ours}-") or e == _LOCK))
-    ]
-    if others:
-        raise FileExistsError(
-            f"{path} is not empty (it holds {sorted(others)[:3]}...): write_table makes a new "
-            "table and does not append to or overwrite an existing one"
-        )
 
 
 def write_table(

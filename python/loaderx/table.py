@@ -23,6 +23,7 @@ its shard and record in the same native call that decodes it.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator, Mapping
 
@@ -399,27 +400,6 @@ def _chunks(total: int, parts: int) -> list[tuple[int, int]]:
     return out
 
 
-def _parquet_tasks(pa, source: str, shards: int | None, workers: int):
-    """One reader factory per shard: consecutive row groups of the file."""
-    import pyarrow.parquet as pq
-
-    meta = pq.ParquetFile(source).metadata
-    groups = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
-    want = shards or 2 * workers
-    tasks = []
-    for at, n in _chunks(len(groups), want):
-        picked = list(range(at, at + n))
-
-        def reader(picked=picked):
-            pf = pq.ParquetFile(source)
-            return pa.RecordBatchReader.from_batches(
-                pf.schema_arrow, pf.iter_batches(row_groups=picked, batch_size=16384)
-            )
-
-        tasks.append(reader)
-    return tasks
-
-
 def ingest_sharded(
     source,
     path,
@@ -453,47 +433,10 @@ def ingest_sharded(
     (retried when another writer committed first, so concurrent writers on
     any hosts keep each other's shards).
     """
-    import shutil
-    import tempfile
+    from ._streams import check_codec, require_pyarrow
 
     path = check_path(path)
     options = check_storage_options(storage_options)
-    if is_remote(path):
-        staging = tempfile.mkdtemp(prefix="loaderx-ingest-")
-        try:
-            local = os.path.join(staging, "table")
-            written = _ingest_shards(
-                source, local, codec=codec, dict_bytes=dict_bytes, workers=workers, shards=shards
-            )
-            _native.commit_shards_at(path, local, [os.path.basename(w) for w in written], options)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        return open_table(path, storage_options=options)
-    fresh = not os.path.exists(path)
-    written = _ingest_shards(
-        source, path, codec=codec, dict_bytes=dict_bytes, workers=workers, shards=shards
-    )
-    try:
-        commit_shards(path, written)
-    except BaseException:
-        for shard in written:
-            shutil.rmtree(shard, ignore_errors=True)
-        if fresh and os.path.isdir(path) and not os.listdir(path):
-            os.rmdir(path)  # leave nothing behind
-        raise
-    return open_table(path)
-
-
-def _ingest_shards(source, path: str, *, codec, dict_bytes, workers, shards) -> list[str]:
-    """Writes ``source`` as uncommitted shards of the table directory
-    ``path`` (see :func:`ingest_sharded`); returns their directories. On
-    error every shard written is removed (and ``path`` if this made it)."""
-    import concurrent.futures as cf
-    import shutil
-
-    from ._streams import check_codec, require_pyarrow
-
-    pa = require_pyarrow()
     blob = check_codec(codec, dict_bytes)
     if workers is None:
         workers = os.cpu_count() or 1
@@ -501,81 +444,28 @@ def _ingest_shards(source, path: str, *, codec, dict_bytes, workers, shards) -> 
         raise ValueError(f"workers must be a positive int, got {workers!r}")
     if shards is not None and (type(shards) is not int or shards < 1):
         raise ValueError(f"shards must be a positive int or None, got {shards!r}")
-    if os.path.isdir(path) and not is_sharded(path):
-        if any(os.path.isfile(os.path.join(path, d, "meta.zr")) for d in os.listdir(path)):
-            raise ValueError(f"{path} is a plain table; ingest_sharded needs a new directory")
+    # The core writes the shards on its own threads, commits them at once
+    # and on any error removes every shard it wrote.
+    write = functools.partial(_native.ingest_sharded, path, options, codec, blob, workers)
     if isinstance(source, (str, os.PathLike)):
         source = check_path(source)
         if not os.path.isfile(source):
             raise FileNotFoundError(f"no Parquet file at {source}")
-        tasks = iter(_parquet_tasks(pa, source, shards, workers))
-    elif isinstance(source, pa.Table):
-        table = source
-        ranges = _chunks(table.num_rows, shards or 2 * workers) or [(0, 0)]
-        tasks = iter([(lambda at=at, n=n: table.slice(at, n)) for at, n in ranges])
-    elif hasattr(source, "__arrow_c_stream__"):
-        tasks = _stream_tasks(pa, pa.RecordBatchReader.from_stream(source))
+        write(shards, parquet=source)
     else:
-        raise TypeError(
-            "source must be a Parquet file path or support the Arrow PyCapsule "
-            f"interface (__arrow_c_stream__), got {type(source).__name__}"
-        )
-
-    def write(task) -> str:
-        shard = new_shard(path)
-        try:
-            _native.arrow_ingest(task(), shard, codec, blob)
-        except BaseException:
-            shutil.rmtree(shard, ignore_errors=True)
-            raise
-        return shard
-
-    fresh = not os.path.exists(path)
-
-    def discard(shards: list) -> None:
-        for shard in shards:
-            shutil.rmtree(shard, ignore_errors=True)
-        if fresh and os.path.isdir(path) and not os.listdir(path):
-            os.rmdir(path)  # leave nothing behind
-
-    futures: list[cf.Future] = []
-    failed = False
-    with cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="loaderx-ingest") as ex:
-        try:
-            for task in tasks:
-                # At most two shards per worker in flight (bounds a stream's memory).
-                while sum(not f.done() for f in futures) >= 2 * workers:
-                    cf.wait(futures, return_when=cf.FIRST_COMPLETED)
-                if any(f.done() and f.exception() for f in futures):
-                    break
-                futures.append(ex.submit(write, task))
-            cf.wait(futures, return_when=cf.FIRST_EXCEPTION)
-        except BaseException:
-            failed = True
-            raise
-        finally:
-            for f in futures:
-                f.cancel()
-            cf.wait(futures)
-            done = [f for f in futures if not f.cancelled()]
-            written = [f.result() for f in done if f.exception() is None]
-            error = next((f.exception() for f in done if f.exception() is not None), None)
-            if failed or error is not None:
-                discard(written)
-    if error is not None:
-        raise error
-    return written
+        pa = require_pyarrow()
+        if isinstance(source, pa.Table):
+            ranges = _chunks(source.num_rows, shards or 2 * workers) or [(0, 0)]
+            write(sources=[source.slice(at, n) for at, n in ranges])
+        elif hasattr(source, "__arrow_c_stream__"):
+            write(sources=[source], run_bytes=_RUN_BYTES)
+        else:
+            raise TypeError(
+                "source must be a Parquet file path or support the Arrow PyCapsule "
+                f"interface (__arrow_c_stream__), got {type(source).__name__}"
+            )
+    return open_table(path, storage_options=options)
 
 
-def _stream_tasks(pa, reader, run_bytes: int = 64 << 20):
-    """Runs of consecutive batches of a one-pass stream, one per shard, of
-    about ``run_bytes`` each (at least one run, maybe empty)."""
-    run, size, any_run = [], 0, False
-    for batch in reader:
-        run.append(batch)
-        size += batch.nbytes
-        if size >= run_bytes:
-            yield (lambda run=run: pa.Table.from_batches(run, reader.schema))
-            run, size, any_run = [], 0, True
-    if run or not any_run:
-        yield (lambda run=run: pa.Table.from_batches(run, reader.schema))
+#: Bytes of a one-pass stream that :func:`ingest_sharded` writes per shard.
+_RUN_BYTES = 64 << 20

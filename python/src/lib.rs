@@ -15,6 +15,7 @@ mod sampler;
 mod sql;
 mod store;
 mod table;
+mod write;
 mod writer;
 
 use pyo3::prelude::*;
@@ -83,6 +84,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(table_types, m)?)?;
     table::register(m)?;
     remote::register(m)?;
+    write::register(m)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_field, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_stream, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_gather, m)?)?;
@@ -92,8 +94,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<arrow::ArrayReader>()?;
     m.add_function(wrap_pyfunction!(arrow::arrow_append, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_ingest, m)?)?;
-    m.add_function(wrap_pyfunction!(arrow::arrow_ingest_streams, m)?)?;
-    m.add_function(wrap_pyfunction!(arrow::merge_column_specs, m)?)?;
     m.add("DICT_TIERS", dict_tiers(m.py())?)?;
     m.add("MIN_DICT_SAMPLE_BYTES", loaderx::dict::MIN_SAMPLE_BYTES)?;
     m.add_function(wrap_pyfunction!(parquet::parquet_export, m)?)?;

@@ -74,38 +74,8 @@ pub fn copy_table(
     result.map_err(to_py)
 }
 
-/// Uploads the shards `shards` of the local table directory `staging` to
-/// the remote sharded table `uri` and commits them with one conditional
-/// write of its manifest; returns the table's rows.
-#[pyfunction]
-#[pyo3(signature = (uri, staging, shards, storage_options=None))]
-pub fn commit_shards_at(
-    py: Python<'_>,
-    uri: String,
-    staging: PathBuf,
-    shards: Vec<String>,
-    storage_options: Option<HashMap<String, String>>,
-) -> PyResult<u64> {
-    let at = location(&uri, storage_options, None, None)?;
-    py.detach(|| loaderx::table::commit_shards_at(&at, &staging, &shards))
-        .py()
-}
-
-/// Uploads every file below the local directory `local` to `uri` (same
-/// relative paths); returns the keys written.
-#[pyfunction]
-#[pyo3(signature = (local, uri, storage_options=None))]
-pub fn upload_dir(
-    py: Python<'_>,
-    local: PathBuf,
-    uri: String,
-    storage_options: Option<HashMap<String, String>>,
-) -> PyResult<Vec<String>> {
-    let at = location(&uri, storage_options, None, None)?;
-    py.detach(|| loaderx::table::upload_dir(&local, &at)).py()
-}
-
-/// Uploads the local file `local` as the object `uri`.
+/// Uploads the local file `local` as the object `uri` (one request, or a
+/// multipart upload for a large file); returns its size.
 #[pyfunction]
 #[pyo3(signature = (local, uri, storage_options=None))]
 pub fn upload_file(
@@ -113,51 +83,21 @@ pub fn upload_file(
     local: PathBuf,
     uri: String,
     storage_options: Option<HashMap<String, String>>,
-) -> PyResult<()> {
-    let at = location(&uri, storage_options, None, None)?;
-    py.detach(|| loaderx::table::upload_file(&local, &at)).py()
-}
-
-/// `[(relative path, size)]` of every object below `uri`, listed afresh.
-#[pyfunction]
-#[pyo3(signature = (uri, storage_options=None))]
-pub fn list_objects(
-    py: Python<'_>,
-    uri: String,
-    storage_options: Option<HashMap<String, String>>,
-) -> PyResult<Vec<(String, u64)>> {
-    let at = location(&uri, storage_options, None, None)?;
-    py.detach(|| loaderx::table::list_objects(&at)).py()
-}
-
-/// Deletes the objects `keys` (as [`upload_dir`] returns them) of `uri`'s
-/// store.
-#[pyfunction]
-#[pyo3(signature = (uri, keys, storage_options=None))]
-pub fn delete_objects(
-    py: Python<'_>,
-    uri: String,
-    keys: Vec<String>,
-    storage_options: Option<HashMap<String, String>>,
-) -> PyResult<()> {
-    let at = location(&uri, storage_options, None, None)?;
-    py.detach(|| loaderx::table::delete_objects(&at, &keys))
-        .py()
-}
-
-/// Commits the shards `shards`, already uploaded below the remote sharded
-/// table `uri`, with one conditional write of its manifest; returns rows.
-#[pyfunction]
-#[pyo3(signature = (uri, shards, storage_options=None))]
-pub fn commit_uploaded(
-    py: Python<'_>,
-    uri: String,
-    shards: Vec<String>,
-    storage_options: Option<HashMap<String, String>>,
 ) -> PyResult<u64> {
     let at = location(&uri, storage_options, None, None)?;
-    py.detach(|| loaderx::table::commit_uploaded(&at, &shards))
-        .py()
+    py.detach(|| at.upload_file(&local)).py()
+}
+
+/// The size of the file or object `uri`, None when there is none.
+#[pyfunction]
+#[pyo3(signature = (uri, storage_options=None))]
+pub fn file_size(
+    py: Python<'_>,
+    uri: String,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<Option<u64>> {
+    let at = location(&uri, storage_options, None, None)?;
+    py.detach(|| at.file_size()).py()
 }
 
 /// The bytes of the file `name` directly inside `path` (a table's
@@ -198,13 +138,9 @@ pub fn remote_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(copy_table, m)?)?;
-    m.add_function(wrap_pyfunction!(commit_shards_at, m)?)?;
     m.add_function(wrap_pyfunction!(is_remote, m)?)?;
-    m.add_function(wrap_pyfunction!(upload_dir, m)?)?;
     m.add_function(wrap_pyfunction!(upload_file, m)?)?;
-    m.add_function(wrap_pyfunction!(list_objects, m)?)?;
-    m.add_function(wrap_pyfunction!(delete_objects, m)?)?;
-    m.add_function(wrap_pyfunction!(commit_uploaded, m)?)?;
+    m.add_function(wrap_pyfunction!(file_size, m)?)?;
     m.add_function(wrap_pyfunction!(read_table_file, m)?)?;
     m.add_function(wrap_pyfunction!(remote_stats, m)?)?;
     m.add("CACHE_BLOCK", loaderx::CACHE_BLOCK)?;

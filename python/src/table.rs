@@ -145,21 +145,6 @@ pub fn commit_shards(py: Python<'_>, path: PathBuf, shards: Vec<PathBuf>) -> PyR
     py.detach(|| table::commit_shards(&path, &shards)).py()
 }
 
-/// Removes an abandoned write's shards (names starting with `prefix`, not
-/// in the manifest) from the table at `path`, and with no manifest its
-/// lock and, with `remove_table`, the empty directory (see
-/// `loaderx::table::discard_shards`). Returns the shards removed.
-#[pyfunction]
-pub fn discard_shards(
-    py: Python<'_>,
-    path: PathBuf,
-    prefix: String,
-    remove_table: bool,
-) -> PyResult<Vec<String>> {
-    py.detach(|| table::discard_shards(&path, &prefix, remove_table))
-        .py()
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open_table, m)?)?;
     m.add_function(wrap_pyfunction!(open_columns, m)?)?;
@@ -168,7 +153,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_manifest, m)?)?;
     m.add_function(wrap_pyfunction!(new_shard, m)?)?;
     m.add_function(wrap_pyfunction!(commit_shards, m)?)?;
-    m.add_function(wrap_pyfunction!(discard_shards, m)?)?;
     m.add("MANIFEST", table::MANIFEST_FILE)?;
     m.add("MANIFEST_LOCK", table::MANIFEST_LOCK)?;
     m.add("VALIDITY", table::VALIDITY_DIR)?;

@@ -244,6 +244,33 @@ def test_shapes_differing_only_across_blocks_make_a_ragged_column(local_ray, tmp
         np.testing.assert_array_equal(row["w"], np.full(3, i, np.float64))
 
 
+def test_shapes_differing_across_blocks_in_a_bucket(local_ray, s3):
+    # The same, written to the S3 server: the shards that came out dense
+    # are rewritten ragged in the bucket before the commit, and nothing of
+    # the dense stores is left behind.
+    def make(batch):
+        k = int(batch["id"][0]) // 4
+        return {"v": np.stack([np.full(k + 1, i, np.uint16) for i in batch["id"]])}
+
+    uri = f"s3://{s3.bucket}/{s3.prefix}/mixed"
+    ds = ray.data.range(12, override_num_blocks=3).map_batches(make)
+    assert lray.write_table(ds, uri, codec="raw", storage_options=s3.options()) == uri
+    with loaderx.open_table(uri, storage_options=s3.options()) as t:
+        assert t["v"]._kind == "ragged" and t.num_rows == 12
+        for i in range(12):
+            np.testing.assert_array_equal(t["v"][i], np.full(i // 4 + 1, i, np.uint16))
+    manifest = read_manifest_remote(uri, s3)
+    listed = {k.split("/mixed/", 1)[1] for k in s3.keys(f"{s3.prefix}/mixed/")}
+    recorded = {f"{s['name']}/{o}" for s in manifest["shards"] for o in s["objects"]}
+    assert listed == recorded | {"manifest.json"}
+
+
+def read_manifest_remote(uri, s3) -> dict:
+    from loaderx import _native
+
+    return json.loads(_native.read_table_file(uri, "manifest.json", s3.options()))
+
+
 def test_table_datasink_with_write_datasink(local_ray, tmp_path):
     sink = lray.TableDatasink(tmp_path / "out", codec="zstd")
     ray.data.range(10, override_num_blocks=2).write_datasink(sink)

@@ -3,7 +3,7 @@
 //! its tensors by its own rows).
 //!
 //! Each column's store is decided from every stream's schema before a row
-//! is written ([`merge_specs`]): dense when every stream holds tensors of
+//! is written ([`ColumnSpec::merge`]): dense when every stream holds tensors of
 //! one item shape, ragged when they differ (the dense blocks' records are
 //! then written as ragged records of their shape). Dtypes and logical
 //! types must agree.
@@ -20,7 +20,7 @@ use super::ingest::{from_arrow_error, write_columns, Planned};
 use super::types::{logical_of, schema_for_field};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
-use crate::schema::{Layout, Schema};
+use crate::schema::Layout;
 use crate::table::ColumnSpec;
 
 /// The store the Arrow field `field` becomes (Ray's tensor types
@@ -33,58 +33,13 @@ pub fn spec_of_field(field: &FieldRef) -> Result<ColumnSpec> {
     })
 }
 
-/// `int64 tensors`, `utf8 values`: what a block holds, in an error.
-fn describe(spec: &ColumnSpec) -> String {
-    if spec.logical.is_bytes() {
-        format!("{} values", spec.logical.name())
-    } else {
-        format!("{} tensors", spec.schema.dtype.name())
-    }
-}
-
 fn is_scalar(spec: &ColumnSpec) -> bool {
     matches!(&spec.schema.layout, Layout::Dense { item_shape } if item_shape.is_empty())
 }
 
-/// One spec for column `column` from several streams' specs, the first
-/// taken as the expected one: dense when all are dense of one item shape,
-/// else ragged of their common dtype. `InvalidType` when the logical types
-/// (text, bytes, tensors) or the dtypes differ.
-pub fn merge_specs(column: &str, specs: &[ColumnSpec]) -> Result<ColumnSpec> {
-    let Some(first) = specs.first() else {
-        return Err(Error::InvalidValue(format!(
-            "column {column:?}: no stream to take its type from"
-        )));
-    };
-    for spec in &specs[1..] {
-        if spec.logical != first.logical && (spec.logical.is_bytes() || first.logical.is_bytes()) {
-            return Err(Error::InvalidType(format!(
-                "column {column:?}: expected {} (the first block's), found {} in a later block",
-                describe(first),
-                describe(spec)
-            )));
-        }
-        if spec.schema.dtype != first.schema.dtype {
-            return Err(Error::InvalidType(format!(
-                "column {column:?}: expected dtype {} (the first block's), found {} in a later \
-                 block",
-                first.schema.dtype.name(),
-                spec.schema.dtype.name()
-            )));
-        }
-    }
-    if specs.iter().all(|s| s.schema == first.schema) {
-        return Ok(first.clone());
-    }
-    Ok(ColumnSpec {
-        schema: Schema::ragged(first.schema.dtype),
-        logical: first.logical,
-    })
-}
-
 /// Writes every batch of `readers`, in order, as one table under `root`
 /// (one new store per column, as [`super::ingest`] does), each column's
-/// store merged over every reader's schema ([`merge_specs`]). Columns are
+/// store merged over every reader's schema ([`ColumnSpec::merge`]). Columns are
 /// matched by name (the first reader's order is the table's); every reader
 /// must have the same names. Unless `tensor_nulls`, a null row in a column
 /// that is not a scalar, text or bytes column is refused. On any error
@@ -133,7 +88,7 @@ pub fn ingest_streams(
     let merged: Vec<ColumnSpec> = names
         .iter()
         .zip(&specs)
-        .map(|(n, s)| merge_specs(n, s))
+        .map(|(n, s)| ColumnSpec::merge(n, s))
         .collect::<Result<_>>()?;
     let plan: Vec<Planned> = names
         .iter()

@@ -19,14 +19,16 @@ mod ingest;
 mod packing;
 mod readers;
 mod scan;
+mod sharded;
 mod types;
 
-pub use blocks::{ingest_streams, merge_specs, spec_of_field};
+pub use blocks::{ingest_streams, spec_of_field};
 pub use gather::{gather_array, gather_nulls, gather_variable_shape_tensor};
 pub use ingest::{from_arrow_error, ingest};
 pub use packing::{bytes_pack, check_utf8, ragged_pack, with_dense_bytes};
 pub use readers::{record_batch, table_schema, ColumnReader, TableReader};
 pub use scan::{Filter, Scan, FILTER_ROWS};
+pub use sharded::ingest_shards;
 pub use types::{arrow_type, dtype_of, field_for, field_of, logical_of, schema_for_field};
 
 /// Re-exported where Arrow readers and the connectors have always found it.

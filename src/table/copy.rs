@@ -1,6 +1,5 @@
 //! Moving tables between locations: [`copy_table`] (any table, local or
-//! remote, to an empty location). Committing shards to a remote table is
-//! `remote_commit.rs`.
+//! remote, to an empty location). Committing shards is `write.rs`.
 //!
 //! A copy makes its destination a table only once every object is in
 //! place. A local destination is filled under a temporary name beside it
@@ -323,13 +322,9 @@ pub fn copy_table(src: &Location, dst: &Location, progress: Progress<'_>) -> Res
                             .collect(),
                     );
                 }
-                remote
-                    .put(
-                        &join_key(&base, MANIFEST_FILE),
-                        Bytes::from(m.to_json()),
-                        PutMode::Overwrite,
-                    )
-                    .map_err(|e| io_error(at, e))?;
+                // Through the one commit point (a conditional write over
+                // what an interrupted copy may have left).
+                super::publish_at(dst, &mut |_| Ok(m.clone()))?;
             }
             remote.delete(&[marker]).map_err(|e| io_error(at, e))?;
         }

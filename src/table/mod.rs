@@ -5,8 +5,11 @@
 //! columns, typed by `table.json` ([`types`]): text, binary and nullable
 //! columns. A *sharded* table is a directory of plain tables (its shards)
 //! plus `manifest.json` ([`manifest`]) naming the committed shards in
-//! order; writers create shards ([`new_shard`]) and make a set of them
-//! visible at once ([`commit_shards`], one atomic rename).
+//! order. Every write goes through [`TableWrite`] (`write.rs`): it names,
+//! fills, checks and (for a bucket) uploads shards, then makes a set of
+//! them visible at once with one commit of the manifest; a user filling
+//! shards by hand uses [`new_shard`] and [`commit_shards`], the same
+//! commit.
 //!
 //! [`Table::open`] opens either with one call. Its [`Column`]s read as the
 //! table presents them (logical type and validity applied): they are
@@ -26,11 +29,10 @@ mod copy;
 mod files;
 pub mod manifest;
 mod open;
-#[cfg(feature = "remote")]
-mod remote_commit;
 mod repr;
 mod shard;
 pub mod types;
+mod write;
 
 #[cfg(feature = "remote")]
 pub use copy::{copy_table, Progress};
@@ -41,12 +43,10 @@ pub use manifest::{
     MANIFEST_LOCK,
 };
 pub use open::{open_columns, Column, Shard, Stream, Table};
-#[cfg(feature = "remote")]
-pub use remote_commit::{
-    commit_shards_at, commit_uploaded, delete_objects, list_objects, upload_dir, upload_file,
-};
 pub use shard::{
-    check_shard_agrees, column_names, commit_shards, discard_shards, new_shard, prepare_commit,
-    shard_names, shard_schema, ColumnSpec, Commit, ShardSchema,
+    check_shard_agrees, column_names, commit_shards, discard_shards, new_shard, shard_names,
+    shard_schema, ColumnSpec, ShardSchema,
 };
 pub use types::{read_types, validity_dir, write_types, ColumnType, TABLE_FILE, VALIDITY_DIR};
+pub(crate) use write::publish_at;
+pub use write::{TableWrite, WriteMode, WrittenShard};

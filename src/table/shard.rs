@@ -5,11 +5,9 @@ use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
 use super::files;
-use super::manifest::{
-    is_shard_name, is_sharded, read_manifest, Manifest, ShardEntry, MANIFEST_FILE, MANIFEST_LOCK,
-};
+use super::manifest::{is_shard_name, MANIFEST_FILE, MANIFEST_LOCK};
 use super::repr::{py_list, py_str, py_tuple};
-use super::types::{read_types, validity_dir};
+use super::types::validity_dir;
 use crate::error::Kind;
 use crate::io::Fs;
 use crate::schema::Logical;
@@ -46,7 +44,7 @@ pub struct ShardSchema {
 }
 
 impl ShardSchema {
-    fn names(&self) -> Vec<&str> {
+    pub(crate) fn names(&self) -> Vec<&str> {
         self.columns.iter().map(|(n, _)| n.as_str()).collect()
     }
 }
@@ -243,31 +241,6 @@ fn real(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| normalize(path))
 }
 
-/// A checked, prepared commit: the manifest that makes the shards visible.
-/// Write it with [`Commit::bytes`] (atomically, under the commit lock).
-#[derive(Clone, Debug)]
-pub struct Commit {
-    manifest: Manifest,
-    bytes: Vec<u8>,
-}
-
-impl Commit {
-    /// The manifest after the commit.
-    pub fn manifest(&self) -> &Manifest {
-        &self.manifest
-    }
-
-    /// The new `manifest.json`'s bytes.
-    pub fn bytes(&self) -> &[u8] {
-        &self.bytes
-    }
-
-    /// The table's row count after the commit.
-    pub fn num_rows(&self) -> u64 {
-        self.manifest.num_rows()
-    }
-}
-
 /// Appends the shard directories `shards` (directly inside the table
 /// directory `table`, in order) to the table's manifest in one atomic
 /// rename, creating the manifest on the first commit. Returns the table's
@@ -281,15 +254,7 @@ impl Commit {
 /// an all-valid stream before the manifest names them.
 pub fn commit_shards(table: &Path, shards: &[PathBuf]) -> Result<u64> {
     let names = shard_names(table, shards)?;
-    let _lock = files::CommitLock::acquire(table, MANIFEST_LOCK)?;
-    let commit = prepare_commit(table, &names)?;
-    let tmp = format!(
-        ".{MANIFEST_FILE}.{}.{}",
-        std::process::id(),
-        files::random_hex(4)
-    );
-    files::write_atomically(table, MANIFEST_FILE, &tmp, commit.bytes())?;
-    Ok(commit.num_rows())
+    super::write::commit_names(&crate::Location::local(table), &names)
 }
 
 /// The names of the shard directories `shards`, checked: each directly
@@ -333,79 +298,6 @@ pub fn shard_names(table: &Path, shards: &[PathBuf]) -> Result<Vec<String>> {
         });
     }
     Ok(names)
-}
-
-/// Checks the shards `names` of `table` against its manifest and each
-/// other and prepares their commit (all-valid validity streams where a
-/// nullable column needs them); the caller holds the commit lock
-/// (`.manifest.lock`) from before this call until the manifest is written.
-/// Nothing the table shows changes until the manifest is replaced.
-pub fn prepare_commit(table: &Path, names: &[String]) -> Result<Commit> {
-    let current = if is_sharded(table) {
-        read_manifest(table)?
-    } else {
-        if !files::store_names(&Fs::Local, table)?.is_empty() {
-            return Err(Error::InvalidValue(format!(
-                "{} is a plain table (it holds stores directly); shards go into a directory of their own",
-                table.display()
-            )));
-        }
-        Manifest::default()
-    };
-    let mut reference: Option<(String, ShardSchema)> = match current.shards.first() {
-        Some(first) => Some((first.name.clone(), shard_schema(&table.join(&first.name))?)),
-        None => None,
-    };
-    let mut added = Vec::with_capacity(names.len());
-    let mut nullable: BTreeSet<String> = current.nullable.iter().cloned().collect();
-    for name in names {
-        if current.shards.iter().any(|s| &s.name == name) {
-            return Err(Error::InvalidValue(format!(
-                "shard {} is already committed to {}",
-                py_str(name),
-                table.display()
-            )));
-        }
-        let dir = table.join(name);
-        let schema = shard_schema(&dir)?;
-        match &reference {
-            Some((ref_name, want)) => check_shard_agrees(name, &schema, ref_name, want)?,
-            None => reference = Some((name.clone(), schema.clone())),
-        }
-        nullable.extend(
-            read_types(&dir)?
-                .into_iter()
-                .filter(|(_, t)| t.nullable)
-                .map(|(c, _)| c),
-        );
-        added.push(ShardEntry {
-            name: name.clone(),
-            rows: schema.rows,
-            objects: None,
-        });
-    }
-    let spec = reference.map(|(_, s)| s.columns).unwrap_or_default();
-    let mut next = Manifest {
-        columns: spec.iter().map(|(c, _)| c.clone()).collect(),
-        shards: current.shards,
-        types: spec
-            .iter()
-            .filter(|(_, s)| s.logical != Logical::Tensor)
-            .map(|(c, s)| (c.clone(), s.logical))
-            .collect(),
-        nullable: nullable.into_iter().collect(),
-    };
-    next.shards.extend(added);
-    for shard in &next.shards {
-        for column in &next.nullable {
-            ensure_validity(&table.join(&shard.name), column, shard.rows)?;
-        }
-    }
-    let bytes = next.to_json();
-    Ok(Commit {
-        manifest: next,
-        bytes,
-    })
 }
 
 /// Gives `shard` an all-valid validity stream for `column` unless it has

@@ -12,6 +12,7 @@ use arrow_ipc::reader::{FileReader, StreamReader};
 use arrow_schema::ArrowError;
 use loaderx::arrow::{self as la};
 use loaderx::error::{Cause, Kind};
+use loaderx::table::{TableWrite, WrittenShard};
 use loaderx::{Codec, Error, Result};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::reader::{ChunkReader, Length};
@@ -168,6 +169,60 @@ pub fn ingest(
         }
     }
 }
+
+/// Ingests the Parquet file `path` as shards of `write` on `workers`
+/// threads: its row groups in `shards` runs of consecutive groups (default
+/// two per worker, fewer when the file has fewer groups), each read by the
+/// worker that writes its shard. An Arrow IPC file is one shard. Returns
+/// the shards in file order; on error none is left.
+pub fn ingest_sharded(
+    write: &TableWrite,
+    path: &Path,
+    shards: Option<usize>,
+    workers: usize,
+    codec: Codec,
+    dict: Option<&[u8]>,
+) -> Result<Vec<WrittenShard>> {
+    if sniff(path)? != Format::Parquet {
+        return write.write_shards(std::iter::once(()), 1, |(), dir| {
+            ingest(path, dir, codec, dict, BATCH_ROWS, &mut |_| {}).map(|_| ())
+        });
+    }
+    let groups = ParquetRecordBatchReaderBuilder::try_new(open(path)?)
+        .map_err(parquet_err(path))?
+        .metadata()
+        .num_row_groups();
+    let parts = shards.unwrap_or(2 * workers.max(1)).clamp(1, groups.max(1));
+    let (base, extra) = (groups / parts, groups % parts);
+    let mut runs = Vec::with_capacity(parts);
+    let mut at = 0;
+    for k in 0..parts {
+        let n = base + usize::from(k < extra);
+        runs.push((at..at + n).collect::<Vec<usize>>());
+        at += n;
+    }
+    write.write_shards(runs.into_iter(), workers, |picked, dir| {
+        let failed = Arc::new(ReadFailure::default());
+        let chunks = Tracked {
+            inner: open(path)?,
+            failed: Arc::clone(&failed),
+        };
+        let reader = ParquetRecordBatchReaderBuilder::try_new(chunks)
+            .map_err(parquet_err(path))?
+            .with_row_groups(picked)
+            .with_batch_size(BATCH_ROWS)
+            .build()
+            .map_err(parquet_err(path))?;
+        let source = SourceBatches {
+            failed: Some(failed),
+            ..SourceBatches::new(reader, path)
+        };
+        la::ingest(source, dir, codec, dict, &mut |_| {}).map(|_| ())
+    })
+}
+
+/// Rows per batch read from a Parquet file by [`ingest_sharded`].
+const BATCH_ROWS: usize = 16384;
 
 /// [`ingest`] of the batches of an Arrow IPC reader over the file `path`.
 fn ingest_ipc<R: RecordBatchReader>(

@@ -17,7 +17,7 @@ use loaderx::Error;
 use parquet::errors::ParquetError;
 
 pub use export::{export, ExportOptions, ExportStats};
-pub use ingest::ingest;
+pub use ingest::{ingest, ingest_sharded};
 pub use sniff::{row_count, sniff, Format};
 
 /// A Parquet failure on the file `path`: an OS error it carries (a full

@@ -1,0 +1,188 @@
+//! The write path for the Python package: `loaderx.ingest_sharded` and Ray's
+//! datasink hand their shards to the core's [`TableWrite`], which names,
+//! checks, uploads, commits and cleans up. Every call runs with the GIL
+//! released.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use loaderx::arrow as la;
+use loaderx::table::{TableWrite, WriteMode, WrittenShard};
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use pyo3_arrow::input::AnyRecordBatch;
+
+use crate::errors::IntoPyResult;
+use crate::remote::location;
+
+fn mode(create: bool) -> WriteMode {
+    if create {
+        WriteMode::Create
+    } else {
+        WriteMode::Append
+    }
+}
+
+/// A write of shards to the table at `uri` (a new one with `create`, else
+/// shards appended), picklable so that Ray's write tasks on any node write
+/// shards of the same write: `loaderx::table::TableWrite`.
+#[pyclass(name = "TableWrite", module = "loaderx._native", frozen)]
+pub struct TableWriteHandle {
+    inner: TableWrite,
+    uri: String,
+    options: Option<HashMap<String, String>>,
+    create: bool,
+}
+
+#[pymethods]
+impl TableWriteHandle {
+    #[new]
+    #[pyo3(signature = (uri, storage_options=None, create=true))]
+    fn new(
+        py: Python<'_>,
+        uri: String,
+        storage_options: Option<HashMap<String, String>>,
+        create: bool,
+    ) -> PyResult<Self> {
+        let at = location(&uri, storage_options.clone(), None, None)?;
+        let inner = py.detach(|| TableWrite::begin(&at, mode(create))).py()?;
+        Ok(TableWriteHandle {
+            inner,
+            uri,
+            options: storage_options,
+            create,
+        })
+    }
+
+    /// The write `token` begun elsewhere (what unpickling calls).
+    #[staticmethod]
+    fn _resume(
+        uri: String,
+        storage_options: Option<HashMap<String, String>>,
+        create: bool,
+        token: &str,
+        existed: bool,
+    ) -> PyResult<Self> {
+        let at = location(&uri, storage_options.clone(), None, None)?;
+        let inner = TableWrite::resume(&at, mode(create), token, existed).py()?;
+        Ok(TableWriteHandle {
+            inner,
+            uri,
+            options: storage_options,
+            create,
+        })
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        let py = slf.py();
+        let me = slf.get();
+        let resume = slf.get_type().getattr("_resume")?;
+        let args = (
+            me.uri.clone(),
+            me.options.clone(),
+            me.create,
+            me.inner.token().to_owned(),
+            me.inner.existed(),
+        )
+            .into_pyobject(py)?;
+        PyTuple::new(py, [resume.into_any(), args.into_any()])
+    }
+
+    #[getter]
+    fn token(&self) -> &str {
+        self.inner.token()
+    }
+
+    /// Writes the Arrow streams `sources`, in order, as one shard (each
+    /// column's store decided over every stream's schema, as Ray's blocks
+    /// need: `loaderx::arrow::ingest_streams`); returns `(name, rows)`.
+    fn write_streams(
+        &self,
+        py: Python<'_>,
+        sources: Vec<AnyRecordBatch>,
+        codec: &str,
+    ) -> PyResult<(String, u64)> {
+        let codec = crate::store::parse_codec(codec)?;
+        let readers = sources
+            .into_iter()
+            .map(|s| s.into_reader())
+            .collect::<PyResult<Vec<_>>>()?;
+        let (shard, _) = py
+            .detach(|| {
+                self.inner.write_shard(|dir| {
+                    la::ingest_streams(readers, dir, codec, None, false, &mut |_| {})
+                })
+            })
+            .py()?;
+        Ok((shard.name, shard.rows))
+    }
+
+    /// Commits this write's shards `names`, in order; returns the table's
+    /// rows. On error this write's shards are removed.
+    fn commit(&self, py: Python<'_>, names: Vec<String>) -> PyResult<u64> {
+        py.detach(|| self.inner.commit(&names)).py()
+    }
+
+    /// Removes what this write left uncommitted; returns the shards removed.
+    fn discard(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        py.detach(|| self.inner.discard()).py()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("TableWrite({:?})", self.uri)
+    }
+}
+
+/// Ingests `sources` into the table at `uri` (new, or sharded: the shards
+/// are appended) on `workers` threads and commits them at once: a Parquet
+/// file (`parquet`, split by row groups into `shards`), several Arrow
+/// streams (one shard each), or one stream cut into runs of `run_bytes`.
+/// Returns the table's rows; on error nothing is committed or left.
+#[pyfunction]
+#[pyo3(signature = (uri, storage_options, codec, dict_bytes, workers, shards=None, parquet=None, sources=None, run_bytes=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn ingest_sharded(
+    py: Python<'_>,
+    uri: String,
+    storage_options: Option<HashMap<String, String>>,
+    codec: &str,
+    dict_bytes: Option<Vec<u8>>,
+    workers: usize,
+    shards: Option<usize>,
+    parquet: Option<PathBuf>,
+    sources: Option<Vec<AnyRecordBatch>>,
+    run_bytes: Option<usize>,
+) -> PyResult<u64> {
+    let codec = crate::store::parse_codec(codec)?;
+    let at = location(&uri, storage_options, None, None)?;
+    let readers = sources
+        .unwrap_or_default()
+        .into_iter()
+        .map(|s| s.into_reader())
+        .collect::<PyResult<Vec<_>>>()?;
+    py.detach(|| {
+        let write = TableWrite::begin(&at, WriteMode::Append)?;
+        let dict = dict_bytes.as_deref();
+        let written: loaderx::Result<Vec<WrittenShard>> = match &parquet {
+            Some(path) => {
+                loaderx_parquet::ingest_sharded(&write, path, shards, workers, codec, dict)
+            }
+            None => la::ingest_shards(&write, readers, run_bytes, workers, codec, dict),
+        };
+        let names: Vec<String> = match written {
+            Ok(w) => w.into_iter().map(|s| s.name).collect(),
+            Err(e) => {
+                let _ = write.discard();
+                return Err(e);
+            }
+        };
+        write.commit(&names)
+    })
+    .py()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<TableWriteHandle>()?;
+    m.add_function(wrap_pyfunction!(ingest_sharded, m)?)?;
+    Ok(())
+}
