@@ -48,5 +48,6 @@ pub use shard::{
     shard_schema, ColumnSpec, ShardSchema,
 };
 pub use types::{read_types, validity_dir, write_types, ColumnType, TABLE_FILE, VALIDITY_DIR};
+#[cfg(feature = "remote")]
 pub(crate) use write::publish_at;
 pub use write::{TableWrite, WriteMode, WrittenShard};

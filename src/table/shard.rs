@@ -340,3 +340,50 @@ pub(crate) fn ensure_validity(shard: &Path, column: &str, rows: u64) -> Result<(
     }
     placed
 }
+
+impl ColumnSpec {
+    /// One spec for the column `column` from several shards' or streams'
+    /// specs, the first taken as the expected one: dense when all are dense
+    /// of one item shape, else ragged of their common dtype. `InvalidType`
+    /// when the logical types (text, bytes, tensors) or the dtypes differ.
+    pub fn merge(column: &str, specs: &[ColumnSpec]) -> Result<ColumnSpec> {
+        let Some(first) = specs.first() else {
+            return Err(Error::InvalidValue(format!(
+                "column {column:?}: no stream to take its type from"
+            )));
+        };
+        let describe = |spec: &ColumnSpec| {
+            if spec.logical.is_bytes() {
+                format!("{} values", spec.logical.name())
+            } else {
+                format!("{} tensors", spec.schema.dtype.name())
+            }
+        };
+        for spec in &specs[1..] {
+            if spec.logical != first.logical
+                && (spec.logical.is_bytes() || first.logical.is_bytes())
+            {
+                return Err(Error::InvalidType(format!(
+                    "column {column:?}: expected {} (the first block's), found {} in a later block",
+                    describe(first),
+                    describe(spec)
+                )));
+            }
+            if spec.schema.dtype != first.schema.dtype {
+                return Err(Error::InvalidType(format!(
+                    "column {column:?}: expected dtype {} (the first block's), found {} in a later \
+                     block",
+                    first.schema.dtype.name(),
+                    spec.schema.dtype.name()
+                )));
+            }
+        }
+        if specs.iter().all(|s| s.schema == first.schema) {
+            return Ok(first.clone());
+        }
+        Ok(ColumnSpec {
+            schema: Schema::ragged(first.schema.dtype),
+            logical: first.logical,
+        })
+    }
+}

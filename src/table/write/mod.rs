@@ -1,0 +1,440 @@
+//! The write path of sharded tables: every commit, local or remote, goes
+//! through here.
+//!
+//! A write ([`TableWrite`]) names its shards `shard-<token>-<random>`, so
+//! that what it leaves behind is recognisable as its own. Each shard is
+//! filled as a plain table in a directory of its own: inside the table
+//! directory when the table is local, in a temporary directory when it is
+//! remote (then uploaded under its name and removed). No reader sees a
+//! shard until a manifest names it. [`TableWrite::commit`] decides each
+//! column's layout once over the shards of the write and the table (a
+//! column dense in some shards and ragged in others is rewritten ragged
+//! where it is dense, before anything is visible) and publishes the next
+//! manifest through [`publish`], the one commit point:
+//!
+//! - locally, under the lock file `.manifest.lock`, the new `manifest.json`
+//!   is written beside and renamed over the old one;
+//! - in a bucket, `manifest.json` is replaced with a conditional write
+//!   (`If-None-Match: *` for the first commit, `If-Match` the version read
+//!   otherwise); a committer that lost the race reads the newer manifest,
+//!   checks its shards against it again and retries, so concurrent
+//!   committers on any hosts never lose each other's shards.
+//!
+//! On any error the write removes what it made ([`TableWrite::discard`]):
+//! its uncommitted shards, and the table directory when the write created
+//! it and nothing was committed.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+#[cfg(feature = "remote")]
+mod bucket;
+mod commit;
+mod root;
+
+pub(crate) use commit::commit_names;
+#[cfg(feature = "remote")]
+pub(crate) use commit::publish_at;
+use commit::{next_manifest, publish};
+use root::{Root, RootKind};
+
+use super::files;
+use super::manifest::{is_shard_name, MANIFEST_FILE, MANIFEST_LOCK};
+use super::repr::{py_list, py_str};
+use super::shard::{ColumnSpec, ShardSchema};
+use crate::{Error, Location, Result};
+
+/// What a write may find at its destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteMode {
+    /// A new table: the destination must not exist, or be empty.
+    Create,
+    /// Shards added to the sharded table there (made by the first commit).
+    Append,
+}
+
+/// One shard written by a [`TableWrite`], not yet committed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WrittenShard {
+    /// The shard's directory name (below the table).
+    pub name: String,
+    /// Its rows.
+    pub rows: u64,
+}
+
+/// A write of shards to the table at one location (see the module
+/// documentation). Cheap to recreate in another process from its
+/// [`token`](TableWrite::token) with [`TableWrite::resume`].
+#[derive(Debug)]
+pub struct TableWrite {
+    root: Root,
+    mode: WriteMode,
+    token: String,
+    existed: bool,
+}
+
+impl TableWrite {
+    /// Starts a write to `dst`. With [`WriteMode::Create`] `dst` must not
+    /// exist or be empty (`AlreadyExists` naming what it holds); with
+    /// [`WriteMode::Append`] it must not be a plain table (`InvalidValue`).
+    /// An `http(s)` location is read-only (`InvalidValue`).
+    pub fn begin(dst: &Location, mode: WriteMode) -> Result<TableWrite> {
+        let root = Root::of(dst)?;
+        let existed = root.exists();
+        let write = TableWrite {
+            root,
+            mode,
+            token: files::random_hex(6),
+            existed,
+        };
+        write.check_target()?;
+        Ok(write)
+    }
+
+    /// The write `token` to `dst` that [`begin`](TableWrite::begin) started
+    /// (in another process, say), `existed` as it found the destination.
+    pub fn resume(
+        dst: &Location,
+        mode: WriteMode,
+        token: &str,
+        existed: bool,
+    ) -> Result<TableWrite> {
+        if token.len() < 8 || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(Error::InvalidValue(format!(
+                "token must be a write's token (at least 8 hex digits), got {}",
+                py_str(token)
+            )));
+        }
+        Ok(TableWrite {
+            root: Root::of(dst)?,
+            mode,
+            token: token.to_owned(),
+            existed,
+        })
+    }
+
+    /// The token naming this write's shards.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Whether the destination existed when the write began.
+    pub fn existed(&self) -> bool {
+        self.existed
+    }
+
+    pub fn mode(&self) -> WriteMode {
+        self.mode
+    }
+
+    /// The destination.
+    pub fn location(&self) -> &Location {
+        &self.root.at
+    }
+
+    fn prefix(&self) -> String {
+        format!("shard-{}-", self.token)
+    }
+
+    fn ours(&self, name: &str) -> bool {
+        name.starts_with(&self.prefix())
+    }
+
+    /// `AlreadyExists` unless a new table may go to the destination (for
+    /// [`WriteMode::Create`]: nothing there but this write's shards and the
+    /// commit lock); `InvalidValue` for a plain table there.
+    fn check_target(&self) -> Result<()> {
+        let held = self.root.entries()?;
+        if self.mode == WriteMode::Create {
+            if let Some(why) = self.root.not_a_directory() {
+                return Err(Error::AlreadyExists {
+                    path: self.root.path().to_path_buf(),
+                    reason: why,
+                });
+            }
+            let others: Vec<&String> = held
+                .iter()
+                .filter(|e| !self.ours(e) && e.as_str() != MANIFEST_LOCK)
+                .collect();
+            if !others.is_empty() {
+                let shown: Vec<&String> = others.iter().copied().take(3).collect();
+                return Err(Error::AlreadyExists {
+                    path: self.root.path().to_path_buf(),
+                    reason: format!(
+                        "{} is not empty (it holds {}{}): a new table goes to a new or empty location",
+                        self.root.path().display(),
+                        py_list(&shown),
+                        if others.len() > 3 { " ..." } else { "" }
+                    ),
+                });
+            }
+        } else if !held.iter().any(|e| e == MANIFEST_FILE) && self.root.holds_stores()? {
+            return Err(plain_table(self.root.path()));
+        }
+        Ok(())
+    }
+
+    /// A new, empty shard directory of this write, to fill as a plain
+    /// table and hand to [`finish_shard`](TableWrite::finish_shard): inside
+    /// a local table's directory (created if needed), in a new temporary
+    /// directory for a remote table.
+    pub fn new_shard(&self) -> Result<PathBuf> {
+        let parent = match &self.root.kind {
+            RootKind::Local(dir) => dir.clone(),
+            #[cfg(feature = "remote")]
+            RootKind::Bucket { .. } => {
+                let tmp =
+                    std::env::temp_dir().join(format!("loaderx-shard-{}", files::random_hex(6)));
+                files::create_dir_all(&tmp)?;
+                tmp
+            }
+        };
+        files::create_dir_all(&parent)?;
+        loop {
+            let shard = parent.join(format!("{}{}", self.prefix(), files::random_hex(8)));
+            if files::create_dir(&shard)? {
+                return Ok(shard);
+            }
+        }
+    }
+
+    /// Checks the filled shard `dir` (made by [`new_shard`](TableWrite::new_shard)):
+    /// a plain table whose columns have equal lengths; a remote one is then
+    /// uploaded under its name and removed locally. On error the shard is
+    /// removed (locally and from the bucket).
+    pub fn finish_shard(&self, dir: &Path) -> Result<WrittenShard> {
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .filter(|n| self.ours(n))
+            .ok_or_else(|| {
+                Error::InvalidValue(format!(
+                    "{} is not a shard of this write (made by new_shard)",
+                    dir.display()
+                ))
+            })?;
+        let done = super::shard::shard_schema(dir).and_then(|schema| {
+            self.root.upload_shard(dir, &name)?;
+            Ok(WrittenShard {
+                name: name.clone(),
+                rows: schema.rows,
+            })
+        });
+        self.drop_local(dir, done.is_err());
+        if done.is_err() {
+            let _ = self.root.remove_shards(&[name]);
+        }
+        done
+    }
+
+    /// Removes the local directory of a remote shard (uploaded or failed),
+    /// or of a local shard that failed.
+    fn drop_local(&self, dir: &Path, failed: bool) {
+        match &self.root.kind {
+            RootKind::Local(_) => {
+                if failed {
+                    let _ = files::remove_dir_all(dir);
+                }
+            }
+            #[cfg(feature = "remote")]
+            RootKind::Bucket { .. } => {
+                let _ = files::remove_dir_all(dir.parent().unwrap_or(dir));
+            }
+        }
+    }
+
+    /// One shard: a new shard directory filled by `fill`, then finished.
+    pub fn write_shard<T>(
+        &self,
+        fill: impl FnOnce(&Path) -> Result<T>,
+    ) -> Result<(WrittenShard, T)> {
+        let dir = self.new_shard()?;
+        match fill(&dir) {
+            Ok(v) => Ok((self.finish_shard(&dir)?, v)),
+            Err(e) => {
+                self.drop_local(&dir, true);
+                Err(e)
+            }
+        }
+    }
+
+    /// One shard per task of `tasks`, filled by `fill` on `workers` threads
+    /// (tasks are drawn from `tasks` one at a time, so a one-pass source
+    /// holds at most `workers` tasks in memory). Returns the shards in task
+    /// order. On the first error no further task starts and every shard
+    /// written is removed.
+    pub fn write_shards<I, F>(&self, tasks: I, workers: usize, fill: F) -> Result<Vec<WrittenShard>>
+    where
+        I: Iterator + Send,
+        F: Fn(I::Item, &Path) -> Result<()> + Sync,
+    {
+        let source = Mutex::new(tasks.enumerate());
+        let failed = AtomicBool::new(false);
+        let results: Mutex<Vec<(usize, Result<WrittenShard>)>> = Mutex::new(Vec::new());
+        let work = || loop {
+            if failed.load(Ordering::Relaxed) {
+                return;
+            }
+            let next = source.lock().unwrap_or_else(|p| p.into_inner()).next();
+            let Some((at, task)) = next else { return };
+            let r = self.write_shard(|dir| fill(task, dir)).map(|(s, ())| s);
+            if r.is_err() {
+                failed.store(true, Ordering::Relaxed);
+            }
+            results
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((at, r));
+        };
+        std::thread::scope(|s| {
+            for _ in 1..workers.max(1) {
+                s.spawn(work);
+            }
+            work();
+        });
+        let mut results = results.into_inner().unwrap_or_else(|p| p.into_inner());
+        results.sort_by_key(|(at, _)| *at);
+        let mut written = Vec::with_capacity(results.len());
+        let mut error = None;
+        for (_, r) in results {
+            match r {
+                Ok(s) => written.push(s),
+                Err(e) => error = error.or(Some(e)),
+            }
+        }
+        if let Some(e) = error {
+            let names: Vec<String> = written.into_iter().map(|s| s.name).collect();
+            let _ = self.root.remove_shards(&names);
+            return Err(e);
+        }
+        Ok(written)
+    }
+
+    /// Commits this write's shards `names`, in order, and returns the
+    /// table's rows after the commit. Each column's layout is decided over
+    /// these shards and the table's (dense where every shard holds one item
+    /// shape, ragged otherwise; a shard's dense column is rewritten ragged
+    /// where needed). On error every shard of this write is removed and the
+    /// table is as it was; after a commit, the shards of this write that it
+    /// did not name (a retried task's) are removed.
+    pub fn commit(&self, names: &[String]) -> Result<u64> {
+        let done = self.commit_inner(names);
+        let _ = self.discard();
+        done
+    }
+
+    fn commit_inner(&self, names: &[String]) -> Result<u64> {
+        check_names(names, true)?;
+        if let Some(other) = names.iter().find(|n| !self.ours(n)) {
+            return Err(Error::InvalidValue(format!(
+                "shard {} is not a shard of this write",
+                py_str(other)
+            )));
+        }
+        if self.mode == WriteMode::Create {
+            self.check_target()?;
+        }
+        let mut schemas = Vec::with_capacity(names.len());
+        for name in names {
+            schemas.push(self.root.shard_schema(name)?);
+        }
+        self.reconcile(names, &mut schemas)?;
+        let new: Vec<(String, ShardSchema)> = names.iter().cloned().zip(schemas).collect();
+        let create = self.mode == WriteMode::Create;
+        let manifest = publish(&self.root, &mut |root, current| {
+            if create && current.is_some() {
+                return Err(Error::AlreadyExists {
+                    path: self.root.path().to_path_buf(),
+                    reason: format!(
+                        "{} is not empty (another writer made a table there): a new table goes to a new or empty location",
+                        self.root.path().display()
+                    ),
+                });
+            }
+            next_manifest(root, current, &new)
+        })?;
+        Ok(manifest.num_rows())
+    }
+
+    /// Makes the column layouts of the shards `names` (with `schemas`)
+    /// agree with each other and the table's: a column dense here and
+    /// ragged there becomes ragged in every shard of this write.
+    fn reconcile(&self, names: &[String], schemas: &mut [ShardSchema]) -> Result<()> {
+        let Some(first) = schemas.first().cloned() else {
+            return Ok(());
+        };
+        for (name, schema) in names.iter().zip(schemas.iter()).skip(1) {
+            if schema.names() != first.names() {
+                return Err(Error::InvalidValue(format!(
+                    "every block must have the same columns, but shard {} has {} and shard {} has {}",
+                    py_str(name),
+                    py_list(&schema.names()),
+                    py_str(&names[0]),
+                    py_list(&first.names())
+                )));
+            }
+        }
+        let reference = Root::of(&self.root.at.fresh())?.reference_schema()?;
+        for (c, (column, _)) in first.columns.iter().enumerate() {
+            let mut specs: Vec<ColumnSpec> = Vec::with_capacity(schemas.len() + 1);
+            if let Some(spec) = reference
+                .as_ref()
+                .and_then(|r| r.columns.iter().find(|(n, _)| n == column))
+            {
+                specs.push(spec.1.clone());
+            }
+            specs.extend(schemas.iter().map(|s| s.columns[c].1.clone()));
+            let merged = ColumnSpec::merge(column, &specs)?;
+            for (name, schema) in names.iter().zip(schemas.iter_mut()) {
+                if schema.columns[c].1 != merged && merged.schema.item_shape().is_none() {
+                    self.root.rewrite_ragged(name, column)?;
+                    schema.columns[c].1 = merged.clone();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes what this write left uncommitted: its shards that the
+    /// manifest does not name and, when nothing was committed and the write
+    /// created the local table directory, the directory. A manifest that
+    /// cannot be read leaves everything as it is. Returns the shards
+    /// removed.
+    pub fn discard(&self) -> Result<Vec<String>> {
+        self.root.discard(&self.prefix(), !self.existed)
+    }
+}
+
+/// The refusal to put shards into a plain table.
+fn plain_table(path: &Path) -> Error {
+    Error::InvalidValue(format!(
+        "{} is a plain table (it holds stores directly); shards go into a directory of their own",
+        path.display()
+    ))
+}
+
+/// Checks shard names before anything is read or written.
+fn check_names(shards: &[String], at_least_one: bool) -> Result<()> {
+    if at_least_one && shards.is_empty() {
+        return Err(Error::InvalidValue(
+            "shards must name at least one shard, got none".into(),
+        ));
+    }
+    for name in shards {
+        if !is_shard_name(name) {
+            return Err(Error::InvalidValue(format!(
+                "shard name {} must be a plain directory name",
+                py_str(name)
+            )));
+        }
+    }
+    if shards.iter().collect::<BTreeSet<_>>().len() != shards.len() {
+        return Err(Error::InvalidValue(format!(
+            "shards names a shard twice: {}",
+            py_list(shards)
+        )));
+    }
+    Ok(())
+}
