@@ -26,6 +26,23 @@
 //! feature per cloud): it opens read-only, and gathers plan their own
 //! range requests (with an optional local block cache).
 //!
+//! What a Rust user needs, by task:
+//!
+//! - **open** a store ([`Store::open`], [`Store::open_readonly`],
+//!   [`Store::open_at`] for a [`Location`]) or a table
+//!   ([`table::Table::open`], [`table::Table::open_at`]);
+//! - **gather** records at any indices in one call ([`Records`]: dense into
+//!   one [`Buffer`], ragged into a [`RaggedBatch`]);
+//! - **scan** a table or stores as Arrow record batches ([`arrow::Scan`],
+//!   with the `arrow` feature);
+//! - **load** batches by step ([`sampler`], [`DataLoader`]);
+//! - **write** stores ([`Store::create`], `append_dense`, `append_ragged`)
+//!   and tables: Arrow into a plain table ([`arrow::ingest`]), shards into a
+//!   sharded table, locally or in a bucket, through the one write path
+//!   ([`table::TableWrite`]: begin, write shards, commit) or by hand
+//!   ([`table::new_shard`], [`table::commit_shards`]), and whole tables
+//!   between locations (`table::copy_table`, with the `remote` feature).
+//!
 //! This crate is pure Rust: the Python bindings live in `python/` and the
 //! DataFusion and Parquet connectors in `connectors/`.
 

@@ -514,51 +514,64 @@ fn a_sharded_table_scans_with_a_filter_on_its_cheap_columns() {
 
 #[test]
 fn an_abandoned_writes_shards_are_discarded_and_committed_ones_kept() {
+    use loaderx::table::{TableWrite, WriteMode};
+    use loaderx::Location;
+
     let tmp = tempfile::tempdir().unwrap();
     let (path, shards) = sharded(tmp.path());
     let before = manifest_bytes(&path);
-    // A write whose shards share a prefix: one committed, two left over
-    // (a failed task's, a retried one's), plus another write's shard.
+    // A write's shards (named by its token): two left over (a failed
+    // task's, a retried one's), plus another write's shard.
     let names = |p: &Path| -> Vec<String> {
         let m = table::read_manifest(p).unwrap();
         m.shards.into_iter().map(|s| s.name).collect()
     };
     let committed = names(&path);
-    let mine = |k: u32| path.join(format!("shard-w1-{k:06}"));
+    let mine = |k: u32| path.join(format!("shard-0000aaaa-{k:06}"));
     for k in 0..2 {
         write_shard(&mine(k), 0, 3, Codec::Raw, false);
     }
-    let other = path.join("shard-w2-000000");
+    let other = path.join("shard-0000bbbb-000000");
     write_shard(&other, 0, 3, Codec::Raw, false);
-    let removed = table::discard_shards(&path, "shard-w1-", true).unwrap();
-    assert_eq!(removed, ["shard-w1-000000", "shard-w1-000001"]);
+    let write = |p: &Path, token: &str, existed: bool| {
+        TableWrite::resume(&Location::local(p), WriteMode::Append, token, existed).unwrap()
+    };
+    let removed = write(&path, "0000aaaa", false).discard().unwrap();
+    assert_eq!(removed, ["shard-0000aaaa-000000", "shard-0000aaaa-000001"]);
     assert!(!mine(0).exists() && !mine(1).exists() && other.exists());
     for s in &shards {
         assert!(s.exists(), "committed shard {} was removed", s.display());
     }
+    // The table directory holds a manifest: it stays, whatever the write
+    // found when it began.
     assert_eq!(manifest_bytes(&path), before);
     assert_eq!(names(&path), committed);
-    // A prefix that names committed shards removes none of them.
-    let prefix = committed[0].chars().take(6).collect::<String>();
     assert_eq!(
-        table::discard_shards(&path, &prefix, true).unwrap(),
-        ["shard-w2-000000"]
+        write(&path, "0000bbbb", true).discard().unwrap(),
+        ["shard-0000bbbb-000000"]
     );
-    assert!(table::discard_shards(&path, "", true).is_err());
+    assert_eq!(names(&path), committed);
 
-    // No manifest: the write's shards, then the lock and the directory go.
+    // No manifest: the write's shards, then the lock and, when the write
+    // made the directory, the directory go.
     let fresh = tmp.path().join("fresh");
     std::fs::create_dir(&fresh).unwrap();
-    write_shard(&fresh.join("shard-w3-000000"), 0, 3, Codec::Raw, false);
+    write_shard(
+        &fresh.join("shard-0000cccc-000000"),
+        0,
+        3,
+        Codec::Raw,
+        false,
+    );
     std::fs::write(fresh.join(table::MANIFEST_LOCK), b"").unwrap();
-    table::discard_shards(&fresh, "shard-w3-", false).unwrap();
+    write(&fresh, "0000cccc", true).discard().unwrap();
     assert!(fresh.exists() && std::fs::read_dir(&fresh).unwrap().next().is_none());
     std::fs::write(fresh.join(table::MANIFEST_LOCK), b"").unwrap();
-    table::discard_shards(&fresh, "shard-w3-", true).unwrap();
+    write(&fresh, "0000cccc", false).discard().unwrap();
     assert!(!fresh.exists());
     // Anything else in the directory keeps it.
     std::fs::create_dir(&fresh).unwrap();
     std::fs::write(fresh.join("notes.txt"), b"x").unwrap();
-    table::discard_shards(&fresh, "shard-w3-", true).unwrap();
+    write(&fresh, "0000cccc", false).discard().unwrap();
     assert!(fresh.join("notes.txt").exists());
 }

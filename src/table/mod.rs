@@ -43,10 +43,7 @@ pub use manifest::{
     MANIFEST_LOCK,
 };
 pub use open::{open_columns, Column, Shard, Stream, Table};
-pub use shard::{
-    check_shard_agrees, column_names, commit_shards, discard_shards, new_shard, shard_names,
-    shard_schema, ColumnSpec, ShardSchema,
-};
+pub use shard::{column_names, commit_shards, new_shard, shard_schema, ColumnSpec, ShardSchema};
 pub use types::{read_types, validity_dir, write_types, ColumnType, TABLE_FILE, VALIDITY_DIR};
 #[cfg(feature = "remote")]
 pub(crate) use write::publish_at;
