@@ -227,7 +227,7 @@ fn discard_removes_only_this_writes_uncommitted_shards() {
         true,
     )
     .unwrap();
-    assert_eq!(resumed.discard().unwrap(), [a.name.clone()]);
+    assert_eq!(resumed.discard().unwrap(), std::slice::from_ref(&a.name));
     assert!(!path.join(&a.name).exists() && path.join(&b.name).exists());
     assert!(path.join(&kept.name).exists());
     assert_eq!(ids(&path), vec![0, 1]);
