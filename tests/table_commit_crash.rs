@@ -100,3 +100,135 @@ fn a_commit_killed_at_any_step_leaves_the_old_or_the_new_table() {
         "{killed_old} {killed_new}"
     );
 }
+
+const WRITE_DIR: &str = "LOADERX_TEST_WRITE_DIR";
+
+/// A shard of a write: `x` (int64 `from..from + rows`, via the common
+/// helper) and `v` (u8 tensors of `width` bytes, each its row's `x`).
+fn write_shard(dir: &Path, from: i64, rows: i64, width: usize) -> loaderx::Result<()> {
+    use loaderx::{Codec, DType, Schema, Store};
+    common::int64_shard(dir, from, rows, false);
+    let mut v = Store::create(
+        dir.join("v"),
+        Schema::dense(DType::U8, &[width as u64])?,
+        Codec::Zstd,
+        None,
+    )?;
+    let bytes: Vec<u8> = (from..from + rows)
+        .flat_map(|i| vec![i as u8; width])
+        .collect();
+    v.append_dense(&bytes)?;
+    v.close()
+}
+
+/// The child: commits the write whose token and shards the files `token`
+/// and `shards` in `$LOADERX_TEST_WRITE_DIR/..` name, killed at its fault
+/// point `$LOADERX_TEST_COMMIT_AT`. A no-op when run as a plain test.
+#[test]
+fn write_child() {
+    use loaderx::table::{TableWrite, WriteMode};
+    let (Some(dir), Some(at)) = (std::env::var_os(WRITE_DIR), std::env::var_os(CHILD_AT)) else {
+        return;
+    };
+    let path = PathBuf::from(dir);
+    let at: u64 = at.to_str().unwrap().parse().unwrap();
+    let meta = path.parent().unwrap();
+    let token = std::fs::read_to_string(meta.join("token")).unwrap();
+    let names: Vec<String> = std::fs::read_to_string(meta.join("shards"))
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let write = TableWrite::resume(
+        &loaderx::Location::local(&path),
+        WriteMode::Create,
+        &token,
+        false,
+    )
+    .unwrap();
+    fault::skip_fsync(true);
+    fault::arm(at, Mode::Kill);
+    write.commit(&names).unwrap();
+    fault::disarm();
+}
+
+/// A new table's commit through the write path, whose shards disagree on
+/// a column's shape (so it is rewritten ragged before the manifest names
+/// them), killed at every step: the target is no table at all or the whole
+/// new one; what a killed write leaves, the write's discard removes, and a
+/// new write to the same place then succeeds.
+#[test]
+fn a_write_killed_at_any_step_leaves_no_table_or_the_new_one() {
+    use loaderx::table::{TableWrite, WriteMode};
+    use loaderx::Location;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let pristine = tmp.path().join("pristine");
+    std::fs::create_dir(&pristine).unwrap();
+    let write = TableWrite::begin(&Location::local(pristine.join("t")), WriteMode::Create).unwrap();
+    let (a, ()) = write.write_shard(|d| write_shard(d, 0, 4, 2)).unwrap();
+    let (b, ()) = write.write_shard(|d| write_shard(d, 10, 3, 3)).unwrap();
+    std::fs::write(pristine.join("token"), write.token()).unwrap();
+    std::fs::write(pristine.join("shards"), format!("{}\n{}", a.name, b.name)).unwrap();
+    let new: Vec<i64> = (0..4).chain(10..13).collect();
+
+    let (mut killed_before, mut killed_after) = (0, 0);
+    for at in 0.. {
+        assert!(at < 1000, "the commit never completes");
+        let root = tmp.path().join(format!("try-{at}"));
+        common::copy_tree(&pristine, &root);
+        let path = root.join("t");
+        let status = common::rerun("write_child")
+            .env(WRITE_DIR, &path)
+            .env(CHILD_AT, at.to_string())
+            .output()
+            .unwrap();
+        let killed = std::os::unix::process::ExitStatusExt::signal(&status.status) == Some(9);
+        assert!(
+            killed || status.status.success(),
+            "step {at}: {}",
+            String::from_utf8_lossy(&status.stderr)
+        );
+        let opened = Table::open(&path, true);
+        if let Ok(t) = &opened {
+            assert_eq!(
+                t.column("v").unwrap().schema().item_shape(),
+                None,
+                "step {at}"
+            );
+        }
+        drop(opened);
+        if !killed {
+            assert_eq!(ids(&path), new, "step {at}: the commit returned");
+            break;
+        }
+        if table::is_sharded(&path) {
+            killed_after += 1;
+            assert_eq!(ids(&path), new, "step {at}");
+        } else {
+            killed_before += 1;
+            // The write's discard removes everything it made, and a new
+            // write to the same place succeeds.
+            let token = std::fs::read_to_string(root.join("token")).unwrap();
+            let resumed =
+                TableWrite::resume(&Location::local(&path), WriteMode::Create, &token, false)
+                    .unwrap();
+            resumed.discard().unwrap();
+            assert!(
+                !path.exists(),
+                "step {at}: {:?}",
+                std::fs::read_dir(&path).map(|d| d
+                    .map(|e| e.unwrap().file_name())
+                    .collect::<Vec<_>>())
+            );
+            let again = TableWrite::begin(&Location::local(&path), WriteMode::Create).unwrap();
+            let (s, ()) = again.write_shard(|d| write_shard(d, 0, 2, 2)).unwrap();
+            assert_eq!(again.commit(&[s.name]).unwrap(), 2, "step {at}");
+        }
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+    assert!(
+        killed_before >= 4 && killed_after >= 1,
+        "{killed_before} {killed_after}"
+    );
+}

@@ -208,6 +208,20 @@ pub fn discard_shards(table: &Path, prefix: &str, remove_table: bool) -> Result<
         }
     }
     if !has_manifest {
+        // A commit killed while writing the first manifest leaves its
+        // temporary file (never a committed state): removed under the lock,
+        // so that no live commit loses its own.
+        let tmp = format!(".{MANIFEST_FILE}.");
+        if files::list(table)?.iter().any(|n| n.starts_with(&tmp)) {
+            let _lock = files::CommitLock::acquire(table, MANIFEST_LOCK)?;
+            if !files::is_file(&Fs::Local, &table.join(MANIFEST_FILE)) {
+                for name in files::list(table)? {
+                    if name.starts_with(&tmp) {
+                        files::remove_file(&table.join(name))?;
+                    }
+                }
+            }
+        }
         let left = files::list(table)?;
         if left == [MANIFEST_LOCK] {
             files::remove_file(&table.join(MANIFEST_LOCK))?;
