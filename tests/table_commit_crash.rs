@@ -29,6 +29,24 @@ fn ids(path: &Path) -> Vec<i64> {
         .collect()
 }
 
+/// Runs the child test `name` on the table at `path` (in the environment
+/// variable `var`), killed at fault point `at`: whether it was killed (it
+/// must otherwise have succeeded).
+fn run_child(name: &str, var: &str, path: &Path, at: u64) -> bool {
+    let status = common::rerun(name)
+        .env(var, path)
+        .env(CHILD_AT, at.to_string())
+        .output()
+        .unwrap();
+    let killed = std::os::unix::process::ExitStatusExt::signal(&status.status) == Some(9);
+    assert!(
+        killed || status.status.success(),
+        "step {at}: {}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    killed
+}
+
 /// The child: commits the one uncommitted shard of the table in
 /// `$LOADERX_TEST_COMMIT_DIR`, killed at its fault point
 /// `$LOADERX_TEST_COMMIT_AT`. A no-op when run as a plain test.
@@ -67,17 +85,7 @@ fn a_commit_killed_at_any_step_leaves_the_old_or_the_new_table() {
         let path = tmp.path().join(format!("try-{at}"));
         common::copy_tree(&pristine, &path);
         std::fs::write(path.join("extra"), &name).unwrap();
-        let status = common::rerun("commit_child")
-            .env(CHILD_DIR, &path)
-            .env(CHILD_AT, at.to_string())
-            .output()
-            .unwrap();
-        let killed = std::os::unix::process::ExitStatusExt::signal(&status.status) == Some(9);
-        assert!(
-            killed || status.status.success(),
-            "step {at}: {}",
-            String::from_utf8_lossy(&status.stderr)
-        );
+        let killed = run_child("commit_child", CHILD_DIR, &path, at);
         let got = ids(&path);
         assert!(got == old || got == new, "step {at}: {got:?}");
         if !killed {
@@ -178,17 +186,7 @@ fn a_write_killed_at_any_step_leaves_no_table_or_the_new_one() {
         let root = tmp.path().join(format!("try-{at}"));
         common::copy_tree(&pristine, &root);
         let path = root.join("t");
-        let status = common::rerun("write_child")
-            .env(WRITE_DIR, &path)
-            .env(CHILD_AT, at.to_string())
-            .output()
-            .unwrap();
-        let killed = std::os::unix::process::ExitStatusExt::signal(&status.status) == Some(9);
-        assert!(
-            killed || status.status.success(),
-            "step {at}: {}",
-            String::from_utf8_lossy(&status.stderr)
-        );
+        let killed = run_child("write_child", WRITE_DIR, &path, at);
         let opened = Table::open(&path, true);
         if let Ok(t) = &opened {
             assert_eq!(
@@ -217,9 +215,8 @@ fn a_write_killed_at_any_step_leaves_no_table_or_the_new_one() {
             assert!(
                 !path.exists(),
                 "step {at}: {:?}",
-                std::fs::read_dir(&path).map(|d| d
-                    .map(|e| e.unwrap().file_name())
-                    .collect::<Vec<_>>())
+                std::fs::read_dir(&path)
+                    .map(|d| d.map(|e| e.unwrap().file_name()).collect::<Vec<_>>())
             );
             let again = TableWrite::begin(&Location::local(&path), WriteMode::Create).unwrap();
             let (s, ()) = again.write_shard(|d| write_shard(d, 0, 2, 2)).unwrap();
