@@ -59,6 +59,7 @@ from ._streams import (
     scan,
 )
 from .table import _open_pinned, open_table
+from .zrecord import DenseStore, RaggedStore
 
 #: The least bytes :func:`read_table` gives a read task unless told how many
 #: tasks to make (``override_num_blocks``).
@@ -103,9 +104,9 @@ def _row_bytes(store) -> int:
     stored (compressed) bytes per record plus Ray's per-row offsets and
     shape, a lower bound that the read tasks refine from the blocks they
     build."""
-    if store._kind == "dense":
+    if isinstance(store, DenseStore):
         return store.dtype.itemsize * int(np.prod(store.item_shape, dtype=np.int64))
-    stats = store._drain().stats()
+    stats = store.stats()
     return -(-stats["live_bytes"] // max(1, stats["records"])) + 32
 
 
@@ -307,7 +308,7 @@ def _datasource_class():
                 if name not in self._fields:
                     with _open(self._path, self._options, self._pinned) as table:
                         store = table[name]
-                        if store._kind == "ragged" and store.logical == "tensor":
+                        if isinstance(store, RaggedStore) and store.logical == "tensor":
                             self._fields[name] = None
                         else:  # an empty scan decodes nothing
                             block = next(_blocks({name: store}, [name], None, 0, 0))
