@@ -78,6 +78,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pack::pack, m)?)?;
     m.add_function(wrap_pyfunction!(mixture::mix_counts, m)?)?;
     m.add_function(wrap_pyfunction!(mixture::source_seed, m)?)?;
+    m.add_function(wrap_pyfunction!(sampler::record_seeds, m)?)?;
     m.add_function(wrap_pyfunction!(train_dict, m)?)?;
     m.add_function(wrap_pyfunction!(dict_tier, m)?)?;
     m.add_function(wrap_pyfunction!(table_types, m)?)?;

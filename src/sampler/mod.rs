@@ -107,6 +107,15 @@
 //! a small eight-lane work queue. The result equals the scalar definition
 //! above (tested against it).
 //!
+//! # Per-record seeds
+//!
+//! [`record_seeds`] gives each record of a batch a seed of its own for
+//! augmentation: the same SplitMix64 stream as the IID draws, keyed by
+//! `mix64(mix64(seed ^ D_RECORD) + step * G)`, evaluated at `index + 1`
+//! (`mix64(key + (index + 1) * G)`), so it is a pure function of
+//! `(seed, step, index)`. The Python loader's `record_seeds` is this
+//! function.
+//!
 //! These definitions are part of the reproducibility contract: changing any
 //! constant changes batches. The `golden_values_are_stable` test pins
 //! outputs of each mode.
@@ -122,6 +131,8 @@ const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 const DOMAIN_IID: u64 = 0x6969_645F_7374_6570; // "iid_step"
 /// Domain separation for CYCLIC permutation keys.
 const DOMAIN_CYCLIC: u64 = 0x6379_636C_6963_5F63; // "cyclic_c"
+/// Domain separation for per-record seeds.
+const DOMAIN_RECORD: u64 = 0x7265_635F_7365_6564; // "rec_seed"
 /// Constant xored into the second factor of the Feistel round function.
 const ROUND_MUL: u64 = 0xE703_7ED1_A0B4_28DB;
 /// Positions encrypted together in the CYCLIC fast path.
@@ -257,6 +268,39 @@ fn mix64(mut z: u64) -> u64 {
 #[inline]
 fn stream_key(domain: u64, seed: u64, counter: u64) -> u64 {
     mix64(mix64(seed ^ domain).wrapping_add(counter.wrapping_mul(GOLDEN_GAMMA)))
+}
+
+/// The seed of record `index` at `step` of a run seeded `seed` (see
+/// "Per-record seeds" above): `mix64(key + (index + 1) * G)` with
+/// `key = mix64(mix64(seed ^ D_RECORD) + step * G)`.
+#[inline]
+pub fn record_seed(seed: u64, step: u64, index: u64) -> u64 {
+    let key = stream_key(DOMAIN_RECORD, seed, step);
+    mix64(key.wrapping_add(index.wrapping_add(1).wrapping_mul(GOLDEN_GAMMA)))
+}
+
+/// [`record_seed`] of every `indices[i]` at `step` into `out[i]`, the seed
+/// being `seeds[i]`, or `seeds[0]` for every row when `seeds` holds one.
+///
+/// # Panics
+/// If `out` and `indices` differ in length, or `seeds` holds neither one
+/// seed nor one per index.
+pub fn record_seeds(seeds: &[u64], step: u64, indices: &[u64], out: &mut [u64]) {
+    assert_eq!(out.len(), indices.len(), "one output per index");
+    match seeds {
+        [seed] => {
+            let key = stream_key(DOMAIN_RECORD, *seed, step);
+            for (o, &i) in out.iter_mut().zip(indices) {
+                *o = mix64(key.wrapping_add(i.wrapping_add(1).wrapping_mul(GOLDEN_GAMMA)));
+            }
+        }
+        _ => {
+            assert_eq!(seeds.len(), indices.len(), "one seed, or one per index");
+            for ((o, &i), &seed) in out.iter_mut().zip(indices).zip(seeds) {
+                *o = record_seed(seed, step, i);
+            }
+        }
+    }
 }
 
 /// Feistel round function: keyed spread-and-square, 32 output bits.
