@@ -10,6 +10,8 @@ import numpy.typing as npt
 
 DICT_TIERS: dict[str, tuple[int, int]]
 MIN_DICT_SAMPLE_BYTES: int
+BATCH_BYTES: int
+FILTER_ROWS: int
 HAS_SQL: bool
 
 class StoreBusy(OSError): ...

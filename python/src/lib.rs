@@ -97,6 +97,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(arrow::merge_column_specs, m)?)?;
     m.add("DICT_TIERS", dict_tiers(m.py())?)?;
     m.add("MIN_DICT_SAMPLE_BYTES", loaderx::dict::MIN_SAMPLE_BYTES)?;
+    m.add("BATCH_BYTES", loaderx::arrow::DEFAULT_BATCH_BYTES)?;
+    m.add("FILTER_ROWS", loaderx::arrow::FILTER_ROWS)?;
     m.add_function(wrap_pyfunction!(parquet::parquet_export, m)?)?;
     m.add_function(wrap_pyfunction!(parquet::parquet_ingest, m)?)?;
     m.add_function(wrap_pyfunction!(parquet::parquet_rows, m)?)?;
