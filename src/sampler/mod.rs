@@ -359,10 +359,12 @@ impl FeistelDomain {
         ((self.high_mask << self.low_bits) | self.low_mask) + 1
     }
 
-    /// The keyed bijection on `0..2^k` (`x` must be `< 2^k`): `R / 2`
-    /// pairs of rounds, each xoring one half with a function of the other.
+    /// The keyed bijection on `0..2^k` (`x` must be `< 2^k`): one pair of
+    /// rounds per pair of `keys`, each xoring one half with a function of
+    /// the other. Inlined, so a caller's fixed-size key array (the CYCLIC
+    /// path's) unrolls the rounds as a const-generic loop would.
     #[inline(always)]
-    fn encrypt<const R: usize>(&self, keys: &[u64; R], x: u64) -> u64 {
+    fn encrypt(&self, keys: &[u64], x: u64) -> u64 {
         let mut hi = x >> self.low_bits;
         let mut lo = x & self.low_mask;
         for pair in keys.chunks_exact(2) {
@@ -372,22 +374,10 @@ impl FeistelDomain {
         (hi << self.low_bits) | lo
     }
 
-    /// [`FeistelDomain::encrypt`] with a run-time number of round keys.
-    #[inline(always)]
-    fn encrypt_dyn(&self, keys: &[u64], x: u64) -> u64 {
-        let mut hi = x >> self.low_bits;
-        let mut lo = x & self.low_mask;
-        for pair in keys.chunks_exact(2) {
-            hi ^= round_fn(lo, pair[0]) & self.high_mask;
-            lo ^= round_fn(hi, pair[1]) & self.low_mask;
-        }
-        (hi << self.low_bits) | lo
-    }
-
-    /// The inverse of [`FeistelDomain::encrypt_dyn`]: the rounds undone in
+    /// The inverse of [`FeistelDomain::encrypt`]: the rounds undone in
     /// reverse order.
     #[inline(always)]
-    fn decrypt_dyn(&self, keys: &[u64], y: u64) -> u64 {
+    fn decrypt(&self, keys: &[u64], y: u64) -> u64 {
         let mut hi = y >> self.low_bits;
         let mut lo = y & self.low_mask;
         for pair in keys.chunks_exact(2).rev() {
