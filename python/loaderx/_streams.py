@@ -56,15 +56,16 @@ _H = TypeVar("_H", bound="Closing")
 
 
 class Closing:
-    """``with`` and garbage collection for a handle (a store, a table): a
-    ``with`` block needs it open (``_live()`` raises otherwise) and closes
-    it on leaving; collection closes it too, best effort. Subclasses define
-    ``_live()`` and an idempotent ``close()``."""
+    """``with`` and garbage collection for a handle (a store, a table, a
+    loader): entering a ``with`` block calls ``_live()``, which raises for a
+    closed handle where that matters (a store, a table); leaving it closes
+    the handle, and so does collection, best effort. Subclasses define an
+    idempotent ``close()``."""
 
     __slots__ = ()
 
     def _live(self):
-        raise NotImplementedError
+        return self
 
     def close(self) -> None:
         raise NotImplementedError

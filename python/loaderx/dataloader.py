@@ -48,7 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _native
-from ._streams import check_streams, require_pyarrow
+from ._streams import Closing, check_streams, require_pyarrow
 from .mixture import Mix, source_seed
 from .zrecord import DenseStore, RaggedStore
 from .zsampler import Mode, _as_int, _as_mode, check_block_size, check_weights
@@ -231,7 +231,7 @@ def _mix_record_weights(mix: Mix, mode: Mode, weights) -> list[np.ndarray] | Non
     return out
 
 
-class DataLoader:
+class DataLoader(Closing):
     """Endless loader over a dict of equal-length streams.
 
     Parameters
@@ -676,18 +676,6 @@ class DataLoader:
                 t.join()
         self._threads = []
         self._results.clear()
-
-    def __enter__(self) -> DataLoader:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001
-            pass
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"step={self._step}"
