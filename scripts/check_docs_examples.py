@@ -27,6 +27,7 @@ GUIDE = [
     "loader",
     "arrow",
     "sql-parquet",
+    "cli",
     "processes-threads",
     "free-threaded",
     "ray",

@@ -8,9 +8,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 
 use loaderx::error::Kind;
 use loaderx::{dict, Codec, DType, Error, Packed, Records, Schema, Store};
@@ -18,19 +17,7 @@ use loaderx::{dict, Codec, DType, Error, Packed, Records, Schema, Store};
 const CHILD_ENV: &str = "LOADERX_BUSY_CHILD";
 const DIR_ENV: &str = "LOADERX_BUSY_DIR";
 
-use common::{u64x16_record as record, u64x16_store as open_store};
-
-#[track_caller]
-fn assert_busy<T: std::fmt::Debug>(r: Result<T, Error>, dir: &Path) {
-    match r {
-        Err(e @ Error::Busy(_)) => {
-            assert!(e.to_string().contains("busy"), "{e}");
-            let Error::Busy(path) = e else { unreachable!() };
-            assert_eq!(path, dir);
-        }
-        other => panic!("expected Busy, got {other:?}"),
-    }
-}
+use common::{assert_busy, u64x16_record as record, u64x16_store as open_store};
 
 #[test]
 fn store_is_send_and_sync() {
@@ -143,15 +130,8 @@ fn child(mode: &str, dir: &Path) -> Command {
     cmd
 }
 
-fn run_child(mode: &str, dir: &Path) -> Output {
-    let out = child(mode, dir).output().unwrap();
-    assert!(
-        out.status.success(),
-        "child {mode} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+fn run_child(mode: &str, dir: &Path) -> String {
+    common::run_ok(&mut child(mode, dir), mode)
 }
 
 #[test]
@@ -159,30 +139,25 @@ fn second_open_from_another_process_is_busy() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("s");
     let mut store = open_store(&dir, 5);
-    let out = run_child("expect-busy", &dir);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("CHILD-BUSY-OK"));
+    assert!(run_child("expect-busy", &dir).contains("CHILD-BUSY-OK"));
 
     // still busy after a sync, and the child changed nothing
     store.sync().unwrap();
-    let out = run_child("expect-busy", &dir);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("CHILD-BUSY-OK"));
+    assert!(run_child("expect-busy", &dir).contains("CHILD-BUSY-OK"));
     assert_eq!(store.len(), 5);
     assert_eq!(store.gather_dense(&[4u64]).unwrap().as_slice(), record(4));
 
     // released on close: the child opens, appends record 5 and closes
     store.close().unwrap();
-    let out = run_child("expect-open", &dir);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("CHILD-OPEN-OK 5"));
+    assert!(run_child("expect-open", &dir).contains("CHILD-OPEN-OK 5"));
     let store = Store::open(&dir).unwrap();
     assert_eq!(store.len(), 6);
     assert_eq!(store.gather_dense(&[5u64]).unwrap().as_slice(), record(5));
 
     // released on drop
-    let out = run_child("expect-busy", &dir);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("CHILD-BUSY-OK"));
+    assert!(run_child("expect-busy", &dir).contains("CHILD-BUSY-OK"));
     drop(store);
-    let out = run_child("expect-open", &dir);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("CHILD-OPEN-OK 6"));
+    assert!(run_child("expect-open", &dir).contains("CHILD-OPEN-OK 6"));
     assert_eq!(Store::open(&dir).unwrap().len(), 7);
 }
 
@@ -192,32 +167,13 @@ fn a_lock_held_by_another_process_goes_with_it() {
     let dir = tmp.path().join("s");
     open_store(&dir, 3).close().unwrap();
 
-    /// Kills the holder even when an assertion below fails.
-    struct Holder(std::process::Child);
-    impl Drop for Holder {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut guard = Holder(child("hold", &dir).stdout(Stdio::piped()).spawn().unwrap());
-    let holder = &mut guard.0;
-    let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
-    loop {
-        match lines.next() {
-            Some(Ok(line)) if line.contains("CHILD-HOLDING") => break,
-            Some(Ok(_)) => {}
-            _ => panic!("holder exited: {:?}", holder.wait()),
-        }
-    }
+    let holder = common::spawn_ready(&mut child("hold", &dir), "CHILD-HOLDING");
     assert_busy(Store::open(&dir), &dir);
     assert!(matches!(
         Store::create(&dir, Schema::ragged(DType::U8), Codec::Raw, None),
         Err(Error::AlreadyExists { .. })
     ));
-    holder.kill().unwrap();
-    holder.wait().unwrap();
-    drop(guard);
+    holder.kill();
     let store = Store::open(&dir).unwrap();
     assert_eq!(store.len(), 3);
 }

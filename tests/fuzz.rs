@@ -1,5 +1,6 @@
-//! Bounded, deterministic fuzzing of corrupt stores (DESIGN.md §3, §9): no
-//! store, however malformed, may abort, panic, hang or read out of bounds.
+//! Bounded, deterministic fuzzing of corrupt stores (the format and its
+//! invariants: docs/format.md): no store, however malformed, may abort,
+//! panic, hang or read out of bounds; it fails with an error naming a file.
 //!
 //! Small valid stores of every flavour are built once; each case writes a
 //! mutated copy of their `meta.zr` / `data.zr` / `dict.zr` and drives it

@@ -1,4 +1,4 @@
-//! The loader's plan (DESIGN §6, §10 "Loader:"): step `k` gathers
+//! The loader's plan (docs/guide/loader.md, "DataLoader"): step `k` gathers
 //! `Sampler(len(indices) or n, B * world_size, mode, seed).at(k)`, mapped
 //! through the subset, sliced for this rank, every stream at the same
 //! indices; batches come out in step order however the producers are timed;

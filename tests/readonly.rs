@@ -14,13 +14,14 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 use std::time::SystemTime;
 
 use loaderx::error::Kind;
 use loaderx::{Codec, DType, Error, Packed, Records, Schema, Store};
+
+use common::assert_busy;
 
 const CHILD_ENV: &str = "LOADERX_RO_CHILD";
 const DIR_ENV: &str = "LOADERX_RO_DIR";
@@ -80,14 +81,6 @@ fn snapshot(dir: &Path) -> BTreeMap<String, (Vec<u8>, SystemTime)> {
             (name, (fs::read(e.path()).unwrap(), mtime))
         })
         .collect()
-}
-
-#[track_caller]
-fn assert_busy<T: std::fmt::Debug>(r: Result<T, Error>, dir: &Path) {
-    match r {
-        Err(Error::Busy(path)) => assert_eq!(path, dir),
-        other => panic!("expected Busy, got {other:?}"),
-    }
 }
 
 #[track_caller]
@@ -307,14 +300,7 @@ fn child(mode: &str, dir: &Path) -> Command {
 }
 
 fn run_child(mode: &str, dir: &Path) -> String {
-    let out: Output = child(mode, dir).output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "child {mode} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    common::run_ok(&mut child(mode, dir), mode)
 }
 
 #[test]
@@ -323,28 +309,7 @@ fn readers_in_several_processes_share_the_store() {
     let dir = tmp.path().join("s");
     make_store(&dir, 4);
 
-    /// Kills the holder even when an assertion below fails.
-    struct Holder(std::process::Child);
-    impl Drop for Holder {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut guard = Holder(
-        child("hold-readonly", &dir)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut lines = BufReader::new(guard.0.stdout.take().unwrap()).lines();
-    loop {
-        match lines.next() {
-            Some(Ok(line)) if line.contains("CHILD-HOLDING") => break,
-            Some(Ok(_)) => {}
-            _ => panic!("holder exited: {:?}", guard.0.wait()),
-        }
-    }
+    let holder = common::spawn_ready(&mut child("hold-readonly", &dir), "CHILD-HOLDING");
     // Another process holds it read-only: this one reads too, a third
     // process reads while both do, and no writer gets in anywhere.
     let here = Store::open_readonly(&dir).unwrap();
@@ -355,9 +320,7 @@ fn readers_in_several_processes_share_the_store() {
     drop(here);
     // This process's reader is gone, the other's still counts.
     assert_busy(Store::open(&dir), &dir);
-    guard.0.kill().unwrap();
-    guard.0.wait().unwrap();
-    drop(guard);
+    holder.kill();
 
     // A writer here keeps readers out of other processes.
     let mut w = Store::open(&dir).unwrap();

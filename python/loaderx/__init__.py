@@ -1,5 +1,6 @@
 """loaderx: a persistent record store (Zrecord) and an endless, step-based
-sampler and prefetch loader for single-machine training.
+sampler and prefetch loader for training, from local disk or object
+storage, in one process, one per GPU, across hosts or through Ray Data.
 
 Modules:
 

@@ -9,17 +9,24 @@ stream checks test for.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Mapping
+from typing import TypeVar
 
 from . import _native
 
 __all__ = [
     "BATCH_BYTES",
+    "SCAN_FILTER_ROWS",
     "CODECS",
+    "Closing",
     "StoreBase",
+    "require",
     "require_pyarrow",
     "require_sql",
+    "is_text",
+    "is_ragged_struct",
     "check_path",
     "check_storage_options",
     "is_remote",
@@ -30,13 +37,54 @@ __all__ = [
     "check_table",
 ]
 
-#: Upper bound of one batch (or chunk) that readers produce.
-BATCH_BYTES = 16 << 20
+#: Upper bound of one batch (or chunk) that readers produce: the core's
+#: ``loaderx::arrow::DEFAULT_BATCH_BYTES`` (16 MiB), which its own readers
+#: and the DataFusion provider use too.
+BATCH_BYTES: int = _native.BATCH_BYTES
+
+#: Rows a :func:`scan` ``filter`` sees at once. Deliberately twice the core's
+#: ``loaderx::arrow::FILTER_ROWS`` (``_native.FILTER_ROWS``, 32 Ki, what a
+#: native predicate such as DataFusion's gets): here every step is a call
+#: into Python (the polars scan's predicate), and 64 Ki rows per step, what
+#: the polars scan filtered before it ran on the core's scan, halves them.
+SCAN_FILTER_ROWS = 1 << 16
 
 CODECS = ("raw", "zstd", "zstd_dict")
 
 
-class StoreBase:
+_H = TypeVar("_H", bound="Closing")
+
+
+class Closing:
+    """``with`` and garbage collection for a handle (a store, a table, a
+    loader): entering a ``with`` block calls ``_live()``, which raises for a
+    closed handle where that matters (a store, a table); leaving it closes
+    the handle, and so does collection, best effort. Subclasses define an
+    idempotent ``close()``."""
+
+    __slots__ = ()
+
+    def _live(self):
+        return self
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _H) -> _H:
+        self._live()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - best effort at garbage collection
+            pass
+
+
+class StoreBase(Closing):
     """The base of ``DenseStore`` and ``RaggedStore``."""
 
     __slots__ = ()
@@ -46,15 +94,36 @@ class StoreBase:
         raise NotImplementedError
 
 
-def require_pyarrow():
-    """The ``pyarrow`` module, or ImportError naming the ``loaderx[arrow]`` extra."""
+def require(module: str, extra: str, *, name: str | None = None, user: str = "this"):
+    """Imports ``module`` (an optional dependency) and returns its top-level
+    package; ImportError "``user`` needs ``name``, an optional dependency:
+    pip install 'loaderx[``extra``]'" when it is missing."""
     try:
-        import pyarrow
+        importlib.import_module(module)
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "this needs pyarrow, an optional dependency: pip install 'loaderx[arrow]'"
+            f"{user} needs {name or module}, an optional dependency: pip install 'loaderx[{extra}]'"
         ) from exc
-    return pyarrow
+    return importlib.import_module(module.partition(".")[0])
+
+
+def require_pyarrow():
+    """The ``pyarrow`` module, or ImportError naming the ``loaderx[arrow]`` extra."""
+    return require("pyarrow", "arrow")
+
+
+_TEXT_TYPES = ("string", "large_string", "string_view", "binary", "large_binary", "binary_view")
+
+
+def is_text(pa, t) -> bool:
+    """Whether the Arrow type ``t`` is utf8 or binary (a text column)."""
+    return any(getattr(pa.types, f"is_{k}", lambda _: False)(t) for k in _TEXT_TYPES)
+
+
+def is_ragged_struct(pa, t) -> bool:
+    """Whether the Arrow type ``t`` is the ragged tensor struct
+    ``{data: List<T>, shape: List<Int32>}`` that a RaggedStore reads as."""
+    return pa.types.is_struct(t) and [f.name for f in t] == ["data", "shape"]
 
 
 def require_sql() -> None:
@@ -193,7 +262,7 @@ def scan(
     max_rows: int | None = None,
     filter=None,
     filter_columns: list[str] | None = None,
-    filter_rows: int = 1 << 15,
+    filter_rows: int = SCAN_FILTER_ROWS,
 ):
     """The core's table scan over ``streams`` (a Table or dict of stores),
     as ``(schema, batches)``: the ``pyarrow.Schema`` of the batches and an

@@ -3,17 +3,18 @@
     loaderx info PATH [--json]              kind, length, dtype, item_shape, codec
     loaderx stats PATH [--json]             records, live_bytes, data_bytes, reclaimable
     loaderx verify PATH [--json]            decode every record
-    loaderx sql QUERY --table NAME=DIR ...  SQL over stores (each DIR: one store per subdirectory)
+    loaderx sql QUERY --table NAME=DIR ...  SQL over tables (each DIR: a table, plain or sharded)
     loaderx export --out FILE --table DIR   a table of stores to Parquet
     loaderx import FILE ROOT [--codec C]    Parquet or Arrow IPC to one store per column
     loaderx copy SRC DST                    a table from any location to any other
     loaderx bench [--plot FILE.svg]         a quick gather and sampler benchmark (and its chart)
 
-A table ``DIR`` is a directory whose subdirectories holding ``meta.zr`` are
-its streams, named after the subdirectories (a command-line convenience, not
-a persistent format). ``info``, ``stats``, ``verify``, ``sql`` and ``export``
-open stores read-only, so they run while other processes read the stores
-(a training job's read-only handles), but not while a writer holds one.
+A table ``DIR`` is anything :func:`loaderx.open_table` opens: a plain table
+(a directory whose subdirectories holding ``meta.zr`` are its columns, named
+after the subdirectories) or a sharded one. ``info``, ``stats``, ``verify``,
+``sql`` and ``export`` open stores and tables read-only, so they run while
+other processes read the stores (a training job's read-only handles), but
+not while a writer holds one.
 
 Every PATH, DIR and the ``copy`` ends may be URIs (``s3://bucket/prefix``,
 ``gs://``, ``az://``, ``http(s)://`` to read), configured by repeated
@@ -98,28 +99,21 @@ def _is_remote(path: str) -> bool:
     return _native.is_remote(path)
 
 
-def _open_any(path: str, readonly: bool = True, options: dict | None = None):
-    """Opens the store at ``path`` with the class of its kind; read-only by
-    default, so that inspecting a store works while others read it (a
-    training job's read-only handles). A remote store opens read-only."""
-    from .table import _wrap, open_store
+def _open_any(path: str, options: dict | None = None):
+    """Opens the store at ``path`` (local or remote) with the class of its
+    kind, read-only, so that inspecting a store works while others read it
+    (a training job's read-only handles)."""
+    from .table import open_store
 
-    if _is_remote(path):
-        return _wrap(_native.Store.open(path, None, True, None, None, options), path)
-    return open_store(path, readonly)
+    return open_store(path, True, storage_options=options)
 
 
-def _table_dir(spec: str, readonly: bool = True, options: dict | None = None) -> dict:
-    """The columns of a table directory, plain (every store subdirectory,
-    read-only by default) or sharded (read-only streams over its shards);
-    or of a remote table (read-only)."""
-    from .table import is_sharded, open_columns, open_table
+def _table_dir(spec: str, options: dict | None = None) -> dict:
+    """The read-only columns of the table at ``spec``, as
+    :func:`loaderx.open_table` opens it (plain, sharded or remote)."""
+    from .table import open_table
 
-    if _is_remote(spec):
-        return open_table(spec, storage_options=options)._release()
-    if os.path.isdir(spec) and is_sharded(spec):
-        return open_table(spec)._release()
-    return open_columns(spec, readonly)
+    return open_table(spec, storage_options=options)._release()
 
 
 def _close_all(streams: dict) -> None:

@@ -38,6 +38,7 @@ True
 from __future__ import annotations
 
 import inspect
+import operator
 import os
 import threading
 from collections.abc import Mapping
@@ -47,7 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _native
-from ._streams import check_streams, require_pyarrow
+from ._streams import Closing, check_streams, require_pyarrow
 from .mixture import Mix, source_seed
 from .zrecord import DenseStore, RaggedStore
 from .zsampler import Mode, _as_int, _as_mode, check_block_size, check_weights
@@ -89,22 +90,7 @@ class _Failure:
         self.exc = exc
 
 
-_GAMMA = 0x9E3779B97F4A7C15
 _MASK = (1 << 64) - 1
-# Domain separation of the per-record seeds ("rec_seed").
-_DOMAIN_RECORD = 0x7265635F73656564
-
-
-def _mix64(z):
-    """SplitMix64's finalizer (the sampler's ``mix64``) on a Python int or a
-    uint64 array (wrapping arithmetic)."""
-    if isinstance(z, np.ndarray):
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
-    return z ^ (z >> 31)
 
 
 def record_seeds(seed: int, step: int, indices: npt.ArrayLike) -> np.ndarray:
@@ -113,21 +99,20 @@ def record_seeds(seed: int, step: int, indices: npt.ArrayLike) -> np.ndarray:
     gamma, ``D`` a fixed domain constant), so it is a pure function of
     ``(seed, step, i)``. ``np.random.default_rng(s)`` of one is that record's
     generator at that step. (A mixture's records use their source's seed,
-    :func:`loaderx.mixture.source_seed`, as ``seed``.)"""
-    key = _mix64((_mix64(seed ^ _DOMAIN_RECORD) + step * _GAMMA) & _MASK)
+    :func:`loaderx.mixture.source_seed`, as ``seed``.) Computed by the
+    native core (``loaderx::sampler::record_seeds``), one call per array."""
+    seed = _as_int("seed", seed, 0, _MASK)
+    return _row_record_seeds(np.array([seed], dtype=np.uint64), step, indices)
+
+
+def _row_record_seeds(seeds: np.ndarray, step: int, indices: npt.ArrayLike) -> np.ndarray:
+    """:func:`record_seeds` with one seed, or a seed per row (uint64)."""
     idx = np.asarray(indices, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        return _mix64(np.uint64(key) + (idx + np.uint64(1)) * np.uint64(_GAMMA))
-
-
-def _row_record_seeds(seeds: np.ndarray, step: int, indices: np.ndarray) -> np.ndarray:
-    """:func:`record_seeds` with a seed per row (uint64 arrays)."""
-    with np.errstate(over="ignore"):
-        keys = _mix64(
-            _mix64(seeds ^ np.uint64(_DOMAIN_RECORD)) + np.uint64((step * _GAMMA) & _MASK)
-        )
-        idx = np.asarray(indices, dtype=np.uint64)
-        return _mix64(keys + (idx + np.uint64(1)) * np.uint64(_GAMMA))
+    seeds = np.ascontiguousarray(seeds, dtype=np.uint64).reshape(-1)
+    # The step wraps modulo 2^64, as the core's arithmetic does.
+    step = operator.index(step) & _MASK
+    out = _native.record_seeds(seeds, step, np.ascontiguousarray(idx).reshape(-1))
+    return out.reshape(idx.shape)
 
 
 class TransformInfo:
@@ -246,7 +231,7 @@ def _mix_record_weights(mix: Mix, mode: Mode, weights) -> list[np.ndarray] | Non
     return out
 
 
-class DataLoader:
+class DataLoader(Closing):
     """Endless loader over a dict of equal-length streams.
 
     Parameters
@@ -691,18 +676,6 @@ class DataLoader:
                 t.join()
         self._threads = []
         self._results.clear()
-
-    def __enter__(self) -> DataLoader:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001
-            pass
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"step={self._step}"

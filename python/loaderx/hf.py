@@ -33,19 +33,16 @@ from typing import Any
 import numpy as np
 
 from . import _native
-from ._streams import check_codec, check_path, require_pyarrow, scan
+from ._streams import (
+    check_codec,
+    check_path,
+    is_ragged_struct,
+    require,
+    require_pyarrow,
+    scan,
+)
 
 __all__ = ["to_hf", "ingest"]
-
-
-def _require_datasets():
-    try:
-        import datasets
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "this needs Hugging Face datasets, an optional dependency: pip install 'loaderx[hf]'"
-        ) from exc
-    return datasets
 
 
 def _dtype(pa_type) -> str:
@@ -91,7 +88,7 @@ def _to_hf_column(pa, datasets, name: str, arr):
         ext = getattr(hf, f"Array{len(shape)}DExtensionType")(tuple(shape), dtype)
         feature = getattr(datasets, f"Array{len(shape)}D")(shape=tuple(shape), dtype=dtype)
         return pa.ExtensionArray.from_storage(ext, storage.cast(ext.storage_type)), feature
-    if pa.types.is_struct(t) and [f.name for f in t] == ["data", "shape"]:
+    if is_ragged_struct(pa, t):
         data, shape = arr.field("data"), arr.field("shape")
         value_type = t["data"].type.value_type
         dtype = _dtype(value_type)
@@ -131,7 +128,7 @@ def to_hf(table, columns: list[str] | None = None):
     equal-length streams), ``columns`` selected (None: all), typed as the
     module docstring says."""
     pa = require_pyarrow()
-    datasets = _require_datasets()
+    datasets = require("datasets", "hf", name="Hugging Face datasets")
     names = list(table) if columns is None else list(columns)
     unknown = [c for c in names if c not in table]
     if unknown:
@@ -189,7 +186,7 @@ def ingest(dataset, path: str | os.PathLike[str], *, codec: str = "zstd") -> str
     raises TypeError naming it, and nothing is left behind (as in
     :func:`loaderx.arrow.ingest`)."""
     pa = require_pyarrow()
-    datasets = _require_datasets()
+    datasets = require("datasets", "hf", name="Hugging Face datasets")
     root = check_path(path)
     blob = check_codec(codec, None)
     if not isinstance(dataset, datasets.Dataset):

@@ -38,32 +38,20 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._streams import drain_streams, require_pyarrow, scan
+from ._streams import (
+    drain_streams,
+    is_ragged_struct,
+    is_text,
+    require,
+    require_pyarrow,
+    scan,
+)
 from ._typing import Streams
 
 if TYPE_CHECKING:
     import pandas
 
 __all__ = ["to_pandas"]
-
-
-def require_pandas():
-    """The ``pandas`` module, or ImportError naming the ``loaderx[pandas]`` extra."""
-    try:
-        import pandas
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "this needs pandas, an optional dependency: pip install 'loaderx[pandas]'"
-        ) from exc
-    return pandas
-
-
-def _is_text(pa, t) -> bool:
-    """Whether an Arrow type is utf8 / binary (text columns)."""
-    return any(
-        getattr(pa.types, f"is_{k}", lambda _: False)(t)
-        for k in ("string", "large_string", "string_view", "binary", "large_binary", "binary_view")
-    )
 
 
 def _cells(records: list) -> np.ndarray:
@@ -77,13 +65,13 @@ def _column(pa, field, arr):
     """One scanned column (a ``pyarrow.Array`` of every row) as what
     pandas gets (see the module docstring)."""
     t = field.type
-    if _is_text(pa, t) or arr.null_count:
+    if is_text(pa, t) or arr.null_count:
         return arr.to_pandas()
     if isinstance(t, pa.FixedShapeTensorType):
         # The flat values as one (n, *S) array; each cell is a view of it.
         values = arr.storage.flatten().to_numpy(zero_copy_only=False)
         return _cells(list(values.reshape((len(arr), *t.shape))))
-    if pa.types.is_struct(t) and [f.name for f in t] == ["data", "shape"]:
+    if is_ragged_struct(pa, t):
         data, shape = arr.field("data"), arr.field("shape")
         values = data.values.to_numpy(zero_copy_only=False)
         offsets = np.asarray(data.offsets)
@@ -113,7 +101,7 @@ def to_pandas(
     docstring); the index is a ``RangeIndex`` named ``index_column``
     (``None``: unnamed). Needs pandas (``pip install 'loaderx[pandas]'``).
     """
-    pd = require_pandas()
+    pd = require("pandas", "pandas")
     if not isinstance(table, Mapping):
         raise TypeError(
             "table must be a loaderx.Table or a dict of stores (open a path with "

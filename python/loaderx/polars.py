@@ -52,7 +52,10 @@ from ._streams import (
     check_path,
     check_storage_options,
     drain_streams,
+    is_ragged_struct,
     is_remote,
+    is_text,
+    require,
     require_pyarrow,
     scan,
 )
@@ -62,31 +65,6 @@ if TYPE_CHECKING:
     import polars
 
 __all__ = ["scan_table"]
-
-#: Rows whose cheap columns are read and filtered in one step.
-FILTER_ROWS = 1 << 16
-
-
-def require_polars():
-    """The ``polars`` module, or ImportError naming the ``loaderx[polars]`` extra."""
-    try:
-        import polars
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "loaderx.polars needs polars, an optional dependency: pip install 'loaderx[polars]'"
-        ) from exc
-    return polars
-
-
-def _is_text(pa, t) -> bool:
-    return (
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or getattr(pa.types, "is_string_view", lambda _: False)(t)
-        or getattr(pa.types, "is_binary_view", lambda _: False)(t)
-    )
 
 
 class _Column:
@@ -103,10 +81,10 @@ class _Column:
             self.item_shape = tuple(t.shape)
         elif pa.types.is_fixed_size_list(t):
             self.item_shape = (t.list_size,)
-        elif pa.types.is_struct(t) and [f.name for f in t] == ["data", "shape"]:
+        elif is_ragged_struct(pa, t):
             self.ragged = True
         # Cheap: scalars and text, read whole to evaluate a predicate.
-        self.cheap = _is_text(pa, t) or pa.types.is_primitive(t)
+        self.cheap = is_text(pa, t) or pa.types.is_primitive(t)
         self.dtype = self.series(pa, pl, store.to_arrow(np.empty(0, np.int64))).dtype
 
     def gather(self, pa, pl, idx: np.ndarray):
@@ -171,7 +149,7 @@ def scan_table(
     :func:`loaderx.open_table` raises. Needs polars and pyarrow
     (``pip install 'loaderx[polars]'``).
     """
-    pl = require_polars()
+    pl = require("polars", "polars", user="loaderx.polars")
     pa = require_pyarrow()
     from polars.io.plugins import register_io_source
 
@@ -283,14 +261,13 @@ class _Scan:
             )
             if cheap:
                 # The core evaluates the predicate on its cheap columns first
-                # and gathers the projected columns for the survivors only.
+                # (SCAN_FILTER_ROWS rows a call) and gathers the projected
+                # columns for the survivors only.
                 def keep(batch):
                     mask = pl.from_arrow(batch).select(predicate.alias("keep"))["keep"]
                     return mask.to_arrow()
 
-                for df in read(
-                    wanted, limit=n_rows, filter=keep, filter_columns=names, filter_rows=FILTER_ROWS
-                ):
+                for df in read(wanted, limit=n_rows, filter=keep, filter_columns=names):
                     yielded = True
                     yield df
             else:

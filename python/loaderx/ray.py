@@ -55,6 +55,7 @@ from ._streams import (
     check_path,
     check_storage_options,
     is_remote,
+    require,
     require_pyarrow,
     scan,
 )
@@ -72,14 +73,7 @@ __all__ = ["read_table", "TableDatasource", "write_table", "TableDatasink"]  # n
 
 def _require_ray():
     """The ``ray`` module with Ray Data, or ImportError naming the extra."""
-    try:
-        import ray
-        import ray.data
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "this needs Ray Data, an optional dependency: pip install 'loaderx[ray]'"
-        ) from exc
-    return ray
+    return require("ray.data", "ray", name="Ray Data")
 
 
 def _check_columns(path: str, columns, available: list[str]) -> list[str]:

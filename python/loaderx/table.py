@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 
 from . import _native
-from ._streams import StoreBase, check_path, check_storage_options, is_remote
+from ._streams import Closing, StoreBase, check_path, check_storage_options, is_remote
 from .zrecord import DenseStore, RaggedStore
 
 __all__ = [
@@ -54,11 +54,24 @@ def _wrap(native, path: str) -> StoreBase:
     return (DenseStore if native.kind == "dense" else RaggedStore)(native, path)
 
 
-def open_store(path: str, readonly: bool = True, logical: str | None = None, validity=None):
+def open_store(
+    path: str,
+    readonly: bool = True,
+    logical: str | None = None,
+    validity=None,
+    *,
+    storage_options: dict[str, str] | None = None,
+):
     """Opens the store at ``path`` with the class of its kind; ``logical``
     ("utf8", "binary") presents a ragged uint8 store as a text or binary
     column and ``validity`` (a dense bool store's path) gives it nulls (a
-    table records both; see :func:`open_table`)."""
+    table records both; see :func:`open_table`). A URI opens a remote store,
+    read-only only, configured by ``storage_options`` (see
+    :meth:`DenseStore.open`)."""
+    if is_remote(path):
+        options = check_storage_options(storage_options)
+        native = _native.Store.open(path, None, readonly, logical, validity, options)
+        return _wrap(native, path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no store at {path}: the path does not exist")
     return _wrap(_native.Store.open(path, None, readonly, logical, validity), path)
@@ -122,7 +135,7 @@ def read_manifest(path) -> dict:
     return _native.read_manifest(os.fspath(path))
 
 
-class Table(Mapping):
+class Table(Mapping, Closing):
     """The columns of a plain table: a read-only ``Mapping`` of column name to
     store (``DenseStore`` or ``RaggedStore``), all of ``num_rows`` records.
 
@@ -237,19 +250,6 @@ class Table(Mapping):
                 errors.append(exc)
         if errors:
             raise errors[0]
-
-    def __enter__(self) -> Table:
-        self._live()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - best effort at garbage collection
-            pass
 
     def __repr__(self) -> str:
         if self._columns is None:

@@ -58,19 +58,9 @@ from typing import Any
 import numpy as np
 
 from ._source import Records
+from ._streams import require
 
 __all__ = ["Dataset", "Epochs", "as_tensors"]
-
-
-def _require_torch():
-    try:
-        import torch
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "loaderx.torch.as_tensors needs PyTorch, an optional dependency: "
-            "pip install 'loaderx[torch]'"
-        ) from exc
-    return torch
 
 
 class Dataset(Records):
@@ -168,7 +158,7 @@ def as_tensors(batch: Any) -> Any:
     >>> out["x"], out["tok"][0].dtype, out["text"]
     (tensor([0, 1, 2]), torch.float64, ['a'])
     """
-    torch = _require_torch()
+    torch = require("torch", "torch", name="PyTorch", user="loaderx.torch.as_tensors")
     return _as_tensors(torch, batch)
 
 

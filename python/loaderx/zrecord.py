@@ -179,19 +179,6 @@ class _Store(StoreBase):
             self._native = None
             native.close()
 
-    def __enter__(self):
-        self._live()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - best effort at garbage collection
-            pass
-
     # -- properties --------------------------------------------------------
 
     @property

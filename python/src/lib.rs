@@ -79,6 +79,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pack::pack, m)?)?;
     m.add_function(wrap_pyfunction!(mixture::mix_counts, m)?)?;
     m.add_function(wrap_pyfunction!(mixture::source_seed, m)?)?;
+    m.add_function(wrap_pyfunction!(sampler::record_seeds, m)?)?;
     m.add_function(wrap_pyfunction!(train_dict, m)?)?;
     m.add_function(wrap_pyfunction!(dict_tier, m)?)?;
     m.add_function(wrap_pyfunction!(table_types, m)?)?;
@@ -96,6 +97,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(arrow::arrow_ingest, m)?)?;
     m.add("DICT_TIERS", dict_tiers(m.py())?)?;
     m.add("MIN_DICT_SAMPLE_BYTES", loaderx::dict::MIN_SAMPLE_BYTES)?;
+    m.add("BATCH_BYTES", loaderx::arrow::DEFAULT_BATCH_BYTES)?;
+    m.add("FILTER_ROWS", loaderx::arrow::FILTER_ROWS)?;
     m.add_function(wrap_pyfunction!(parquet::parquet_export, m)?)?;
     m.add_function(wrap_pyfunction!(parquet::parquet_ingest, m)?)?;
     m.add_function(wrap_pyfunction!(parquet::parquet_rows, m)?)?;

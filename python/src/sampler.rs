@@ -134,3 +134,34 @@ impl Sampler {
         self.inner.block_size()
     }
 }
+
+/// `loaderx::sampler::record_seeds` as one call over uint64 arrays: the
+/// seed of each `indices[i]` at `step`, `seeds` holding one seed or one per
+/// index. Computed with the GIL released.
+#[pyfunction]
+pub fn record_seeds<'py>(
+    py: Python<'py>,
+    seeds: PyReadonlyArray1<'py, u64>,
+    step: u64,
+    indices: PyReadonlyArray1<'py, u64>,
+) -> PyResult<Bound<'py, PyArray1<u64>>> {
+    let seeds = seeds
+        .as_slice()
+        .map_err(|_| PyValueError::new_err("seeds must be a contiguous uint64 array"))?;
+    let indices = indices
+        .as_slice()
+        .map_err(|_| PyValueError::new_err("indices must be a contiguous uint64 array"))?;
+    if seeds.len() != 1 && seeds.len() != indices.len() {
+        return Err(PyValueError::new_err(format!(
+            "seeds must hold one seed or one per index ({}), got {}",
+            indices.len(),
+            seeds.len()
+        )));
+    }
+    let out = py.detach(|| {
+        let mut out = vec![0u64; indices.len()];
+        loaderx::sampler::record_seeds(seeds, step, indices, &mut out);
+        out
+    });
+    Ok(PyArray1::from_vec(py, out))
+}

@@ -9,11 +9,20 @@
 //! `submit` or `drain`. `drain` waits until every queued batch is written;
 //! `stop` refuses later batches and waits for the writer thread to end.
 //!
-//! Fork safety lives here and nowhere else: a `pthread_atfork` handler
-//! waits, before any fork, until every writer is idle (so a child never
-//! inherits a store in the middle of an append), and a forked child, which
-//! has none of the parent's threads and may only read the store, never
-//! touches the queue's lock (its writes are refused by the store).
+//! The writer queue's part of fork safety lives here: a `pthread_atfork`
+//! handler waits, before any fork, until every writer is idle (so a child
+//! never inherits a store in the middle of an append), and a forked child,
+//! which has none of the parent's threads and may only read the store,
+//! never touches the queue's lock. The other parts live with what they
+//! guard: the store refuses a forked child's writes and closes only its
+//! own handle (`src/store/mod.rs`, `src/store/commit.rs`, and the
+//! binding's `store/mod.rs`), the lock survives a child's close
+//! (`src/io/lock.rs`), the worker pool and the remote runtime and clients
+//! are remade in a child (`src/executor.rs`, `src/io/remote/runtime.rs`,
+//! `src/io/remote/client.rs`), the buffer pool never waits on a lock held
+//! at the fork (`src/read/buffer.rs`), and a loader refuses to step in a
+//! child (`src/loader/mod.rs`). docs/guide/processes-threads.md says what
+//! a user may do across a fork.
 //!
 //! The writer thread exists only while there is work: it ends once the slot
 //! is empty, so an idle store holds no thread and no reference to itself.

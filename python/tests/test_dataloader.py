@@ -391,6 +391,30 @@ def test_record_seeds_are_a_pure_function_of_seed_step_and_record():
     assert not np.array_equal(a, record_seeds(2, 2, [5, 6, 7]))
 
 
+def test_record_seeds_keep_their_values():
+    # The values transforms have always received (a pure-Python SplitMix64
+    # computed them before the core did): changing one breaks reproducible
+    # augmentation of old runs.
+    from loaderx.dataloader import _row_record_seeds, record_seeds
+
+    top = (1 << 64) - 1
+    cases = [
+        ((0, 0, 0), 7227316853636931228),
+        ((42, 7, 12345), 12846225030386664958),
+        ((top, top, top), 12325762695725110160),
+        ((7, 1 << 40, (1 << 63) - 1), 8596869941854348508),
+    ]
+    for (seed, step, index), want in cases:
+        assert record_seeds(seed, step, [index]).tolist() == [want]
+    # A step wraps modulo 2^64; a seed per row (a mixture's sources).
+    assert record_seeds(top, -1, [top]).tolist() == [12325762695725110160]
+    seeds = np.array([0, 42], dtype=np.uint64)
+    got = _row_record_seeds(seeds, 7, np.array([12345, 12345], dtype=np.uint64))
+    assert got.tolist() == [record_seeds(0, 7, [12345])[0], 12846225030386664958]
+    with pytest.raises(ValueError, match="seed"):
+        record_seeds(-1, 0, [1])
+
+
 def test_info_carries_each_ranks_rows(streams):
     seen = []
     loaders = [

@@ -135,3 +135,30 @@ def test_submodule_imports_on_first_access(name):
 def test_unknown_attribute_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         loaderx.nope  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    "blocked, call, message",
+    [
+        ("pyarrow", "loaderx.arrow.table({})", "this needs pyarrow, an optional dependency"),
+        ("pandas", "loaderx.pandas.to_pandas({})", "this needs pandas, an optional dependency"),
+        ("polars", "loaderx.polars.scan_table({})", "loaderx.polars needs polars, an optional"),
+        ("datasets", "loaderx.hf.to_hf({})", "this needs Hugging Face datasets, an optional"),
+        ("torch", "loaderx.torch.as_tensors({})", "loaderx.torch.as_tensors needs PyTorch"),
+        ("ray", "loaderx.ray.read_table('t')", "this needs Ray Data, an optional dependency"),
+    ],
+)
+def test_a_missing_optional_dependency_names_its_extra(blocked, call, message):
+    extra = {"pyarrow": "arrow", "datasets": "hf"}.get(blocked, blocked)
+    r = run_fresh(
+        "import sys\n"
+        f"sys.modules[{blocked!r}] = None  # as if not installed\n"
+        "import loaderx\n"
+        "try:\n"
+        f"    {call}\n"
+        "except ImportError as exc:\n"
+        "    assert exc.__cause__ is not None\n"
+        "    print(exc)\n"
+    )
+    assert r.returncode == 0, r.stderr
+    assert message in r.stdout and f"pip install 'loaderx[{extra}]'" in r.stdout, r.stdout

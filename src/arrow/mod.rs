@@ -1,6 +1,7 @@
 //! Arrow views of stores, and Arrow arrays into stores.
 //!
-//! Mapping (the "Arrow" section of the repository's README.md):
+//! Mapping (the user's view of it: docs/guide/arrow.md, "Stores as Arrow
+//! arrays"):
 //! * dense, item_shape `()` → a primitive column of the dtype;
 //! * dense, item_shape `S` → `FixedSizeList<T>[prod(S)]` carrying the
 //!   canonical `arrow.fixed_shape_tensor` extension with `{"shape": S}`;

@@ -1,7 +1,8 @@
 //! The loader: an endless, step-ordered stream of batches over aligned stores.
 //!
 //! A [`DataLoader`] reads a set of named, equal-length streams. Step `k` is
-//! planned as (DESIGN §6 and §10):
+//! planned as the Python `loaderx.DataLoader` documents it
+//! (docs/guide/loader.md, "DataLoader"):
 //!
 //! 1. the [`Sampler`] draws the global batch `Sampler(space, B * world_size,
 //!    mode, seed).at(k)`, where `space` is the subset's length, or the
@@ -104,7 +105,8 @@ pub enum Output {
     #[default]
     Arrays,
     /// [`Column::Arrow`]: each stream gathered straight into Arrow buffers
-    /// (DESIGN §7), its field named after the stream.
+    /// (typed as docs/guide/arrow.md maps stores to Arrow), its field named
+    /// after the stream.
     #[cfg(feature = "arrow")]
     Arrow,
 }

@@ -71,9 +71,9 @@ impl Perm {
 
     fn apply(&self, x: u64) -> u64 {
         let keys = &self.keys[..self.domain.rounds];
-        let mut y = self.domain.encrypt_dyn(keys, x);
+        let mut y = self.domain.encrypt(keys, x);
         while y >= self.n {
-            y = self.domain.encrypt_dyn(keys, y);
+            y = self.domain.encrypt(keys, y);
         }
         y
     }
@@ -81,9 +81,9 @@ impl Perm {
     /// The inverse of [`Perm::apply`]: walks the same cycle backwards.
     fn invert(&self, y: u64) -> u64 {
         let keys = &self.keys[..self.domain.rounds];
-        let mut x = self.domain.decrypt_dyn(keys, y);
+        let mut x = self.domain.decrypt(keys, y);
         while x >= self.n {
-            x = self.domain.decrypt_dyn(keys, x);
+            x = self.domain.decrypt(keys, x);
         }
         x
     }

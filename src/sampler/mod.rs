@@ -107,6 +107,15 @@
 //! a small eight-lane work queue. The result equals the scalar definition
 //! above (tested against it).
 //!
+//! # Per-record seeds
+//!
+//! [`record_seeds`] gives each record of a batch a seed of its own for
+//! augmentation: the same SplitMix64 stream as the IID draws, keyed by
+//! `mix64(mix64(seed ^ D_RECORD) + step * G)`, evaluated at `index + 1`
+//! (`mix64(key + (index + 1) * G)`), so it is a pure function of
+//! `(seed, step, index)`. The Python loader's `record_seeds` is this
+//! function.
+//!
 //! These definitions are part of the reproducibility contract: changing any
 //! constant changes batches. The `golden_values_are_stable` test pins
 //! outputs of each mode.
@@ -122,6 +131,8 @@ const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 const DOMAIN_IID: u64 = 0x6969_645F_7374_6570; // "iid_step"
 /// Domain separation for CYCLIC permutation keys.
 const DOMAIN_CYCLIC: u64 = 0x6379_636C_6963_5F63; // "cyclic_c"
+/// Domain separation for per-record seeds.
+const DOMAIN_RECORD: u64 = 0x7265_635F_7365_6564; // "rec_seed"
 /// Constant xored into the second factor of the Feistel round function.
 const ROUND_MUL: u64 = 0xE703_7ED1_A0B4_28DB;
 /// Positions encrypted together in the CYCLIC fast path.
@@ -259,6 +270,39 @@ fn stream_key(domain: u64, seed: u64, counter: u64) -> u64 {
     mix64(mix64(seed ^ domain).wrapping_add(counter.wrapping_mul(GOLDEN_GAMMA)))
 }
 
+/// The seed of record `index` at `step` of a run seeded `seed` (see
+/// "Per-record seeds" above): `mix64(key + (index + 1) * G)` with
+/// `key = mix64(mix64(seed ^ D_RECORD) + step * G)`.
+#[inline]
+pub fn record_seed(seed: u64, step: u64, index: u64) -> u64 {
+    let key = stream_key(DOMAIN_RECORD, seed, step);
+    mix64(key.wrapping_add(index.wrapping_add(1).wrapping_mul(GOLDEN_GAMMA)))
+}
+
+/// [`record_seed`] of every `indices[i]` at `step` into `out[i]`, the seed
+/// being `seeds[i]`, or `seeds[0]` for every row when `seeds` holds one.
+///
+/// # Panics
+/// If `out` and `indices` differ in length, or `seeds` holds neither one
+/// seed nor one per index.
+pub fn record_seeds(seeds: &[u64], step: u64, indices: &[u64], out: &mut [u64]) {
+    assert_eq!(out.len(), indices.len(), "one output per index");
+    match seeds {
+        [seed] => {
+            let key = stream_key(DOMAIN_RECORD, *seed, step);
+            for (o, &i) in out.iter_mut().zip(indices) {
+                *o = mix64(key.wrapping_add(i.wrapping_add(1).wrapping_mul(GOLDEN_GAMMA)));
+            }
+        }
+        _ => {
+            assert_eq!(seeds.len(), indices.len(), "one seed, or one per index");
+            for ((o, &i), &seed) in out.iter_mut().zip(indices).zip(seeds) {
+                *o = record_seed(seed, step, i);
+            }
+        }
+    }
+}
+
 /// Feistel round function: keyed spread-and-square, 32 output bits.
 ///
 /// `u = (v * G) ^ key` spreads the (at most 32-bit) half over all 64 bits;
@@ -315,10 +359,12 @@ impl FeistelDomain {
         ((self.high_mask << self.low_bits) | self.low_mask) + 1
     }
 
-    /// The keyed bijection on `0..2^k` (`x` must be `< 2^k`): `R / 2`
-    /// pairs of rounds, each xoring one half with a function of the other.
+    /// The keyed bijection on `0..2^k` (`x` must be `< 2^k`): one pair of
+    /// rounds per pair of `keys`, each xoring one half with a function of
+    /// the other. Inlined, so a caller's fixed-size key array (the CYCLIC
+    /// path's) unrolls the rounds as a const-generic loop would.
     #[inline(always)]
-    fn encrypt<const R: usize>(&self, keys: &[u64; R], x: u64) -> u64 {
+    fn encrypt(&self, keys: &[u64], x: u64) -> u64 {
         let mut hi = x >> self.low_bits;
         let mut lo = x & self.low_mask;
         for pair in keys.chunks_exact(2) {
@@ -328,22 +374,10 @@ impl FeistelDomain {
         (hi << self.low_bits) | lo
     }
 
-    /// [`FeistelDomain::encrypt`] with a run-time number of round keys.
-    #[inline(always)]
-    fn encrypt_dyn(&self, keys: &[u64], x: u64) -> u64 {
-        let mut hi = x >> self.low_bits;
-        let mut lo = x & self.low_mask;
-        for pair in keys.chunks_exact(2) {
-            hi ^= round_fn(lo, pair[0]) & self.high_mask;
-            lo ^= round_fn(hi, pair[1]) & self.low_mask;
-        }
-        (hi << self.low_bits) | lo
-    }
-
-    /// The inverse of [`FeistelDomain::encrypt_dyn`]: the rounds undone in
+    /// The inverse of [`FeistelDomain::encrypt`]: the rounds undone in
     /// reverse order.
     #[inline(always)]
-    fn decrypt_dyn(&self, keys: &[u64], y: u64) -> u64 {
+    fn decrypt(&self, keys: &[u64], y: u64) -> u64 {
         let mut hi = y >> self.low_bits;
         let mut lo = y & self.low_mask;
         for pair in keys.chunks_exact(2).rev() {

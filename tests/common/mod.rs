@@ -7,12 +7,13 @@
 
 pub mod http;
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 
 use loaderx::schema::Logical;
 use loaderx::table::{self, ColumnType};
-use loaderx::{dict, Codec, DType, Schema, Store};
+use loaderx::{dict, Codec, DType, Error, Schema, Store};
 
 /// This test binary, set up to run exactly the test `name` (a path such as
 /// `module::test` for a nested one) on one thread with its output shown.
@@ -21,6 +22,67 @@ pub fn rerun(name: &str) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([name, "--exact", "--nocapture", "--test-threads=1"]);
     cmd
+}
+
+/// Runs `cmd` (a child `what`) to completion and returns its stdout;
+/// panics with both outputs unless it exits successfully.
+#[track_caller]
+pub fn run_ok(cmd: &mut Command, what: &str) -> String {
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "child {what} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// A child process killed and reaped when dropped, so that a failing
+/// assertion in the parent leaves no process behind.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl KillOnDrop {
+    /// Kills the child and waits for it, panicking if either fails.
+    pub fn kill(mut self) {
+        self.0.kill().unwrap();
+        self.0.wait().unwrap();
+    }
+}
+
+/// Spawns `cmd` with its stdout piped and returns once it has printed a
+/// line containing `ready` (a child that holds something until killed);
+/// panics if it exits first.
+pub fn spawn_ready(cmd: &mut Command, ready: &str) -> KillOnDrop {
+    let mut child = KillOnDrop(cmd.stdout(Stdio::piped()).spawn().unwrap());
+    let mut lines = BufReader::new(child.0.stdout.take().unwrap()).lines();
+    loop {
+        match lines.next() {
+            Some(Ok(line)) if line.contains(ready) => return child,
+            Some(Ok(_)) => {}
+            _ => panic!("child exited before {ready:?}: {:?}", child.0.wait()),
+        }
+    }
+}
+
+/// `r` is `Error::Busy` naming `dir`, with a message that says so.
+#[track_caller]
+pub fn assert_busy<T: std::fmt::Debug>(r: Result<T, Error>, dir: &Path) {
+    match r {
+        Err(e @ Error::Busy(_)) => {
+            assert!(e.to_string().contains("busy"), "{e}");
+            let Error::Busy(path) = e else { unreachable!() };
+            assert_eq!(path, dir);
+        }
+        other => panic!("expected Busy, got {other:?}"),
+    }
 }
 
 /// A 128-byte `uint64[16]` record: `i * 1000 + k` for `k` in `0..16`.

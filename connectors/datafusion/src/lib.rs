@@ -31,8 +31,8 @@ use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use datafusion::physical_plan::ExecutionPlan;
 use loaderx::arrow::{self as la, StoreAccess};
 
-/// Default byte bound of one output batch.
-pub const BATCH_BYTES: usize = 16 << 20;
+/// Default byte bound of one output batch: the core readers' bound.
+pub const BATCH_BYTES: usize = la::DEFAULT_BATCH_BYTES;
 
 /// Scan behaviour switches (all on by default; benchmarks turn them off).
 #[derive(Clone, Copy, Debug)]
