@@ -54,6 +54,7 @@ from ._streams import (
     check_index_column,
     check_path,
     check_storage_options,
+    is_ragged_struct,
     is_remote,
     require,
     require_pyarrow,
@@ -183,7 +184,7 @@ def _block(pa, batch):
     arrays = []
     for field, arr in zip(batch.schema, batch.columns):
         t = field.type
-        if pa.types.is_struct(t) and [f.name for f in t] == ["data", "shape"]:
+        if is_ragged_struct(pa, t):
             arr = _ragged_column(field.name, arr)
         elif isinstance(t, pa.FixedShapeTensorType) and pa.types.is_boolean(t.value_type):
             from ray.data.extensions import ArrowTensorArray
