@@ -349,26 +349,17 @@ pub(crate) type ShardObjects = (String, Option<Vec<(String, u64)>>);
 
 #[cfg(feature = "remote")]
 /// The shards a manifest's bytes name, each with the objects it records
-/// (None when it records none). Lenient: what cannot be read is left out,
-/// and opening the table reports the manifest's faults.
+/// (None when it records none); none when the manifest does not parse
+/// (opening the table then reports its fault, through the same reader).
 pub(crate) fn listed_objects(raw: &[u8]) -> Vec<ShardObjects> {
-    let Ok(doc) = serde_json::from_slice::<Value>(raw) else {
-        return Vec::new();
-    };
-    let Some(shards) = doc.get("shards").and_then(Value::as_array) else {
-        return Vec::new();
-    };
-    shards
-        .iter()
-        .filter_map(|s| {
-            let name = s.get("name")?.as_str().filter(|n| is_shard_name(n))?;
-            let objects = s
-                .get("objects")
-                .and_then(parse_objects)
-                .map(|m| m.into_iter().collect());
-            Some((name.to_owned(), objects))
-        })
-        .collect()
+    match parse_manifest(Path::new(MANIFEST_FILE), raw) {
+        Ok(m) => m
+            .shards
+            .into_iter()
+            .map(|s| (s.name, s.objects.map(|o| o.into_iter().collect())))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
 }
 
 /// The validity stream of `column` in shard `shard` of table `dir`.
