@@ -56,7 +56,7 @@ pub enum Error {
     NullableReadOnly { op: &'static str, path: PathBuf },
     /// No store at the path.
     #[error("no store at {}: {reason}", path.display())]
-    NotFound { path: PathBuf, reason: String },
+    NoStore { path: PathBuf, reason: String },
     /// Create on a path that already holds a store.
     #[error("{}: {reason}", path.display())]
     AlreadyExists { path: PathBuf, reason: String },

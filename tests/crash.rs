@@ -347,7 +347,7 @@ fn observe(dir: &Path, f: Flavour) -> Option<Vec<u64>> {
             assert_eq!(stats.reclaimable, stats.data_bytes - stats.live_bytes);
             Some(f.ids(&store))
         }
-        Err(Error::NotFound { .. }) => None,
+        Err(Error::NoStore { .. }) => None,
         Err(e) => panic!("{}: the store does not reopen: {e}", dir.display()),
     }
 }
@@ -550,7 +550,7 @@ fn random_worker() {
     let mut rng = XorShift(seed.parse::<u64>().unwrap() | 1);
     let mut store = match Store::open(&store_dir) {
         Ok(s) => s,
-        Err(Error::NotFound { .. }) => f.create(&store_dir).unwrap(),
+        Err(Error::NoStore { .. }) => f.create(&store_dir).unwrap(),
         Err(e) => panic!("{e}"),
     };
     let mut model = f.ids(&store);

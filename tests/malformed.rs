@@ -854,37 +854,37 @@ fn open_missing_paths() {
     let tmp = tempfile::tempdir().unwrap();
     let missing = tmp.path().join("nope");
     match Store::open(&missing) {
-        Err(Error::NotFound { path, .. }) => assert_eq!(path, missing),
+        Err(Error::NoStore { path, .. }) => assert_eq!(path, missing),
         other => panic!("expected NotFound, got {other:?}"),
     }
     assert!(!missing.exists(), "open creates nothing");
     assert!(matches!(
         Store::open(tmp.path().join("a/b/c")),
-        Err(Error::NotFound { .. })
+        Err(Error::NoStore { .. })
     ));
     // an empty directory, and one holding only data.zr
     let empty = tmp.path().join("empty");
     fs::create_dir(&empty).unwrap();
-    assert!(matches!(Store::open(&empty), Err(Error::NotFound { .. })));
+    assert!(matches!(Store::open(&empty), Err(Error::NoStore { .. })));
     assert_eq!(
         fs::read_dir(&empty).unwrap().count(),
         0,
         "open creates nothing"
     );
     fs::write(empty.join(DATA), b"abc").unwrap();
-    assert!(matches!(Store::open(&empty), Err(Error::NotFound { .. })));
+    assert!(matches!(Store::open(&empty), Err(Error::NoStore { .. })));
     assert!(matches!(
         Store::open_kind(&empty, Kind::Dense),
-        Err(Error::NotFound { .. })
+        Err(Error::NoStore { .. })
     ));
     // a store whose meta.zr was removed
     let dir = dense_store(&tmp.path().join("s"), Codec::Raw, 2);
     fs::remove_file(dir.join(META)).unwrap();
-    assert!(matches!(Store::open(&dir), Err(Error::NotFound { .. })));
+    assert!(matches!(Store::open(&dir), Err(Error::NoStore { .. })));
     // a regular file
     let file = tmp.path().join("file");
     fs::write(&file, b"x").unwrap();
-    assert!(matches!(Store::open(&file), Err(Error::NotFound { .. })));
+    assert!(matches!(Store::open(&file), Err(Error::NoStore { .. })));
 }
 
 #[test]

@@ -142,7 +142,7 @@ fn readers_share_the_store_and_exclude_writers() {
     ));
     assert!(matches!(
         Store::open_readonly(tmp.path().join("missing")),
-        Err(Error::NotFound { .. })
+        Err(Error::NoStore { .. })
     ));
 }
 

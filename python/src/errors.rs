@@ -88,7 +88,7 @@ pub fn store_error(err: &Error) -> PyErr {
         Error::ReadOnly { .. } | Error::ShardedReadOnly { .. } | Error::NullableReadOnly { .. } => {
             UnsupportedOperation::new_err(msg)
         }
-        Error::NotFound { .. } | Error::Missing { .. } => PyFileNotFoundError::new_err(msg),
+        Error::NoStore { .. } | Error::Missing { .. } => PyFileNotFoundError::new_err(msg),
         Error::AlreadyExists { .. } => PyFileExistsError::new_err(msg),
         Error::WrongKind { .. } | Error::InvalidValue(_) | Error::InvalidState(_) => {
             PyValueError::new_err(msg)

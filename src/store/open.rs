@@ -266,7 +266,7 @@ impl Store {
         match fs.kind(dir) {
             Ok(Some(_)) => {}
             Ok(None) => {
-                return Err(Error::NotFound {
+                return Err(Error::NoStore {
                     path: dir.to_path_buf(),
                     reason: "the path does not exist".into(),
                 })
@@ -276,13 +276,13 @@ impl Store {
         let meta = match fs.open(&meta_path, !readonly) {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound => {
-                return Err(Error::NotFound {
+                return Err(Error::NoStore {
                     path: dir.to_path_buf(),
                     reason: "the directory has no meta.zr".into(),
                 })
             }
             Err(e) if e.kind() == ErrorKind::NotADirectory => {
-                return Err(Error::NotFound {
+                return Err(Error::NoStore {
                     path: dir.to_path_buf(),
                     reason: "the path is a file, not a store directory".into(),
                 })
@@ -654,7 +654,7 @@ mod tests {
         assert!(!dir.join(CREATE_TEMP).exists());
         let missing = Store::open(tmp.path().join("nothing"));
         assert!(
-            matches!(missing, Err(Error::NotFound { .. })),
+            matches!(missing, Err(Error::NoStore { .. })),
             "{missing:?}"
         );
     }

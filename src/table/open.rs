@@ -482,7 +482,7 @@ fn open_columns_in(
         let opened = (|| {
             let at = dir.join(&name);
             if !super::files::exists(fs, &at) {
-                return Err(Error::NotFound {
+                return Err(Error::NoStore {
                     path: at,
                     reason: "the path does not exist".into(),
                 });
