@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use loaderx::loader::{Batch, Column, DataLoader, Options};
+use loaderx::loader::{Batch, BatchColumn, DataLoader, Options};
 use loaderx::sampler::Mode;
 use loaderx::{Codec, DType, Schema, Store};
 
@@ -24,9 +24,9 @@ fn splitmix(state: &mut u64) -> u64 {
 }
 
 /// The little-endian values of a dense column.
-fn floats(column: &Column) -> Vec<f32> {
+fn floats(column: &BatchColumn) -> Vec<f32> {
     match column {
-        Column::Dense(buf) => buf
+        BatchColumn::Dense(buf) => buf
             .as_slice()
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes(b.try_into().unwrap()))

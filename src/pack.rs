@@ -28,7 +28,7 @@ pub struct PackOptions {
 
 /// Packed rows, each `seq_len` long, row after row.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Packed<T> {
+pub struct PackedRows<T> {
     pub rows: usize,
     pub tokens: Vec<T>,
     pub segment_ids: Vec<i32>,
@@ -59,14 +59,18 @@ pub struct Placement {
 /// Packs `records` (see the module documentation). `InvalidValue` for a
 /// `seq_len` or `max_segments` of 0, or a row that would hold more than
 /// `i32::MAX` segments or positions.
-pub fn pack<T: Copy>(records: &[&[T]], pad: T, options: &PackOptions) -> crate::Result<Packed<T>> {
+pub fn pack<T: Copy>(
+    records: &[&[T]],
+    pad: T,
+    options: &PackOptions,
+) -> crate::Result<PackedRows<T>> {
     let placed = place(records, options)?;
     let n = placed.rows * placed.seq_len;
     let mut tokens = vec![pad; n];
     let mut segment_ids = vec![0i32; n];
     let mut positions = vec![0i32; n];
     placed.write(records, pad, &mut tokens, &mut segment_ids, &mut positions);
-    Ok(Packed {
+    Ok(PackedRows {
         rows: placed.rows,
         tokens,
         segment_ids,

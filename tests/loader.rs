@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use loaderx::loader::{Batch, Column, DataLoader, Options, Subset};
+use loaderx::loader::{Batch, BatchColumn, DataLoader, Options, Subset};
 use loaderx::sampler::{Mode, Sampler};
 use loaderx::{Codec, DType, Error, Packed, Records, Schema, Store, StoreAccess};
 
@@ -78,7 +78,7 @@ fn options(mode: Mode, batch_size: usize, seed: u64) -> Options {
 /// The `id` column of a batch.
 fn ids(batch: &Batch) -> Vec<u64> {
     match &batch.columns[0] {
-        Column::Dense(buf) => buf
+        BatchColumn::Dense(buf) => buf
             .as_slice()
             .chunks_exact(8)
             .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
@@ -91,7 +91,7 @@ fn ids(batch: &Batch) -> Vec<u64> {
 #[track_caller]
 fn assert_aligned(batch: &Batch) {
     assert_eq!(ids(batch), batch.indices);
-    let Column::Ragged(tok) = &batch.columns[1] else {
+    let BatchColumn::Ragged(tok) = &batch.columns[1] else {
         panic!("tok is ragged")
     };
     assert_eq!(tok.len(), batch.indices.len());
@@ -111,8 +111,8 @@ fn fingerprint(batch: &Batch) -> (u64, Vec<u64>, Vec<Vec<u8>>) {
         .columns
         .iter()
         .map(|c| match c {
-            Column::Dense(buf) => buf.as_slice().to_vec(),
-            Column::Ragged(rb) => {
+            BatchColumn::Dense(buf) => buf.as_slice().to_vec(),
+            BatchColumn::Ragged(rb) => {
                 let mut out = rb.buffer.as_slice().to_vec();
                 for &(start, len) in &rb.spans {
                     out.extend((start as u64).to_le_bytes());
@@ -450,7 +450,7 @@ fn arrow_output_gathers_named_arrow_columns() {
         .columns
         .iter()
         .map(|c| match c {
-            Column::Arrow(field, array) => {
+            BatchColumn::Arrow(field, array) => {
                 assert_eq!(array.len(), 6);
                 field.name().clone()
             }
@@ -458,7 +458,7 @@ fn arrow_output_gathers_named_arrow_columns() {
         })
         .collect();
     assert_eq!(names, ["id", "tok"]);
-    let Column::Arrow(_, id) = &batch.columns[0] else {
+    let BatchColumn::Arrow(_, id) = &batch.columns[0] else {
         unreachable!()
     };
     assert_eq!(

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use loaderx::loader::{Batch, Column, DataLoader, MixSource, MixWeights, Options};
+use loaderx::loader::{Batch, BatchColumn, DataLoader, MixSource, MixWeights, Options};
 use loaderx::sampler::mixture::{self, Blend};
 use loaderx::sampler::{Mode, Sampler};
 use loaderx::{Codec, DType, Error, Packed, Records, Schema, Store};
@@ -86,7 +86,7 @@ fn options(batch_size: usize, rank: usize, world_size: usize, start: u64) -> Opt
 
 fn ids(batch: &Batch) -> Vec<u64> {
     match &batch.columns[0] {
-        Column::Dense(buf) => buf
+        BatchColumn::Dense(buf) => buf
             .as_slice()
             .chunks_exact(8)
             .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
@@ -99,7 +99,7 @@ fn ids(batch: &Batch) -> Vec<u64> {
 #[track_caller]
 fn rows(batch: &Batch, s: &[Source]) -> Vec<(u16, u64)> {
     let sources = batch.sources.as_ref().expect("a mixed batch has sources");
-    let Column::Ragged(tok) = &batch.columns[1] else {
+    let BatchColumn::Ragged(tok) = &batch.columns[1] else {
         panic!("tok is ragged")
     };
     let out: Vec<(u16, u64)> = sources.iter().copied().zip(batch.indices.clone()).collect();
@@ -353,7 +353,7 @@ fn arrow_batches_join_the_sources_columns() {
     .unwrap();
     for _ in 0..5 {
         let (a, b) = (arrow.next().unwrap(), arrays.next().unwrap());
-        let Column::Arrow(field, id) = &a.columns[0] else {
+        let BatchColumn::Arrow(field, id) = &a.columns[0] else {
             panic!("arrow output")
         };
         assert_eq!(field.name(), "id");
@@ -362,7 +362,7 @@ fn arrow_batches_join_the_sources_columns() {
             .values()
             .to_vec();
         assert_eq!(id, ids(&b));
-        let Column::Arrow(_, tok) = &a.columns[1] else {
+        let BatchColumn::Arrow(_, tok) = &a.columns[1] else {
             panic!("arrow output")
         };
         assert_eq!(tok.len(), 16);

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use common::http::HttpServer;
 use loaderx::arrow::Scan;
-use loaderx::loader::{Column as Batched, DataLoader, Options};
+use loaderx::loader::{BatchColumn as Batched, DataLoader, Options};
 use loaderx::sampler::Mode;
 use loaderx::table::{self, Table};
 use loaderx::{CacheOptions, Codec, DType, Error, Location, Packed, Records, Schema, Store};

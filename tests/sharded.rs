@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arrow_array::RecordBatchReader;
 use loaderx::arrow::TableReader;
-use loaderx::loader::{Batch, Column, DataLoader, Options, Subset};
+use loaderx::loader::{Batch, BatchColumn, DataLoader, Options, Subset};
 use loaderx::sampler::Mode;
 use loaderx::Concat;
 use loaderx::Packed;
@@ -100,8 +100,8 @@ fn bytes(batch: &Batch) -> (Vec<u64>, Vec<Vec<u8>>) {
         .columns
         .iter()
         .map(|c| match c {
-            Column::Dense(buf) => buf.as_slice().to_vec(),
-            Column::Ragged(rb) => (0..rb.len())
+            BatchColumn::Dense(buf) => buf.as_slice().to_vec(),
+            BatchColumn::Ragged(rb) => (0..rb.len())
                 .flat_map(|j| {
                     let (s, l) = rb.spans[j];
                     rb.buffer.as_slice()[s..s + l].to_vec()

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::Array;
-use loaderx::loader::{Column as Batched, DataLoader, Options};
+use loaderx::loader::{BatchColumn as Batched, DataLoader, Options};
 use loaderx::sampler::Mode;
 use loaderx::schema::{push_bytes_value, Logical};
 use loaderx::table::{self, ColumnType, Table};

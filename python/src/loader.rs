@@ -9,7 +9,9 @@
 
 use std::sync::Arc;
 
-use loaderx::loader::{Batch, Column, DataLoader, MixSource, MixWeights, Options, Output, Subset};
+use loaderx::loader::{
+    Batch, BatchColumn, DataLoader, MixSource, MixWeights, Options, Output, Subset,
+};
 use numpy::{PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -290,10 +292,10 @@ fn to_python<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let sources = batch.sources.filter(|_| source_column.is_some());
     let mut columns = batch.columns.into_iter().peekable();
-    if let Some(Column::Arrow(..)) = columns.peek() {
+    if let Some(BatchColumn::Arrow(..)) = columns.peek() {
         let mut columns: Vec<_> = columns
             .map(|c| match c {
-                Column::Arrow(field, array) => (field, array),
+                BatchColumn::Arrow(field, array) => (field, array),
                 _ => unreachable!("an arrow loader gathers arrow columns"),
             })
             .collect();
@@ -315,12 +317,12 @@ fn to_python<'py>(
     {
         let store = handle.0.get();
         let value = match column {
-            Column::Dense(buf) => store.dense_array(py, buf, Some(loader.batch_size()))?,
-            Column::Ragged(rb) if store.is_bytes() && !raw => {
+            BatchColumn::Dense(buf) => store.dense_array(py, buf, Some(loader.batch_size()))?,
+            BatchColumn::Ragged(rb) if store.is_bytes() && !raw => {
                 PyList::new(py, store.bytes_values(py, rb)?)?.into_any()
             }
-            Column::Ragged(rb) => PyList::new(py, store.ragged_arrays(py, rb)?)?.into_any(),
-            Column::Arrow(..) => unreachable!("a numpy loader gathers arrays"),
+            BatchColumn::Ragged(rb) => PyList::new(py, store.ragged_arrays(py, rb)?)?.into_any(),
+            BatchColumn::Arrow(..) => unreachable!("a numpy loader gathers arrays"),
         };
         let value = match valid {
             Some(v) => store.with_nulls(py, value, v.as_slice())?,

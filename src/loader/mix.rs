@@ -28,7 +28,7 @@ use crate::sampler::mixture::{self, Blend};
 use crate::sampler::weighted::AliasTable;
 use crate::sampler::{Mode, Sampler};
 
-use super::{Column, Output};
+use super::{BatchColumn, Output};
 
 /// Steps whose plans stay available behind the consumer (for the rows of a
 /// batch that a transform asks for after the consumer moved on).
@@ -419,7 +419,7 @@ impl<S: StoreAccess> MixDraw<S> {
         &self,
         rows: &Rows,
         output: Output,
-    ) -> Result<(Vec<Column>, Vec<Option<Buffer>>)> {
+    ) -> Result<(Vec<BatchColumn>, Vec<Option<Buffer>>)> {
         let columns = self.sources[0].0.streams.len();
         let mut out = Vec::with_capacity(columns);
         let mut validity = Vec::with_capacity(columns);
@@ -436,7 +436,7 @@ impl<S: StoreAccess> MixDraw<S> {
         c: usize,
         rows: &Rows,
         output: Output,
-    ) -> Result<(Column, Option<Buffer>)> {
+    ) -> Result<(BatchColumn, Option<Buffer>)> {
         fn stream<S>(src: &MixSource<S>, c: usize) -> &S {
             &src.streams[c].1
         }
@@ -469,7 +469,10 @@ impl<S: StoreAccess> MixDraw<S> {
                     .1
                     .with(|r| Ok(crate::arrow::field_of(r, name)))?
                     .with_nullable(nullable);
-                Ok((Column::Arrow(field, concat_arrays(&arrays, name)?), None))
+                Ok((
+                    BatchColumn::Arrow(field, concat_arrays(&arrays, name)?),
+                    None,
+                ))
             }
             Output::Arrays => {
                 let column = match kind {
@@ -487,14 +490,14 @@ impl<S: StoreAccess> MixDraw<S> {
                             let part = &mut dst[at * width..(at + idx.len()) * width];
                             s.with(|r| r.gather_dense_into(idx, part))?;
                         }
-                        Column::Dense(buf)
+                        BatchColumn::Dense(buf)
                     }
                     Kind::Ragged => {
                         let mut batches = Vec::with_capacity(parts.len());
                         for (s, idx, _) in &parts {
                             batches.push(s.with(|r| r.gather_ragged(idx))?);
                         }
-                        Column::Ragged(concat_ragged(batches, schema.dtype.itemsize())?)
+                        BatchColumn::Ragged(concat_ragged(batches, schema.dtype.itemsize())?)
                     }
                 };
                 let valid = if nullable {

@@ -101,10 +101,10 @@ impl Subset {
 /// What a batch's columns hold.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Output {
-    /// [`Column::Dense`] and [`Column::Ragged`], by store kind.
+    /// [`BatchColumn::Dense`] and [`BatchColumn::Ragged`], by store kind.
     #[default]
     Arrays,
-    /// [`Column::Arrow`]: each stream gathered straight into Arrow buffers
+    /// [`BatchColumn::Arrow`]: each stream gathered straight into Arrow buffers
     /// (typed as docs/guide/arrow.md maps stores to Arrow), its field named
     /// after the stream.
     #[cfg(feature = "arrow")]
@@ -162,7 +162,7 @@ impl Default for Options {
 
 /// One stream of a batch.
 #[derive(Debug)]
-pub enum Column {
+pub enum BatchColumn {
     /// A dense store's records, back to back (`batch_size` records).
     Dense(Buffer),
     /// A ragged store's records.
@@ -179,7 +179,7 @@ pub struct Batch {
     /// The records gathered (after the subset mapping and the rank slice).
     pub indices: Vec<u64>,
     /// One column per stream, in stream order.
-    pub columns: Vec<Column>,
+    pub columns: Vec<BatchColumn>,
     /// Per stream, with array output: the validity of a nullable column at
     /// `indices` (one byte per record, 0 for null), else None. Arrow output
     /// carries nulls in the arrays themselves.
@@ -260,7 +260,7 @@ impl<S: StoreAccess> Plan<S> {
     }
 
     #[allow(clippy::type_complexity)]
-    fn gather(&self, idx: &[u64]) -> Result<(Vec<Column>, Vec<Option<Buffer>>)> {
+    fn gather(&self, idx: &[u64]) -> Result<(Vec<BatchColumn>, Vec<Option<Buffer>>)> {
         let mut columns = Vec::with_capacity(self.streams.len());
         let mut validity = Vec::with_capacity(self.streams.len());
         for (name, s) in &self.streams {
@@ -279,15 +279,15 @@ impl<S: StoreAccess> Plan<S> {
     }
 
     #[cfg_attr(not(feature = "arrow"), allow(unused_variables))]
-    fn column(&self, store: &dyn Records, name: &str, idx: &[u64]) -> Result<Column> {
+    fn column(&self, store: &dyn Records, name: &str, idx: &[u64]) -> Result<BatchColumn> {
         match (self.output, store.kind()) {
             #[cfg(feature = "arrow")]
-            (Output::Arrow, _) => Ok(Column::Arrow(
+            (Output::Arrow, _) => Ok(BatchColumn::Arrow(
                 crate::arrow::field_of(store, name),
                 crate::arrow::gather_array(store, idx)?,
             )),
-            (Output::Arrays, Kind::Dense) => store.gather_dense(idx).map(Column::Dense),
-            (Output::Arrays, Kind::Ragged) => store.gather_ragged(idx).map(Column::Ragged),
+            (Output::Arrays, Kind::Dense) => store.gather_dense(idx).map(BatchColumn::Dense),
+            (Output::Arrays, Kind::Ragged) => store.gather_ragged(idx).map(BatchColumn::Ragged),
         }
     }
 }

@@ -653,10 +653,7 @@ mod tests {
         );
         assert!(!dir.join(CREATE_TEMP).exists());
         let missing = Store::open(tmp.path().join("nothing"));
-        assert!(
-            matches!(missing, Err(Error::NoStore { .. })),
-            "{missing:?}"
-        );
+        assert!(matches!(missing, Err(Error::NoStore { .. })), "{missing:?}");
     }
 
     #[test]
