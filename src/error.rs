@@ -1,27 +1,12 @@
 //! One error type for the engine, with a variant per kind of failure so that
 //! bindings can map each to the exception a user expects.
 
-use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::schema::Kind;
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// Which of the two store contracts a store follows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Dense,
-    Ragged,
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Kind::Dense => "dense",
-            Kind::Ragged => "ragged",
-        })
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -166,6 +151,7 @@ pub fn os_error_at(err: &(dyn std::error::Error + 'static), path: &Path) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fmt;
 
     #[derive(Debug)]
     struct Wrapper(Box<dyn std::error::Error + Send + Sync>);

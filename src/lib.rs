@@ -66,7 +66,7 @@ mod store;
 pub mod table;
 
 pub use codec::{dict, Codec};
-pub use error::{Error, Kind, Result};
+pub use error::{Error, Result};
 pub use format::{Header, RecordLoc, MAX_RECORD_BYTES};
 #[cfg(feature = "fault-injection")]
 pub use io::fault;
@@ -80,7 +80,7 @@ pub use read::{
     check_validity, sample_store, Buffer, Concat, Indices, Packed, RaggedBatch, RaggedRecord,
     ReadCounters, Records, Stats, StoreAccess, Typed,
 };
-pub use schema::{DType, Layout, Logical, Schema};
+pub use schema::{DType, Kind, Layout, Logical, Schema};
 #[cfg(feature = "fault-injection")]
 #[doc(hidden)]
 pub use store::set_compact_steps_for_tests;

@@ -11,7 +11,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use loaderx::error::Kind;
+use loaderx::schema::Kind;
 use loaderx::{dict, Codec, DType, Error, Packed, Records, Schema, Store};
 
 const CHILD_ENV: &str = "LOADERX_BUSY_CHILD";

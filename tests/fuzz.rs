@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use arrow_schema::ArrowError;
 use loaderx::arrow::{self as lx_arrow, ColumnReader, TableReader};
-use loaderx::error::Kind;
+use loaderx::schema::Kind;
 use loaderx::{Codec, DType, Error, Packed, Records as _, Schema, Store};
 use proptest::prelude::*;
 use proptest::sample::Index;

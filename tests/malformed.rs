@@ -6,7 +6,7 @@ mod common;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use loaderx::error::Kind;
+use loaderx::schema::Kind;
 use loaderx::Packed;
 use loaderx::{Codec, DType, Error, Schema, Store};
 use loaderx::{Indices, Records};

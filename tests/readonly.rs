@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::SystemTime;
 
-use loaderx::error::Kind;
+use loaderx::schema::Kind;
 use loaderx::{Codec, DType, Error, Packed, Records, Schema, Store};
 
 use common::assert_busy;

@@ -7,8 +7,8 @@ mod common;
 use std::path::Path;
 
 use loaderx::dict;
-use loaderx::error::Kind;
 use loaderx::executor;
+use loaderx::schema::Kind;
 use loaderx::Packed;
 use loaderx::{Codec, DType, Schema, Stats, Store};
 use loaderx::{Indices, Records};

@@ -122,11 +122,11 @@ fn gathers_match_one_store() {
         assert_eq!(s.len(), N);
         assert!(Records::is_readonly(&**s));
         match w.kind() {
-            loaderx::error::Kind::Dense => assert_eq!(
+            loaderx::schema::Kind::Dense => assert_eq!(
                 w.gather_dense(&idx).unwrap().as_slice(),
                 s.gather_dense(&idx).unwrap().as_slice()
             ),
-            loaderx::error::Kind::Ragged => {
+            loaderx::schema::Kind::Ragged => {
                 let (a, b) = (
                     w.gather_ragged(&idx).unwrap(),
                     s.gather_ragged(&idx).unwrap(),

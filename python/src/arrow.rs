@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use arrow_array::{Array, ArrayRef, BooleanArray};
 use arrow_schema::{ArrowError, Field, FieldRef};
 use loaderx::arrow::{self as la, StoreAccess};
-use loaderx::error::Kind;
+use loaderx::schema::Kind;
 use loaderx::Error;
 use loaderx::Packed;
 use loaderx::Records;

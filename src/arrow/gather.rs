@@ -12,8 +12,9 @@ use arrow_array::{
 use arrow_buffer::{BooleanBuffer, Buffer as ArrowBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field};
 
-use crate::error::{Error, Kind, Result};
+use crate::error::{Error, Result};
 use crate::read::records::{Indices, Records};
+use crate::schema::Kind;
 use crate::schema::{DType, Layout, Logical};
 
 use super::types::{item_field, ragged_fields, tensor_fields, variable_tensor_field};

@@ -9,7 +9,8 @@ use arrow_buffer::NullBuffer;
 use arrow_schema::{ArrowError, DataType, Field};
 
 use crate::codec::Codec;
-use crate::error::{Error, Kind, Result};
+use crate::error::{Error, Result};
+use crate::schema::Kind;
 use crate::schema::{DType, Logical, Schema};
 use crate::store::Store;
 

@@ -20,13 +20,14 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use crate::error::{Error, Kind, Result};
+use crate::error::{Error, Result};
 use crate::read::buffer::Buffer;
 use crate::read::ragged::RaggedBatch;
 use crate::read::records::{Records, StoreAccess};
 use crate::sampler::mixture::{self, Blend};
 use crate::sampler::weighted::AliasTable;
 use crate::sampler::{Mode, Sampler};
+use crate::schema::Kind;
 
 use super::{BatchColumn, Output};
 

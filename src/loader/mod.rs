@@ -39,7 +39,7 @@ mod prefetch;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::error::{Error, Kind, Result};
+use crate::error::{Error, Result};
 use crate::loader::mix::MixDraw;
 pub use crate::loader::mix::{MixSource, MixWeights};
 use crate::loader::prefetch::Prefetcher;
@@ -47,6 +47,7 @@ use crate::read::buffer::Buffer;
 use crate::read::ragged::RaggedBatch;
 use crate::read::records::{Records, StoreAccess};
 use crate::sampler::{Mode, Sampler};
+use crate::schema::Kind;
 use crate::store::{self, RecordIndex};
 
 /// Optional subset of records to sample from: step `k`'s positions

@@ -16,9 +16,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::codec::Codec;
-use crate::error::{Error, Kind, Result};
+use crate::error::{Error, Result};
 use crate::read::buffer::Buffer;
 use crate::read::ragged::RaggedBatch;
+use crate::schema::Kind;
 use crate::schema::{DType, Logical, Schema};
 
 /// The indices of one gather as a caller holds them: unsigned, or signed

@@ -7,12 +7,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rayon::prelude::*;
 
 use crate::codec::{self, Codec};
-use crate::error::{Error, Kind, Result};
+use crate::error::{Error, Result};
 use crate::executor;
 use crate::format::{RecordLoc, MAX_RECORD_BYTES};
 use crate::io::StorageFile;
 use crate::read::ragged::{self, Packed};
 use crate::read::records::Records;
+use crate::schema::Kind;
 
 use super::{io_at, Store};
 

@@ -13,12 +13,13 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::codec::Codec;
-use crate::error::{Error, Kind, Result};
+use crate::error::{Error, Result};
 use crate::executor::{self, FanOut, Work};
 use crate::io::Runs;
 use crate::read::buffer::Buffer;
 use crate::read::ragged::{self, RaggedBatch};
 use crate::read::records::{dense_width, ReadCounters, Records, Stats, StoreAccess};
+use crate::schema::Kind;
 use crate::schema::Schema;
 
 use super::{map_large_records, Store};

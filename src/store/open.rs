@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::gather::Counters;
 use crate::codec::{self, Codec, Dictionary};
-use crate::error::{Error, Kind, Result};
+use crate::error::{Error, Result};
 use crate::format::journal::{self, Journal};
 use crate::format::{
     self, Header, RecordLoc, DATA_FILE, DICT_FILE, HEADER_SIZE, LOC_SIZE, MAX_RECORD_BYTES,
@@ -16,6 +16,7 @@ use crate::format::{
 use crate::io::lock::LockedMeta;
 use crate::io::{io_error, Fs, FsFile, Local, Storage, StorageFile};
 use crate::read::records::Records;
+use crate::schema::Kind;
 use crate::schema::{Layout, Schema};
 
 use super::{io_at, lock, lock_as, sync_dir, Store};

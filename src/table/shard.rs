@@ -8,8 +8,8 @@ use super::files;
 use super::manifest::{is_shard_name, MANIFEST_FILE, MANIFEST_LOCK};
 use super::repr::{py_list, py_str, py_tuple};
 use super::types::validity_dir;
-use crate::error::Kind;
 use crate::io::Fs;
+use crate::schema::Kind;
 use crate::schema::Logical;
 use crate::{Codec, DType, Error, Records, Result, Schema, Store};
 

@@ -33,7 +33,7 @@ fn parquet_err(path: &Path) -> impl Fn(ParquetError) -> Error + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use loaderx::error::Kind;
+    use loaderx::schema::Kind;
     use loaderx::Codec;
     use loaderx::Packed;
     use loaderx::{DType, Records, Schema, Store};

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::{RwLock, RwLockWriteGuard};
 
-use loaderx::error::Kind;
+use loaderx::schema::Kind;
 use loaderx::schema::Logical;
 use loaderx::Concat;
 use loaderx::Packed;

@@ -2,7 +2,7 @@
 //! store kinds and NumPy dtype strings, each refused with the accepted
 //! values named.
 
-use loaderx::error::Kind;
+use loaderx::schema::Kind;
 use loaderx::schema::Logical;
 use loaderx::{Codec, DType};
 use pyo3::exceptions::{PyTypeError, PyValueError};
