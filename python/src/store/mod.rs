@@ -14,7 +14,7 @@ use loaderx::schema::Kind;
 use loaderx::schema::Logical;
 use loaderx::Concat;
 use loaderx::Packed;
-use loaderx::{Codec, DType, Error, Schema, Store as Engine};
+use loaderx::{Codec, DType, Error, Schema};
 use loaderx::{Indices, Records, Typed};
 use numpy::{PyArrayDescr, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
@@ -38,7 +38,7 @@ use parse::{parse_dtype, parse_kind, parse_logical};
 // indirection on every gather.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Source {
-    One(Engine),
+    One(loaderx::Store),
     Many(Concat),
 }
 
@@ -51,7 +51,7 @@ impl Source {
     }
 
     /// The store, for writing; a concatenation refuses every write.
-    fn engine_mut(&mut self) -> Result<&mut Engine, Error> {
+    fn core_mut(&mut self) -> Result<&mut loaderx::Store, Error> {
         match self {
             Source::One(e) => Ok(e),
             Source::Many(c) => Err(Error::ShardedReadOnly {
@@ -237,7 +237,7 @@ impl Store {
     pub(crate) fn with_write<T: Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&mut Engine) -> Result<T, Error> + Send,
+        f: impl FnOnce(&mut loaderx::Store) -> Result<T, Error> + Send,
     ) -> PyResult<T> {
         py.detach(|| {
             let mut guard = self.write()?;
@@ -248,7 +248,7 @@ impl Store {
                     path: self.path.clone(),
                 }));
             }
-            f(column.data.engine_mut().py()?).py()
+            f(column.data.core_mut().py()?).py()
         })
     }
 
@@ -265,7 +265,7 @@ impl Store {
                 path: self.path.clone(),
             });
         }
-        column.data.engine_mut()?.append_ragged(packed)
+        column.data.core_mut()?.append_ragged(packed)
     }
 
     pub(crate) fn dense_array<'py>(
@@ -410,7 +410,13 @@ impl Store {
         };
         let engine = py
             .detach(|| {
-                Engine::create_with_checksum(&path, schema, codec, dict_bytes.as_deref(), checksum)
+                loaderx::Store::create_with_checksum(
+                    &path,
+                    schema,
+                    codec,
+                    dict_bytes.as_deref(),
+                    checksum,
+                )
             })
             .py()?;
         Store::wrap(py, Source::One(engine), Logical::Tensor, None)
@@ -439,7 +445,7 @@ impl Store {
         let engine = py
             .detach(|| match (&remote, kind, readonly) {
                 (Some(at), kind, readonly) => {
-                    let store = Engine::open_at(at, readonly)?;
+                    let store = loaderx::Store::open_at(at, readonly)?;
                     match kind {
                         Some(k) if store.kind() != k => {
                             let actual = store.kind();
@@ -453,14 +459,14 @@ impl Store {
                         _ => Ok(store),
                     }
                 }
-                (None, Some(k), false) => Engine::open_kind(&path, k),
-                (None, Some(k), true) => Engine::open_kind_readonly(&path, k),
-                (None, None, false) => Engine::open(&path),
-                (None, None, true) => Engine::open_readonly(&path),
+                (None, Some(k), false) => loaderx::Store::open_kind(&path, k),
+                (None, Some(k), true) => loaderx::Store::open_kind_readonly(&path, k),
+                (None, None, false) => loaderx::Store::open(&path),
+                (None, None, true) => loaderx::Store::open_readonly(&path),
             })
             .py()?;
         let validity = match validity {
-            Some(v) => match py.detach(|| Engine::open_kind_readonly(&v, Kind::Dense)) {
+            Some(v) => match py.detach(|| loaderx::Store::open_kind_readonly(&v, Kind::Dense)) {
                 Ok(v) => Some(Source::One(v)),
                 Err(e) => {
                     let _ = engine.close();
@@ -492,8 +498,8 @@ impl Store {
                 let stores = parts
                     .iter()
                     .map(|p| match kind {
-                        Some(k) => Engine::open_kind_readonly(p, k),
-                        None => Engine::open_readonly(p),
+                        Some(k) => loaderx::Store::open_kind_readonly(p, k),
+                        None => loaderx::Store::open_readonly(p),
                     })
                     .collect::<Result<Vec<_>, Error>>()?;
                 Concat::new(&path, stores)
@@ -504,7 +510,7 @@ impl Store {
                 let joined_validity = py.detach(|| {
                     let stores = parts
                         .iter()
-                        .map(|p| Engine::open_kind_readonly(p, Kind::Dense))
+                        .map(|p| loaderx::Store::open_kind_readonly(p, Kind::Dense))
                         .collect::<Result<Vec<_>, Error>>()?;
                     let mut name = path.clone().into_os_string();
                     name.push(".validity");
@@ -608,7 +614,7 @@ impl Store {
     fn part_lengths(&self) -> PyResult<Vec<u64>> {
         self.source_read(|s| match s {
             Source::One(e) => Ok(vec![e.len()]),
-            Source::Many(c) => Ok(c.parts().iter().map(Engine::len).collect()),
+            Source::Many(c) => Ok(c.parts().iter().map(loaderx::Store::len).collect()),
         })
         .py()
     }
