@@ -9,7 +9,7 @@
 //! connection moves a few tens of MB/s from S3, so a 37 MiB batch fetched
 //! as five 8 MiB requests would use five connections where sixty-four are
 //! allowed. Every request holds a permit of the process-wide semaphore
-//! (`runtime::Io::permits`) while in flight.
+//! while in flight (`runtime::Io::limited`).
 
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};

@@ -18,6 +18,7 @@ mod cache;
 pub(crate) mod client;
 pub(crate) mod fetch;
 mod object;
+pub(crate) mod retry;
 mod runtime;
 pub(crate) mod upload;
 pub(crate) mod uri;
@@ -38,10 +39,10 @@ use object_store::{GetOptions, ObjectStore};
 pub(crate) use cache::BlockCache;
 /// Bytes per cached block of a remote object.
 pub(crate) const BLOCK_SIZE: u64 = cache::BLOCK;
+use uri::RemoteUri;
 use client::{Client, ClientConfig};
 pub(crate) use fetch::Runs;
 pub(crate) use object::{fetch_live, fetch_many, Arrivals, Object, RemoteFile};
-use uri::RemoteUri;
 
 use super::{EntryKind, Storage, StorageFile};
 use crate::{Error, Result};
@@ -108,16 +109,11 @@ impl std::fmt::Debug for Remote {
     }
 }
 
-/// Backoff with jitter before retry `attempt` (1, 2, ..) of a read whose
-/// body came back short or broken (the client retries requests itself).
-fn backoff(attempt: u32) -> Duration {
-    let base = 50u64 << attempt.min(6);
-    let jitter = u64::from(std::process::id()).wrapping_mul(2654435761) ^ (attempt as u64 * 7919);
-    Duration::from_millis(base + jitter % base.max(1))
-}
-
 /// Tries of a ranged read whose response was short or whose body broke off.
 const BODY_TRIES: u32 = 4;
+
+/// The base of [`retry::backoff`] between those tries.
+const BODY_BACKOFF: Duration = Duration::from_millis(50);
 
 impl Remote {
     /// The location `uri` with `options` (checked here: a bad key is an

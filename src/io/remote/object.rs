@@ -16,7 +16,8 @@ use object_store::path::Path as Key;
 use object_store::{GetOptions, GetRange, ObjectStore};
 
 use super::{
-    backoff, cache, changed, client, fetch, read_only, runtime, BlockCache, Runs, BODY_TRIES,
+    cache, changed, client, fetch, read_only, retry, runtime, BlockCache, Runs, BODY_BACKOFF,
+    BODY_TRIES,
 };
 use crate::io::StorageFile;
 
@@ -96,39 +97,18 @@ impl Object {
 
     /// The bytes `range` of this version of the object, retried (with
     /// backoff and jitter) when the body comes back short or breaks off.
+    /// Each request holds one of the process's request permits while it
+    /// is in flight ([`runtime::Io::limited`]), none while it waits to be
+    /// retried.
     async fn get_range(&self, range: Range<u64>) -> io::Result<Bytes> {
-        let want = range.end - range.start;
+        let io = runtime::io()?;
         let mut attempt = 0u32;
         loop {
             attempt += 1;
-            let opts = GetOptions {
-                range: Some(GetRange::Bounded(range.clone())),
-                if_match: self.etag.get().cloned(),
-                ..Default::default()
-            };
-            fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
-            let failure = match self.store.get_opts(&self.key, opts).await {
-                Ok(res) => {
-                    self.check_version(&res.meta)?;
-                    match res.bytes().await {
-                        Ok(b) if b.len() as u64 == want => {
-                            fetch::stats().bytes.fetch_add(want, Ordering::Relaxed);
-                            return Ok(b);
-                        }
-                        Ok(b) => io::Error::new(
-                            io::ErrorKind::ConnectionReset,
-                            format!(
-                                "reading {} bytes {}..{}: the server sent {} of {want} bytes (retries exhausted)",
-                                self.path.display(),
-                                range.start,
-                                range.end,
-                                b.len()
-                            ),
-                        ),
-                        Err(e) => self.error("reading", e),
-                    }
-                }
-                Err(e) => return Err(self.error("reading", e)),
+            let failure = match io.limited(self.request(range.clone())).await {
+                Ok(b) => return Ok(b),
+                Err(Failed::Final(e)) => return Err(e),
+                Err(Failed::Body(e)) => e,
             };
             let transient = matches!(
                 failure.kind(),
@@ -141,9 +121,50 @@ impl Object {
                 return Err(failure);
             }
             fetch::stats().retries.fetch_add(1, Ordering::Relaxed);
-            tokio::time::sleep(backoff(attempt)).await;
+            tokio::time::sleep(retry::backoff(attempt, BODY_BACKOFF)).await;
         }
     }
+
+    /// One ranged GET of `range` and its body.
+    async fn request(&self, range: Range<u64>) -> Result<Bytes, Failed> {
+        let want = range.end - range.start;
+        let opts = GetOptions {
+            range: Some(GetRange::Bounded(range.clone())),
+            if_match: self.etag.get().cloned(),
+            ..Default::default()
+        };
+        fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+        let res = match self.store.get_opts(&self.key, opts).await {
+            Ok(res) => res,
+            // The client retried what was worth retrying.
+            Err(e) => return Err(Failed::Final(self.error("reading", e))),
+        };
+        self.check_version(&res.meta).map_err(Failed::Final)?;
+        match res.bytes().await {
+            Ok(b) if b.len() as u64 == want => {
+                fetch::stats().bytes.fetch_add(want, Ordering::Relaxed);
+                Ok(b)
+            }
+            Ok(b) => Err(Failed::Body(io::Error::new(
+                io::ErrorKind::ConnectionReset,
+                format!(
+                    "reading {} bytes {}..{}: the server sent {} of {want} bytes (retries exhausted)",
+                    self.path.display(),
+                    range.start,
+                    range.end,
+                    b.len()
+                ),
+            ))),
+            Err(e) => Err(Failed::Body(self.error("reading", e))),
+        }
+    }
+}
+
+/// How a request failed: for good (the object changed, is gone, or the
+/// client's own retries ran out), or in its body (retried here).
+enum Failed {
+    Final(io::Error),
+    Body(io::Error),
 }
 
 impl RemoteFile {
@@ -364,16 +385,16 @@ pub(crate) fn fetch_live(
         None
     } else {
         let io = runtime::io().map_err(|e| (0, e))?;
-        let permits = io.permits.clone();
         let max = io.max_requests;
         Some(io.spawn(async move {
             let mut pieces: Vec<Vec<Option<Bytes>>> =
                 parts.iter().map(|&n| vec![None; n]).collect();
             let mut left = parts;
-            let mut done = futures::stream::iter(requests.into_iter().map(|(id, part, obj, r)| {
-                let got = limited_get(obj, permits.clone(), r);
-                async move { (id, part, got.await) }
-            }))
+            let mut done = futures::stream::iter(
+                requests
+                    .into_iter()
+                    .map(|(id, part, obj, r)| async move { (id, part, obj.get_range(r).await) }),
+            )
             .buffer_unordered(max);
             while let Some((id, part, got)) = done.next().await {
                 let (j, at) = owner[id];
@@ -405,19 +426,6 @@ pub(crate) fn fetch_live(
         task,
     };
     Ok(Some((out, arrivals)))
-}
-
-/// The bytes `range` of `obj`, holding one of the process's request
-/// permits while the request is in flight.
-async fn limited_get(
-    obj: Arc<Object>,
-    permits: Arc<tokio::sync::Semaphore>,
-    range: Range<u64>,
-) -> io::Result<Bytes> {
-    match permits.acquire_owned().await {
-        Ok(_permit) => obj.get_range(range).await,
-        Err(_) => Err(io::Error::other("the request limiter closed")),
-    }
 }
 
 /// Fails naming the object when a range lies past its end.
@@ -484,8 +492,8 @@ pub(crate) fn fetch_many(
         let futs: Vec<_> = requests
             .into_iter()
             .map(|(j, r)| {
-                let got = limited_get(jobs[j].0 .0.clone(), io.permits.clone(), r);
-                async move { (j, got.await) }
+                let obj = jobs[j].0 .0.clone();
+                async move { (j, obj.get_range(r).await) }
             })
             .collect();
         let results: Vec<(usize, io::Result<Bytes>)> = io.block_on(
