@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use object_store::{BackoffConfig, ObjectStore, RetryConfig};
 
-use super::uri::{RemoteUri, Scheme};
+use crate::io::uri::{RemoteUri, Scheme};
 use crate::{Error, Result};
 
 /// Options that loaderx reads itself (every other key goes to the client).

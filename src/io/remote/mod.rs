@@ -21,7 +21,6 @@ mod object;
 pub(crate) mod retry;
 mod runtime;
 pub(crate) mod upload;
-pub(crate) mod uri;
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -39,7 +38,7 @@ use object_store::{GetOptions, ObjectStore};
 pub(crate) use cache::BlockCache;
 /// Bytes per cached block of a remote object.
 pub(crate) const BLOCK_SIZE: u64 = cache::BLOCK;
-use uri::RemoteUri;
+use super::uri::{self, RemoteUri};
 use client::{Client, ClientConfig};
 pub(crate) use fetch::Runs;
 pub(crate) use object::{fetch_live, fetch_many, Arrivals, Object, RemoteFile};
