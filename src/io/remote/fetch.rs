@@ -195,6 +195,7 @@ pub(crate) fn join(parts: Vec<Bytes>) -> Bytes {
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
     pub requests: std::sync::atomic::AtomicU64,
+    pub hedges: std::sync::atomic::AtomicU64,
     pub bytes: std::sync::atomic::AtomicU64,
     pub cache_hits: std::sync::atomic::AtomicU64,
     pub cache_misses: std::sync::atomic::AtomicU64,

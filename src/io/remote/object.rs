@@ -8,17 +8,16 @@ use std::io;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
 use object_store::path::Path as Key;
-use object_store::{GetOptions, GetRange, ObjectStore};
+use object_store::{GetOptions, ObjectStore};
 
-use super::{
-    cache, changed, client, fetch, read_only, retry, runtime, BlockCache, Runs, BODY_BACKOFF,
-    BODY_TRIES,
-};
+use super::hedge::{self, ReadPolicy};
+use super::version::{self, Pin, Seen};
+use super::{cache, changed, client, fetch, read_only, runtime, BlockCache, Runs};
 use crate::io::StorageFile;
 
 /// One remote object, pinned at its size and ETag.
@@ -27,14 +26,16 @@ pub(crate) struct Object {
     /// Its URI, as messages name it.
     pub(super) path: PathBuf,
     pub(super) key: Key,
-    pub(super) size: u64,
-    /// The version every read must return: from the listing, or the first
-    /// response when the listing gave none.
-    pub(super) etag: OnceLock<String>,
+    /// The version every read must return: its size and entity tag (or
+    /// `Last-Modified`) from the listing, or from the first response that
+    /// carried them.
+    pub(super) pin: Pin,
     /// The whole object, when it was fetched at open (meta.zr, dict.zr).
     pub(super) body: Option<Bytes>,
     pub(super) cache: Option<Arc<BlockCache>>,
     pub(super) secrets: client::Secrets,
+    /// How its ranges are read (hedging, the timeout).
+    pub(super) reads: ReadPolicy,
 }
 
 /// An open remote object (cheap to clone).
@@ -47,13 +48,13 @@ impl std::fmt::Debug for RemoteFile {
             f,
             "RemoteFile({}, {} bytes)",
             self.0.path.display(),
-            self.0.size
+            self.0.pin.size
         )
     }
 }
 
 impl Object {
-    fn error(&self, what: &str, e: object_store::Error) -> io::Error {
+    pub(super) fn error(&self, what: &str, e: object_store::Error) -> io::Error {
         if let object_store::Error::Precondition { .. } = e {
             return changed(format!(
                 "{} changed while open (its ETag no longer matches the version this handle pinned)",
@@ -73,109 +74,32 @@ impl Object {
     }
 
     /// Checks a response's object against the pinned version (pinning its
-    /// ETag if none was known).
-    fn check_version(&self, meta: &object_store::ObjectMeta) -> io::Result<()> {
-        if meta.size != self.size {
-            return Err(changed(format!(
-                "{} changed while open: it is {} bytes now, {} when opened",
-                self.path.display(),
-                meta.size,
-                self.size
-            )));
-        }
-        if let Some(got) = &meta.e_tag {
-            let pinned = self.etag.get_or_init(|| got.clone());
-            if pinned != got {
-                return Err(changed(format!(
-                    "{} changed while open (its ETag is no longer the one pinned at open)",
-                    self.path.display()
-                )));
-            }
-        }
-        Ok(())
+    /// entity tag or `Last-Modified` if none was known).
+    pub(super) fn check_version(&self, meta: &object_store::ObjectMeta) -> io::Result<()> {
+        self.pin
+            .check(&Seen::of(meta))
+            .map_err(|d| changed(version::describe(&self.path, &d)))
     }
 
-    /// The bytes `range` of this version of the object, retried (with
-    /// backoff and jitter) when the body comes back short or breaks off.
-    /// Each request holds one of the process's request permits while it
-    /// is in flight ([`runtime::Io::limited`]), none while it waits to be
-    /// retried.
+    /// The bytes `range` of this version of the object: hedged when it
+    /// does not answer, resumed when its body breaks off, bounded in time
+    /// (`hedge.rs`).
     async fn get_range(&self, range: Range<u64>) -> io::Result<Bytes> {
-        let io = runtime::io()?;
-        let mut attempt = 0u32;
-        loop {
-            attempt += 1;
-            let failure = match io.limited(self.request(range.clone())).await {
-                Ok(b) => return Ok(b),
-                Err(Failed::Final(e)) => return Err(e),
-                Err(Failed::Body(e)) => e,
-            };
-            let transient = matches!(
-                failure.kind(),
-                io::ErrorKind::ConnectionReset
-                    | io::ErrorKind::TimedOut
-                    | io::ErrorKind::NotConnected
-                    | io::ErrorKind::UnexpectedEof
-            );
-            if !transient || attempt >= BODY_TRIES {
-                return Err(failure);
-            }
-            fetch::stats().retries.fetch_add(1, Ordering::Relaxed);
-            tokio::time::sleep(retry::backoff(attempt, BODY_BACKOFF)).await;
-        }
+        hedge::read(self, range).await
     }
-
-    /// One ranged GET of `range` and its body.
-    async fn request(&self, range: Range<u64>) -> Result<Bytes, Failed> {
-        let want = range.end - range.start;
-        let opts = GetOptions {
-            range: Some(GetRange::Bounded(range.clone())),
-            if_match: self.etag.get().cloned(),
-            ..Default::default()
-        };
-        fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
-        let res = match self.store.get_opts(&self.key, opts).await {
-            Ok(res) => res,
-            // The client retried what was worth retrying.
-            Err(e) => return Err(Failed::Final(self.error("reading", e))),
-        };
-        self.check_version(&res.meta).map_err(Failed::Final)?;
-        match res.bytes().await {
-            Ok(b) if b.len() as u64 == want => {
-                fetch::stats().bytes.fetch_add(want, Ordering::Relaxed);
-                Ok(b)
-            }
-            Ok(b) => Err(Failed::Body(io::Error::new(
-                io::ErrorKind::ConnectionReset,
-                format!(
-                    "reading {} bytes {}..{}: the server sent {} of {want} bytes (retries exhausted)",
-                    self.path.display(),
-                    range.start,
-                    range.end,
-                    b.len()
-                ),
-            ))),
-            Err(e) => Err(Failed::Body(self.error("reading", e))),
-        }
-    }
-}
-
-/// How a request failed: for good (the object changed, is gone, or the
-/// client's own retries ran out), or in its body (retried here).
-enum Failed {
-    Final(io::Error),
-    Body(io::Error),
 }
 
 impl RemoteFile {
     pub(crate) fn size(&self) -> u64 {
-        self.0.size
+        self.0.pin.size
     }
 
-    /// The pinned ETag, asking the server once if none is known yet.
-    pub(crate) fn etag(&self) -> io::Result<Option<String>> {
-        if let Some(e) = self.0.etag.get() {
-            return Ok(Some(e.clone()));
+    /// What identifies the pinned version (its entity tag, else its
+    /// `Last-Modified`), asking the server once if neither is known yet.
+    fn identity(&self) -> io::Result<String> {
+        let id = self.0.pin.identity();
+        if !id.is_empty() {
+            return Ok(id);
         }
         let head = runtime::io()?.block_on(async {
             self.0
@@ -192,7 +116,7 @@ impl RemoteFile {
         fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
         let res = head.map_err(|e| self.0.error("reading", e))?;
         self.0.check_version(&res.meta)?;
-        Ok(self.0.etag.get().cloned())
+        Ok(self.0.pin.identity())
     }
 
     /// Fetches the byte ranges `ranges` of the object (any order; every
@@ -214,21 +138,21 @@ impl RemoteFile {
         Ok(format!(
             "{}\n{}\n{}",
             self.0.path.display(),
-            self.0.size,
-            self.etag()?.unwrap_or_default()
+            self.0.pin.size,
+            self.identity()?
         ))
     }
 }
 
 impl StorageFile for RemoteFile {
     fn len(&self) -> io::Result<u64> {
-        Ok(self.0.size)
+        Ok(self.0.pin.size)
     }
 
     fn read_exact_at(&self, buf: &mut [u8], at: u64) -> io::Result<()> {
         let end = at
             .checked_add(buf.len() as u64)
-            .filter(|&e| e <= self.0.size);
+            .filter(|&e| e <= self.0.pin.size);
         let Some(end) = end else {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
@@ -430,7 +354,7 @@ pub(crate) fn fetch_live(
 
 /// Fails naming the object when a range lies past its end.
 fn check_within(obj: &Object, ranges: &[Range<u64>]) -> io::Result<()> {
-    match ranges.iter().find(|r| r.end > obj.size) {
+    match ranges.iter().find(|r| r.end > obj.pin.size) {
         Some(r) => Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
             format!(
@@ -438,7 +362,7 @@ fn check_within(obj: &Object, ranges: &[Range<u64>]) -> io::Result<()> {
                 obj.path.display(),
                 r.start,
                 r.end,
-                obj.size
+                obj.pin.size
             ),
         )),
         None => Ok(()),

@@ -1,0 +1,418 @@
+//! Reads that do not wait on a stalled request.
+//!
+//! One range of a gather is read by [`read`]: a ranged GET, and, when no
+//! byte of it has arrived after a short delay, a duplicate of it (a hedged
+//! request); the first answer wins and the other is dropped, which cancels
+//! it. The delay adapts: [`ReadPolicy::hedge_multiple`] times the typical
+//! first-byte latency this process has seen so far (a moving average over
+//! the requests that answered), never less than
+//! [`ReadPolicy::hedge_min_delay`]. A body that breaks off or stops coming
+//! is resumed from the byte it reached, not fetched again whole. A range
+//! that gets no byte at all for [`ReadPolicy::read_timeout`] fails as
+//! `TimedOut` (Python's `TimeoutError`), however many requests are still
+//! waiting. Every request, first or duplicate, holds one of the process's
+//! request permits while it is in flight ([`runtime::Io::limited`]).
+//!
+//! A duplicate is sent only while no request of the range has answered:
+//! a slow body is not duplicated (it is resumed when it stops), and with no
+//! stall nothing is sent twice.
+
+use std::io;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::stream::FuturesUnordered;
+use futures::StreamExt;
+use object_store::{GetOptions, GetRange};
+use tokio::time::Instant;
+
+use super::object::Object;
+use super::{fetch, retry, runtime, BODY_BACKOFF, BODY_TRIES};
+
+/// How a range is read: hedging and the timeout (storage options
+/// `hedge`, `hedge_min_delay`, `hedge_multiple`, `read_timeout`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct ReadPolicy {
+    /// Whether a range that has not answered gets a duplicate request.
+    pub(crate) hedge: bool,
+    /// The least wait before a duplicate.
+    pub(crate) hedge_min_delay: Duration,
+    /// The wait before a duplicate, in typical first-byte latencies.
+    pub(crate) hedge_multiple: f64,
+    /// How long a range may go without a byte before it fails.
+    pub(crate) read_timeout: Duration,
+}
+
+impl Default for ReadPolicy {
+    fn default() -> ReadPolicy {
+        ReadPolicy {
+            hedge: true,
+            hedge_min_delay: Duration::from_millis(50),
+            hedge_multiple: 4.0,
+            read_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Requests in flight for one range at most (the first and duplicates).
+const IN_FLIGHT: usize = 3;
+
+/// The wait before a duplicate when this process has seen no answer yet.
+const FIRST_DELAY: Duration = Duration::from_millis(500);
+
+/// The process's typical first-byte latency, in microseconds (0: none
+/// seen yet): a moving average that weighs each new answer by 1/8.
+static FIRST_BYTE_US: AtomicU64 = AtomicU64::new(0);
+
+/// Records the first-byte latency of a request that answered.
+pub(crate) fn record_first_byte(d: Duration) {
+    let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1);
+    let _ = FIRST_BYTE_US.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+        Some(if old == 0 {
+            us
+        } else {
+            // old + (us - old) / 8, in signed arithmetic.
+            (old as i128 + (us as i128 - old as i128) / 8).max(1) as u64
+        })
+    });
+}
+
+impl ReadPolicy {
+    /// The wait before a duplicate now.
+    pub(crate) fn hedge_delay(&self) -> Duration {
+        match FIRST_BYTE_US.load(Ordering::Relaxed) {
+            0 => FIRST_DELAY.max(self.hedge_min_delay),
+            us => Duration::from_micros(us)
+                .mul_f64(self.hedge_multiple)
+                .max(self.hedge_min_delay),
+        }
+    }
+}
+
+/// How one request of a range ended.
+enum Outcome {
+    /// Every byte from `from` to the end of the range.
+    Done { from: u64, chunks: Vec<Bytes> },
+    /// The bytes from `from` that came before the request failed.
+    Broke {
+        from: u64,
+        chunks: Vec<Bytes>,
+        error: io::Error,
+        /// The object changed, is gone or refused us: no retry helps.
+        fatal: bool,
+    },
+}
+
+/// Progress of one range, shared by its requests.
+struct Progress {
+    started: Instant,
+    /// Microseconds from `started` to the last byte (or answer) of any of
+    /// its requests.
+    last_us: AtomicU64,
+}
+
+impl Progress {
+    fn touch(&self) {
+        let us = u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.last_us.fetch_max(us, Ordering::Relaxed);
+    }
+
+    fn last(&self) -> Instant {
+        self.started + Duration::from_micros(self.last_us.load(Ordering::Relaxed))
+    }
+}
+
+fn transient(kind: io::ErrorKind) -> bool {
+    matches!(
+        kind,
+        io::ErrorKind::ConnectionReset
+            | io::ErrorKind::TimedOut
+            | io::ErrorKind::NotConnected
+            | io::ErrorKind::UnexpectedEof
+    )
+}
+
+/// One ranged GET of `from..end` of `obj` and its body, holding a request
+/// permit. `answered` is set when the response's headers arrive.
+async fn request(
+    obj: &Object,
+    from: u64,
+    end: u64,
+    answered: &AtomicBool,
+    progress: &Progress,
+    stall: Duration,
+) -> Outcome {
+    let io = match runtime::io() {
+        Ok(io) => io,
+        Err(error) => {
+            return Outcome::Broke {
+                from,
+                chunks: Vec::new(),
+                error,
+                fatal: true,
+            }
+        }
+    };
+    io.limited(async {
+        let opts = GetOptions {
+            range: Some(GetRange::Bounded(from..end)),
+            if_match: obj.pin.if_match(),
+            ..Default::default()
+        };
+        fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+        let sent = Instant::now();
+        let res = match obj.store.get_opts(&obj.key, opts).await {
+            Ok(res) => res,
+            Err(e) => {
+                let error = obj.error("reading", e);
+                // The client retried what was worth retrying: this request
+                // is done for, though a sibling may still answer.
+                let fatal = !transient(error.kind());
+                return Outcome::Broke {
+                    from,
+                    chunks: Vec::new(),
+                    error,
+                    fatal,
+                };
+            }
+        };
+        record_first_byte(sent.elapsed());
+        answered.store(true, Ordering::Relaxed);
+        progress.touch();
+        if let Err(error) = obj.check_version(&res.meta) {
+            return Outcome::Broke {
+                from,
+                chunks: Vec::new(),
+                error,
+                fatal: true,
+            };
+        }
+        let mut body = res.into_stream();
+        let mut chunks = Vec::new();
+        let mut got = 0u64;
+        loop {
+            match tokio::time::timeout(stall, body.next()).await {
+                Ok(Some(Ok(b))) => {
+                    got += b.len() as u64;
+                    fetch::stats()
+                        .bytes
+                        .fetch_add(b.len() as u64, Ordering::Relaxed);
+                    progress.touch();
+                    chunks.push(b);
+                }
+                Ok(None) => break,
+                Ok(Some(Err(e))) => {
+                    let error = obj.error("reading", e);
+                    let fatal = !transient(error.kind());
+                    return Outcome::Broke {
+                        from,
+                        chunks,
+                        error,
+                        fatal,
+                    };
+                }
+                Err(_) => return Outcome::Broke {
+                    from,
+                    chunks,
+                    error: io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "reading {} bytes {from}..{end}: the body stopped after {got} bytes",
+                            obj.path.display()
+                        ),
+                    ),
+                    fatal: false,
+                },
+            }
+        }
+        if from + got == end {
+            Outcome::Done { from, chunks }
+        } else {
+            Outcome::Broke {
+                from,
+                chunks,
+                error: io::Error::new(
+                    io::ErrorKind::ConnectionReset,
+                    format!(
+                        "reading {} bytes {from}..{end}: the server sent {got} of {} bytes",
+                        obj.path.display(),
+                        end - from
+                    ),
+                ),
+                fatal: false,
+            }
+        }
+    })
+    .await
+}
+
+/// Appends to `have` the bytes of `chunks` (which start at `from`) past
+/// `reached`, and returns the new `reached`.
+fn keep(have: &mut Vec<Bytes>, reached: u64, from: u64, chunks: Vec<Bytes>) -> u64 {
+    let mut at = from;
+    let mut reached = reached;
+    for c in chunks {
+        let end = at + c.len() as u64;
+        if end > reached {
+            have.push(c.slice((reached.max(at) - at) as usize..));
+            reached = end;
+        }
+        at = end;
+    }
+    reached
+}
+
+/// The bytes `range` of `obj`'s pinned version: hedged, resumed and bounded
+/// in time as the module says.
+pub(crate) async fn read(obj: &Object, range: Range<u64>) -> io::Result<Bytes> {
+    let policy = obj.reads;
+    let progress = Progress {
+        started: Instant::now(),
+        last_us: AtomicU64::new(0),
+    };
+    let mut have: Vec<Bytes> = Vec::new();
+    let mut reached = range.start;
+    let mut failures = 0u32;
+    let mut last_error: Option<io::Error> = None;
+    // The requests in flight, each with its answered flag.
+    let mut running = FuturesUnordered::new();
+    let mut answered: Vec<(usize, Arc<AtomicBool>)> = Vec::new();
+    let mut next_id = 0usize;
+    // A body that stops coming is given up after this long (and resumed).
+    let stall = |p: &ReadPolicy| {
+        (p.hedge_delay() * 8)
+            .max(Duration::from_secs(1))
+            .min(p.read_timeout)
+    };
+    let mut launch = |from: u64,
+                      running: &mut FuturesUnordered<_>,
+                      answered: &mut Vec<(usize, Arc<AtomicBool>)>| {
+        let id = next_id;
+        next_id += 1;
+        let flag = Arc::new(AtomicBool::new(false));
+        answered.push((id, flag.clone()));
+        let progress = &progress;
+        let end = range.end;
+        let stall = stall(&policy);
+        running.push(async move {
+            let out = request(obj, from, end, &flag, progress, stall).await;
+            (id, out)
+        });
+    };
+    launch(reached, &mut running, &mut answered);
+    let mut hedge_at = Instant::now() + policy.hedge_delay();
+    loop {
+        let idle_at = progress.last() + policy.read_timeout;
+        let wake = if policy.hedge {
+            hedge_at.min(idle_at)
+        } else {
+            idle_at
+        };
+        match tokio::time::timeout_at(wake, running.next()).await {
+            Ok(Some((id, outcome))) => {
+                answered.retain(|(i, _)| *i != id);
+                match outcome {
+                    Outcome::Done { from, chunks } => {
+                        keep(&mut have, reached, from, chunks);
+                        return Ok(fetch::join(have));
+                    }
+                    Outcome::Broke {
+                        from,
+                        chunks,
+                        error,
+                        fatal,
+                    } => {
+                        reached = keep(&mut have, reached, from, chunks);
+                        if reached == range.end {
+                            return Ok(fetch::join(have));
+                        }
+                        if fatal {
+                            return Err(error);
+                        }
+                        failures += 1;
+                        if failures >= BODY_TRIES {
+                            return Err(error);
+                        }
+                        last_error = Some(error);
+                        if running.is_empty() {
+                            fetch::stats().retries.fetch_add(1, Ordering::Relaxed);
+                            tokio::time::sleep(retry::backoff(failures, BODY_BACKOFF)).await;
+                            launch(reached, &mut running, &mut answered);
+                            hedge_at = Instant::now() + policy.hedge_delay();
+                        }
+                    }
+                }
+            }
+            Ok(None) => {
+                // Nothing in flight (cannot happen: a failure relaunches).
+                return Err(last_error.unwrap_or_else(|| io::Error::other("a read ended early")));
+            }
+            Err(_) => {
+                let now = Instant::now();
+                if now >= progress.last() + policy.read_timeout {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "reading {} bytes {}..{}: the server did not answer in time (no byte for {:?}; storage option \"read_timeout\")",
+                            obj.path.display(),
+                            range.start,
+                            range.end,
+                            policy.read_timeout
+                        ),
+                    ));
+                }
+                if policy.hedge && now >= hedge_at {
+                    let none_answered = answered.iter().all(|(_, a)| !a.load(Ordering::Relaxed));
+                    if none_answered && running.len() < IN_FLIGHT {
+                        fetch::stats().hedges.fetch_add(1, Ordering::Relaxed);
+                        launch(reached, &mut running, &mut answered);
+                    }
+                    hedge_at = now + policy.hedge_delay();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_bytes_start_where_the_last_ones_ended() {
+        let mut have = Vec::new();
+        let b = |s: &'static [u8]| Bytes::from_static(s);
+        let r = keep(&mut have, 10, 10, vec![b(b"abc"), b(b"de")]);
+        assert_eq!(r, 15);
+        // A request from an earlier offset adds only what is new.
+        let r = keep(&mut have, r, 12, vec![b(b"cdefg")]);
+        assert_eq!(r, 17);
+        let r = keep(&mut have, r, 10, vec![b(b"abcde")]);
+        assert_eq!(r, 17);
+        assert_eq!(fetch::join(have).as_ref(), b"abcdefg");
+    }
+
+    #[test]
+    fn the_hedge_delay_has_a_floor_and_follows_latency() {
+        let p = ReadPolicy {
+            hedge_min_delay: Duration::from_millis(50),
+            hedge_multiple: 4.0,
+            ..ReadPolicy::default()
+        };
+        for _ in 0..64 {
+            record_first_byte(Duration::from_millis(30));
+        }
+        let d = p.hedge_delay();
+        assert!(
+            d >= Duration::from_millis(100) && d <= Duration::from_millis(140),
+            "{d:?}"
+        );
+        for _ in 0..64 {
+            record_first_byte(Duration::from_millis(1));
+        }
+        assert_eq!(p.hedge_delay(), Duration::from_millis(50));
+    }
+}
