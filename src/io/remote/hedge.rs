@@ -1,25 +1,30 @@
 //! Reads that do not wait on a stalled request.
 //!
 //! One range of a gather is read by [`read`]: a ranged GET, and, when no
-//! byte of it has arrived after a short delay, a duplicate of it (a hedged
-//! request); the first answer wins and the other is dropped, which cancels
-//! it. The delay adapts: [`ReadPolicy::hedge_multiple`] times the typical
-//! first-byte latency this process has seen so far (a moving average over
-//! the requests that answered), never less than
-//! [`ReadPolicy::hedge_min_delay`]. A body that breaks off or stops coming
-//! is resumed from the byte it reached, not fetched again whole. A range
-//! that gets no byte at all for [`ReadPolicy::read_timeout`] fails as
+//! byte of it has arrived and the rest of its round (the other requests
+//! of the same gather) has made no progress either for a short delay, a
+//! duplicate of it (a hedged request); the first answer wins and the other
+//! is dropped, which cancels it. The delay adapts:
+//! [`ReadPolicy::hedge_multiple`] times the typical first-byte latency this
+//! process has seen (a moving average over the requests that answered),
+//! never less than [`ReadPolicy::hedge_min_delay`]. Counting the delay from
+//! the round's last progress, not from the request's start, tells a stall
+//! from a queue: a server that is busy answering the round's other
+//! requests is slow, not stalled, and duplicating its queue would only
+//! lengthen it. A body that breaks off or stops coming is resumed from the
+//! byte it reached, not fetched again whole. A range that gets no byte for
+//! [`ReadPolicy::read_timeout`] after its first request went out fails as
 //! `TimedOut` (Python's `TimeoutError`), however many requests are still
 //! waiting. Every request, first or duplicate, holds one of the process's
 //! request permits while it is in flight ([`runtime::Io::limited`]).
 //!
-//! A duplicate is sent only while no request of the range has answered:
-//! a slow body is not duplicated (it is resumed when it stops), and with no
+//! A duplicate is sent only while no request of the range has answered: a
+//! slow body is not duplicated (it is resumed when it stops), and with no
 //! stall nothing is sent twice.
 
 use std::io;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -60,15 +65,18 @@ impl Default for ReadPolicy {
 /// Requests in flight for one range at most (the first and duplicates).
 const IN_FLIGHT: usize = 3;
 
-/// The wait before a duplicate when this process has seen no answer yet.
+/// The wait before a duplicate when this process has seen no answer yet,
+/// and the least wait while a round of several requests has had none.
 const FIRST_DELAY: Duration = Duration::from_millis(500);
 
 /// The process's typical first-byte latency, in microseconds (0: none
 /// seen yet): a moving average that weighs each new answer by 1/8.
 static FIRST_BYTE_US: AtomicU64 = AtomicU64::new(0);
 
-/// Records the first-byte latency of a request that answered.
-pub(crate) fn record_first_byte(d: Duration) {
+/// Records the first-byte latency of a ranged read that answered (the
+/// small whole-object fetches of an open are not counted: they answer
+/// faster than a gather's requests on connections not yet open).
+fn record_first_byte(d: Duration) {
     let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1);
     let _ = FIRST_BYTE_US.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
         Some(if old == 0 {
@@ -80,14 +88,38 @@ pub(crate) fn record_first_byte(d: Duration) {
     });
 }
 
+/// The typical first-byte latency so far, None before any answer.
+fn typical() -> Option<Duration> {
+    match FIRST_BYTE_US.load(Ordering::Relaxed) {
+        0 => None,
+        us => Some(Duration::from_micros(us)),
+    }
+}
+
 impl ReadPolicy {
     /// The wait before a duplicate now.
     pub(crate) fn hedge_delay(&self) -> Duration {
-        match FIRST_BYTE_US.load(Ordering::Relaxed) {
-            0 => FIRST_DELAY.max(self.hedge_min_delay),
-            us => Duration::from_micros(us)
-                .mul_f64(self.hedge_multiple)
-                .max(self.hedge_min_delay),
+        match typical() {
+            None => FIRST_DELAY.max(self.hedge_min_delay),
+            Some(t) => t.mul_f64(self.hedge_multiple).max(self.hedge_min_delay),
+        }
+    }
+
+    /// The wait before a duplicate in `round`, where `n` requests are in
+    /// flight: at least `hedge_multiple / 2` times `n` typical latencies,
+    /// since a server that shares itself among them (as a busy one does)
+    /// may take that long over each; and while none of them has answered,
+    /// at least [`FIRST_DELAY`] unless the range is alone (a burst on
+    /// connections not yet open answers late, and all at once).
+    fn hedge_delay_in(&self, round: &Round) -> Duration {
+        let mut d = self.hedge_delay();
+        let n = round.in_flight.load(Ordering::Relaxed).max(1);
+        if n > 1 && !round.answered_any() {
+            d = d.max(FIRST_DELAY);
+        }
+        match typical() {
+            Some(t) => d.max(t.mul_f64(n as f64 * self.hedge_multiple / 2.0)),
+            None => d,
         }
     }
 }
@@ -106,15 +138,20 @@ enum Outcome {
     },
 }
 
-/// Progress of one range, shared by its requests.
-struct Progress {
+/// When something last happened: microseconds after a start.
+struct Clock {
     started: Instant,
-    /// Microseconds from `started` to the last byte (or answer) of any of
-    /// its requests.
     last_us: AtomicU64,
 }
 
-impl Progress {
+impl Clock {
+    fn new() -> Clock {
+        Clock {
+            started: Instant::now(),
+            last_us: AtomicU64::new(0),
+        }
+    }
+
     fn touch(&self) {
         let us = u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.last_us.fetch_max(us, Ordering::Relaxed);
@@ -122,6 +159,62 @@ impl Progress {
 
     fn last(&self) -> Instant {
         self.started + Duration::from_micros(self.last_us.load(Ordering::Relaxed))
+    }
+}
+
+/// The requests of one gather (every range of every object it reads):
+/// when any of them last answered or received bytes, and how many are in
+/// flight.
+pub(crate) struct Round {
+    clock: Clock,
+    in_flight: AtomicUsize,
+}
+
+impl Round {
+    pub(crate) fn new() -> Round {
+        Round {
+            clock: Clock::new(),
+            in_flight: AtomicUsize::new(0),
+        }
+    }
+
+    fn answered_any(&self) -> bool {
+        self.clock.last_us.load(Ordering::Relaxed) > 0
+    }
+}
+
+/// Counts a request in flight in its round while it lives (dropping a
+/// cancelled request's future counts it out too).
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn new(n: &'a AtomicUsize) -> InFlight<'a> {
+        n.fetch_add(1, Ordering::Relaxed);
+        InFlight(n)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What one request reports as it goes: to its range (sent, answered,
+/// bytes) and to its round (answered, bytes).
+struct Progress<'a> {
+    range: &'a Clock,
+    round: &'a Round,
+}
+
+impl Progress<'_> {
+    fn sent(&self) {
+        self.range.touch();
+    }
+
+    fn arrived(&self) {
+        self.range.touch();
+        self.round.clock.touch();
     }
 }
 
@@ -142,7 +235,7 @@ async fn request(
     from: u64,
     end: u64,
     answered: &AtomicBool,
-    progress: &Progress,
+    progress: &Progress<'_>,
     stall: Duration,
 ) -> Outcome {
     let io = match runtime::io() {
@@ -164,6 +257,8 @@ async fn request(
         };
         fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
         let sent = Instant::now();
+        progress.sent();
+        let _in_flight = InFlight::new(&progress.round.in_flight);
         let res = match obj.store.get_opts(&obj.key, opts).await {
             Ok(res) => res,
             Err(e) => {
@@ -181,7 +276,7 @@ async fn request(
         };
         record_first_byte(sent.elapsed());
         answered.store(true, Ordering::Relaxed);
-        progress.touch();
+        progress.arrived();
         if let Err(error) = obj.check_version(&res.meta) {
             return Outcome::Broke {
                 from,
@@ -200,7 +295,7 @@ async fn request(
                     fetch::stats()
                         .bytes
                         .fetch_add(b.len() as u64, Ordering::Relaxed);
-                    progress.touch();
+                    progress.arrived();
                     chunks.push(b);
                 }
                 Ok(None) => break,
@@ -214,18 +309,20 @@ async fn request(
                         fatal,
                     };
                 }
-                Err(_) => return Outcome::Broke {
-                    from,
-                    chunks,
-                    error: io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        format!(
+                Err(_) => {
+                    return Outcome::Broke {
+                        from,
+                        chunks,
+                        error: io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!(
                             "reading {} bytes {from}..{end}: the body stopped after {got} bytes",
                             obj.path.display()
                         ),
-                    ),
-                    fatal: false,
-                },
+                        ),
+                        fatal: false,
+                    }
+                }
             }
         }
         if from + got == end {
@@ -265,13 +362,14 @@ fn keep(have: &mut Vec<Bytes>, reached: u64, from: u64, chunks: Vec<Bytes>) -> u
     reached
 }
 
-/// The bytes `range` of `obj`'s pinned version: hedged, resumed and bounded
-/// in time as the module says.
-pub(crate) async fn read(obj: &Object, range: Range<u64>) -> io::Result<Bytes> {
+/// The bytes `range` of `obj`'s pinned version, one of the ranges of
+/// `round`: hedged, resumed and bounded in time as the module says.
+pub(crate) async fn read(obj: &Object, range: Range<u64>, round: &Round) -> io::Result<Bytes> {
     let policy = obj.reads;
+    let clock = Clock::new();
     let progress = Progress {
-        started: Instant::now(),
-        last_us: AtomicU64::new(0),
+        range: &clock,
+        round,
     };
     let mut have: Vec<Bytes> = Vec::new();
     let mut reached = range.start;
@@ -282,11 +380,9 @@ pub(crate) async fn read(obj: &Object, range: Range<u64>) -> io::Result<Bytes> {
     let mut answered: Vec<(usize, Arc<AtomicBool>)> = Vec::new();
     let mut next_id = 0usize;
     // A body that stops coming is given up after this long (and resumed).
-    let stall = |p: &ReadPolicy| {
-        (p.hedge_delay() * 8)
-            .max(Duration::from_secs(1))
-            .min(p.read_timeout)
-    };
+    let stall = (policy.hedge_delay() * 8)
+        .max(Duration::from_secs(1))
+        .min(policy.read_timeout);
     let mut launch = |from: u64,
                       running: &mut FuturesUnordered<_>,
                       answered: &mut Vec<(usize, Arc<AtomicBool>)>| {
@@ -296,20 +392,25 @@ pub(crate) async fn read(obj: &Object, range: Range<u64>) -> io::Result<Bytes> {
         answered.push((id, flag.clone()));
         let progress = &progress;
         let end = range.end;
-        let stall = stall(&policy);
         running.push(async move {
             let out = request(obj, from, end, &flag, progress, stall).await;
             (id, out)
         });
+        Instant::now()
     };
-    launch(reached, &mut running, &mut answered);
-    let mut hedge_at = Instant::now() + policy.hedge_delay();
+    let mut launched = launch(reached, &mut running, &mut answered);
     loop {
-        let idle_at = progress.last() + policy.read_timeout;
-        let wake = if policy.hedge {
-            hedge_at.min(idle_at)
-        } else {
-            idle_at
+        // Nothing counts against the timeout before a request went out
+        // (the range may wait for a permit behind other gathers).
+        let idle_at =
+            (clock.last_us.load(Ordering::Relaxed) > 0).then(|| clock.last() + policy.read_timeout);
+        let hedge_at = policy
+            .hedge
+            .then(|| launched.max(round.clock.last()) + policy.hedge_delay_in(round));
+        let wake = match (idle_at, hedge_at) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => Instant::now() + policy.read_timeout,
         };
         match tokio::time::timeout_at(wake, running.next()).await {
             Ok(Some((id, outcome))) => {
@@ -340,8 +441,7 @@ pub(crate) async fn read(obj: &Object, range: Range<u64>) -> io::Result<Bytes> {
                         if running.is_empty() {
                             fetch::stats().retries.fetch_add(1, Ordering::Relaxed);
                             tokio::time::sleep(retry::backoff(failures, BODY_BACKOFF)).await;
-                            launch(reached, &mut running, &mut answered);
-                            hedge_at = Instant::now() + policy.hedge_delay();
+                            launched = launch(reached, &mut running, &mut answered);
                         }
                     }
                 }
@@ -352,7 +452,7 @@ pub(crate) async fn read(obj: &Object, range: Range<u64>) -> io::Result<Bytes> {
             }
             Err(_) => {
                 let now = Instant::now();
-                if now >= progress.last() + policy.read_timeout {
+                if idle_at.is_some_and(|at| now >= at) {
                     return Err(io::Error::new(
                         io::ErrorKind::TimedOut,
                         format!(
@@ -364,13 +464,15 @@ pub(crate) async fn read(obj: &Object, range: Range<u64>) -> io::Result<Bytes> {
                         ),
                     ));
                 }
-                if policy.hedge && now >= hedge_at {
+                if hedge_at.is_some_and(|at| now >= at) {
                     let none_answered = answered.iter().all(|(_, a)| !a.load(Ordering::Relaxed));
                     if none_answered && running.len() < IN_FLIGHT {
                         fetch::stats().hedges.fetch_add(1, Ordering::Relaxed);
-                        launch(reached, &mut running, &mut answered);
+                        launched = launch(reached, &mut running, &mut answered);
+                    } else {
+                        // Wait a whole delay again before looking.
+                        launched = now;
                     }
-                    hedge_at = now + policy.hedge_delay();
                 }
             }
         }

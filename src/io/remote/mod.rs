@@ -357,10 +357,8 @@ impl Remote {
                         if_match: listed.as_ref().and_then(Pin::if_match),
                         ..Default::default()
                     };
-                    let sent = std::time::Instant::now();
                     let r = match store.get_opts(&Key::from(k.as_str()), opts).await {
                         Ok(res) => {
-                            hedge::record_first_byte(sent.elapsed());
                             let meta = res.meta.clone();
                             res.bytes().await.map(|b| (meta, b))
                         }

@@ -84,8 +84,8 @@ impl Object {
     /// The bytes `range` of this version of the object: hedged when it
     /// does not answer, resumed when its body breaks off, bounded in time
     /// (`hedge.rs`).
-    async fn get_range(&self, range: Range<u64>) -> io::Result<Bytes> {
-        hedge::read(self, range).await
+    async fn get_range(&self, range: Range<u64>, round: &hedge::Round) -> io::Result<Bytes> {
+        hedge::read(self, range, round).await
     }
 }
 
@@ -131,7 +131,7 @@ impl RemoteFile {
     /// failed to fetch).
     pub(crate) fn fetch_block(&self, range: Range<u64>) -> io::Result<Bytes> {
         let obj = self.0.clone();
-        runtime::io()?.block_on(async move { obj.get_range(range).await })
+        runtime::io()?.block_on(async move { obj.get_range(range, &hedge::Round::new()).await })
     }
 
     pub(crate) fn cache_key(&self) -> io::Result<String> {
@@ -310,15 +310,15 @@ pub(crate) fn fetch_live(
     } else {
         let io = runtime::io().map_err(|e| (0, e))?;
         let max = io.max_requests;
+        let round = Arc::new(hedge::Round::new());
         Some(io.spawn(async move {
             let mut pieces: Vec<Vec<Option<Bytes>>> =
                 parts.iter().map(|&n| vec![None; n]).collect();
             let mut left = parts;
-            let mut done = futures::stream::iter(
-                requests
-                    .into_iter()
-                    .map(|(id, part, obj, r)| async move { (id, part, obj.get_range(r).await) }),
-            )
+            let mut done = futures::stream::iter(requests.into_iter().map(|(id, part, obj, r)| {
+                let round = round.clone();
+                async move { (id, part, obj.get_range(r, &round).await) }
+            }))
             .buffer_unordered(max);
             while let Some((id, part, got)) = done.next().await {
                 let (j, at) = owner[id];
@@ -413,11 +413,13 @@ pub(crate) fn fetch_many(
     let mut fetched: Vec<Vec<Bytes>> = vec![Vec::new(); jobs.len()];
     if !requests.is_empty() {
         let io = runtime::io().map_err(|e| (0, e))?;
+        let round = Arc::new(hedge::Round::new());
         let futs: Vec<_> = requests
             .into_iter()
             .map(|(j, r)| {
                 let obj = jobs[j].0 .0.clone();
-                async move { (j, obj.get_range(r).await) }
+                let round = round.clone();
+                async move { (j, obj.get_range(r, &round).await) }
             })
             .collect();
         let results: Vec<(usize, io::Result<Bytes>)> = io.block_on(
