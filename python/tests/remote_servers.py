@@ -10,7 +10,8 @@
   own process, in memory, over plain HTTP.
 * :class:`FaultProxy` — an HTTP proxy in front of any of them that counts
   every request and, on the requests a rule picks, adds latency, answers
-  503 or 500, resets the connection, cuts the body short or stalls.
+  503 or 500, resets the connection, cuts the body short, or stalls before
+  or in the middle of the body.
 """
 
 from __future__ import annotations
@@ -372,7 +373,9 @@ class Request:
 
 
 #: What the proxy does with one request: None (forward it), or one of
-#: "503", "500", "403", "reset", "short", "stall", or ("delay", seconds).
+#: "503", "500", "403", "reset", "short" (half the body, then a reset),
+#: "stall" (nothing for ``stall_seconds``, then the connection closes),
+#: "stall_body" (half the body, then as "stall"), or ("delay", seconds).
 Fault = object
 
 
@@ -495,6 +498,12 @@ class FaultProxy:
                 out.append(f"{k}: {v}\r\n".encode())
             out.append(f"Content-Length: {length}\r\n\r\n".encode())
             up.close()
+            if fault == "stall_body" and len(data) > 1:
+                # Half the body, then nothing until the stall ends.
+                conn.sendall(b"".join(out) + data[: len(data) // 2])
+                time.sleep(self.stall_seconds)
+                conn.close()
+                return
             if fault == "short" and len(data) > 1:
                 conn.sendall(b"".join(out) + data[: len(data) // 2])
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

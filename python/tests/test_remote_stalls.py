@@ -103,18 +103,21 @@ def test_gathers_complete_exactly_when_requests_stall(s3, tables, every):
         proxy.stop()
 
 
-def test_a_body_cut_short_is_resumed_from_the_byte_it_reached(s3, tables):
+@pytest.mark.parametrize("fault", ["short", "stall_body"])
+def test_a_body_that_stops_is_resumed_from_the_byte_it_reached(s3, tables, fault):
     local, remote = tables
     cut = {"n": 0}
 
     def rule(n, r):
-        # The first ranged GET of image data sends half its body, then resets.
+        # The first ranged GET of image data sends half its body, then
+        # resets ("short") or sends nothing more for 30 s ("stall_body").
         if ranged(r) and r.path.endswith("image/data.zr") and cut["n"] == 0:
             cut["n"] += 1
-            return "short"
+            return fault
         return None
 
     proxy = FaultProxy(s3.endpoint)
+    proxy.stall_seconds = 30
     try:
         opts = s3.options(endpoint=proxy.url)
         with (
@@ -128,8 +131,8 @@ def test_a_body_cut_short_is_resumed_from_the_byte_it_reached(s3, tables):
         gets = [r for r in proxy.requests if ranged(r) and r.path.endswith("image/data.zr")]
         first = gets[0].range
         start, end = (int(x) for x in first.removeprefix("bytes=").split("-"))
-        # The next request for that range starts past its first byte (where
-        # the cut body stopped) and ends where it ended.
+        # A later request for that range starts past its first byte (where
+        # the body stopped) and ends where it ended.
         resumed = [
             r.range
             for r in gets[1:]
@@ -137,6 +140,7 @@ def test_a_body_cut_short_is_resumed_from_the_byte_it_reached(s3, tables):
         ]
         assert resumed, [r.range for r in gets]
     finally:
+        proxy.rule = lambda n, r: None
         proxy.stop()
 
 

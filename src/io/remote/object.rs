@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as Key;
 use object_store::{GetOptions, ObjectStore};
 
@@ -419,16 +419,24 @@ pub(crate) fn fetch_many(
             .map(|(j, r)| {
                 let obj = jobs[j].0 .0.clone();
                 let round = round.clone();
-                async move { (j, obj.get_range(r, &round).await) }
+                async move {
+                    obj.get_range(r, &round)
+                        .await
+                        .map(|b| (j, b))
+                        .map_err(|e| (j, e))
+                }
             })
             .collect();
-        let results: Vec<(usize, io::Result<Bytes>)> = io.block_on(
+        // The first failure ends the round (dropping the requests still in
+        // flight), so a stalled server fails a gather once, not once per
+        // wave of permits.
+        let results: Vec<(usize, Bytes)> = io.block_on(
             futures::stream::iter(futs)
                 .buffered(io.max_requests)
-                .collect::<Vec<_>>(),
-        );
-        for (j, r) in results {
-            fetched[j].push(r.map_err(|e| (j, e))?);
+                .try_collect::<Vec<_>>(),
+        )?;
+        for (j, b) in results {
+            fetched[j].push(b);
         }
     }
     let mut out = Vec::with_capacity(jobs.len());
