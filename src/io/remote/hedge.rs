@@ -65,6 +65,9 @@ impl Default for ReadPolicy {
 /// Requests in flight for one range at most (the first and duplicates).
 const IN_FLIGHT: usize = 3;
 
+/// Duplicates of one range at most, in all.
+const HEDGES: u32 = 4;
+
 /// The wait before a duplicate when this process has seen no answer yet,
 /// and the least wait while a round of several requests has had none.
 const FIRST_DELAY: Duration = Duration::from_millis(500);
@@ -126,6 +129,9 @@ impl ReadPolicy {
 
 /// How one request of a range ended.
 enum Outcome {
+    /// No answer: the client's own retries ran out (or the request was
+    /// refused for good).
+    GaveUp(io::Error),
     /// Every byte from `from` to the end of the range.
     Done { from: u64, chunks: Vec<Bytes> },
     /// The bytes from `from` that came before the request failed.
@@ -208,8 +214,16 @@ struct Progress<'a> {
 }
 
 impl Progress<'_> {
+    /// A request went out: the range's clock starts at its first one (a
+    /// later duplicate is not progress).
     fn sent(&self) {
-        self.range.touch();
+        let us = u64::try_from(self.range.started.elapsed().as_micros())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let _ = self
+            .range
+            .last_us
+            .compare_exchange(0, us, Ordering::Relaxed, Ordering::Relaxed);
     }
 
     fn arrived(&self) {
@@ -261,18 +275,10 @@ async fn request(
         let _in_flight = InFlight::new(&progress.round.in_flight);
         let res = match obj.store.get_opts(&obj.key, opts).await {
             Ok(res) => res,
-            Err(e) => {
-                let error = obj.error("reading", e);
-                // The client retried what was worth retrying: this request
-                // is done for, though a sibling may still answer.
-                let fatal = !transient(error.kind());
-                return Outcome::Broke {
-                    from,
-                    chunks: Vec::new(),
-                    error,
-                    fatal,
-                };
-            }
+            // The client retried what was worth retrying (up to
+            // max_retries and retry_timeout): this request is done for,
+            // though a sibling may still answer.
+            Err(e) => return Outcome::GaveUp(obj.error("reading", e)),
         };
         record_first_byte(sent.elapsed());
         answered.store(true, Ordering::Relaxed);
@@ -399,6 +405,7 @@ pub(crate) async fn read(obj: &Object, range: Range<u64>, round: &Round) -> io::
         Instant::now()
     };
     let mut launched = launch(reached, &mut running, &mut answered);
+    let mut hedges = 0u32;
     loop {
         // Nothing counts against the timeout before a request went out
         // (the range may wait for a permit behind other gathers).
@@ -416,6 +423,13 @@ pub(crate) async fn read(obj: &Object, range: Range<u64>, round: &Round) -> io::
             Ok(Some((id, outcome))) => {
                 answered.retain(|(i, _)| *i != id);
                 match outcome {
+                    Outcome::GaveUp(error) => {
+                        let transient = transient(error.kind());
+                        if running.is_empty() || !transient {
+                            return Err(error);
+                        }
+                        last_error = Some(error);
+                    }
                     Outcome::Done { from, chunks } => {
                         keep(&mut have, reached, from, chunks);
                         return Ok(fetch::join(have));
@@ -466,7 +480,8 @@ pub(crate) async fn read(obj: &Object, range: Range<u64>, round: &Round) -> io::
                 }
                 if hedge_at.is_some_and(|at| now >= at) {
                     let none_answered = answered.iter().all(|(_, a)| !a.load(Ordering::Relaxed));
-                    if none_answered && running.len() < IN_FLIGHT {
+                    if none_answered && running.len() < IN_FLIGHT && hedges < HEDGES {
+                        hedges += 1;
                         fetch::stats().hedges.fetch_add(1, Ordering::Relaxed);
                         launched = launch(reached, &mut running, &mut answered);
                     } else {
