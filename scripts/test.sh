@@ -10,6 +10,9 @@ export HF_HUB_OFFLINE=1
 # the cloud features are the ones the extension builds (one build of object_store).
 cargo test -p loaderx -p loaderx-datafusion -p loaderx-parquet \
     --features loaderx/fault-injection,loaderx/aws,loaderx/gcp,loaderx/azure,loaderx/http
+# The core without remote support (nor Arrow): the same location rules
+# (one URI parser in every build), remote URIs refused naming the feature.
+cargo test -q -p loaderx --no-default-features --lib
 cargo run -q -p loaderx --example quickstart
 cargo run -q -p loaderx --example loader
 maturin develop --quiet

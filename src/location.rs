@@ -68,49 +68,42 @@ impl Location {
         options: &[(String, String)],
         cache: Option<&CacheOptions>,
     ) -> Result<Location> {
-        #[cfg(feature = "remote")]
-        {
-            use crate::io::remote::{uri, BlockCache, Remote};
-            match uri::parse(location)? {
-                uri::Parsed::Local(path) => {
-                    if cache.is_some() {
-                        return Err(Error::InvalidValue(format!(
-                            "cache_dir is for remote locations, but {} is a local path",
-                            path.display()
-                        )));
-                    }
-                    Ok(Location::local(path))
+        use crate::io::uri::{self, Parsed};
+        // One parser in every build: a build without remote support refuses
+        // a remote URI only after it parsed as one, and takes a file:// URI
+        // by the same rules (an absolute path, no query).
+        match uri::parse(location)? {
+            Parsed::Local(path) => {
+                if cache.is_some() {
+                    return Err(Error::InvalidValue(format!(
+                        "cache_dir is for remote locations, but {} is a local path",
+                        path.display()
+                    )));
                 }
-                uri::Parsed::Remote(u) => {
-                    let cache = cache
-                        .map(|c| BlockCache::open(&c.dir, c.bytes))
-                        .transpose()?;
-                    let path = PathBuf::from(u.display());
-                    let remote = Remote::new(u, options, cache)?;
-                    Ok(Location {
-                        fs: Fs::Remote(std::sync::Arc::new(remote)),
-                        path,
-                    })
-                }
+                Ok(Location::local(path))
             }
-        }
-        #[cfg(not(feature = "remote"))]
-        {
-            let _ = options;
-            if location.contains("://") && !location.to_ascii_lowercase().starts_with("file://") {
-                return Err(Error::InvalidValue(format!(
-                    "location {location:?} is remote, but this build of loaderx has no remote support (the cargo feature \"remote\")"
-                )));
+            #[cfg(feature = "remote")]
+            Parsed::Remote(u) => {
+                use crate::io::remote::{BlockCache, Remote};
+                let cache = cache
+                    .map(|c| BlockCache::open(&c.dir, c.bytes))
+                    .transpose()?;
+                let path = PathBuf::from(u.display());
+                let remote = Remote::new(u, options, cache)?;
+                Ok(Location {
+                    fs: Fs::Remote(std::sync::Arc::new(remote)),
+                    path,
+                })
             }
-            if cache.is_some() {
-                return Err(Error::InvalidValue(
-                    "cache_dir is for remote locations".into(),
-                ));
+            #[cfg(not(feature = "remote"))]
+            Parsed::Remote(u) => {
+                let _ = options;
+                Err(Error::InvalidValue(format!(
+                    "location {:?} is remote ({} storage), but this build of loaderx has no remote support (the cargo feature \"remote\")",
+                    u.display(),
+                    u.scheme.name()
+                )))
             }
-            let path = location
-                .strip_prefix("file://")
-                .map_or(location, |p| p.strip_prefix("localhost").unwrap_or(p));
-            Ok(Location::local(path))
         }
     }
 
@@ -171,10 +164,7 @@ impl Location {
     /// Whether `location` names a remote object store (not a local path or
     /// a `file://` URI); nothing is checked beyond the scheme.
     pub fn is_remote_uri(location: &str) -> bool {
-        match location.split_once("://") {
-            Some((scheme, _)) => !scheme.eq_ignore_ascii_case("file"),
-            None => false,
-        }
+        crate::io::uri::names_remote(location)
     }
 
     pub fn is_remote(&self) -> bool {
@@ -316,4 +306,45 @@ fn manifest_shard_prefixes(raw: &[u8], join: &dyn Fn(&str) -> String) -> Vec<Str
         .into_iter()
         .map(|(name, _)| join(&name))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The same rules with and without remote support: a `file://` URI
+    /// needs an absolute path and takes no query; a remote URI is parsed
+    /// (and refused when malformed) before a build without remote support
+    /// refuses it for that.
+    #[test]
+    fn file_uris_follow_one_rule_in_every_build() {
+        let at = Location::parse("file:///data/t", &[]).unwrap();
+        assert!(!at.is_remote());
+        assert_eq!(at.path(), Path::new("/data/t"));
+        assert_eq!(
+            Location::parse("file://localhost/data", &[])
+                .unwrap()
+                .path(),
+            Path::new("/data")
+        );
+        for bad in ["file://data/t", "file:///data/t?x=1"] {
+            let e = Location::parse(bad, &[]).unwrap_err().to_string();
+            assert!(e.contains("file://"), "{bad}: {e}");
+        }
+        let e = Location::parse("ftp://host/x", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown scheme"), "{e}");
+        let e = Location::parse("s3://b/../x", &[]).unwrap_err().to_string();
+        assert!(e.contains("'..'"), "{e}");
+        assert!(Location::is_remote_uri("s3://b/x") && !Location::is_remote_uri("file:///x"));
+        #[cfg(not(feature = "remote"))]
+        {
+            let e = Location::parse("s3://b/x", &[]).unwrap_err().to_string();
+            assert!(
+                e.contains("no remote support") && e.contains("s3://b/x"),
+                "{e}"
+            );
+        }
+    }
 }

@@ -122,13 +122,14 @@ pub fn is_remote(path: &str) -> bool {
     Location::is_remote_uri(path)
 }
 
-/// This process's remote read counters: requests, bytes, cache hits and
-/// misses (blocks), retries.
+/// This process's remote read counters: requests (hedges among them),
+/// bytes, cache hits and misses (blocks), retries.
 #[pyfunction]
 pub fn remote_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let s = loaderx::remote_stats();
     let d = PyDict::new(py);
     d.set_item("requests", s.requests)?;
+    d.set_item("hedges", s.hedges)?;
     d.set_item("bytes", s.bytes)?;
     d.set_item("cache_hits", s.cache_hits)?;
     d.set_item("cache_misses", s.cache_misses)?;

@@ -129,3 +129,25 @@ def s3(s3_server, request):
     name = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[:60]
     s3_server.prefix = f"{name}-{uuid.uuid4().hex[:8]}"
     return s3_server
+
+
+@pytest.fixture(scope="session")
+def gcs_server():
+    """fake-gcs-server, the Google Cloud Storage emulator, on 127.0.0.1 for
+    the whole session."""
+    from remote_servers import start_gcs
+
+    gcs = start_gcs()
+    yield gcs
+    gcs.stop()
+
+
+@pytest.fixture
+def gcs(gcs_server, request):
+    """The GCS emulator and a key prefix of this test's own."""
+    import re
+    import uuid
+
+    name = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[:60]
+    gcs_server.prefix = f"{name}-{uuid.uuid4().hex[:8]}"
+    return gcs_server

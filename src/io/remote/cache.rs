@@ -11,8 +11,9 @@
 //!     <object>/<block>.blk       block bytes, then their CRC-32 (4 bytes, LE)
 //! ```
 //!
-//! `<object>` is a 128-bit hash of the object's URI, size and ETag, so a
-//! new version of an object never meets the blocks of an old one. A block
+//! `<object>` is a 128-bit hash of the object's URI, size and version (its
+//! ETag, else its Last-Modified), so a new version of an object never meets
+//! the blocks of an old one. A block
 //! file is written beside its name and renamed in (readers see all of it or
 //! none), read through a mapping, and checked against its CRC once per
 //! process before use: a torn or damaged file is a miss, never wrong bytes.

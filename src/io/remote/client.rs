@@ -16,12 +16,17 @@ use std::time::Duration;
 
 use object_store::{BackoffConfig, ObjectStore, RetryConfig};
 
-use super::uri::{RemoteUri, Scheme};
+use super::hedge::ReadPolicy;
+use crate::io::uri::{RemoteUri, Scheme};
 use crate::{Error, Result};
 
 /// Options that loaderx reads itself (every other key goes to the client).
 const MAX_RETRIES: &str = "max_retries";
 const RETRY_TIMEOUT: &str = "retry_timeout";
+const HEDGE: &str = "hedge";
+const HEDGE_MIN_DELAY: &str = "hedge_min_delay";
+const HEDGE_MULTIPLE: &str = "hedge_multiple";
+const READ_TIMEOUT: &str = "read_timeout";
 
 /// What a client is built from; kept so that a forked child can build its
 /// own.
@@ -30,6 +35,8 @@ pub(crate) struct ClientConfig {
     uri: RemoteUri,
     options: Vec<(String, String)>,
     retry: RetryConfig,
+    /// How gathers read ranges (hedging, the timeout).
+    pub(crate) reads: ReadPolicy,
     pub(crate) secrets: Secrets,
 }
 
@@ -145,6 +152,29 @@ fn parse_seconds(key: &str, value: &str) -> Result<Duration> {
         })
 }
 
+fn parse_bool(key: &str, value: &str) -> Result<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err(Error::InvalidValue(format!(
+            "storage option {key:?} must be \"true\" or \"false\", got {value:?}"
+        ))),
+    }
+}
+
+fn parse_multiple(key: &str, value: &str) -> Result<f64> {
+    value
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite() && *x >= 1.0)
+        .ok_or_else(|| {
+            Error::InvalidValue(format!(
+                "storage option {key:?} must be a number of at least 1, got {value:?}"
+            ))
+        })
+}
+
 impl ClientConfig {
     /// Checks `options` for `uri`'s store and builds a client once, so a
     /// bad key or value fails here (`InvalidValue` naming the key, never
@@ -159,9 +189,21 @@ impl ClientConfig {
             max_retries: 10,
             retry_timeout: Duration::from_secs(180),
         };
+        let mut reads = ReadPolicy::default();
         let mut rest = Vec::with_capacity(options.len());
         for (k, v) in options {
             match k.as_str() {
+                HEDGE => reads.hedge = parse_bool(k, v)?,
+                HEDGE_MIN_DELAY => reads.hedge_min_delay = parse_seconds(k, v)?,
+                HEDGE_MULTIPLE => reads.hedge_multiple = parse_multiple(k, v)?,
+                READ_TIMEOUT => {
+                    reads.read_timeout = parse_seconds(k, v)?;
+                    if reads.read_timeout.is_zero() {
+                        return Err(Error::InvalidValue(format!(
+                            "storage option {READ_TIMEOUT:?} must be a positive duration, got {v:?}"
+                        )));
+                    }
+                }
                 MAX_RETRIES => {
                     retry.max_retries = v.trim().parse().map_err(|_| {
                         Error::InvalidValue(format!(
@@ -178,6 +220,7 @@ impl ClientConfig {
             uri,
             options: rest,
             retry,
+            reads,
         };
         config.build()?;
         Ok(config)
@@ -189,7 +232,7 @@ impl ClientConfig {
 
     fn unknown_key(&self, key: &str) -> Error {
         Error::InvalidValue(format!(
-            "storage option {key:?} is not an option of {} stores (the object_store crate's key names, e.g. {}; or {MAX_RETRIES:?}, {RETRY_TIMEOUT:?})",
+            "storage option {key:?} is not an option of {} stores (the object_store crate's key names, e.g. {}; or loaderx's own {MAX_RETRIES:?}, {RETRY_TIMEOUT:?}, {READ_TIMEOUT:?}, {HEDGE:?}, {HEDGE_MIN_DELAY:?}, {HEDGE_MULTIPLE:?})",
             self.uri.scheme.name(),
             match self.uri.scheme {
                 Scheme::S3 => "\"aws_endpoint\", \"aws_region\", \"aws_access_key_id\", \"aws_allow_http\"",
@@ -429,6 +472,14 @@ mod tests {
             Duration::from_millis(200)
         );
         assert_eq!(parse_seconds("k", "2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_bool("hedge", "off").is_ok_and(|b| !b));
+        let e = parse_bool("hedge", "maybe").unwrap_err().to_string();
+        assert!(e.contains("hedge") && e.contains("maybe"), "{e}");
+        let e = parse_multiple("hedge_multiple", "0.5")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("hedge_multiple") && e.contains("0.5"), "{e}");
+        assert_eq!(parse_multiple("hedge_multiple", "3").unwrap(), 3.0);
         let e = parse_seconds("retry_timeout", "soon")
             .unwrap_err()
             .to_string();

@@ -9,7 +9,7 @@
 //! connection moves a few tens of MB/s from S3, so a 37 MiB batch fetched
 //! as five 8 MiB requests would use five connections where sixty-four are
 //! allowed. Every request holds a permit of the process-wide semaphore
-//! (`runtime::Io::permits`) while in flight.
+//! while in flight (`runtime::Io::limited`).
 
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
@@ -195,6 +195,7 @@ pub(crate) fn join(parts: Vec<Bytes>) -> Bytes {
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
     pub requests: std::sync::atomic::AtomicU64,
+    pub hedges: std::sync::atomic::AtomicU64,
     pub bytes: std::sync::atomic::AtomicU64,
     pub cache_hits: std::sync::atomic::AtomicU64,
     pub cache_misses: std::sync::atomic::AtomicU64,

@@ -17,17 +17,19 @@
 mod cache;
 pub(crate) mod client;
 pub(crate) mod fetch;
+mod hedge;
 mod object;
+pub(crate) mod retry;
 mod runtime;
 pub(crate) mod upload;
-pub(crate) mod uri;
+mod version;
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -38,10 +40,11 @@ use object_store::{GetOptions, ObjectStore};
 pub(crate) use cache::BlockCache;
 /// Bytes per cached block of a remote object.
 pub(crate) const BLOCK_SIZE: u64 = cache::BLOCK;
+use super::uri::{self, RemoteUri};
 use client::{Client, ClientConfig};
 pub(crate) use fetch::Runs;
 pub(crate) use object::{fetch_live, fetch_many, Arrivals, Object, RemoteFile};
-use uri::RemoteUri;
+use version::{Pin, Seen};
 
 use super::{EntryKind, Storage, StorageFile};
 use crate::{Error, Result};
@@ -70,18 +73,11 @@ fn read_only() -> io::Error {
     )
 }
 
-/// Size and ETag of an object, as a listing or a response gave them.
-#[derive(Clone, Debug)]
-struct Meta {
-    size: u64,
-    etag: Option<String>,
-}
-
 /// What this location has learned about its objects: listings, small
 /// objects fetched at open, and objects known to be absent.
 #[derive(Default)]
 struct Known {
-    objects: HashMap<String, Meta>,
+    objects: HashMap<String, Seen>,
     /// Key prefixes (ending in `/`, or empty for everything) whose objects
     /// are all in `objects`.
     covered: Vec<String>,
@@ -108,16 +104,13 @@ impl std::fmt::Debug for Remote {
     }
 }
 
-/// Backoff with jitter before retry `attempt` (1, 2, ..) of a read whose
-/// body came back short or broken (the client retries requests itself).
-fn backoff(attempt: u32) -> Duration {
-    let base = 50u64 << attempt.min(6);
-    let jitter = u64::from(std::process::id()).wrapping_mul(2654435761) ^ (attempt as u64 * 7919);
-    Duration::from_millis(base + jitter % base.max(1))
-}
-
-/// Tries of a ranged read whose response was short or whose body broke off.
+/// Failed requests (a body cut short, a connection reset) a ranged read
+/// survives; the last one's error is the read's.
 const BODY_TRIES: u32 = 4;
+
+/// The base of [`retry::backoff`] before a read tries again after such a
+/// failure.
+const BODY_BACKOFF: Duration = Duration::from_millis(50);
 
 impl Remote {
     /// The location `uri` with `options` (checked here: a bad key is an
@@ -240,13 +233,9 @@ impl Remote {
         fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
         let mut known = self.known();
         for m in listed {
-            known.objects.insert(
-                m.location.as_ref().to_owned(),
-                Meta {
-                    size: m.size,
-                    etag: m.e_tag,
-                },
-            );
+            known
+                .objects
+                .insert(m.location.as_ref().to_owned(), Seen::of(&m));
         }
         known.covered.push(dir);
         Ok(())
@@ -283,13 +272,9 @@ impl Remote {
             fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
             let listed = r.map_err(|e| self.error(p, "listing", e))?;
             for m in listed {
-                known.objects.insert(
-                    m.location.as_ref().to_owned(),
-                    Meta {
-                        size: m.size,
-                        etag: m.e_tag,
-                    },
-                );
+                known
+                    .objects
+                    .insert(m.location.as_ref().to_owned(), Seen::of(&m));
             }
             known.covered.push(format!("{p}/"));
         }
@@ -301,10 +286,10 @@ impl Remote {
     pub(crate) fn assume_listed(&self, prefix: &str, objects: &[(String, u64)]) {
         let mut known = self.known();
         for (key, size) in objects {
-            known.objects.entry(key.clone()).or_insert(Meta {
-                size: *size,
-                etag: None,
-            });
+            known
+                .objects
+                .entry(key.clone())
+                .or_insert(Seen::sized(*size));
         }
         known.covered.push(format!("{prefix}/"));
     }
@@ -313,13 +298,9 @@ impl Remote {
     /// of it are served from memory.
     pub(crate) fn pin_body(&self, key: &str, bytes: &[u8]) {
         let mut known = self.known();
-        known.objects.insert(
-            key.to_owned(),
-            Meta {
-                size: bytes.len() as u64,
-                etag: None,
-            },
-        );
+        known
+            .objects
+            .insert(key.to_owned(), Seen::sized(bytes.len() as u64));
         known
             .bodies
             .insert(key.to_owned(), Bytes::copy_from_slice(bytes));
@@ -354,12 +335,12 @@ impl Remote {
     /// nothing; a missing one is remembered as absent.
     pub(crate) fn prefetch(&self, keys: &[String]) -> io::Result<()> {
         let store = self.store()?;
-        let todo: Vec<(String, Option<String>)> = {
+        let todo: Vec<(String, Option<Seen>)> = {
             let known = self.known();
             keys.iter()
                 .filter(|k| !known.bodies.contains_key(*k) && !known.absent.contains(*k))
                 .filter(|k| known.objects.contains_key(*k) || !known.is_covered(k))
-                .map(|k| (k.clone(), known.objects.get(k).and_then(|m| m.etag.clone())))
+                .map(|k| (k.clone(), known.objects.get(k).cloned()))
                 .collect()
         };
         if todo.is_empty() {
@@ -368,11 +349,12 @@ impl Remote {
         let io = runtime::io()?;
         let futs: Vec<_> = todo
             .into_iter()
-            .map(|(k, etag)| {
+            .map(|(k, listed)| {
                 let store = store.clone();
                 async move {
+                    let listed = listed.map(|l| Pin::new(&l));
                     let opts = GetOptions {
-                        if_match: etag,
+                        if_match: listed.as_ref().and_then(Pin::if_match),
                         ..Default::default()
                     };
                     let r = match store.get_opts(&Key::from(k.as_str()), opts).await {
@@ -382,13 +364,13 @@ impl Remote {
                         }
                         Err(e) => Err(e),
                     };
-                    (k, r)
+                    (k, listed, r)
                 }
             })
             .collect();
         let results = io.all(futs);
         let mut known = self.known();
-        for (k, r) in results {
+        for (k, listed, r) in results {
             let k = &k;
             fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
             match r {
@@ -396,13 +378,15 @@ impl Remote {
                     fetch::stats()
                         .bytes
                         .fetch_add(body.len() as u64, Ordering::Relaxed);
-                    known.objects.insert(
-                        k.clone(),
-                        Meta {
-                            size: body.len() as u64,
-                            etag: meta.e_tag,
-                        },
-                    );
+                    let seen = Seen {
+                        size: body.len() as u64,
+                        ..Seen::of(&meta)
+                    };
+                    if let Some(Err(d)) = listed.as_ref().map(|l| l.check(&seen)) {
+                        drop(known);
+                        return Err(changed(version::describe(&self.path_of(k), &d)));
+                    }
+                    known.objects.insert(k.clone(), seen);
                     known.bodies.insert(k.clone(), body);
                 }
                 Err(object_store::Error::NotFound { .. }) => {
@@ -417,8 +401,8 @@ impl Remote {
         Ok(())
     }
 
-    /// Size and ETag of `key`: known, or asked for with one HEAD.
-    fn meta(&self, key: &str) -> io::Result<Meta> {
+    /// Size and version of `key`: known, or asked for with one HEAD.
+    fn meta(&self, key: &str) -> io::Result<Seen> {
         {
             let known = self.known();
             if let Some(m) = known.objects.get(key) {
@@ -444,10 +428,7 @@ impl Remote {
         fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
         match head {
             Ok(res) => {
-                let m = Meta {
-                    size: res.meta.size,
-                    etag: res.meta.e_tag,
-                };
+                let m = Seen::of(&res.meta);
                 self.known().objects.insert(key.to_owned(), m.clone());
                 Ok(m)
             }
@@ -471,19 +452,15 @@ impl Remote {
         let meta = self.meta(key)?;
         let body = self.known().bodies.get(key).cloned();
         let store = self.store()?;
-        let etag = OnceLock::new();
-        if let Some(e) = meta.etag.clone() {
-            let _ = etag.set(e);
-        }
         Ok(RemoteFile(Arc::new(Object {
             store,
             path: self.path_of(key),
             key: Key::from(key),
-            size: meta.size,
-            etag,
+            pin: Pin::new(&meta),
             body,
             cache: self.cache.clone(),
             secrets: self.client.config.secrets.clone(),
+            reads: self.client.config.reads,
         })))
     }
 }
@@ -508,7 +485,7 @@ impl Storage for Remote {
             return Ok(b.to_vec());
         }
         let file = self.open_key(&key)?;
-        let mut out = vec![0u8; file.0.size as usize];
+        let mut out = vec![0u8; file.0.pin.size as usize];
         file.read_exact_at(&mut out, 0)?;
         Ok(out)
     }
@@ -606,13 +583,9 @@ impl Storage for Remote {
             if let Some(n) = m.location.filename() {
                 names.push(OsString::from(n));
             }
-            known.objects.insert(
-                m.location.as_ref().to_owned(),
-                Meta {
-                    size: m.size,
-                    etag: m.e_tag,
-                },
-            );
+            known
+                .objects
+                .insert(m.location.as_ref().to_owned(), Seen::of(&m));
         }
         names.sort();
         names.dedup();
@@ -647,10 +620,13 @@ pub(crate) fn to_error(path: &Path, e: io::Error) -> Error {
 }
 
 /// Counters of remote reads in this process: requests, bytes fetched,
-/// cache hits and misses (blocks), retries.
+/// duplicates of stalled requests (hedges), cache hits and misses
+/// (blocks), retries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RemoteStats {
     pub requests: u64,
+    /// Of `requests`, the duplicates of a range that had not answered.
+    pub hedges: u64,
     pub bytes: u64,
     pub cache_hits: u64,
     pub cache_misses: u64,
@@ -662,6 +638,7 @@ pub fn remote_stats() -> RemoteStats {
     let s = fetch::stats();
     RemoteStats {
         requests: s.requests.load(Ordering::Relaxed),
+        hedges: s.hedges.load(Ordering::Relaxed),
         bytes: s.bytes.load(Ordering::Relaxed),
         cache_hits: s.cache_hits.load(Ordering::Relaxed),
         cache_misses: s.cache_misses.load(Ordering::Relaxed),

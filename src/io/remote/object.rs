@@ -8,16 +8,16 @@ use std::io;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as Key;
-use object_store::{GetOptions, GetRange, ObjectStore};
+use object_store::{GetOptions, ObjectStore};
 
-use super::{
-    backoff, cache, changed, client, fetch, read_only, runtime, BlockCache, Runs, BODY_TRIES,
-};
+use super::hedge::{self, ReadPolicy};
+use super::version::{self, Pin, Seen};
+use super::{cache, changed, client, fetch, read_only, runtime, BlockCache, Runs};
 use crate::io::StorageFile;
 
 /// One remote object, pinned at its size and ETag.
@@ -26,14 +26,16 @@ pub(crate) struct Object {
     /// Its URI, as messages name it.
     pub(super) path: PathBuf,
     pub(super) key: Key,
-    pub(super) size: u64,
-    /// The version every read must return: from the listing, or the first
-    /// response when the listing gave none.
-    pub(super) etag: OnceLock<String>,
+    /// The version every read must return: its size and entity tag (or
+    /// `Last-Modified`) from the listing, or from the first response that
+    /// carried them.
+    pub(super) pin: Pin,
     /// The whole object, when it was fetched at open (meta.zr, dict.zr).
     pub(super) body: Option<Bytes>,
     pub(super) cache: Option<Arc<BlockCache>>,
     pub(super) secrets: client::Secrets,
+    /// How its ranges are read (hedging, the timeout).
+    pub(super) reads: ReadPolicy,
 }
 
 /// An open remote object (cheap to clone).
@@ -46,13 +48,13 @@ impl std::fmt::Debug for RemoteFile {
             f,
             "RemoteFile({}, {} bytes)",
             self.0.path.display(),
-            self.0.size
+            self.0.pin.size
         )
     }
 }
 
 impl Object {
-    fn error(&self, what: &str, e: object_store::Error) -> io::Error {
+    pub(super) fn error(&self, what: &str, e: object_store::Error) -> io::Error {
         if let object_store::Error::Precondition { .. } = e {
             return changed(format!(
                 "{} changed while open (its ETag no longer matches the version this handle pinned)",
@@ -72,89 +74,32 @@ impl Object {
     }
 
     /// Checks a response's object against the pinned version (pinning its
-    /// ETag if none was known).
-    fn check_version(&self, meta: &object_store::ObjectMeta) -> io::Result<()> {
-        if meta.size != self.size {
-            return Err(changed(format!(
-                "{} changed while open: it is {} bytes now, {} when opened",
-                self.path.display(),
-                meta.size,
-                self.size
-            )));
-        }
-        if let Some(got) = &meta.e_tag {
-            let pinned = self.etag.get_or_init(|| got.clone());
-            if pinned != got {
-                return Err(changed(format!(
-                    "{} changed while open (its ETag is no longer the one pinned at open)",
-                    self.path.display()
-                )));
-            }
-        }
-        Ok(())
+    /// entity tag or `Last-Modified` if none was known).
+    pub(super) fn check_version(&self, meta: &object_store::ObjectMeta) -> io::Result<()> {
+        self.pin
+            .check(&Seen::of(meta))
+            .map_err(|d| changed(version::describe(&self.path, &d)))
     }
 
-    /// The bytes `range` of this version of the object, retried (with
-    /// backoff and jitter) when the body comes back short or breaks off.
-    async fn get_range(&self, range: Range<u64>) -> io::Result<Bytes> {
-        let want = range.end - range.start;
-        let mut attempt = 0u32;
-        loop {
-            attempt += 1;
-            let opts = GetOptions {
-                range: Some(GetRange::Bounded(range.clone())),
-                if_match: self.etag.get().cloned(),
-                ..Default::default()
-            };
-            fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
-            let failure = match self.store.get_opts(&self.key, opts).await {
-                Ok(res) => {
-                    self.check_version(&res.meta)?;
-                    match res.bytes().await {
-                        Ok(b) if b.len() as u64 == want => {
-                            fetch::stats().bytes.fetch_add(want, Ordering::Relaxed);
-                            return Ok(b);
-                        }
-                        Ok(b) => io::Error::new(
-                            io::ErrorKind::ConnectionReset,
-                            format!(
-                                "reading {} bytes {}..{}: the server sent {} of {want} bytes (retries exhausted)",
-                                self.path.display(),
-                                range.start,
-                                range.end,
-                                b.len()
-                            ),
-                        ),
-                        Err(e) => self.error("reading", e),
-                    }
-                }
-                Err(e) => return Err(self.error("reading", e)),
-            };
-            let transient = matches!(
-                failure.kind(),
-                io::ErrorKind::ConnectionReset
-                    | io::ErrorKind::TimedOut
-                    | io::ErrorKind::NotConnected
-                    | io::ErrorKind::UnexpectedEof
-            );
-            if !transient || attempt >= BODY_TRIES {
-                return Err(failure);
-            }
-            fetch::stats().retries.fetch_add(1, Ordering::Relaxed);
-            tokio::time::sleep(backoff(attempt)).await;
-        }
+    /// The bytes `range` of this version of the object: hedged when it
+    /// does not answer, resumed when its body breaks off, bounded in time
+    /// (`hedge.rs`).
+    async fn get_range(&self, range: Range<u64>, round: &hedge::Round) -> io::Result<Bytes> {
+        hedge::read(self, range, round).await
     }
 }
 
 impl RemoteFile {
     pub(crate) fn size(&self) -> u64 {
-        self.0.size
+        self.0.pin.size
     }
 
-    /// The pinned ETag, asking the server once if none is known yet.
-    pub(crate) fn etag(&self) -> io::Result<Option<String>> {
-        if let Some(e) = self.0.etag.get() {
-            return Ok(Some(e.clone()));
+    /// What identifies the pinned version (its entity tag, else its
+    /// `Last-Modified`), asking the server once if neither is known yet.
+    fn identity(&self) -> io::Result<String> {
+        let id = self.0.pin.identity();
+        if !id.is_empty() {
+            return Ok(id);
         }
         let head = runtime::io()?.block_on(async {
             self.0
@@ -171,7 +116,7 @@ impl RemoteFile {
         fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
         let res = head.map_err(|e| self.0.error("reading", e))?;
         self.0.check_version(&res.meta)?;
-        Ok(self.0.etag.get().cloned())
+        Ok(self.0.pin.identity())
     }
 
     /// Fetches the byte ranges `ranges` of the object (any order; every
@@ -186,28 +131,28 @@ impl RemoteFile {
     /// failed to fetch).
     pub(crate) fn fetch_block(&self, range: Range<u64>) -> io::Result<Bytes> {
         let obj = self.0.clone();
-        runtime::io()?.block_on(async move { obj.get_range(range).await })
+        runtime::io()?.block_on(async move { obj.get_range(range, &hedge::Round::new()).await })
     }
 
     pub(crate) fn cache_key(&self) -> io::Result<String> {
         Ok(format!(
             "{}\n{}\n{}",
             self.0.path.display(),
-            self.0.size,
-            self.etag()?.unwrap_or_default()
+            self.0.pin.size,
+            self.identity()?
         ))
     }
 }
 
 impl StorageFile for RemoteFile {
     fn len(&self) -> io::Result<u64> {
-        Ok(self.0.size)
+        Ok(self.0.pin.size)
     }
 
     fn read_exact_at(&self, buf: &mut [u8], at: u64) -> io::Result<()> {
         let end = at
             .checked_add(buf.len() as u64)
-            .filter(|&e| e <= self.0.size);
+            .filter(|&e| e <= self.0.pin.size);
         let Some(end) = end else {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
@@ -364,15 +309,15 @@ pub(crate) fn fetch_live(
         None
     } else {
         let io = runtime::io().map_err(|e| (0, e))?;
-        let permits = io.permits.clone();
         let max = io.max_requests;
+        let round = Arc::new(hedge::Round::new());
         Some(io.spawn(async move {
             let mut pieces: Vec<Vec<Option<Bytes>>> =
                 parts.iter().map(|&n| vec![None; n]).collect();
             let mut left = parts;
             let mut done = futures::stream::iter(requests.into_iter().map(|(id, part, obj, r)| {
-                let got = limited_get(obj, permits.clone(), r);
-                async move { (id, part, got.await) }
+                let round = round.clone();
+                async move { (id, part, obj.get_range(r, &round).await) }
             }))
             .buffer_unordered(max);
             while let Some((id, part, got)) = done.next().await {
@@ -407,22 +352,9 @@ pub(crate) fn fetch_live(
     Ok(Some((out, arrivals)))
 }
 
-/// The bytes `range` of `obj`, holding one of the process's request
-/// permits while the request is in flight.
-async fn limited_get(
-    obj: Arc<Object>,
-    permits: Arc<tokio::sync::Semaphore>,
-    range: Range<u64>,
-) -> io::Result<Bytes> {
-    match permits.acquire_owned().await {
-        Ok(_permit) => obj.get_range(range).await,
-        Err(_) => Err(io::Error::other("the request limiter closed")),
-    }
-}
-
 /// Fails naming the object when a range lies past its end.
 fn check_within(obj: &Object, ranges: &[Range<u64>]) -> io::Result<()> {
-    match ranges.iter().find(|r| r.end > obj.size) {
+    match ranges.iter().find(|r| r.end > obj.pin.size) {
         Some(r) => Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
             format!(
@@ -430,7 +362,7 @@ fn check_within(obj: &Object, ranges: &[Range<u64>]) -> io::Result<()> {
                 obj.path.display(),
                 r.start,
                 r.end,
-                obj.size
+                obj.pin.size
             ),
         )),
         None => Ok(()),
@@ -481,20 +413,30 @@ pub(crate) fn fetch_many(
     let mut fetched: Vec<Vec<Bytes>> = vec![Vec::new(); jobs.len()];
     if !requests.is_empty() {
         let io = runtime::io().map_err(|e| (0, e))?;
+        let round = Arc::new(hedge::Round::new());
         let futs: Vec<_> = requests
             .into_iter()
             .map(|(j, r)| {
-                let got = limited_get(jobs[j].0 .0.clone(), io.permits.clone(), r);
-                async move { (j, got.await) }
+                let obj = jobs[j].0 .0.clone();
+                let round = round.clone();
+                async move {
+                    obj.get_range(r, &round)
+                        .await
+                        .map(|b| (j, b))
+                        .map_err(|e| (j, e))
+                }
             })
             .collect();
-        let results: Vec<(usize, io::Result<Bytes>)> = io.block_on(
+        // The first failure ends the round (dropping the requests still in
+        // flight), so a stalled server fails a gather once, not once per
+        // wave of permits.
+        let results: Vec<(usize, Bytes)> = io.block_on(
             futures::stream::iter(futs)
                 .buffered(io.max_requests)
-                .collect::<Vec<_>>(),
-        );
-        for (j, r) in results {
-            fetched[j].push(r.map_err(|e| (j, e))?);
+                .try_collect::<Vec<_>>(),
+        )?;
+        for (j, b) in results {
+            fetched[j].push(b);
         }
     }
     let mut out = Vec::with_capacity(jobs.len());

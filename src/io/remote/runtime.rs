@@ -24,8 +24,8 @@ pub(crate) struct Io {
     pid: u32,
     runtime: tokio::runtime::Runtime,
     /// One permit per request in flight, shared by every remote location
-    /// of the process.
-    pub(crate) permits: Arc<Semaphore>,
+    /// of the process (taken only by [`Io::limited`]).
+    permits: Semaphore,
     pub(crate) max_requests: usize,
 }
 
@@ -67,7 +67,7 @@ pub(crate) fn io() -> std::io::Result<Arc<Io>> {
     let io = Arc::new(Io {
         pid,
         runtime,
-        permits: Arc::new(Semaphore::new(max)),
+        permits: Semaphore::new(max),
         max_requests: max,
     });
     *slot = Some(io.clone());
@@ -75,22 +75,29 @@ pub(crate) fn io() -> std::io::Result<Arc<Io>> {
 }
 
 impl Io {
-    /// Runs `futs` concurrently, each holding one of the process's request
-    /// permits while it runs, and returns their outputs in completion order.
+    /// Runs `fut` (one request: sending it and reading its body) holding
+    /// one of the process's request permits: the one place a request
+    /// takes a permit, so at most [`Io::max_requests`] are in flight
+    /// whatever issued them (listings, open-time fetches, gathers, cache
+    /// fills, duplicates of a slow request).
+    pub(crate) async fn limited<F: Future>(&self, fut: F) -> F::Output {
+        // The semaphore is never closed: acquiring cannot fail.
+        let _permit = self.permits.acquire().await;
+        fut.await
+    }
+
+    /// Runs `futs` (one request each) concurrently, each through
+    /// [`Io::limited`], and returns their outputs in completion order.
     pub(crate) fn all<F>(&self, futs: Vec<F>) -> Vec<F::Output>
     where
         F: Future + Send,
         F::Output: Send,
     {
         use futures::StreamExt;
-        let permits = &self.permits;
         self.block_on(
-            futures::stream::iter(futs.into_iter().map(|f| async move {
-                let _permit = permits.acquire().await;
-                f.await
-            }))
-            .buffer_unordered(self.max_requests)
-            .collect::<Vec<_>>(),
+            futures::stream::iter(futs.into_iter().map(|f| self.limited(f)))
+                .buffer_unordered(self.max_requests)
+                .collect::<Vec<_>>(),
         )
     }
 

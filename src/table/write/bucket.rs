@@ -211,7 +211,10 @@ pub(super) fn publish(root: &Root, next: super::commit::Next<'_>) -> Result<Mani
             .map_err(|e| unsupported_conditional(&file, e))?
         {
             Put::Done => return Ok(manifest),
-            Put::Conflict => std::thread::sleep(backoff(attempt)),
+            Put::Conflict => std::thread::sleep(crate::io::remote::retry::backoff(
+                attempt,
+                std::time::Duration::from_millis(20),
+            )),
         }
     }
     Err(Error::io(
@@ -221,15 +224,6 @@ pub(super) fn publish(root: &Root, next: super::commit::Next<'_>) -> Result<Mani
             format!("{COMMIT_TRIES} commits lost the race to other committers"),
         ),
     ))
-}
-
-/// Backoff with jitter before commit attempt `attempt + 1`.
-fn backoff(attempt: u32) -> std::time::Duration {
-    let wait = 20u64 << attempt.min(6);
-    let jitter = (u64::from(std::process::id()).wrapping_mul(2_654_435_761) >> 7)
-        .wrapping_add(u64::from(attempt) * 7919)
-        % wait;
-    std::time::Duration::from_millis(wait + jitter)
 }
 
 /// A store without conditional writes cannot take a commit safely.

@@ -1,4 +1,5 @@
-//! Remote locations as users write them: `s3://bucket/prefix`,
+//! Locations as users write them: a local path, a `file://` URI, or a
+//! remote one: `s3://bucket/prefix`,
 //! `gs://bucket/prefix`, `az://container/prefix` (and `abfs[s]://`),
 //! `http(s)://host[:port]/path`, split into the root an object store client
 //! is built for and the key prefix below it.
@@ -88,7 +89,18 @@ fn bad(uri: &str, why: impl std::fmt::Display) -> Error {
     ))
 }
 
-/// Splits `location` into a local path or a remote URI.
+/// Whether `location` is written as a remote URI (a scheme other than
+/// `file`), whether or not it is a valid one: [`parse`] says that.
+pub(crate) fn names_remote(location: &str) -> bool {
+    match location.split_once("://") {
+        Some((scheme, _)) => !scheme.eq_ignore_ascii_case("file"),
+        None => false,
+    }
+}
+
+/// Splits `location` into a local path or a remote URI (the same rules in
+/// every build: one without remote support refuses the remote URIs after
+/// this parse).
 ///
 /// `ValueError` (`InvalidValue`) naming the URI for an unknown scheme, a
 /// missing bucket or host, a user name or password, a query string or a
