@@ -83,8 +83,10 @@ DESELECT=(
     --ignore=$T/test_torch.py --ignore=$T/test_lightning.py  # torch (not in the free-threaded requirements)
     # moto's server needs PyYAML and cryptography, which have no cp313t
     # wheel (checked 2026-12-03): the S3 tests run on the GIL build only;
-    # test_remote_http.py (a standard-library server) runs here.
+    # test_remote_http.py (a standard-library server) and test_remote_gcs.py
+    # (the GCS emulator's own binary) run here.
     --ignore=$T/test_remote.py --ignore=$T/test_remote_crash.py
+    --ignore=$T/test_remote_stalls.py
     --ignore=$T/test_ray_remote.py                            # ray and moto
     --deselect $T/test_arrow.py::test_hand_off_polars         # polars
     --deselect $T/test_arrow.py::test_ingest_polars_large_list # polars
