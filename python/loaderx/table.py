@@ -292,7 +292,9 @@ def open_table(
     ``storage_options`` configure the client with the ``object_store``
     crate's key names (``aws_endpoint``, ``aws_region``,
     ``aws_access_key_id``, ``aws_secret_access_key``, ``aws_allow_http``,
-    ...; plus ``max_retries`` and ``retry_timeout``), on top of the usual
+    ...; plus loaderx's own ``max_retries``, ``retry_timeout``,
+    ``read_timeout``, ``hedge``, ``hedge_min_delay`` and ``hedge_multiple``:
+    see the remote guide), on top of the usual
     ``AWS_*``/``GOOGLE_*``/``AZURE_*`` environment variables. Opening lists
     the table once (or takes the objects a sharded manifest records) and
     fetches every store's ``meta.zr`` and ``dict.zr`` concurrently; gathers
