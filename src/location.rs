@@ -207,7 +207,7 @@ impl Location {
     pub(crate) fn check_readonly(&self, readonly: bool, what: &str) -> Result<()> {
         if self.is_remote() && !readonly {
             return Err(Error::InvalidValue(format!(
-                "{} is a remote location: a {what} there opens read-only (readonly=True); write locally and upload with copy_table",
+                "{} is a remote location: a {what} there opens read-only; write locally and upload with copy_table",
                 self.path.display()
             )));
         }

@@ -70,6 +70,14 @@ fn python_hint(err: &Error) -> Option<&'static str> {
         Error::InvalidValue(m) if m.starts_with("training a dictionary needs") => {
             "give loaderx.train_dict more or larger records"
         }
+        Error::InvalidValue(m) if m.contains("pass credentials as the location's options") => {
+            "storage_options is where they go"
+        }
+        Error::InvalidValue(m)
+            if m.contains("is a remote location:") && m.contains("read-only") =>
+        {
+            "open it with readonly=True"
+        }
         _ => return None,
     })
 }

@@ -141,7 +141,7 @@ pub(crate) fn parse(location: &str) -> Result<Parsed> {
     if rest.contains('?') || rest.contains('#') {
         return Err(bad(
             location,
-            "a query string or fragment is not accepted (pass credentials through storage_options)",
+            "a query string or fragment is not accepted (pass credentials as the location's options)",
         ));
     }
     let (authority, path) = match rest.find('/') {
@@ -163,7 +163,7 @@ pub(crate) fn parse(location: &str) -> Result<Parsed> {
         if !abfs {
             return Err(bad(
                 location,
-                "a user name or password is not accepted in the URI (pass credentials through storage_options)",
+                "a user name or password is not accepted in the URI (pass credentials as the location's options)",
             ));
         }
     }
