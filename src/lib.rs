@@ -67,7 +67,7 @@ pub mod table;
 
 pub use codec::{dict, Codec};
 pub use error::{Error, Result};
-pub use format::{Header, RecordLoc, MAX_RECORD_BYTES};
+pub use format::{RecordLoc, MAX_RECORD_BYTES};
 #[cfg(feature = "fault-injection")]
 pub use io::fault;
 #[cfg(feature = "remote")]

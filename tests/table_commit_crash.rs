@@ -10,7 +10,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use loaderx::fault::{self, Mode};
+use loaderx::fault::{self, Fault};
 use loaderx::table::{self, Table};
 use loaderx::Records;
 
@@ -60,7 +60,7 @@ fn commit_child() {
     let extra = std::fs::read_to_string(path.join("extra")).unwrap();
     std::fs::remove_file(path.join("extra")).unwrap();
     fault::skip_fsync(true); // a SIGKILL never loses the page cache
-    fault::arm(at, Mode::Kill);
+    fault::arm(at, Fault::Kill);
     table::commit_shards(&path, &[path.join(extra)]).unwrap();
     fault::disarm();
 }
@@ -155,7 +155,7 @@ fn write_child() {
     )
     .unwrap();
     fault::skip_fsync(true);
-    fault::arm(at, Mode::Kill);
+    fault::arm(at, Fault::Kill);
     write.commit(&names).unwrap();
     fault::disarm();
 }

@@ -7,7 +7,7 @@
 
 mod common;
 
-use loaderx::fault::{self, Mode};
+use loaderx::fault::{self, Fault};
 use loaderx::table::{self, Table};
 
 #[test]
@@ -23,7 +23,7 @@ fn a_commit_failing_at_any_step_leaves_the_old_table() {
     common::int64_shard(&extra, 0, 3, false);
     let mut at = 0;
     loop {
-        fault::arm(at, Mode::Eio);
+        fault::arm(at, Fault::Eio);
         let result = table::commit_shards(&path, std::slice::from_ref(&extra));
         fault::disarm();
         let t = Table::open(&path, true).unwrap();

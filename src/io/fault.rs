@@ -19,7 +19,9 @@ use std::sync::Once;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
-pub enum Mode {
+/// What an armed fault point does: SIGKILL the process, or fail the write
+/// with ENOSPC (from that point on) or EIO (at that point).
+pub enum Fault {
     Kill = 0,
     Enospc = 1,
     Eio = 2,
@@ -27,7 +29,7 @@ pub enum Mode {
 
 static OPS: AtomicU64 = AtomicU64::new(0);
 static AT: AtomicU64 = AtomicU64::new(u64::MAX);
-static MODE: AtomicU8 = AtomicU8::new(Mode::Kill as u8);
+static MODE: AtomicU8 = AtomicU8::new(Fault::Kill as u8);
 static FROM_ENV: Once = Once::new();
 static SKIP_FSYNC: AtomicBool = AtomicBool::new(false);
 
@@ -53,9 +55,9 @@ fn load_env() {
             return;
         };
         let mode = match std::env::var("LOADERX_FAULT").as_deref() {
-            Ok("enospc") => Mode::Enospc,
-            Ok("eio") => Mode::Eio,
-            _ => Mode::Kill,
+            Ok("enospc") => Fault::Enospc,
+            Ok("eio") => Fault::Eio,
+            _ => Fault::Kill,
         };
         MODE.store(mode as u8, Ordering::SeqCst);
         AT.store(at, Ordering::SeqCst);
@@ -63,7 +65,7 @@ fn load_env() {
 }
 
 /// Arms fault point `at` (counted from now) with `mode`.
-pub fn arm(at: u64, mode: Mode) {
+pub fn arm(at: u64, mode: Fault) {
     load_env();
     OPS.store(0, Ordering::SeqCst);
     MODE.store(mode as u8, Ordering::SeqCst);
@@ -90,7 +92,7 @@ pub(crate) fn point() -> io::Result<()> {
         return Ok(());
     }
     match MODE.load(Ordering::SeqCst) {
-        m if m == Mode::Kill as u8 && k == at => {
+        m if m == Fault::Kill as u8 && k == at => {
             // SAFETY: getpid and kill have no memory-safety preconditions.
             unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
             // SIGKILL is delivered before kill() returns to a
@@ -99,8 +101,8 @@ pub(crate) fn point() -> io::Result<()> {
                 std::thread::park();
             }
         }
-        m if m == Mode::Enospc as u8 => Err(io::Error::from_raw_os_error(libc::ENOSPC)),
-        m if m == Mode::Eio as u8 && k == at => Err(io::Error::from_raw_os_error(libc::EIO)),
+        m if m == Fault::Enospc as u8 => Err(io::Error::from_raw_os_error(libc::ENOSPC)),
+        m if m == Fault::Eio as u8 && k == at => Err(io::Error::from_raw_os_error(libc::EIO)),
         _ => Ok(()),
     }
 }
