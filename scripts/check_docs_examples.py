@@ -24,6 +24,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 GUIDE = [
     "stores",
     "tables",
+    "evolving",
     "loader",
     "arrow",
     "sql-parquet",

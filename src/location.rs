@@ -254,11 +254,20 @@ impl Location {
                 }
             };
             let manifest_key = join(crate::table::MANIFEST_FILE);
-            match manifest {
-                Some(bytes) => r.pin_body(&manifest_key, bytes),
-                None => setup(at, r.prefetch(std::slice::from_ref(&manifest_key)))?,
-            }
-            let prefixes: Vec<String> = match r.body(&manifest_key) {
+            let raw = match manifest {
+                Some(bytes) => {
+                    r.pin_body(&manifest_key, bytes);
+                    r.body(&manifest_key)
+                }
+                None => {
+                    setup(at, r.prefetch(std::slice::from_ref(&manifest_key)))?;
+                    match r.body(&manifest_key) {
+                        Some(pointer) => Some(latest_version(r, at, &join, pointer)?),
+                        None => None,
+                    }
+                }
+            };
+            let prefixes: Vec<String> = match raw {
                 Some(raw) => {
                     let shards = crate::table::manifest::listed_objects(&raw);
                     let mut unlisted = Vec::new();
@@ -295,6 +304,32 @@ impl Location {
             setup(at, r.prefetch(&wanted))?;
         }
         Ok(())
+    }
+}
+
+/// The bytes of the latest version given `manifest.json`'s (`pointer`):
+/// the pointer, or the version files after it, each looked for with one
+/// request that is kept (opening then reads them from memory). A pointer
+/// that does not parse is returned as it is (opening reports it).
+#[cfg(feature = "remote")]
+fn latest_version(
+    r: &crate::io::remote::Remote,
+    at: &Path,
+    join: &dyn Fn(&str) -> String,
+    pointer: bytes::Bytes,
+) -> Result<bytes::Bytes> {
+    let file = at.join(crate::table::MANIFEST_FILE);
+    let Ok(m) = crate::table::manifest::parse_manifest(&file, &pointer) else {
+        return Ok(pointer);
+    };
+    let (mut raw, mut v) = (pointer, m.version());
+    loop {
+        let k = join(&crate::table::versions::version_rel(v + 1));
+        crate::io::remote::setup(at, r.prefetch(std::slice::from_ref(&k)))?;
+        match r.body(&k) {
+            Some(b) => (raw, v) = (b, v + 1),
+            None => return Ok(raw),
+        }
     }
 }
 

@@ -1,8 +1,9 @@
 //! Crash-point sweep of a shard commit: a child process commits a shard
 //! and is SIGKILLed at each of the commit's file operations in turn (the
 //! `fault-injection` build's `kill` mode). After every kill the table opens
-//! with the old shard set or the new one, never anything else, its rows
-//! intact, and a fresh commit of the same shard then succeeds.
+//! with the old shard set or the new one (version 1 or 2; version 1 opens
+//! as it was either way), never anything else, its rows intact, and a
+//! fresh commit of the same shard (or a later one) then succeeds.
 
 #![cfg(feature = "fault-injection")]
 
@@ -11,7 +12,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use loaderx::fault::{self, Fault};
-use loaderx::table::{self, Table};
+use loaderx::table::{self, Table, VersionRef};
 use loaderx::Records;
 
 const CHILD_DIR: &str = "LOADERX_TEST_COMMIT_DIR";
@@ -19,7 +20,10 @@ const CHILD_AT: &str = "LOADERX_TEST_COMMIT_AT";
 
 /// The table's column `x`, read whole.
 fn ids(path: &Path) -> Vec<i64> {
-    let t = Table::open(path, true).unwrap();
+    column_x(&Table::open(path, true).unwrap())
+}
+
+fn column_x(t: &Table) -> Vec<i64> {
     let x = t.column("x").unwrap();
     let idx: Vec<u64> = (0..x.len()).collect();
     let buf = x.gather_dense(&idx).unwrap();
@@ -92,6 +96,12 @@ fn a_commit_killed_at_any_step_leaves_the_old_or_the_new_table() {
             assert_eq!(got, new, "step {at}: the commit returned");
             break;
         }
+        // The old table is version 1 and the new one version 2; version 1
+        // opens as it was either way.
+        let version = Table::open(&path, true).unwrap().version();
+        assert_eq!(version, Some(if got == old { 1 } else { 2 }), "step {at}");
+        let v1 = Table::open_version(&loaderx::Location::local(&path), &VersionRef::Number(1));
+        assert_eq!(column_x(&v1.unwrap()), old, "step {at}");
         if got == old {
             killed_old += 1;
             // What the killed commit left behind never blocks the next one.
@@ -99,6 +109,15 @@ fn a_commit_killed_at_any_step_leaves_the_old_or_the_new_table() {
             assert_eq!((rows, ids(&path)), (8, new.clone()), "step {at}");
         } else {
             killed_new += 1;
+            // Nor a later commit.
+            let later = table::new_shard(&path).unwrap();
+            common::int64_shard(&later, 200, 1, false);
+            assert_eq!(
+                table::commit_shards(&path, &[later]).unwrap(),
+                9,
+                "step {at}"
+            );
+            assert_eq!(Table::open(&path, true).unwrap().version(), Some(3));
         }
         std::fs::remove_dir_all(&path).unwrap();
     }

@@ -258,7 +258,30 @@ def open_table(
     cache_dir: str | PathLike[str] | None = None,
     cache_bytes: int | None = None,
     pinned: bytes | None = None,
-) -> tuple[list[tuple[str, Store]], list[tuple[PathLike[str], int]] | None]: ...
+    version: int | str | None = None,
+) -> tuple[list[tuple[str, Store]], list[tuple[PathLike[str], int]] | None, int | None]: ...
+def table_manifest(
+    path: str, storage_options: dict[str, str] | None = None, version: int | str | None = None
+) -> bytes: ...
+def table_versions(
+    path: str, storage_options: dict[str, str] | None = None
+) -> list[dict[str, Any]]: ...
+def table_tags(
+    path: str, storage_options: dict[str, str] | None = None
+) -> list[tuple[str, int]]: ...
+def table_tag(
+    path: str,
+    name: str,
+    version: int | None = None,
+    storage_options: dict[str, str] | None = None,
+) -> int: ...
+def table_untag(path: str, name: str, storage_options: dict[str, str] | None = None) -> None: ...
+def table_cleanup(
+    path: str,
+    older_than_ms: int,
+    keep_last: int,
+    storage_options: dict[str, str] | None = None,
+) -> int: ...
 def open_columns(
     path: str | PathLike[str], readonly: bool = True, names: list[str] | None = None
 ) -> list[tuple[str, Store]]: ...

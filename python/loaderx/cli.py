@@ -7,11 +7,17 @@
     loaderx export --out FILE --table DIR   a table of stores to Parquet
     loaderx import FILE ROOT [--codec C]    Parquet or Arrow IPC to one store per column
     loaderx copy SRC DST                    a table from any location to any other
+    loaderx versions TABLE                  a sharded table's versions and tags
+    loaderx tag TABLE NAME [--version N]    name a version (--delete removes the tag)
+    loaderx cleanup TABLE [--older-than D]  remove old versions and what only they need
     loaderx bench [--plot FILE.svg]         a quick gather and sampler benchmark (and its chart)
 
 A table ``DIR`` is anything :func:`loaderx.open_table` opens: a plain table
 (a directory whose subdirectories holding ``meta.zr`` are its columns, named
-after the subdirectories) or a sharded one. ``info``, ``stats``, ``verify``,
+after the subdirectories) or a sharded one. ``DIR@VERSION`` (``sql``'s
+``--table NAME=DIR@VERSION`` and ``export --table``) opens a sharded table
+at a version number or tag; the text after the last ``@`` is taken as the
+version when it holds no ``/``. ``info``, ``stats``, ``verify``,
 ``sql`` and ``export`` open stores and tables read-only, so they run while
 other processes read the stores (a training job's read-only handles), but
 not while a writer holds one.
@@ -108,12 +114,24 @@ def _open_any(path: str, options: dict | None = None):
     return open_store(path, True, storage_options=options)
 
 
+def _split_version(spec: str) -> tuple[str, int | str | None]:
+    """``DIR@VERSION`` as ``(DIR, VERSION)``: a version number, a tag, or
+    None without one (the text after the last ``@``, when it holds no
+    ``/``)."""
+    path, sep, version = spec.rpartition("@")
+    if not sep or not path or not version or "/" in version:
+        return spec, None
+    return path, int(version) if version.isdigit() else version
+
+
 def _table_dir(spec: str, options: dict | None = None) -> dict:
-    """The read-only columns of the table at ``spec``, as
-    :func:`loaderx.open_table` opens it (plain, sharded or remote)."""
+    """The read-only columns of the table at ``spec`` (``DIR`` or
+    ``DIR@VERSION``), as :func:`loaderx.open_table` opens it (plain,
+    sharded or remote)."""
     from .table import open_table
 
-    return open_table(spec, storage_options=options)._release()
+    path, version = _split_version(spec)
+    return open_table(path, storage_options=options, version=version)._release()
 
 
 def _close_all(streams: dict) -> None:
@@ -286,6 +304,75 @@ def cmd_copy(args) -> int:
     return 0
 
 
+def _open_sharded(args):
+    from .table import open_table
+
+    t = open_table(args.table, storage_options=_options(args))
+    if not t.sharded:
+        t.close()
+        raise CliError(f"{args.table} is a plain table: it has no versions")
+    return t
+
+
+def cmd_versions(args) -> int:
+    with _open_sharded(args) as t:
+        versions = t.versions()
+        tags = t.tags()
+    by_version: dict = {}
+    for name, v in sorted(tags.items()):
+        by_version.setdefault(v, []).append(name)
+    rows = [
+        {
+            "version": v["version"],
+            "timestamp": v["timestamp"].isoformat() if v["timestamp"] else None,
+            "operation": v["operation"],
+            "num_rows": v["num_rows"],
+            "tags": by_version.get(v["version"], []),
+        }
+        for v in versions
+    ]
+    lines = [
+        f"{r['version']:>8}  {r['timestamp'] or '-':<32}  {r['operation']:<12}  "
+        f"{r['num_rows']:>12} rows  {' '.join(r['tags'])}".rstrip()
+        for r in rows
+    ]
+    _emit(args, {"versions": rows, "tags": tags}, "\n".join(lines))
+    return 0
+
+
+def cmd_tag(args) -> int:
+    with _open_sharded(args) as t:
+        if args.delete:
+            if args.version is not None:
+                raise CliError("--delete takes no --version")
+            t.untag(args.name)
+            data = {"tag": args.name, "deleted": True}
+            text = f"removed tag {args.name!r}"
+        else:
+            version = t.tag(args.name, args.version)
+            data = {"tag": args.name, "version": version}
+            text = f"tagged version {version} {args.name!r}"
+    _emit(args, data, text)
+    return 0
+
+
+def cmd_cleanup(args) -> int:
+    import datetime
+
+    if args.older_than < 0:
+        raise CliError(f"--older-than must not be negative, got {args.older_than}")
+    with _open_sharded(args) as t:
+        before = [v["version"] for v in t.versions()]
+        freed = t.cleanup(
+            older_than=datetime.timedelta(days=args.older_than), keep_last=args.keep_last
+        )
+        after = [v["version"] for v in t.versions()]
+    removed = sorted(set(before) - set(after))
+    data = {"removed_versions": removed, "kept_versions": after, "bytes_freed": freed}
+    _emit(args, data, f"removed {len(removed)} versions, freed {freed} bytes; kept {after}")
+    return 0
+
+
 def cmd_bench(args) -> int:
     import shutil
     import tempfile
@@ -393,11 +480,30 @@ def build_parser() -> argparse.ArgumentParser:
     add("verify", cmd_verify, "decode every record of a store").add_argument("path")
     sp = add("sql", cmd_sql, "run SQL over tables of stores")
     sp.add_argument("query")
-    sp.add_argument("--table", action="append", default=[], metavar="NAME=DIR")
+    sp.add_argument("--table", action="append", default=[], metavar="NAME=DIR[@VERSION]")
     sp = add("export", cmd_export, "export a table of stores to Parquet")
     sp.add_argument("--out", required=True, metavar="FILE")
     sp.add_argument("--table", required=True, metavar="DIR")
     sp.add_argument("--index-column", default=None, metavar="NAME")
+    sp = add("versions", cmd_versions, "list a sharded table's versions and tags")
+    sp.add_argument("table")
+    sp = add("tag", cmd_tag, "name a version of a sharded table (or remove a tag)")
+    sp.add_argument("table")
+    sp.add_argument("name")
+    sp.add_argument("--version", type=int, default=None, help="default: the latest")
+    sp.add_argument("--delete", action="store_true", help="remove the tag instead")
+    sp = add(
+        "cleanup", cmd_cleanup, "remove old versions of a sharded table and what only they need"
+    )
+    sp.add_argument("table")
+    sp.add_argument(
+        "--older-than",
+        type=float,
+        default=7.0,
+        metavar="DAYS",
+        help="remove versions committed more than DAYS ago (default 7)",
+    )
+    sp.add_argument("--keep-last", type=int, default=1, metavar="N", help="always keep the last N")
     sp = add("copy", cmd_copy, "copy a table between locations (local paths and URIs)")
     sp.add_argument("src")
     sp.add_argument("dst")

@@ -258,9 +258,11 @@ def _datasource_class():
             path, options = _table_path(path, storage_options)
             if not is_remote(path) and not os.path.isdir(path):
                 raise FileNotFoundError(f"table directory {path} does not exist")
-            # A sharded table's manifest, pinned: every read task opens the
-            # shards it names, whatever is committed meanwhile.
-            pinned = _native.read_table_file(path, _native.MANIFEST, options)
+            # A sharded table's latest version, pinned: every read task opens
+            # the shards it names, whatever is committed meanwhile.
+            pinned = None
+            if _native.read_table_file(path, _native.MANIFEST, options) is not None:
+                pinned = _native.table_manifest(path, options)
             # Opening checks the table as the core does for every reader
             # (equal lengths; for a sharded table every shard against the
             # manifest and the others); it decodes no record.

@@ -23,6 +23,7 @@ its shard and record in the same native call that decodes it.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import os
 from collections.abc import Iterator, Mapping
@@ -149,12 +150,14 @@ class Table(Mapping, Closing):
         columns: dict,
         shards: list | None = None,
         storage_options: dict | None = None,
+        version: int | None = None,
     ):
         # Private: use open_table().
         self._path = path
         self._columns = columns
         self._shards = shards
         self._storage_options = storage_options
+        self._version = version
         self._num_rows = len(next(iter(columns.values()))) if columns else 0
 
     def _live(self) -> dict:
@@ -208,6 +211,91 @@ class Table(Mapping, Closing):
         return list(self._shards)
 
     @property
+    def version(self) -> int | None:
+        """The version of a sharded table this handle shows (1, 2, ...);
+        None for a plain table (it has versions once it is sharded)."""
+        return self._version
+
+    def versions(self) -> list[dict]:
+        """Every version of the table that can still be opened, oldest
+        first: dicts with ``version``, ``timestamp`` (an aware UTC
+        ``datetime``; None for a table written before versions),
+        ``operation`` (``"create"``, ``"append"``, ``"copy"``, ...) and
+        ``num_rows``. A plain table has none: ``[]``."""
+        if self._shards is None:
+            return []
+        out = _native.table_versions(self._path, self._storage_options)
+        for v in out:
+            ms = v.pop("timestamp_ms")
+            v["timestamp"] = (
+                None
+                if ms is None
+                else datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+            )
+        return out
+
+    def _sharded(self, what: str) -> None:
+        if self._shards is None:
+            raise ValueError(
+                f"{what} needs a sharded table, but {self._path!r} is a plain table "
+                "(it has no versions)"
+            )
+
+    def tag(self, name: str, version: int | None = None) -> int:
+        """Names version ``version`` (default: this handle's version) ``name``
+        so that ``open_table(path, version=name)`` opens it and
+        :meth:`cleanup` keeps it; returns the version tagged. A tag is
+        written once: ValueError when ``name`` is taken (naming its
+        version; :meth:`untag` it first), is not a plain name
+        (``[A-Za-z0-9_][A-Za-z0-9._-]*``, not all digits) or the version
+        does not exist."""
+        self._sharded("tag")
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {type(name).__name__}")
+        if version is None:
+            version = self._version
+        _check_version_number("version", version)
+        return _native.table_tag(self._path, name, version, self._storage_options)
+
+    def tags(self) -> dict[str, int]:
+        """``{tag: version}`` of the table's tags."""
+        if self._shards is None:
+            return {}
+        return dict(_native.table_tags(self._path, self._storage_options))
+
+    def untag(self, name: str) -> None:
+        """Removes the tag ``name`` (ValueError naming the tags there are
+        when there is none)."""
+        self._sharded("untag")
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {type(name).__name__}")
+        _native.table_untag(self._path, name, self._storage_options)
+
+    def cleanup(
+        self,
+        *,
+        older_than: datetime.timedelta = datetime.timedelta(days=7),
+        keep_last: int = 1,
+    ) -> int:
+        """Removes the versions committed more than ``older_than`` ago,
+        except the last ``keep_last`` (at least 1) and tagged ones, and
+        every shard that only removed versions named; returns the bytes
+        freed. Handles open on a removed version keep reading only while
+        their files stay open: clean up what no run reads any more. A
+        cleanup killed midway is finished by the next one."""
+        self._sharded("cleanup")
+        if not isinstance(older_than, datetime.timedelta):
+            raise TypeError(
+                f"older_than must be a datetime.timedelta, got {type(older_than).__name__}"
+            )
+        if older_than < datetime.timedelta(0):
+            raise ValueError(f"older_than must not be negative, got {older_than!r}")
+        if type(keep_last) is not int or keep_last < 1:
+            raise ValueError(f"keep_last must be an int of at least 1, got {keep_last!r}")
+        ms = older_than // datetime.timedelta(milliseconds=1)
+        return _native.table_cleanup(self._path, ms, keep_last, self._storage_options)
+
+    @property
     def readonly(self) -> bool:
         """Whether the columns were opened read-only."""
         return all(s.readonly for s in self._live().values())
@@ -255,10 +343,16 @@ class Table(Mapping, Closing):
         if self._columns is None:
             return f"<Table path={self._path!r} closed>"
         shards = f", shards={len(self._shards)}" if self._shards is not None else ""
+        version = f", version={self._version}" if self._version is not None else ""
         return (
             f"Table(path={self._path!r}, columns={list(self._columns)}, "
-            f"num_rows={self._num_rows}{shards})"
+            f"num_rows={self._num_rows}{shards}{version})"
         )
+
+
+def _check_version_number(name: str, version) -> None:
+    if type(version) is not int or version < 1:
+        raise ValueError(f"{name} must be a version number (an int of at least 1), got {version!r}")
 
 
 def open_table(
@@ -268,8 +362,14 @@ def open_table(
     storage_options: dict[str, str] | None = None,
     cache_dir=None,
     cache_bytes: int | None = None,
+    version: int | str | None = None,
 ) -> Table:
     """Opens the table at ``path``, plain or sharded.
+
+    A sharded table opens at its latest version, or at ``version``: a
+    version number or a tag name (see :meth:`Table.versions` and
+    :meth:`Table.tag`). ValueError naming the version when there is no such
+    version (never committed, or removed by :meth:`Table.cleanup`) or tag.
 
     A plain table's columns are its store subdirectories. A sharded table
     (one holding ``manifest.json``) presents each column as one read-only
@@ -324,12 +424,27 @@ def open_table(
             raise ValueError(f"cache_dir is for remote tables, but {path!r} is a local path")
     elif cache_bytes is not None:
         raise ValueError("cache_bytes needs cache_dir (where the cache lives)")
+    if version is not None:
+        if isinstance(version, bool) or not isinstance(version, (int, str)):
+            raise TypeError(
+                "version must be None, a version number (int) or a tag name (str), "
+                f"got {type(version).__name__}"
+            )
+        if isinstance(version, int):
+            _check_version_number("version", version)
+        if not readonly:
+            raise ValueError(
+                f"version={version!r} opens read-only (readonly=True), got readonly=False: "
+                "an older version is never written"
+            )
     if not remote and not readonly and _native.is_sharded(path):
         raise ValueError(
             f"sharded table {path} opens read-only (readonly=True), got readonly=False: "
             "add data as new shards (loaderx.new_shard, then loaderx.commit_shards)"
         )
-    native, shards = _native.open_table(path, bool(readonly), options, cache_dir, cache_bytes)
+    native, shards, opened = _native.open_table(
+        path, bool(readonly), options, cache_dir, cache_bytes, None, version
+    )
     join = (
         (lambda name: f"{path.rstrip('/')}/{name}")
         if remote
@@ -338,14 +453,14 @@ def open_table(
     columns = {name: _wrap(s, join(name)) for name, s in native}
     if shards is not None:
         shards = [(os.fspath(d), rows) for d, rows in shards]
-    return Table(path, columns, shards, options)
+    return Table(path, columns, shards, options, opened)
 
 
 def _open_pinned(path: str, manifest: bytes, storage_options: dict | None) -> Table:
     """The sharded table at ``path`` as the manifest bytes ``manifest``
     describe it (not as the manifest there now says): what Ray's read
     tasks open, so every task reads the shards the driver planned with."""
-    native, shards = _native.open_table(path, True, storage_options, None, None, manifest)
+    native, shards, opened = _native.open_table(path, True, storage_options, None, None, manifest)
     remote = is_remote(path)
     join = (
         (lambda name: f"{path.rstrip('/')}/{name}")
@@ -354,7 +469,7 @@ def _open_pinned(path: str, manifest: bytes, storage_options: dict | None) -> Ta
     )
     columns = {name: _wrap(s, join(name)) for name, s in native}
     shards = [(os.fspath(d), rows) for d, rows in shards] if shards is not None else None
-    return Table(path, columns, shards, storage_options)
+    return Table(path, columns, shards, storage_options, opened)
 
 
 def copy_table(

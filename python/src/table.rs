@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use loaderx::table::{self, Column, Stream, Table};
+use loaderx::table::{self, Column, Stream, Table, VersionRef};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -49,12 +49,32 @@ fn handles(py: Python<'_>, columns: Vec<Column>) -> PyResult<Columns> {
     Ok(out)
 }
 
+/// Which version `version` names: None (the latest), an int or a tag.
+fn version_ref(version: Option<&Bound<'_, PyAny>>) -> PyResult<VersionRef> {
+    let Some(v) = version else {
+        return Ok(VersionRef::Latest);
+    };
+    if let Ok(name) = v.extract::<String>() {
+        return Ok(VersionRef::Tag(name));
+    }
+    match v.extract::<u64>() {
+        Ok(n) if !v.is_instance_of::<pyo3::types::PyBool>() => Ok(VersionRef::Number(n)),
+        _ => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "version must be None, a version number (int) or a tag name (str), got {}",
+            v.repr()?
+        ))),
+    }
+}
+
 /// Opens the table at `path` (a local path or a URI with its
-/// `storage_options` and optional block cache), plain or sharded:
-/// `(columns, shards)` with `columns` `[(name, Store)]` in table order and
-/// `shards` `[(directory, rows)]` for a sharded table, None for a plain one.
+/// `storage_options` and optional block cache), plain or sharded (at
+/// `version`: None for the latest, an int or a tag): `(columns, shards,
+/// version)` with `columns` `[(name, Store)]` in table order, `shards`
+/// `[(directory, rows)]` for a sharded table (None for a plain one) and
+/// the version it opened (None for a plain table).
 #[pyfunction]
-#[pyo3(signature = (path, readonly, storage_options=None, cache_dir=None, cache_bytes=None, pinned=None))]
+#[pyo3(signature = (path, readonly, storage_options=None, cache_dir=None, cache_bytes=None, pinned=None, version=None))]
+#[allow(clippy::too_many_arguments)]
 pub fn open_table(
     py: Python<'_>,
     path: String,
@@ -63,19 +83,130 @@ pub fn open_table(
     cache_dir: Option<PathBuf>,
     cache_bytes: Option<u64>,
     pinned: Option<Vec<u8>>,
-) -> PyResult<(Columns, Option<Shards>)> {
+    version: Option<Bound<'_, PyAny>>,
+) -> PyResult<(Columns, Option<Shards>, Option<u64>)> {
+    let want = version_ref(version.as_ref())?;
     let at =
         py.detach(|| crate::remote::location(&path, storage_options, cache_dir, cache_bytes))?;
     let t = py
-        .detach(|| match &pinned {
-            Some(manifest) => Table::open_pinned(&at, manifest),
-            None => Table::open_at(&at, readonly),
+        .detach(|| match (&pinned, &want) {
+            (Some(manifest), _) => Table::open_pinned(&at, manifest),
+            (None, VersionRef::Latest) => Table::open_at(&at, readonly),
+            (None, want) => Table::open_version(&at, want),
         })
         .py()?;
     let shards = t
         .shards()
         .map(|s| s.iter().map(|s| (s.dir.clone(), s.rows)).collect());
-    Ok((handles(py, t.into_columns())?, shards))
+    let v = t.version();
+    Ok((handles(py, t.into_columns())?, shards, v))
+}
+
+/// The manifest bytes of version `version` (None: the latest) of the
+/// sharded table at `path`: what Ray's read tasks pin.
+#[pyfunction]
+#[pyo3(signature = (path, storage_options=None, version=None))]
+pub fn table_manifest(
+    py: Python<'_>,
+    path: String,
+    storage_options: Option<HashMap<String, String>>,
+    version: Option<Bound<'_, PyAny>>,
+) -> PyResult<Vec<u8>> {
+    let want = version_ref(version.as_ref())?;
+    py.detach(|| {
+        let at = crate::remote::location(&path, storage_options, None, None)?;
+        table::versions::resolve_at(&at, &want)
+            .map(|r| r.bytes)
+            .py()
+    })
+}
+
+/// `[{"version", "timestamp_ms", "operation", "num_rows"}]` of every
+/// version of the sharded table at `path`, oldest first.
+#[pyfunction]
+#[pyo3(signature = (path, storage_options=None))]
+pub fn table_versions(
+    py: Python<'_>,
+    path: String,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<Bound<'_, PyList>> {
+    let listed = py.detach(|| {
+        let at = crate::remote::location(&path, storage_options, None, None)?;
+        table::list_versions(&at).py()
+    })?;
+    let out = PyList::empty(py);
+    for m in listed {
+        let d = PyDict::new(py);
+        d.set_item("version", m.version())?;
+        d.set_item("timestamp_ms", m.timestamp_ms)?;
+        d.set_item("operation", m.operation.as_deref().unwrap_or("create"))?;
+        d.set_item("num_rows", m.num_rows())?;
+        out.append(d)?;
+    }
+    Ok(out)
+}
+
+/// `[(name, version)]` of the tags of the sharded table at `path`.
+#[pyfunction]
+#[pyo3(signature = (path, storage_options=None))]
+pub fn table_tags(
+    py: Python<'_>,
+    path: String,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<Vec<(String, u64)>> {
+    py.detach(|| {
+        let at = crate::remote::location(&path, storage_options, None, None)?;
+        table::tags(&at).py()
+    })
+}
+
+/// Tags version `version` (None: the latest) of the sharded table at
+/// `path` as `name`; returns the version tagged.
+#[pyfunction]
+#[pyo3(signature = (path, name, version=None, storage_options=None))]
+pub fn table_tag(
+    py: Python<'_>,
+    path: String,
+    name: String,
+    version: Option<u64>,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<u64> {
+    py.detach(|| {
+        let at = crate::remote::location(&path, storage_options, None, None)?;
+        table::tag(&at, &name, version).py()
+    })
+}
+
+/// Removes the tag `name` of the sharded table at `path`.
+#[pyfunction]
+#[pyo3(signature = (path, name, storage_options=None))]
+pub fn table_untag(
+    py: Python<'_>,
+    path: String,
+    name: String,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<()> {
+    py.detach(|| {
+        let at = crate::remote::location(&path, storage_options, None, None)?;
+        table::untag(&at, &name).py()
+    })
+}
+
+/// Removes old versions of the sharded table at `path` and what only they
+/// need (see `loaderx::table::cleanup`); returns the bytes freed.
+#[pyfunction]
+#[pyo3(signature = (path, older_than_ms, keep_last, storage_options=None))]
+pub fn table_cleanup(
+    py: Python<'_>,
+    path: String,
+    older_than_ms: u64,
+    keep_last: u64,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<u64> {
+    py.detach(|| {
+        let at = crate::remote::location(&path, storage_options, None, None)?;
+        table::cleanup(&at, older_than_ms, keep_last).py()
+    })
 }
 
 /// The columns of the plain table `path` (all, or those of `names`), typed
@@ -147,6 +278,12 @@ pub fn commit_shards(py: Python<'_>, path: PathBuf, shards: Vec<PathBuf>) -> PyR
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open_table, m)?)?;
+    m.add_function(wrap_pyfunction!(table_manifest, m)?)?;
+    m.add_function(wrap_pyfunction!(table_versions, m)?)?;
+    m.add_function(wrap_pyfunction!(table_tags, m)?)?;
+    m.add_function(wrap_pyfunction!(table_tag, m)?)?;
+    m.add_function(wrap_pyfunction!(table_untag, m)?)?;
+    m.add_function(wrap_pyfunction!(table_cleanup, m)?)?;
     m.add_function(wrap_pyfunction!(open_columns, m)?)?;
     m.add_function(wrap_pyfunction!(column_names, m)?)?;
     m.add_function(wrap_pyfunction!(is_sharded, m)?)?;

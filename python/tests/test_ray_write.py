@@ -234,7 +234,8 @@ def test_shapes_differing_only_across_blocks_make_a_ragged_column(local_ray, tmp
     assert all(shard["v"][:2] == ("ragged", np.uint16) for shard in kinds)
     assert all(shard["w"] == ("dense", np.float64, (3,)) for shard in kinds)
     assert sorted(os.listdir(path)) == sorted(
-        [s["name"] for s in read_manifest(path)["shards"]] + ["manifest.json", ".manifest.lock"]
+        [s["name"] for s in read_manifest(path)["shards"]]
+        + ["manifest.json", ".manifest.lock", "_versions"]
     )
     rows = lray.read_table(path).take_all()
     for i, row in enumerate(rows):
@@ -262,7 +263,7 @@ def test_shapes_differing_across_blocks_in_a_bucket(local_ray, s3):
     manifest = read_manifest_remote(uri, s3)
     listed = {k.split("/mixed/", 1)[1] for k in s3.keys(f"{s3.prefix}/mixed/")}
     recorded = {f"{s['name']}/{o}" for s in manifest["shards"] for o in s["objects"]}
-    assert listed == recorded | {"manifest.json"}
+    assert listed == recorded | {"manifest.json", "_versions/00000000000000000001.json"}
 
 
 def read_manifest_remote(uri, s3) -> dict:

@@ -23,6 +23,7 @@ use object_store::PutMode;
 
 use super::files::{self, INCOMPLETE};
 use super::manifest::{Manifest, MANIFEST_FILE};
+use super::versions::{version_file_name, VERSIONS_DIR};
 use super::{Table, VALIDITY_DIR};
 use crate::io::remote::upload::{transfer, Place, Transfer};
 use crate::io::remote::Remote;
@@ -260,7 +261,11 @@ pub fn copy_table(src: &Location, dst: &Location, progress: Progress<'_>) -> Res
             let done = (|| {
                 transfer(&transfers, &count).map_err(|e| stopped(e, src.path()))?;
                 if let Some(m) = &manifest {
-                    let bytes = m.to_json();
+                    // The copy's first version, then its pointer.
+                    let bytes = super::write::stamp(m.clone(), None, "copy").to_json();
+                    let vdir = tmp.join(VERSIONS_DIR);
+                    files::create_dir_all(&vdir)?;
+                    files::write_atomically(&vdir, &version_file_name(1), ".version.copy", &bytes)?;
                     files::write_atomically(&tmp, MANIFEST_FILE, ".manifest.copy", &bytes)?;
                 }
                 if target.exists() {
@@ -324,7 +329,7 @@ pub fn copy_table(src: &Location, dst: &Location, progress: Progress<'_>) -> Res
                 }
                 // Through the one commit point (a conditional write over
                 // what an interrupted copy may have left).
-                super::publish_at(dst, &mut |_| Ok(m.clone()))?;
+                super::publish_at(dst, "copy", &mut |_| Ok(m.clone()))?;
             }
             remote.delete(&[marker]).map_err(|e| io_error(at, e))?;
         }

@@ -21,8 +21,6 @@ pub const MANIFEST_LOCK: &str = ".manifest.lock";
 /// What the manifest's `format` key holds.
 pub const MANIFEST_FORMAT: &str = "loaderx.sharded_table";
 const VERSION: u64 = 1;
-/// The most bytes of a manifest that are read.
-const MAX_BYTES: u64 = 1 << 26;
 
 /// One committed shard: a plain table directly inside the table directory.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -48,6 +46,14 @@ pub struct Manifest {
     pub types: Vec<(String, Logical)>,
     /// The columns with a validity stream in every shard, sorted.
     pub nullable: Vec<String>,
+    /// The table version this manifest is (1, 2, ...); None in a manifest
+    /// written before tables had versions, which is version 1.
+    pub table_version: Option<u64>,
+    /// When the version was committed, in milliseconds since the Unix
+    /// epoch (UTC); None in a manifest written before tables had versions.
+    pub timestamp_ms: Option<u64>,
+    /// What made the version (`create`, `append`, `copy`, ...).
+    pub operation: Option<String>,
 }
 
 impl Manifest {
@@ -61,6 +67,11 @@ impl Manifest {
 
     pub fn is_nullable(&self, column: &str) -> bool {
         self.nullable.iter().any(|c| c == column)
+    }
+
+    /// The table version (a manifest from before versions is version 1).
+    pub fn version(&self) -> u64 {
+        self.table_version.unwrap_or(1)
     }
 
     /// The row count of every shard together.
@@ -80,6 +91,12 @@ impl Manifest {
             types: serde_json::Map<String, Value>,
             #[serde(skip_serializing_if = "<[String]>::is_empty")]
             nullable: &'a [String],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            table_version: Option<u64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            timestamp: Option<u64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            operation: Option<&'a str>,
         }
         let doc = Doc {
             format: MANIFEST_FORMAT,
@@ -92,6 +109,9 @@ impl Manifest {
                 .map(|(c, l)| (c.clone(), Value::String(l.name().into())))
                 .collect(),
             nullable: &self.nullable,
+            table_version: self.table_version,
+            timestamp: self.timestamp_ms,
+            operation: self.operation.as_deref(),
         };
         let mut out = Vec::new();
         let fmt = serde_json::ser::PrettyFormatter::with_indent(b" ");
@@ -137,7 +157,8 @@ fn is_one(v: &Value) -> bool {
     }
 }
 
-/// The checked manifest of the sharded table `dir`.
+/// The checked manifest of the latest version of the sharded table `dir`
+/// (see [`super::versions`]).
 ///
 /// [`Error::Missing`] when `dir` has no manifest; [`Error::Corrupted`]
 /// naming `manifest.json` and the broken rule when it is not a manifest of
@@ -150,19 +171,9 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
 
 /// [`read_manifest`] of a table on `fs`.
 pub(crate) fn read_manifest_in(fs: &Fs, dir: &Path) -> Result<Manifest> {
-    let file = dir.join(MANIFEST_FILE);
-    let Some(raw) = files::read(fs, &file, MAX_BYTES)? else {
-        return Err(Error::Missing {
-            path: file,
-            message: format!(
-                "{} is not a sharded table: it has no {MANIFEST_FILE}",
-                dir.display()
-            ),
-        });
-    };
-    let manifest = parse_manifest(&file, &raw)?;
-    check_shards_present(fs, dir, &manifest)?;
-    Ok(manifest)
+    let latest = super::versions::resolve(fs, dir, &super::versions::VersionRef::Latest)?;
+    check_shards_present(fs, dir, &latest.manifest)?;
+    Ok(latest.manifest)
 }
 
 /// Checks that every shard `manifest` names is in the table `dir`, with a
@@ -274,6 +285,40 @@ pub(crate) fn parse_manifest(file: &Path, raw: &[u8]) -> Result<Manifest> {
             .ok_or_else(|| bad(&file, "'nullable' must list column names"))?,
         Some(_) => return Err(bad(&file, "'nullable' must list column names")),
     };
+    let table_version = match doc.get("table_version") {
+        None => None,
+        Some(v) => Some(v.as_u64().filter(|&n| n >= 1).ok_or_else(|| {
+            bad(
+                &file,
+                format!(
+                    "'table_version' must be a positive integer, got {}",
+                    py_repr(v)
+                ),
+            )
+        })?),
+    };
+    let timestamp_ms = match doc.get("timestamp") {
+        None => None,
+        Some(v) => Some(v.as_u64().ok_or_else(|| {
+            bad(
+                &file,
+                format!(
+                    "'timestamp' must be milliseconds since the Unix epoch, got {}",
+                    py_repr(v)
+                ),
+            )
+        })?),
+    };
+    let operation = match doc.get("operation") {
+        None => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(v) => {
+            return Err(bad(
+                &file,
+                format!("'operation' must be a string, got {}", py_repr(v)),
+            ))
+        }
+    };
     let mut out: Vec<ShardEntry> = Vec::with_capacity(shards.len());
     for (i, s) in shards.iter().enumerate() {
         let name = s.get("name").unwrap_or(&Value::Null);
@@ -326,6 +371,9 @@ pub(crate) fn parse_manifest(file: &Path, raw: &[u8]) -> Result<Manifest> {
         shards: out,
         types,
         nullable,
+        table_version,
+        timestamp_ms,
+        operation,
     })
 }
 

@@ -32,6 +32,7 @@ mod open;
 mod repr;
 mod shard;
 pub mod types;
+pub mod versions;
 mod write;
 
 #[cfg(feature = "remote")]
@@ -45,6 +46,7 @@ pub use manifest::{
 pub use open::{open_columns, Column, Shard, Stream, Table};
 pub use shard::{column_names, commit_shards, new_shard, shard_schema, ColumnSpec, ShardSchema};
 pub use types::{read_types, validity_dir, write_types, ColumnType, TABLE_FILE, VALIDITY_DIR};
+pub use versions::{VersionRef, TAGS_DIR, VERSIONS_DIR};
 #[cfg(feature = "remote")]
 pub(crate) use write::publish_at;
-pub use write::{TableWrite, WriteMode, WrittenShard};
+pub use write::{cleanup, list_versions, tag, tags, untag, TableWrite, WriteMode, WrittenShard};

@@ -7,6 +7,7 @@ use super::manifest::{is_sharded_in, read_manifest_in, MANIFEST_FILE};
 use super::repr::{py_list, py_str};
 use super::shard::column_names_in;
 use super::types::{read_types_in, validity_dir};
+use super::versions::VersionRef;
 use crate::io::Fs;
 use crate::schema::Kind;
 use crate::schema::Logical;
@@ -189,6 +190,7 @@ pub struct Table {
     columns: Vec<Column>,
     shards: Option<Vec<Shard>>,
     num_rows: u64,
+    version: Option<u64>,
 }
 
 /// Closes what an open that failed half-way had opened.
@@ -265,6 +267,7 @@ impl Table {
             columns,
             shards: None,
             num_rows,
+            version: None,
         })
     }
 
@@ -278,6 +281,18 @@ impl Table {
         let parsed = super::manifest::parse_manifest(&file, manifest)?;
         location.warm_table_pinned(Some(manifest))?;
         Table::open_sharded(location.clone(), Some(parsed))
+    }
+
+    /// Opens version `want` of the sharded table at `location`, read-only
+    /// (see [`super::versions::resolve`] for what an unknown version or
+    /// tag raises). The latest opens as [`Table::open_at`] opens it.
+    pub fn open_version(location: &Location, want: &VersionRef) -> Result<Table> {
+        if *want == VersionRef::Latest {
+            return Table::open_at(location, true);
+        }
+        location.check_readonly(true, "table")?;
+        let resolved = super::versions::resolve(location.fs(), location.path(), want)?;
+        Table::open_pinned(location, &resolved.bytes)
     }
 
     fn open_sharded(location: Location, pinned: Option<super::Manifest>) -> Result<Table> {
@@ -373,6 +388,7 @@ impl Table {
             location: location.clone(),
             path: path.to_path_buf(),
             num_rows: manifest.num_rows(),
+            version: Some(manifest.version()),
             columns,
             shards: Some(
                 manifest
@@ -393,6 +409,11 @@ impl Table {
     /// Where the table lives.
     pub fn location(&self) -> &Location {
         &self.location
+    }
+
+    /// The version a sharded table opened at; None for a plain table.
+    pub fn version(&self) -> Option<u64> {
+        self.version
     }
 
     /// The length every column shares.

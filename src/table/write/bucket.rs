@@ -5,12 +5,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use bytes::Bytes;
-use object_store::PutMode;
+use object_store::{PutMode, UpdateVersion};
 
 use super::super::copy::walk;
 use super::super::files;
 use super::super::manifest::{parse_manifest, Manifest, ShardEntry, MANIFEST_FILE};
 use super::super::shard::{ensure_validity, ShardSchema};
+use super::super::versions::{self, version_rel, Resolved};
 use super::super::VALIDITY_DIR;
 use super::root::{copy_as_ragged, Contents, Root, RootKind};
 use crate::io::io_error;
@@ -77,6 +78,43 @@ pub(super) fn upload_dir(root: &Root, local: &Path, rel: &str) -> Result<Vec<Str
     Ok(listed.into_iter().map(|(r, _)| r).collect())
 }
 
+/// The objects below `rel` of `root` (relative to it) and their sizes.
+pub(super) fn sizes_below(root: &Root, rel: &str) -> Result<Vec<(String, u64)>> {
+    below(root, rel)
+}
+
+/// The object `rel` of `root`, read afresh; None when absent.
+pub(super) fn read(root: &Root, rel: &str) -> Result<Option<Vec<u8>>> {
+    let (remote, base) = parts(root);
+    Ok(remote
+        .get_versioned(&key(base, rel))
+        .map_err(|e| io_error(&root.path().join(rel), e))?
+        .map(|(b, _)| b.to_vec()))
+}
+
+/// Creates the object `rel` of `root` only if absent: false when it was
+/// there already.
+pub(super) fn create(root: &Root, rel: &str, bytes: Vec<u8>) -> Result<bool> {
+    let (remote, base) = parts(root);
+    let done = remote
+        .put(&key(base, rel), Bytes::from(bytes), PutMode::Create)
+        .map_err(|e| unsupported_conditional(&root.path().join(rel), e))?;
+    Ok(matches!(done, Put::Done))
+}
+
+/// Writes the object `rel` of `root`, whatever was there.
+pub(super) fn overwrite(root: &Root, rel: &str, bytes: Vec<u8>) -> Result<()> {
+    let (remote, base) = parts(root);
+    remote
+        .put(&key(base, rel), Bytes::from(bytes), PutMode::Overwrite)
+        .map_err(|e| io_error(&root.path().join(rel), e))?;
+    Ok(())
+}
+
+pub(super) fn delete_rels(root: &Root, rels: &[String]) -> Result<()> {
+    delete(root, rels)
+}
+
 fn delete(root: &Root, rels: &[String]) -> Result<()> {
     if rels.is_empty() {
         return Ok(());
@@ -99,17 +137,10 @@ pub(super) fn remove_shards(root: &Root, names: &[String]) -> Result<()> {
 }
 
 pub(super) fn discard(root: &Root, prefix: &str) -> Result<Vec<String>> {
-    let (remote, base) = parts(root);
-    let file = root.path().join(MANIFEST_FILE);
-    let committed: BTreeSet<String> = match remote
-        .get_versioned(&key(base, MANIFEST_FILE))
-        .map_err(|e| io_error(&file, e))?
-    {
-        Some((raw, _)) => match parse_manifest(&file, &raw) {
-            Ok(m) => m.shards.into_iter().map(|s| s.name).collect(),
-            Err(_) => return Ok(Vec::new()), // not this write's to judge
-        },
-        None => BTreeSet::new(),
+    let committed: BTreeSet<String> = match latest(root) {
+        Ok((Some(m), _)) => m.manifest.shards.into_iter().map(|s| s.name).collect(),
+        Ok((None, _)) => BTreeSet::new(),
+        Err(_) => return Ok(Vec::new()), // not this write's to judge
     };
     let mut removed: Vec<String> = Vec::new();
     let mut doomed = Vec::new();
@@ -187,35 +218,109 @@ pub(super) fn rewrite_ragged(root: &Root, shard: &str, column: &str) -> Result<(
     done
 }
 
-/// [`super::publish`] in a bucket: conditional writes of the manifest.
-pub(super) fn publish(root: &Root, next: super::commit::Next<'_>) -> Result<Manifest> {
+/// The latest version in the bucket, read afresh: `manifest.json` (its
+/// bytes' entity tag kept for the conditional update of the pointer), then
+/// the version files after it.
+pub(super) fn latest(root: &Root) -> Result<(Option<Resolved>, Option<UpdateVersion>)> {
+    let (remote, base) = parts(root);
+    let file = root.path().join(MANIFEST_FILE);
+    let (pointer, tag) = match remote
+        .get_versioned(&key(base, MANIFEST_FILE))
+        .map_err(|e| io_error(&file, e))?
+    {
+        Some((bytes, tag)) => (
+            Some(Resolved {
+                manifest: parse_manifest(&file, &bytes)?,
+                bytes: bytes.to_vec(),
+            }),
+            Some(tag),
+        ),
+        None => (None, None),
+    };
+    let latest = versions::forward(root.path(), pointer, &mut |rel| {
+        Ok(remote
+            .get_versioned(&key(base, rel))
+            .map_err(|e| io_error(&root.path().join(rel), e))?
+            .map(|(b, _)| b.to_vec()))
+    })?;
+    Ok((latest, tag))
+}
+
+/// [`super::publish`] in a bucket: the new version's file is created only
+/// if absent (the commit point: a committer that loses the race reads the
+/// winner's version and tries again), then `manifest.json` is moved to it
+/// only if it is still what this commit read (so it never moves back; when
+/// a later commit moved it first, it is already past this version).
+pub(super) fn publish(
+    root: &Root,
+    operation: &str,
+    next: super::commit::Next<'_>,
+) -> Result<Manifest> {
     let file = root.path().join(MANIFEST_FILE);
     for attempt in 0..COMMIT_TRIES {
         // What this attempt learns of the bucket is its own.
         let fresh = Root::of(&root.at.fresh())?;
         let (remote, base) = parts(&fresh);
-        let manifest_key = key(base, MANIFEST_FILE);
-        let current = remote
-            .get_versioned(&manifest_key)
-            .map_err(|e| io_error(&file, e))?;
-        let (current, mode) = match current {
-            Some((bytes, version)) => (
-                Some(parse_manifest(&file, &bytes)?),
-                PutMode::Update(version),
-            ),
-            None => (None, PutMode::Create),
+        let (current, tag) = latest(&fresh)?;
+        let manifest = super::commit::stamp(
+            next(&fresh, current.as_ref().map(|c| &c.manifest))?,
+            current.as_ref(),
+            operation,
+        );
+        let bytes = Bytes::from(manifest.to_json());
+        let Some(current) = current else {
+            // A new table's commit point is its manifest.json, created only
+            // if absent; its version 1 follows.
+            match remote
+                .put(&key(base, MANIFEST_FILE), bytes.clone(), PutMode::Create)
+                .map_err(|e| unsupported_conditional(&file, e))?
+            {
+                Put::Done => {
+                    remote
+                        .put(&key(base, &version_rel(1)), bytes, PutMode::Create)
+                        .map_err(|e| unsupported_conditional(&file, e))?;
+                    return Ok(manifest);
+                }
+                Put::Conflict => {
+                    lost(attempt);
+                    continue;
+                }
+            }
         };
-        let manifest = next(&fresh, current.as_ref())?;
+        if current.manifest.version() == 1 {
+            // Only version 1 can lack its file (a table from before
+            // versions, or a first commit killed before writing it);
+            // whoever writes it writes the same version.
+            let first = super::commit::as_first_version(&current);
+            remote
+                .put(
+                    &key(base, &version_rel(1)),
+                    Bytes::from(first.to_json()),
+                    PutMode::Create,
+                )
+                .map_err(|e| unsupported_conditional(&file, e))?;
+        }
+        let vkey = key(base, &version_rel(manifest.version()));
         match remote
-            .put(&manifest_key, Bytes::from(manifest.to_json()), mode)
+            .put(&vkey, bytes.clone(), PutMode::Create)
             .map_err(|e| unsupported_conditional(&file, e))?
         {
-            Put::Done => return Ok(manifest),
-            Put::Conflict => std::thread::sleep(crate::io::remote::retry::backoff(
-                attempt,
-                std::time::Duration::from_millis(20),
-            )),
+            Put::Done => {}
+            Put::Conflict => {
+                lost(attempt);
+                continue;
+            }
         }
+        let mode = match tag {
+            Some(tag) => PutMode::Update(tag),
+            None => PutMode::Create,
+        };
+        // Lost only to a later commit, which moved the pointer past this
+        // version already.
+        remote
+            .put(&key(base, MANIFEST_FILE), bytes, mode)
+            .map_err(|e| unsupported_conditional(&file, e))?;
+        return Ok(manifest);
     }
     Err(Error::io(
         &file,
@@ -224,6 +329,14 @@ pub(super) fn publish(root: &Root, next: super::commit::Next<'_>) -> Result<Mani
             format!("{COMMIT_TRIES} commits lost the race to other committers"),
         ),
     ))
+}
+
+/// Waits before attempt `attempt + 1` of a commit that lost a race.
+fn lost(attempt: u32) {
+    std::thread::sleep(crate::io::remote::retry::backoff(
+        attempt,
+        std::time::Duration::from_millis(20),
+    ));
 }
 
 /// A store without conditional writes cannot take a commit safely.

@@ -10,9 +10,10 @@ use super::{check_names, plain_table};
 use crate::io::Fs;
 use crate::schema::Logical;
 use crate::table::files;
-use crate::table::manifest::{parse_manifest, Manifest, ShardEntry, MANIFEST_FILE, MANIFEST_LOCK};
+use crate::table::manifest::{Manifest, ShardEntry, MANIFEST_FILE, MANIFEST_LOCK};
 use crate::table::repr::py_str;
 use crate::table::shard::{check_shard_agrees, ShardSchema};
+use crate::table::versions::{self, version_file_name, Resolved, VERSIONS_DIR};
 use crate::{Error, Location, Result};
 
 /// Commits the shard directories `names` (inside `at`, written by any
@@ -31,51 +32,110 @@ pub(crate) fn commit_names(at: &Location, names: &[String]) -> Result<u64> {
     for name in names {
         new.push((name.clone(), root.shard_schema(name)?));
     }
-    let manifest = publish(&root, &mut |root, current| {
+    let manifest = publish(&root, "append", &mut |root, current| {
         next_manifest(root, current, &new)
     })?;
     Ok(manifest.num_rows())
 }
 
-/// The one commit point of every table: replaces the manifest of `at` with
-/// what `next` makes of the current one (None before the first commit),
+/// The one commit point of every table: commits what `next` makes of the
+/// latest version (None before the first commit) as a new version,
 /// atomically. Locally under the commit lock, in a bucket with a
 /// conditional write retried (with `next` called again) while other
-/// committers win. Returns the manifest written.
+/// committers win. `operation` names what the version does (a table's
+/// first version is always `create`). Returns the manifest written.
 #[cfg(feature = "remote")]
 pub(crate) fn publish_at(
     at: &Location,
+    operation: &str,
     next: &mut dyn FnMut(Option<&Manifest>) -> Result<Manifest>,
 ) -> Result<Manifest> {
-    publish(&Root::of(at)?, &mut |_, current| next(current))
+    publish(&Root::of(at)?, operation, &mut |_, current| next(current))
 }
 
 /// What a commit makes of the current manifest (None before the first
 /// commit), given the root as this attempt sees it.
 pub(super) type Next<'a> = &'a mut dyn FnMut(&Root, Option<&Manifest>) -> Result<Manifest>;
 
-pub(super) fn publish(root: &Root, next: Next<'_>) -> Result<Manifest> {
+pub(super) fn publish(root: &Root, operation: &str, next: Next<'_>) -> Result<Manifest> {
     match &root.kind {
         RootKind::Local(dir) => {
             files::create_dir_all(dir)?;
             let _lock = files::CommitLock::acquire(dir, MANIFEST_LOCK)?;
-            let file = dir.join(MANIFEST_FILE);
-            let current = match files::read_whole(&Fs::Local, &file)? {
-                Some(raw) => Some(parse_manifest(&file, &raw)?),
-                None => None,
-            };
-            let manifest = next(root, current.as_ref())?;
-            let tmp = format!(
-                ".{MANIFEST_FILE}.{}.{}",
-                std::process::id(),
-                files::random_hex(4)
+            let current = versions::latest(&Fs::Local, dir)?;
+            let manifest = stamp(
+                next(root, current.as_ref().map(|c| &c.manifest))?,
+                current.as_ref(),
+                operation,
             );
-            files::write_atomically(dir, MANIFEST_FILE, &tmp, &manifest.to_json())?;
+            let tmp =
+                |name: &str| format!(".{name}.{}.{}", std::process::id(), files::random_hex(4));
+            let bytes = manifest.to_json();
+            let vdir = dir.join(VERSIONS_DIR);
+            let write_version = |m: &Manifest, bytes: &[u8]| {
+                files::create_dir_all(&vdir)?;
+                let name = version_file_name(m.version());
+                files::write_atomically(&vdir, &name, &tmp(&name), bytes)
+            };
+            match &current {
+                None => {
+                    // A new table's commit point is its manifest.json (a
+                    // version file alone is no table); its version 1
+                    // follows.
+                    files::write_atomically(dir, MANIFEST_FILE, &tmp(MANIFEST_FILE), &bytes)?;
+                    write_version(&manifest, &bytes)?;
+                }
+                Some(current) => {
+                    let own = vdir.join(version_file_name(current.manifest.version()));
+                    if !files::exists(&Fs::Local, &own) {
+                        let first = as_first_version(current);
+                        write_version(&first, &first.to_json())?;
+                    }
+                    // The commit point: the new version's file.
+                    write_version(&manifest, &bytes)?;
+                    files::write_atomically(dir, MANIFEST_FILE, &tmp(MANIFEST_FILE), &bytes)?;
+                }
+            }
             Ok(manifest)
         }
         #[cfg(feature = "remote")]
-        RootKind::Bucket { .. } => bucket::publish(root, next),
+        RootKind::Bucket { .. } => bucket::publish(root, operation, next),
     }
+}
+
+/// `manifest` as the version after `current`: numbered, timed and named.
+pub(crate) fn stamp(
+    mut manifest: Manifest,
+    current: Option<&Resolved>,
+    operation: &str,
+) -> Manifest {
+    manifest.table_version = Some(current.map_or(0, |c| c.manifest.version()) + 1);
+    manifest.timestamp_ms = Some(now_ms());
+    // A table's first commit of shards creates it.
+    let first = current.is_none() && operation == "append";
+    manifest.operation = Some(if first { "create" } else { operation }.to_owned());
+    manifest
+}
+
+/// The current version (from `manifest.json`) as the file it misses: a
+/// table from before versions (its manifest holds no version: version 1,
+/// timed now), or a new table's commit killed between its manifest and
+/// its version 1. The next commit writes it before its own.
+pub(super) fn as_first_version(current: &Resolved) -> Manifest {
+    let mut m = current.manifest.clone();
+    if m.table_version.is_none() {
+        m.table_version = Some(1);
+        m.timestamp_ms = Some(now_ms());
+        m.operation = Some("create".into());
+    }
+    m
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The manifest after appending the shards `new` (names and schemas) to
@@ -143,5 +203,6 @@ pub(super) fn next_manifest(
             .map(|(c, s)| (c.clone(), s.logical))
             .collect(),
         nullable: nullable.into_iter().collect(),
+        ..Manifest::default()
     })
 }

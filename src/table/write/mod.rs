@@ -32,12 +32,14 @@ use std::sync::Mutex;
 #[cfg(feature = "remote")]
 mod bucket;
 mod commit;
+mod history;
 mod root;
 
 pub(crate) use commit::commit_names;
-#[cfg(feature = "remote")]
-pub(crate) use commit::publish_at;
 use commit::{next_manifest, publish};
+#[cfg(feature = "remote")]
+pub(crate) use commit::{publish_at, stamp};
+pub use history::{cleanup, list_versions, tag, tags, untag};
 use root::{Root, RootKind};
 
 use super::files;
@@ -343,7 +345,7 @@ impl TableWrite {
         self.reconcile(names, &mut schemas)?;
         let new: Vec<(String, ShardSchema)> = names.iter().cloned().zip(schemas).collect();
         let create = self.mode == WriteMode::Create;
-        let manifest = publish(&self.root, &mut |root, current| {
+        let manifest = publish(&self.root, "append", &mut |root, current| {
             if create && current.is_some() {
                 return Err(Error::AlreadyExists {
                     path: self.root.path().to_path_buf(),

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::io::Fs;
 use crate::table::files;
-use crate::table::manifest::{parse_manifest, ShardEntry, MANIFEST_FILE};
+use crate::table::manifest::ShardEntry;
 use crate::table::shard::{ensure_validity, shard_schema_in, ShardSchema};
 use crate::table::types::validity_dir;
 use crate::{Location, Records, Result, Schema, Store};
@@ -127,11 +127,8 @@ impl Root {
 
     /// The schema of the table's first committed shard, if any.
     pub(super) fn reference_schema(&self) -> Result<Option<ShardSchema>> {
-        let file = self.path().join(MANIFEST_FILE);
-        let Some(raw) = files::read_whole(self.at.fs(), &file)? else {
-            return Ok(None);
-        };
-        match parse_manifest(&file, &raw)?.shards.first() {
+        let latest = crate::table::versions::latest(self.at.fs(), self.path())?;
+        match latest.as_ref().and_then(|l| l.manifest.shards.first()) {
             Some(first) => Ok(Some(self.shard_schema(&first.name)?)),
             None => Ok(None),
         }

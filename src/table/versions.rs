@@ -1,0 +1,341 @@
+//! Versions of a sharded table (see `docs/format.md`, "Versions"): which
+//! manifest a reader opens.
+//!
+//! Every commit writes a new, immutable manifest `_versions/<N>.json` (N
+//! as 20 digits, so names sort as numbers) and then makes `manifest.json`
+//! a copy of it. The version file is the commit point; `manifest.json` is
+//! a pointer to the latest version that may lag behind after a commit
+//! killed between the two writes, so a reader takes it and then looks for
+//! the next version files. A new table's first commit is the exception:
+//! its `manifest.json` is written first (the commit point: a version file
+//! without one is no table), its `_versions/1` after. A table written
+//! before versions has only `manifest.json`, which is its version 1; its
+//! next commit writes `_versions/1` before its own version.
+//!
+//! Tags are `_tags/<name>.json` (`{"version": N}`), written once.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::files;
+use super::manifest::{parse_manifest, Manifest, MANIFEST_FILE};
+use super::repr::{py_list, py_repr, py_str};
+use crate::io::{Fs, Storage};
+use crate::{Error, Result};
+
+/// The directory of a sharded table's version files.
+pub const VERSIONS_DIR: &str = "_versions";
+/// The directory of a sharded table's tags.
+pub const TAGS_DIR: &str = "_tags";
+/// The list of files a cleanup removes, written before it removes any
+/// (a cleanup killed midway is finished by the next one).
+pub(crate) const CLEANUP_FILE: &str = "_cleanup.json";
+
+/// Which version of a table to open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VersionRef {
+    /// The latest committed version.
+    Latest,
+    /// Version N (1, 2, ...).
+    Number(u64),
+    /// The version a tag names.
+    Tag(String),
+}
+
+/// One version's manifest: its bytes (what a reader pins) and its checked
+/// content.
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    pub bytes: Vec<u8>,
+    pub manifest: Manifest,
+}
+
+/// The file name of version `v` inside [`VERSIONS_DIR`].
+pub fn version_file_name(v: u64) -> String {
+    format!("{v:020}.json")
+}
+
+/// The path of version `v`'s file relative to the table.
+pub(crate) fn version_rel(v: u64) -> String {
+    format!("{VERSIONS_DIR}/{}", version_file_name(v))
+}
+
+/// The version a file name inside [`VERSIONS_DIR`] holds, None for any
+/// other name (temporary files, say).
+pub(crate) fn parse_version_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".json")?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().filter(|&v| v >= 1)
+}
+
+/// The path of tag `name`'s file relative to the table.
+pub(crate) fn tag_rel(name: &str) -> String {
+    format!("{TAGS_DIR}/{name}.json")
+}
+
+/// Whether `name` is a tag name the format allows (the rule of shard
+/// names: `[A-Za-z0-9_][A-Za-z0-9._-]{0,254}`) and not a number (which
+/// `version=` would take as a version).
+pub fn is_tag_name(name: &str) -> bool {
+    super::manifest::is_shard_name(name) && !name.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// A tag file's bytes.
+pub(crate) fn tag_json(version: u64) -> Vec<u8> {
+    format!("{{\"version\": {version}}}\n").into_bytes()
+}
+
+/// The version a tag file's bytes name: [`Error::Corrupted`] naming `file`
+/// otherwise.
+pub(crate) fn parse_tag(file: &Path, raw: &[u8]) -> Result<u64> {
+    let doc: Value = serde_json::from_slice(raw)
+        .map_err(|e| Error::corrupted(file, format!("not valid JSON ({e})")))?;
+    let v = doc.get("version").unwrap_or(&Value::Null);
+    v.as_u64().filter(|&n| n >= 1).ok_or_else(|| {
+        Error::corrupted(
+            file,
+            format!(
+                "a tag must name a version (a positive integer), got {}",
+                py_repr(v)
+            ),
+        )
+    })
+}
+
+/// Version `v`'s manifest from its bytes read at `file`, checked to be
+/// version `v`.
+pub(crate) fn parse_version(file: &Path, raw: Vec<u8>, v: u64) -> Result<Resolved> {
+    let manifest = parse_manifest(file, &raw)?;
+    if manifest.version() != v {
+        return Err(Error::corrupted(
+            file,
+            format!(
+                "the file of version {v} holds version {}",
+                manifest.version()
+            ),
+        ));
+    }
+    Ok(Resolved {
+        bytes: raw,
+        manifest,
+    })
+}
+
+/// Reads a file of the table relative to it: None when absent.
+pub(crate) type ReadRel<'a> = &'a mut dyn FnMut(&str) -> Result<Option<Vec<u8>>>;
+
+/// The latest version given what `manifest.json` says (`pointer`, None
+/// when there is none): the pointer, or the version files after it.
+pub(crate) fn forward(
+    dir: &Path,
+    pointer: Option<Resolved>,
+    read: ReadRel<'_>,
+) -> Result<Option<Resolved>> {
+    // A new table's commit point is its manifest.json: without one there
+    // is no table, whatever version file a killed first commit left.
+    let Some(mut current) = pointer else {
+        return Ok(None);
+    };
+    loop {
+        let next = current.manifest.version() + 1;
+        let rel = version_rel(next);
+        match read(&rel)? {
+            Some(raw) => current = parse_version(&dir.join(&rel), raw, next)?,
+            None => return Ok(Some(current)),
+        }
+    }
+}
+
+/// A small file of the table at `dir` on `fs` (one request in a bucket).
+fn read_rel(fs: &Fs, dir: &Path, rel: &str) -> Result<Option<Vec<u8>>> {
+    files::read_object(fs, &dir.join(rel))
+}
+
+/// The latest version of the sharded table `dir` on `fs`, None when it has
+/// no manifest.
+pub(crate) fn latest(fs: &Fs, dir: &Path) -> Result<Option<Resolved>> {
+    let file = dir.join(MANIFEST_FILE);
+    let pointer = match read_rel(fs, dir, MANIFEST_FILE)? {
+        Some(raw) => Some(Resolved {
+            manifest: parse_manifest(&file, &raw)?,
+            bytes: raw,
+        }),
+        None => None,
+    };
+    forward(dir, pointer, &mut |rel| read_rel(fs, dir, rel))
+}
+
+fn not_sharded(dir: &Path) -> Error {
+    Error::Missing {
+        path: dir.join(MANIFEST_FILE),
+        message: format!(
+            "{} is not a sharded table: it has no {MANIFEST_FILE}",
+            dir.display()
+        ),
+    }
+}
+
+/// The version `want` of the sharded table `dir` on `fs`.
+///
+/// [`Error::Missing`] when `dir` is not a sharded table; `InvalidValue`
+/// naming the version (and the latest) when there is no such version, or
+/// naming the tag (and the tags there are) for an unknown tag;
+/// [`Error::Corrupted`] naming the file for a version or tag file that
+/// breaks the format.
+pub(crate) fn resolve(fs: &Fs, dir: &Path, want: &VersionRef) -> Result<Resolved> {
+    match want {
+        VersionRef::Latest => latest(fs, dir)?.ok_or_else(|| not_sharded(dir)),
+        VersionRef::Number(v) => {
+            let rel = version_rel(*v);
+            if *v >= 1 {
+                if let Some(raw) = read_rel(fs, dir, &rel)? {
+                    return parse_version(&dir.join(&rel), raw, *v);
+                }
+            }
+            let latest = latest(fs, dir)?.ok_or_else(|| not_sharded(dir))?;
+            // A table from before versions is its own version 1.
+            if latest.manifest.version() == *v {
+                return Ok(latest);
+            }
+            let why = if *v >= 1 && *v < latest.manifest.version() {
+                "it was removed by a cleanup"
+            } else {
+                "it was never committed"
+            };
+            Err(Error::InvalidValue(format!(
+                "table {} has no version {v} ({why}); its latest version is {}",
+                dir.display(),
+                latest.manifest.version()
+            )))
+        }
+        VersionRef::Tag(name) => {
+            let rel = tag_rel(name);
+            let file = dir.join(&rel);
+            let raw = if is_tag_name(name) {
+                read_rel(fs, dir, &rel)?
+            } else {
+                None
+            };
+            let Some(raw) = raw else {
+                if !super::manifest::is_sharded_in(fs, dir) {
+                    return Err(not_sharded(dir));
+                }
+                let tags: Vec<String> = tags(fs, dir)?.into_iter().map(|(n, _)| n).collect();
+                return Err(Error::InvalidValue(format!(
+                    "table {} has no tag {} (its tags: {})",
+                    dir.display(),
+                    py_str(name),
+                    py_list(&tags)
+                )));
+            };
+            let v = parse_tag(&file, &raw)?;
+            resolve(fs, dir, &VersionRef::Number(v))
+        }
+    }
+}
+
+/// [`resolve`] of the table at `at`, read afresh.
+pub fn resolve_at(at: &crate::Location, want: &VersionRef) -> Result<Resolved> {
+    let at = at.fresh();
+    resolve(at.fs(), at.path(), want)
+}
+
+/// The versions whose files the sharded table `dir` holds, ascending (a
+/// table from before versions: none).
+pub(crate) fn version_numbers(fs: &Fs, dir: &Path) -> Result<Vec<u64>> {
+    let vdir = dir.join(VERSIONS_DIR);
+    if !files::is_dir(fs, &vdir) {
+        return Ok(Vec::new());
+    }
+    let mut out: Vec<u64> = fs
+        .list(&vdir)
+        .map_err(|e| crate::io::io_error(&vdir, e))?
+        .into_iter()
+        .filter_map(|n| n.into_string().ok())
+        .filter_map(|n| parse_version_name(&n))
+        .collect();
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// Every version the sharded table `dir` can open, oldest first, each
+/// with its manifest (a table from before versions: its one manifest, as
+/// version 1). Version files after the latest (a cleanup never leaves
+/// those) are not listed.
+pub(crate) fn versions(fs: &Fs, dir: &Path) -> Result<Vec<Resolved>> {
+    let latest = latest(fs, dir)?.ok_or_else(|| not_sharded(dir))?;
+    let top = latest.manifest.version();
+    let numbers: Vec<u64> = version_numbers(fs, dir)?
+        .into_iter()
+        .filter(|&v| v < top)
+        .collect();
+    let paths: Vec<PathBuf> = numbers.iter().map(|&v| dir.join(version_rel(v))).collect();
+    files::prefetch(fs, &paths)?;
+    let mut out = Vec::with_capacity(numbers.len() + 1);
+    for (v, path) in numbers.into_iter().zip(paths) {
+        // A version removed by a concurrent cleanup since the listing is
+        // left out.
+        if let Some(raw) = files::read_object(fs, &path)? {
+            out.push(parse_version(&path, raw, v)?);
+        }
+    }
+    out.push(latest);
+    Ok(out)
+}
+
+/// The tags of the sharded table `dir`: `(name, version)`, by name.
+pub(crate) fn tags(fs: &Fs, dir: &Path) -> Result<Vec<(String, u64)>> {
+    let tdir = dir.join(TAGS_DIR);
+    if !files::is_dir(fs, &tdir) {
+        return Ok(Vec::new());
+    }
+    let names: Vec<String> = fs
+        .list(&tdir)
+        .map_err(|e| crate::io::io_error(&tdir, e))?
+        .into_iter()
+        .filter_map(|n| n.into_string().ok())
+        .filter_map(|n| n.strip_suffix(".json").map(str::to_owned))
+        .filter(|n| is_tag_name(n))
+        .collect();
+    let paths: Vec<PathBuf> = names.iter().map(|n| dir.join(tag_rel(n))).collect();
+    files::prefetch(fs, &paths)?;
+    let mut out = Vec::with_capacity(names.len());
+    for (name, path) in names.into_iter().zip(paths) {
+        if let Some(raw) = files::read_object(fs, &path)? {
+            out.push((name, parse_tag(&path, &raw)?));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_file_names_sort_as_numbers_and_parse_back() {
+        assert_eq!(version_file_name(7), "00000000000000000007.json");
+        assert!(version_file_name(9) < version_file_name(10));
+        assert_eq!(parse_version_name(&version_file_name(123)), Some(123));
+        for odd in [
+            "7.json",
+            "00000000000000000000.json",
+            ".00000000000000000001.json.tmp",
+            "0000000000000000000a.json",
+        ] {
+            assert_eq!(parse_version_name(odd), None, "{odd}");
+        }
+    }
+
+    #[test]
+    fn tag_names_follow_the_shard_rule_and_are_not_numbers() {
+        assert!(is_tag_name("baseline") && is_tag_name("v1.0-rc_2"));
+        for bad in ["", "12", "a/b", ".hidden", "a b"] {
+            assert!(!is_tag_name(bad), "{bad:?}");
+        }
+    }
+}

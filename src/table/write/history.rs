@@ -1,0 +1,353 @@
+//! A sharded table's history, on the write side: tags (written once,
+//! removed by `untag`) and the cleanup of old versions and of the shards
+//! only they named. Locally under the commit lock; in a bucket with
+//! create-only writes.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use super::commit::now_ms;
+use super::root::{Root, RootKind};
+use crate::io::Fs;
+use crate::table::files;
+use crate::table::manifest::MANIFEST_LOCK;
+use crate::table::repr::{py_list, py_str};
+use crate::table::versions::{
+    self, is_tag_name, parse_tag, tag_json, tag_rel, version_rel, Resolved, VersionRef,
+    CLEANUP_FILE, TAGS_DIR, VERSIONS_DIR,
+};
+use crate::{Error, Location, Result};
+
+#[cfg(feature = "remote")]
+use super::bucket;
+
+/// The fresh view of the table a history operation reads (nothing
+/// remembered from earlier opens).
+fn fresh(at: &Location) -> Location {
+    at.fresh()
+}
+
+/// Holds the commit lock of a local table (nothing in a bucket).
+fn lock(root: &Root) -> Result<Option<files::CommitLock>> {
+    match &root.kind {
+        RootKind::Local(dir) => Ok(Some(files::CommitLock::acquire(dir, MANIFEST_LOCK)?)),
+        #[cfg(feature = "remote")]
+        RootKind::Bucket { .. } => Ok(None),
+    }
+}
+
+/// The version `version` names (None: the latest), checked to exist.
+fn existing_version(at: &Location, version: Option<u64>) -> Result<u64> {
+    let want = version.map_or(VersionRef::Latest, VersionRef::Number);
+    Ok(versions::resolve(at.fs(), at.path(), &want)?
+        .manifest
+        .version())
+}
+
+/// Tags version `version` (None: the latest) of the sharded table at `at`
+/// as `name`. `InvalidValue` for a name the format does not allow, a
+/// version the table does not have, or a tag that exists already (naming
+/// its version): a tag is written once, `untag` removes it.
+pub fn tag(at: &Location, name: &str, version: Option<u64>) -> Result<u64> {
+    if !is_tag_name(name) {
+        return Err(Error::InvalidValue(format!(
+            "a tag name must match [A-Za-z0-9_][A-Za-z0-9._-]{{0,254}} and not be a number, got {}",
+            py_str(name)
+        )));
+    }
+    let at = fresh(at);
+    let root = Root::of(&at)?;
+    let _lock = lock(&root)?;
+    let v = existing_version(&at, version)?;
+    let rel = tag_rel(name);
+    let taken = |held: u64| {
+        Error::InvalidValue(format!(
+            "table {} already has tag {} (version {held}); untag it first",
+            at.path().display(),
+            py_str(name)
+        ))
+    };
+    match &root.kind {
+        RootKind::Local(dir) => {
+            let file = dir.join(&rel);
+            if let Some(raw) = files::read_whole(&Fs::Local, &file)? {
+                return Err(taken(parse_tag(&file, &raw)?));
+            }
+            let tdir = dir.join(TAGS_DIR);
+            files::create_dir_all(&tdir)?;
+            let tmp = format!(".{name}.{}", files::random_hex(4));
+            files::write_atomically(&tdir, &format!("{name}.json"), &tmp, &tag_json(v))?;
+        }
+        #[cfg(feature = "remote")]
+        RootKind::Bucket { .. } => {
+            if !bucket::create(&root, &rel, tag_json(v))? {
+                let file = root.path().join(&rel);
+                let held = match bucket::read(&root, &rel)? {
+                    Some(raw) => parse_tag(&file, &raw)?,
+                    None => v,
+                };
+                return Err(taken(held));
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// Removes the tag `name` of the sharded table at `at`; `InvalidValue`
+/// naming the tags there are when it has no such tag.
+pub fn untag(at: &Location, name: &str) -> Result<()> {
+    let at = fresh(at);
+    let root = Root::of(&at)?;
+    let _lock = lock(&root)?;
+    let known = versions::tags(at.fs(), at.path())?;
+    if !known.iter().any(|(n, _)| n == name) {
+        let names: Vec<String> = known.into_iter().map(|(n, _)| n).collect();
+        return Err(Error::InvalidValue(format!(
+            "table {} has no tag {} (its tags: {})",
+            at.path().display(),
+            py_str(name),
+            py_list(&names)
+        )));
+    }
+    remove_files(&root, &[tag_rel(name)])
+}
+
+/// The tags of the sharded table at `at`: `(name, version)`, by name.
+pub fn tags(at: &Location) -> Result<Vec<(String, u64)>> {
+    let at = fresh(at);
+    if !crate::table::manifest::is_sharded_in(at.fs(), at.path()) {
+        versions::resolve(at.fs(), at.path(), &VersionRef::Latest)?;
+    }
+    versions::tags(at.fs(), at.path())
+}
+
+/// Every version the sharded table at `at` can open, oldest first.
+pub fn list_versions(at: &Location) -> Result<Vec<crate::table::Manifest>> {
+    let at = fresh(at);
+    Ok(versions::versions(at.fs(), at.path())?
+        .into_iter()
+        .map(|r| r.manifest)
+        .collect())
+}
+
+/// What a cleanup removes: version files and whole shards.
+#[derive(Default)]
+struct Doomed {
+    files: Vec<String>,
+    shards: Vec<String>,
+}
+
+impl Doomed {
+    fn to_json(&self) -> Vec<u8> {
+        let mut out = serde_json::to_vec(&json!({"files": self.files, "shards": self.shards}))
+            .expect("a list of strings serialises");
+        out.push(b'\n');
+        out
+    }
+
+    fn parse(file: &Path, raw: &[u8]) -> Result<Doomed> {
+        let doc: Value = serde_json::from_slice(raw)
+            .map_err(|e| Error::corrupted(file, format!("not valid JSON ({e})")))?;
+        let list = |k: &str| -> Result<Vec<String>> {
+            doc.get(k)
+                .and_then(Value::as_array)
+                .and_then(|a| {
+                    a.iter()
+                        .map(|v| v.as_str().map(str::to_owned))
+                        .collect::<Option<Vec<_>>>()
+                })
+                .ok_or_else(|| Error::corrupted(file, format!("'{k}' must be a list of paths")))
+        };
+        let doomed = Doomed {
+            files: list("files")?,
+            shards: list("shards")?,
+        };
+        // Only what a cleanup removes: version files and shard names.
+        let plain = doomed.files.iter().all(|f| {
+            f.strip_prefix(&format!("{VERSIONS_DIR}/"))
+                .and_then(versions::parse_version_name)
+                .is_some()
+        }) && doomed
+            .shards
+            .iter()
+            .all(|s| crate::table::is_shard_name(s) && !s.starts_with('_'));
+        if !plain {
+            return Err(Error::corrupted(
+                file,
+                "it may only list version files and shard names",
+            ));
+        }
+        Ok(doomed)
+    }
+}
+
+/// Removes the versions of the sharded table at `at` committed more than
+/// `older_than_ms` milliseconds ago, except the last `keep_last` (at least
+/// 1: the latest is always kept) and tagged ones, and then every shard
+/// that only removed versions named. Returns the bytes freed.
+///
+/// Version files go first, then the shards: a cleanup killed midway
+/// leaves no version naming a missing shard, and its list of what it
+/// removes (`_cleanup.json`, written before anything is removed) is
+/// finished by the next cleanup.
+pub fn cleanup(at: &Location, older_than_ms: u64, keep_last: u64) -> Result<u64> {
+    if keep_last == 0 {
+        return Err(Error::InvalidValue(
+            "keep_last must be at least 1 (the latest version is always kept), got 0".into(),
+        ));
+    }
+    let at = fresh(at);
+    let root = Root::of(&at)?;
+    let _lock = lock(&root)?;
+    let mut freed = 0u64;
+    let pending_file = root.path().join(CLEANUP_FILE);
+    if let Some(raw) = read(&root, CLEANUP_FILE)? {
+        freed += remove(&root, &Doomed::parse(&pending_file, &raw)?)?;
+    }
+    // What the cleanup finished may have been read already: read afresh.
+    let at = fresh(&at);
+    let root = Root::of(&at)?;
+    let latest = versions::resolve(at.fs(), at.path(), &VersionRef::Latest)?;
+    let top = latest.manifest.version();
+    let tagged: BTreeSet<u64> = versions::tags(at.fs(), at.path())?
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect();
+    let now = now_ms();
+    let mut kept: Vec<Resolved> = vec![latest];
+    let mut removed: Vec<Resolved> = Vec::new();
+    for r in versions::versions(at.fs(), at.path())? {
+        let v = r.manifest.version();
+        if v >= top {
+            continue; // the latest, kept above
+        }
+        let recent = r
+            .manifest
+            .timestamp_ms
+            .is_some_and(|t| now.saturating_sub(t) < older_than_ms);
+        if v + keep_last > top || tagged.contains(&v) || recent {
+            kept.push(r);
+        } else {
+            removed.push(r);
+        }
+    }
+    let needed: BTreeSet<&str> = kept
+        .iter()
+        .flat_map(|r| r.manifest.shards.iter().map(|s| s.name.as_str()))
+        .collect();
+    let mut shards: BTreeSet<String> = BTreeSet::new();
+    for r in &removed {
+        for s in &r.manifest.shards {
+            if !needed.contains(s.name.as_str()) {
+                shards.insert(s.name.clone());
+            }
+        }
+    }
+    let doomed = Doomed {
+        files: removed
+            .iter()
+            .map(|r| version_rel(r.manifest.version()))
+            .collect(),
+        shards: shards.into_iter().collect(),
+    };
+    if doomed.files.is_empty() && doomed.shards.is_empty() {
+        return Ok(freed);
+    }
+    write_pending(&root, &doomed.to_json())?;
+    freed += remove(&root, &doomed)?;
+    Ok(freed)
+}
+
+/// Removes what `doomed` lists (what is gone already is skipped), then
+/// the list itself; returns the bytes freed.
+fn remove(root: &Root, doomed: &Doomed) -> Result<u64> {
+    let mut freed = size_of_files(root, &doomed.files)?;
+    remove_files(root, &doomed.files)?;
+    for shard in &doomed.shards {
+        freed += remove_shard(root, shard)?;
+    }
+    remove_files(root, &[CLEANUP_FILE.to_owned()])?;
+    Ok(freed)
+}
+
+fn read(root: &Root, rel: &str) -> Result<Option<Vec<u8>>> {
+    match &root.kind {
+        RootKind::Local(dir) => files::read_whole(&Fs::Local, &dir.join(rel)),
+        #[cfg(feature = "remote")]
+        RootKind::Bucket { .. } => bucket::read(root, rel),
+    }
+}
+
+fn write_pending(root: &Root, bytes: &[u8]) -> Result<()> {
+    match &root.kind {
+        RootKind::Local(dir) => {
+            let tmp = format!(".{CLEANUP_FILE}.{}", files::random_hex(4));
+            files::write_atomically(dir, CLEANUP_FILE, &tmp, bytes)
+        }
+        #[cfg(feature = "remote")]
+        RootKind::Bucket { .. } => bucket::overwrite(root, CLEANUP_FILE, bytes.to_vec()),
+    }
+}
+
+fn size_of_files(root: &Root, rels: &[String]) -> Result<u64> {
+    let mut total = 0;
+    match &root.kind {
+        RootKind::Local(dir) => {
+            for rel in rels {
+                total += std::fs::metadata(dir.join(rel)).map_or(0, |m| m.len());
+            }
+        }
+        #[cfg(feature = "remote")]
+        RootKind::Bucket { .. } => {
+            let sizes = bucket::sizes_below(root, VERSIONS_DIR)?;
+            for rel in rels {
+                let name = rel.rsplit('/').next().unwrap_or(rel);
+                total += sizes.iter().find(|(n, _)| n == name).map_or(0, |(_, s)| *s);
+            }
+        }
+    }
+    Ok(total)
+}
+
+fn remove_files(root: &Root, rels: &[String]) -> Result<()> {
+    match &root.kind {
+        RootKind::Local(dir) => {
+            for rel in rels {
+                let path = dir.join(rel);
+                let parent = path.parent().unwrap_or(dir);
+                files::remove_file_synced(&path, parent)?;
+            }
+            Ok(())
+        }
+        #[cfg(feature = "remote")]
+        RootKind::Bucket { .. } => bucket::delete_rels(root, rels),
+    }
+}
+
+/// Removes the shard `name` whole; returns its bytes.
+fn remove_shard(root: &Root, name: &str) -> Result<u64> {
+    match &root.kind {
+        RootKind::Local(dir) => {
+            let shard = dir.join(name);
+            if !shard.is_dir() {
+                return Ok(0);
+            }
+            let bytes = files::tree_size(&shard)?;
+            files::remove_dir_all(&shard)?;
+            Ok(bytes)
+        }
+        #[cfg(feature = "remote")]
+        RootKind::Bucket { .. } => {
+            let objects = bucket::sizes_below(root, name)?;
+            let bytes = objects.iter().map(|(_, s)| s).sum();
+            let rels: Vec<String> = objects
+                .into_iter()
+                .map(|(r, _)| format!("{name}/{r}"))
+                .collect();
+            bucket::delete_rels(root, &rels)?;
+            Ok(bytes)
+        }
+    }
+}
