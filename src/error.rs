@@ -75,6 +75,10 @@ pub enum Error {
     /// message.
     #[error("prefetch worker failed: {0}")]
     WorkerPanicked(String),
+    /// A concurrent commit to a table made this one impossible (maps to
+    /// `loaderx.CommitConflict`, a RuntimeError); the message names both.
+    #[error("{0}")]
+    CommitConflict(String),
     /// A table directory, shard directory or manifest that is not there
     /// (maps to FileNotFoundError); the message names it.
     #[error("{message}")]

@@ -253,6 +253,13 @@ impl Location {
                     format!("{key}/{k}")
                 }
             };
+            let shard_key = |name: &str| {
+                if name == crate::table::manifest::SELF_SHARD {
+                    key.clone()
+                } else {
+                    join(name)
+                }
+            };
             let manifest_key = join(crate::table::MANIFEST_FILE);
             let raw = match manifest {
                 Some(bytes) => {
@@ -272,8 +279,13 @@ impl Location {
                     let shards = crate::table::manifest::listed_objects(&raw);
                     let mut unlisted = Vec::new();
                     for (name, objects) in shards {
-                        let prefix = join(&name);
+                        let prefix = shard_key(&name);
                         match objects {
+                            // A plain table turned sharded in place is the
+                            // table's own prefix: listed, never assumed.
+                            Some(_) if name == crate::table::manifest::SELF_SHARD => {
+                                unlisted.push(prefix)
+                            }
                             Some(objs) => {
                                 let objs: Vec<(String, u64)> = objs
                                     .into_iter()
@@ -285,7 +297,7 @@ impl Location {
                         }
                     }
                     setup(at, r.list_prefixes(&unlisted))?;
-                    manifest_shard_prefixes(&raw, &join)
+                    manifest_shard_prefixes(&raw, &shard_key)
                 }
                 None => {
                     setup(at, r.list_prefix(&key))?;

@@ -376,11 +376,11 @@ fn broken_manifests_fail_to_open_naming_the_rule() {
         (
             {
                 let mut d = doc.clone();
-                d["columns"] = serde_json::json!(["caption", "id"]);
+                d["columns"] = serde_json::json!(["caption", "id", "label", "nope"]);
                 d["nullable"] = serde_json::json!([]);
                 serde_json::to_vec(&d).unwrap()
             },
-            "holds columns ['caption', 'id', 'label'], but the manifest names ['caption', 'id']".into(),
+            "holds columns ['caption', 'id', 'label'], but the manifest names ['caption', 'id', 'label', 'nope']".into(),
         ),
         (
             serde_json::to_vec(&bad_rows).unwrap(),

@@ -47,6 +47,7 @@ submodule above is imported the first time it is named
 so optional packages (pyarrow, polars, Ray, ...) load only when used.
 """
 
+from ._errors import CommitConflict
 from ._pack import pack
 from ._sql import sql
 from .table import Table, commit_shards, copy_table, ingest_sharded, new_shard, open_table
@@ -58,6 +59,7 @@ __all__ = [
     "DICT_TIERS",
     "StoreBusy",
     "Corrupted",
+    "CommitConflict",
     "sql",
     "pack",
     "Mix",

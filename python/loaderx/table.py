@@ -151,8 +151,10 @@ class Table(Mapping, Closing):
         shards: list | None = None,
         storage_options: dict | None = None,
         version: int | None = None,
+        evolvable: bool = False,
     ):
         # Private: use open_table().
+        self._evolvable = evolvable
         self._path = path
         self._columns = columns
         self._shards = shards
@@ -297,8 +299,212 @@ class Table(Mapping, Closing):
 
     @property
     def readonly(self) -> bool:
-        """Whether the columns were opened read-only."""
-        return all(s.readonly for s in self._live().values())
+        """Whether the table was opened read-only (``readonly=True``): its
+        columns cannot be written and it cannot evolve. A sharded table's
+        columns are always read-only streams; opened with
+        ``readonly=False`` it evolves through :meth:`append`,
+        :meth:`add_columns` and :meth:`drop_columns`."""
+        columns = self._live()
+        if self._shards is not None:
+            return not self._evolvable
+        return all(s.readonly for s in columns.values())
+
+    # -- evolution ------------------------------------------------------------
+
+    def _begin_evolution(self, what: str) -> None:
+        """Checks that this handle may evolve the table and turns a plain
+        table into a versioned one in place (its columns then read as
+        read-only streams of version 1)."""
+        import io
+
+        self._live()
+        if not self._evolvable:
+            raise io.UnsupportedOperation(
+                f"{what} changes the table, but {self._path!r} was opened read-only: "
+                "open it with readonly=False"
+            )
+        if self._shards is None:
+            self.close()
+            _native.make_versioned(self._path, self._storage_options)
+            self._reopen()
+
+    def _reopen(self) -> None:
+        """Shows the table's latest version (closing what was open)."""
+        columns, self._columns = self._columns, None
+        for s in (columns or {}).values():
+            s.close()
+        fresh = open_table(self._path, storage_options=self._storage_options)
+        self._columns = fresh._release()
+        self._shards = fresh._shards
+        self._version = fresh._version
+        self._num_rows = fresh._num_rows
+
+    def append(self, source, *, codec: str = "zstd") -> int:
+        """Appends the rows of ``source`` as new shards, committed as one
+        new version, and shows it; returns the new ``num_rows``.
+
+        ``source`` is a pyarrow Table or RecordBatchReader, a Parquet file
+        path, a polars DataFrame, or a dict of equal-length NumPy arrays or
+        lists; its columns must be the table's (ValueError naming the
+        column otherwise). Concurrent appends from other processes are
+        retried, never lost. Needs ``readonly=False``."""
+        from ._evolve import as_table
+
+        self._begin_evolution("append")
+        if isinstance(source, Mapping):
+            source = as_table(source, None, "source")
+        try:
+            ingest_sharded(
+                source,
+                self._path,
+                codec=codec,
+                workers=1,
+                shards=1,
+                storage_options=self._storage_options,
+            ).close()
+        finally:
+            self._reopen()
+        return self._num_rows
+
+    def add_columns(
+        self,
+        columns,
+        *,
+        read_columns: list[str] | None = None,
+        codec: str = "zstd",
+        workers: int | None = None,
+    ) -> None:
+        """Adds columns without rewriting any existing one, committed as one
+        new version, and shows it.
+
+        ``columns`` is a mapping of name to ``num_rows`` values (a NumPy
+        array, a list of arrays, ``str`` or ``bytes``, a pyarrow Array, a
+        polars Series), a pyarrow Table or RecordBatchReader or polars
+        DataFrame of ``num_rows`` rows, or a function ``fn(batch) ->
+        mapping`` called on batches (dicts of column to values, as
+        ``table[column][rows]`` gives them) of the columns ``read_columns``,
+        in row order. Each shard gets its new columns as a group of stores
+        of its own; nothing an earlier version names is rewritten or
+        re-uploaded. Text, binary and nullable columns map as in
+        :func:`loaderx.arrow.ingest`. ``workers`` threads write the shards'
+        groups (default: the CPU count for data, 1 for a function). A name
+        the table has already, or a wrong row count, is a ValueError naming
+        the column; a concurrent commit that changed the shards raises
+        :class:`loaderx.CommitConflict`. Needs ``readonly=False``."""
+        from ._evolve import add_columns
+
+        self._begin_evolution("add_columns")
+        if workers is not None and (type(workers) is not int or workers < 1):
+            raise ValueError(f"workers must be a positive int or None, got {workers!r}")
+        try:
+            add_columns(self, columns, read_columns, codec, workers)
+        finally:
+            self._reopen()
+
+    def delete(self, where) -> int:
+        """Deletes rows, committed as one new version, and shows it; returns
+        how many rows it deleted.
+
+        ``where`` is an SQL predicate (``str``, as in a ``WHERE`` clause of
+        :func:`loaderx.sql`: ``"score < 0.2"``), an array of record ids, or
+        a bool mask of ``num_rows``. No row is rewritten: each touched shard
+        gets a deletion file. Record ids stay dense (``0..num_rows-1``) in
+        the new version, the live rows in their order; gathers skip deleted
+        rows through a precomputed mapping, one native call per batch as
+        before. Older versions keep every row. Needs ``readonly=False``."""
+        from ._evolve import record_ids
+
+        self._begin_evolution("delete")
+        ids = record_ids(self, where, "where")
+        try:
+            _, deleted = _native.delete_rows(self._path, ids, self._version, self._storage_options)
+        finally:
+            self._reopen()
+        return deleted
+
+    def compact(self, *, min_deleted: float = 0.1) -> int | None:
+        """Rewrites every shard whose deleted fraction is at least
+        ``min_deleted`` as a new shard of its live rows (same rows, same
+        order, added columns folded in), committed as one new version;
+        returns it, or None when no shard qualifies. Older versions keep
+        reading the old shards until :meth:`cleanup`. Needs
+        ``readonly=False``."""
+        self._begin_evolution("compact")
+        if isinstance(min_deleted, bool) or not isinstance(min_deleted, (int, float)):
+            raise TypeError(f"min_deleted must be a number, got {type(min_deleted).__name__}")
+        try:
+            return _native.compact(self._path, float(min_deleted), self._storage_options)
+        finally:
+            self._reopen()
+
+    def save_view(self, name: str, rows) -> int:
+        """Saves a named selection of this version's rows (record ids, a
+        bool mask or an SQL predicate) as a view; returns its row count.
+        ``open_table(path, view=name)`` opens it (this version, restricted
+        to those rows, record ids ``0..len-1`` in table order) wherever a
+        table is used; :meth:`cleanup` keeps the version it selects from. A
+        view name is written once (ValueError when taken; :meth:`drop_view`
+        first)."""
+        from ._evolve import record_ids
+
+        self._sharded("save_view")
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {type(name).__name__}")
+        ids = record_ids(self, rows, "rows")
+        _, n = _native.save_view(self._path, name, ids, self._version, self._storage_options)
+        return n
+
+    def views(self) -> dict[str, dict]:
+        """``{name: {"version": int, "num_rows": int}}`` of the table's
+        views."""
+        if self._shards is None:
+            return {}
+        return {
+            name: {"version": version, "num_rows": rows}
+            for name, version, rows in _native.list_views(self._path, self._storage_options)
+        }
+
+    def drop_view(self, name: str) -> None:
+        """Removes the view ``name`` (ValueError naming the views there are
+        when there is none)."""
+        self._sharded("drop_view")
+        _native.drop_view(self._path, name, self._storage_options)
+
+    def split(self, fractions: Mapping, *, seed: int = 0, by: str | None = None) -> dict:
+        """Saves one view per name of ``fractions`` (``{"train": 0.8,
+        "val": 0.1, "test": 0.1}``): disjoint, covering every row of this
+        version, sizes within one row of the fractions, the same for the
+        same ``seed``. With ``by`` (a column), rows of equal value stay in
+        one split (whole groups are assigned, so sizes follow the fractions
+        as closely as the groups allow). Returns ``{name: num_rows}``."""
+        from ._evolve import split_rows
+
+        self._sharded("split")
+        taken = (
+            [n for n in fractions if n in self.views()] if isinstance(fractions, Mapping) else []
+        )
+        if taken:
+            raise ValueError(f"views {taken} exist already; drop them first")
+        out = {}
+        for name, ids in split_rows(self, fractions, seed, by).items():
+            _native.save_view(self._path, name, ids, self._version, self._storage_options)
+            out[name] = len(ids)
+        return out
+
+    def drop_columns(self, names) -> None:
+        """Drops the columns ``names`` (one name or a list), committed as one
+        new version, and shows it; their files stay for the versions that
+        name them (see :meth:`cleanup`). ValueError naming a column the
+        table does not have, or when no column would be left. Needs
+        ``readonly=False``."""
+        from ._evolve import check_names
+
+        names = check_names(names, "names")
+        self._begin_evolution("drop_columns")
+        try:
+            _native.drop_columns(self._path, names, self._version, self._storage_options)
+        finally:
+            self._reopen()
 
     @property
     def closed(self) -> bool:
@@ -363,12 +569,15 @@ def open_table(
     cache_dir=None,
     cache_bytes: int | None = None,
     version: int | str | None = None,
+    view: str | None = None,
 ) -> Table:
     """Opens the table at ``path``, plain or sharded.
 
     A sharded table opens at its latest version, or at ``version``: a
     version number or a tag name (see :meth:`Table.versions` and
-    :meth:`Table.tag`). ValueError naming the version when there is no such
+    :meth:`Table.tag`); ``view`` opens a saved view (see
+    :meth:`Table.save_view`, :meth:`Table.split`): the version it was made
+    from, restricted to its rows. ValueError naming the version when there is no such
     version (never committed, or removed by :meth:`Table.cleanup`) or tag.
 
     A plain table's columns are its store subdirectories. A sharded table
@@ -377,9 +586,12 @@ def open_table(
 
     Read-only by default (``readonly=True``: shared locks, so any number of
     processes, one per training rank say, open the same table at once);
-    ``readonly=False`` opens a plain table's columns writable (a sharded
-    table only opens read-only: add data as new shards, see
-    :func:`commit_shards`). Raises FileNotFoundError when ``path`` is not a
+    ``readonly=False`` opens a plain table's columns writable, and lets the
+    handle evolve the table (:meth:`Table.append`,
+    :meth:`Table.add_columns`, :meth:`Table.drop_columns`; the first such
+    call on a plain table turns it into a versioned sharded one in place,
+    no byte copied). A sharded or remote table's columns are read-only
+    streams either way. Raises FileNotFoundError when ``path`` is not a
     directory, ValueError when it holds no store or when the columns'
     lengths differ (naming both columns and lengths) or when shards disagree
     on a column's dtype or shape, :class:`Corrupted` when the manifest is
@@ -388,9 +600,8 @@ def open_table(
 
     ``path`` may be a URI: ``s3://bucket/prefix``, ``gs://``, ``az://`` or
     ``abfs[s]://``, ``http(s)://`` (read-only), or ``file://``. A remote
-    table opens read-only only (ValueError naming the URI otherwise);
-    ``storage_options`` configure the client with the ``object_store``
-    crate's key names (``aws_endpoint``, ``aws_region``,
+    table's columns are read-only streams; ``storage_options`` configure
+    the client with the ``object_store`` crate's key names (``aws_endpoint``, ``aws_region``,
     ``aws_access_key_id``, ``aws_secret_access_key``, ``aws_allow_http``,
     ...; plus loaderx's own ``max_retries``, ``retry_timeout``,
     ``read_timeout``, ``hedge``, ``hedge_min_delay`` and ``hedge_multiple``:
@@ -424,6 +635,15 @@ def open_table(
             raise ValueError(f"cache_dir is for remote tables, but {path!r} is a local path")
     elif cache_bytes is not None:
         raise ValueError("cache_bytes needs cache_dir (where the cache lives)")
+    if view is not None:
+        if not isinstance(view, str):
+            raise TypeError(f"view must be a view name (str), got {type(view).__name__}")
+        if version is not None:
+            raise ValueError(
+                f"view={view!r} opens the version it was made from; got version={version!r} too"
+            )
+        if not readonly:
+            raise ValueError(f"view={view!r} opens read-only (readonly=True), got readonly=False")
     if version is not None:
         if isinstance(version, bool) or not isinstance(version, (int, str)):
             raise TypeError(
@@ -437,13 +657,11 @@ def open_table(
                 f"version={version!r} opens read-only (readonly=True), got readonly=False: "
                 "an older version is never written"
             )
-    if not remote and not readonly and _native.is_sharded(path):
-        raise ValueError(
-            f"sharded table {path} opens read-only (readonly=True), got readonly=False: "
-            "add data as new shards (loaderx.new_shard, then loaderx.commit_shards)"
-        )
+    # A sharded or remote table's columns are read-only streams whatever
+    # the mode; readonly=False lets the handle evolve the table.
+    streams_only = remote or _native.is_sharded(path)
     native, shards, opened = _native.open_table(
-        path, bool(readonly), options, cache_dir, cache_bytes, None, version
+        path, bool(readonly) or streams_only, options, cache_dir, cache_bytes, None, version, view
     )
     join = (
         (lambda name: f"{path.rstrip('/')}/{name}")
@@ -453,7 +671,7 @@ def open_table(
     columns = {name: _wrap(s, join(name)) for name, s in native}
     if shards is not None:
         shards = [(os.fspath(d), rows) for d, rows in shards]
-    return Table(path, columns, shards, options, opened)
+    return Table(path, columns, shards, options, opened, evolvable=not readonly)
 
 
 def _open_pinned(path: str, manifest: bytes, storage_options: dict | None) -> Table:

@@ -32,6 +32,18 @@ pyo3::create_exception!(
 );
 
 pyo3::create_exception!(
+    loaderx,
+    CommitConflict,
+    PyRuntimeError,
+    "A concurrent commit to the table made this one impossible.\n\n\
+     The message names both commits (the version this one was planned on\n\
+     and the one committed meanwhile). Nothing of this commit is visible;\n\
+     reopen the table and try again. Independent commits (appends beside\n\
+     appends, columns added beside other columns) are retried, never\n\
+     raised."
+);
+
+pyo3::create_exception!(
     loaderx.zrecord,
     Corrupted,
     PyOSError,
@@ -47,6 +59,7 @@ pyo3::import_exception!(io, UnsupportedOperation);
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("StoreBusy", m.py().get_type::<StoreBusy>())?;
     m.add("Corrupted", m.py().get_type::<Corrupted>())?;
+    m.add("CommitConflict", m.py().get_type::<CommitConflict>())?;
     Ok(())
 }
 
@@ -105,6 +118,7 @@ pub fn store_error(err: &Error) -> PyErr {
         Error::IndexOutOfRange { .. } | Error::InvalidIndex(_) => PyIndexError::new_err(msg),
         Error::OutOfMemory { .. } => PyMemoryError::new_err(msg),
         Error::WorkerPanicked(_) => PyRuntimeError::new_err(msg),
+        Error::CommitConflict(_) => CommitConflict::new_err(msg),
         _ => PyOSError::new_err(msg),
     }
 }

@@ -5,6 +5,7 @@
 mod arrays;
 mod arrow;
 mod errors;
+mod evolve;
 mod loader;
 mod mixture;
 mod pack;
@@ -86,6 +87,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     table::register(m)?;
     remote::register(m)?;
     write::register(m)?;
+    evolve::register(m)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_field, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_stream, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_gather, m)?)?;

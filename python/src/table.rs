@@ -73,7 +73,7 @@ fn version_ref(version: Option<&Bound<'_, PyAny>>) -> PyResult<VersionRef> {
 /// `[(directory, rows)]` for a sharded table (None for a plain one) and
 /// the version it opened (None for a plain table).
 #[pyfunction]
-#[pyo3(signature = (path, readonly, storage_options=None, cache_dir=None, cache_bytes=None, pinned=None, version=None))]
+#[pyo3(signature = (path, readonly, storage_options=None, cache_dir=None, cache_bytes=None, pinned=None, version=None, view=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn open_table(
     py: Python<'_>,
@@ -84,12 +84,14 @@ pub fn open_table(
     cache_bytes: Option<u64>,
     pinned: Option<Vec<u8>>,
     version: Option<Bound<'_, PyAny>>,
+    view: Option<String>,
 ) -> PyResult<(Columns, Option<Shards>, Option<u64>)> {
     let want = version_ref(version.as_ref())?;
     let at =
         py.detach(|| crate::remote::location(&path, storage_options, cache_dir, cache_bytes))?;
     let t = py
         .detach(|| match (&pinned, &want) {
+            _ if view.is_some() => Table::open_view(&at, view.as_deref().unwrap_or_default()),
             (Some(manifest), _) => Table::open_pinned(&at, manifest),
             (None, VersionRef::Latest) => Table::open_at(&at, readonly),
             (None, want) => Table::open_version(&at, want),

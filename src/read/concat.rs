@@ -27,6 +27,10 @@ pub struct Concat {
     schema: Schema,
     coded: bool,
     counters: Counters,
+    /// A selection of the records (a table's rows left by deletions, or a
+    /// view's): record `i` is physical record `rows[i]`. None: every
+    /// record, in order.
+    rows: Option<std::sync::Arc<[u64]>>,
 }
 
 impl std::fmt::Debug for Concat {
@@ -35,6 +39,7 @@ impl std::fmt::Debug for Concat {
             .field("path", &self.path)
             .field("parts", &self.parts.len())
             .field("len", &self.len())
+            .field("selected", &self.rows.is_some())
             .finish()
     }
 }
@@ -77,7 +82,25 @@ impl Concat {
             starts,
             schema,
             counters: Counters::default(),
+            rows: None,
         })
+    }
+
+    /// The same stores presenting only the physical records `rows`, in
+    /// that order (record `i` is physical record `rows[i]`): how a table
+    /// skips deleted rows and how a view selects its rows, with one lookup
+    /// per record inside the gather. `InvalidValue` for a record past the
+    /// stores' end.
+    pub fn select(mut self, rows: std::sync::Arc<[u64]>) -> Result<Concat> {
+        let total = self.starts[self.parts.len()];
+        if let Some(bad) = rows.iter().find(|&&r| r >= total) {
+            return Err(Error::InvalidValue(format!(
+                "{}: a selection names record {bad}, but the stores hold {total}",
+                self.path.display()
+            )));
+        }
+        self.rows = Some(rows);
+        Ok(self)
     }
 
     /// The stores, in order.
@@ -93,6 +116,10 @@ impl Concat {
     /// The part holding record `i < len` and the index there.
     #[inline]
     fn locate(&self, i: u64) -> (&Store, u64) {
+        let i = match &self.rows {
+            Some(rows) => rows[i as usize],
+            None => i,
+        };
         // The last start <= i that begins a non-empty part.
         let s = self.starts[1..].partition_point(|&end| end <= i);
         (&self.parts[s], i - self.starts[s])
@@ -138,7 +165,10 @@ impl Records for Concat {
     }
 
     fn len(&self) -> u64 {
-        self.starts[self.parts.len()]
+        match &self.rows {
+            Some(rows) => rows.len() as u64,
+            None => self.starts[self.parts.len()],
+        }
     }
 
     fn logical_len(&self, i: u64) -> Option<usize> {

@@ -33,6 +33,85 @@ pub struct ShardEntry {
     /// it out.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub objects: Option<std::collections::BTreeMap<String, u64>>,
+    /// Column groups added to the shard after it was written (by
+    /// `add_columns`), in order: a column is read from the last group
+    /// that lists it, else from the shard's own directory.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<ColumnGroup>,
+    /// The shard's deleted rows, if any: a deletion file inside the shard.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deleted: Option<Deleted>,
+}
+
+/// A shard's deletion file: `rows` little-endian u64 row indices of the
+/// shard, strictly increasing, each below the shard's rows (see
+/// `docs/format.md`, "Deletions").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Deleted {
+    /// The file, relative to the shard.
+    pub file: String,
+    /// How many rows it deletes.
+    pub rows: u64,
+}
+
+/// Columns added to a shard: a plain table directory inside the shard
+/// (with the shard's rows) holding them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ColumnGroup {
+    /// The group's directory, relative to the shard.
+    pub dir: String,
+    /// The columns it holds.
+    pub columns: Vec<String>,
+}
+
+/// The shard name of a plain table turned into a sharded one in place:
+/// the table directory itself is its first shard.
+pub const SELF_SHARD: &str = ".";
+
+/// The directory of the shard `name` of the table `dir`.
+pub fn shard_dir(dir: &Path, name: &str) -> PathBuf {
+    if name == SELF_SHARD {
+        dir.to_path_buf()
+    } else {
+        dir.join(name)
+    }
+}
+
+impl ShardEntry {
+    /// The rows left after deletions.
+    pub fn live_rows(&self) -> u64 {
+        self.rows - self.deleted.as_ref().map_or(0, |d| d.rows)
+    }
+
+    /// The directory holding column `column` of this shard, relative to
+    /// the shard: the last group that lists it, or the shard itself ("").
+    pub fn column_home(&self, column: &str) -> &str {
+        self.groups
+            .iter()
+            .rev()
+            .find(|g| g.columns.iter().any(|c| c == column))
+            .map_or("", |g| g.dir.as_str())
+    }
+
+    /// The store directory of column `column` of this shard, in the table
+    /// `table`.
+    pub fn column_path(&self, table: &Path, column: &str) -> PathBuf {
+        let home = shard_dir(table, &self.name);
+        match self.column_home(column) {
+            "" => home.join(column),
+            group => home.join(group).join(column),
+        }
+    }
+
+    /// The validity stream of column `column` of this shard (beside its
+    /// store: in the same group).
+    pub fn validity_path(&self, table: &Path, column: &str) -> PathBuf {
+        let home = shard_dir(table, &self.name);
+        match self.column_home(column) {
+            "" => super::types::validity_dir(&home, column),
+            group => super::types::validity_dir(&home.join(group), column),
+        }
+    }
 }
 
 /// A checked manifest.
@@ -74,9 +153,9 @@ impl Manifest {
         self.table_version.unwrap_or(1)
     }
 
-    /// The row count of every shard together.
+    /// The rows of every shard together, deleted rows left out.
     pub fn num_rows(&self) -> u64 {
-        self.shards.iter().map(|s| s.rows).sum()
+        self.shards.iter().map(ShardEntry::live_rows).sum()
     }
 
     /// The manifest's bytes (UTF-8 JSON, one-space indents, a final newline).
@@ -182,7 +261,7 @@ pub(crate) fn read_manifest_in(fs: &Fs, dir: &Path) -> Result<Manifest> {
 pub(crate) fn check_shards_present(fs: &Fs, dir: &Path, manifest: &Manifest) -> Result<()> {
     let file = dir.join(MANIFEST_FILE);
     for shard in &manifest.shards {
-        let shard_dir = dir.join(&shard.name);
+        let shard_dir = shard_dir(dir, &shard.name);
         if !files::is_dir(fs, &shard_dir) {
             return Err(bad(
                 &file,
@@ -196,7 +275,7 @@ pub(crate) fn check_shards_present(fs: &Fs, dir: &Path, manifest: &Manifest) -> 
     }
     for column in &manifest.nullable {
         for shard in &manifest.shards {
-            if !files::is_store(fs, &validity_path(dir, &shard.name, column)) {
+            if !files::is_store(fs, &shard.validity_path(dir, column)) {
                 return Err(bad(
                     &file,
                     format!(
@@ -323,7 +402,10 @@ pub(crate) fn parse_manifest(file: &Path, raw: &[u8]) -> Result<Manifest> {
     for (i, s) in shards.iter().enumerate() {
         let name = s.get("name").unwrap_or(&Value::Null);
         let rows = s.get("rows").unwrap_or(&Value::Null);
-        let Some(name) = name.as_str().filter(|n| is_shard_name(n)) else {
+        let Some(name) = name
+            .as_str()
+            .filter(|n| is_shard_name(n) || (*n == SELF_SHARD && i == 0))
+        else {
             return Err(bad(
                 &file,
                 format!(
@@ -360,10 +442,40 @@ pub(crate) fn parse_manifest(file: &Path, raw: &[u8]) -> Result<Manifest> {
                 )
             })?),
         };
+        let groups = match s.get("groups") {
+            None => Vec::new(),
+            Some(v) => parse_groups(v).ok_or_else(|| {
+                bad(
+                    &file,
+                    format!(
+                        "shard {} has 'groups' that are not a list of {{\"dir\": plain directory name, \"columns\": [column names]}}",
+                        py_str(name)
+                    ),
+                )
+            })?,
+        };
+        let deleted = match s.get("deleted") {
+            None => None,
+            Some(v) => Some(
+                parse_deleted(v)
+                    .filter(|d| d.rows <= rows)
+                    .ok_or_else(|| {
+                        bad(
+                            &file,
+                            format!(
+                                "shard {} has a 'deleted' that is not {{\"file\": plain file name, \"rows\": at most its rows}}",
+                                py_str(name)
+                            ),
+                        )
+                    })?,
+            ),
+        };
         out.push(ShardEntry {
             name: name.to_owned(),
             rows,
             objects,
+            groups,
+            deleted,
         });
     }
     Ok(Manifest {
@@ -375,6 +487,89 @@ pub(crate) fn parse_manifest(file: &Path, raw: &[u8]) -> Result<Manifest> {
         timestamp_ms,
         operation,
     })
+}
+
+/// A shard entry's `deleted`.
+fn parse_deleted(v: &Value) -> Option<Deleted> {
+    Some(Deleted {
+        file: v
+            .get("file")?
+            .as_str()
+            .filter(|f| is_shard_name(f))?
+            .to_owned(),
+        rows: v.get("rows")?.as_u64()?,
+    })
+}
+
+/// The deleted rows of shard `entry` of the table `dir` on `fs`, read from
+/// its deletion file and checked ([`Error::Corrupted`] naming the file and
+/// the rule otherwise); empty when it has none.
+pub(crate) fn read_deleted(fs: &Fs, dir: &Path, entry: &ShardEntry) -> Result<Vec<u64>> {
+    let Some(d) = &entry.deleted else {
+        return Ok(Vec::new());
+    };
+    let file = shard_dir(dir, &entry.name).join(&d.file);
+    let raw = files::read_object(fs, &file)?.ok_or_else(|| {
+        bad(
+            &dir.join(MANIFEST_FILE),
+            format!(
+                "shard {} names deletion file {}, which is missing",
+                py_str(&entry.name),
+                py_str(&d.file)
+            ),
+        )
+    })?;
+    if raw.len() as u64 != d.rows * 8 {
+        return Err(bad(
+            &file,
+            format!(
+                "it must hold {} row indices ({} bytes), but it has {} bytes",
+                d.rows,
+                d.rows * 8,
+                raw.len()
+            ),
+        ));
+    }
+    let rows: Vec<u64> = raw
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    let increasing = rows.windows(2).all(|w| w[0] < w[1]);
+    if !increasing || rows.last().is_some_and(|&r| r >= entry.rows) {
+        return Err(bad(
+            &file,
+            format!(
+                "row indices must be strictly increasing and below the shard's {} rows",
+                entry.rows
+            ),
+        ));
+    }
+    Ok(rows)
+}
+
+/// A deletion file's bytes for the sorted, unique `rows`.
+pub(crate) fn deletion_bytes(rows: &[u64]) -> Vec<u8> {
+    rows.iter().flat_map(|r| r.to_le_bytes()).collect()
+}
+
+/// A shard entry's `groups`.
+fn parse_groups(v: &Value) -> Option<Vec<ColumnGroup>> {
+    v.as_array()?
+        .iter()
+        .map(|g| {
+            let dir = g.get("dir")?.as_str().filter(|d| is_shard_name(d))?;
+            let columns = g
+                .get("columns")?
+                .as_array()?
+                .iter()
+                .map(|c| c.as_str().filter(|c| !c.is_empty()).map(str::to_owned))
+                .collect::<Option<Vec<_>>>()?;
+            Some(ColumnGroup {
+                dir: dir.to_owned(),
+                columns,
+            })
+        })
+        .collect()
 }
 
 /// A shard entry's `objects`: relative paths (plain segments, no `..`) to
@@ -408,9 +603,4 @@ pub(crate) fn listed_objects(raw: &[u8]) -> Vec<ShardObjects> {
             .collect(),
         Err(_) => Vec::new(),
     }
-}
-
-/// The validity stream of `column` in shard `shard` of table `dir`.
-pub(crate) fn validity_path(dir: &Path, shard: &str, column: &str) -> PathBuf {
-    super::types::validity_dir(&dir.join(shard), column)
 }

@@ -2,8 +2,10 @@
 //! gather, convert to Arrow and feed the [`crate::DataLoader`].
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use super::manifest::{is_sharded_in, read_manifest_in, MANIFEST_FILE};
+use super::files;
+use super::manifest::{is_sharded_in, read_manifest_in, shard_dir, MANIFEST_FILE};
 use super::repr::{py_list, py_str};
 use super::shard::column_names_in;
 use super::types::{read_types_in, validity_dir};
@@ -296,6 +298,32 @@ impl Table {
     }
 
     fn open_sharded(location: Location, pinned: Option<super::Manifest>) -> Result<Table> {
+        Table::open_selected(location, pinned, None)
+    }
+
+    /// Opens the view `name` of the sharded table at `location`: the
+    /// version it was made from, restricted to its rows (record ids
+    /// `0..len` in the order of the version), read-only.
+    pub fn open_view(location: &Location, name: &str) -> Result<Table> {
+        location.check_readonly(true, "table")?;
+        let fs = location.fs();
+        let view = super::versions::view(fs, location.path(), name)?;
+        let resolved =
+            super::versions::resolve(fs, location.path(), &VersionRef::Number(view.version))?;
+        let ids = view.read_rows(fs, location.path())?;
+        let file = location.path().join(super::versions::view_rel(name));
+        let parsed = resolved.manifest;
+        location.warm_table_pinned(Some(&resolved.bytes))?;
+        Table::open_selected(location.clone(), Some(parsed), Some((&file, ids)))
+    }
+
+    /// [`Table::open_sharded`] presenting only the rows `view` (record ids
+    /// of the version, strictly increasing), when given.
+    fn open_selected(
+        location: Location,
+        pinned: Option<super::Manifest>,
+        view: Option<(&Path, Vec<u64>)>,
+    ) -> Result<Table> {
         let fs = location.fs().clone();
         let path = location.path();
         // The manifest is written last (after every shard, by a commit or a
@@ -314,12 +342,25 @@ impl Table {
             )));
         }
         let file = path.join(MANIFEST_FILE);
-        let dirs: Vec<PathBuf> = manifest.shards.iter().map(|s| path.join(&s.name)).collect();
-        let mut want = manifest.columns.clone();
-        want.sort();
+        let dirs: Vec<PathBuf> = manifest
+            .shards
+            .iter()
+            .map(|s| shard_dir(path, &s.name))
+            .collect();
         for (shard, dir) in manifest.shards.iter().zip(&dirs) {
-            let present = column_names_in(&fs, dir)?;
-            if present != want {
+            // Every column the manifest names, where the shard keeps it (a
+            // shard may hold more: columns a later version dropped).
+            let mut present = column_names_in(&fs, dir)?;
+            for g in &shard.groups {
+                present.extend(column_names_in(&fs, &dir.join(&g.dir))?);
+            }
+            let missing = manifest
+                .columns
+                .iter()
+                .any(|c| !files::is_store(&fs, &shard.column_path(path, c)));
+            if missing {
+                present.sort();
+                present.dedup();
                 return Err(Error::corrupted(
                     &file,
                     format!(
@@ -331,19 +372,27 @@ impl Table {
                 ));
             }
         }
+        let (selection, shard_rows) = selection(&fs, path, &manifest, view)?;
         let mut columns: Vec<Column> = Vec::with_capacity(manifest.columns.len());
         for name in &manifest.columns {
             let opened = (|| {
                 let col = path.join(name);
-                let data = concat(&fs, &col, dirs.iter().map(|d| d.join(name)), None)?;
+                let data = concat(
+                    &fs,
+                    &col,
+                    manifest.shards.iter().map(|s| s.column_path(path, name)),
+                    None,
+                    selection.as_ref(),
+                )?;
                 let validity = if manifest.is_nullable(name) {
                     let mut vname = col.clone().into_os_string();
                     vname.push(".validity");
                     match concat(
                         &fs,
                         Path::new(&vname),
-                        dirs.iter().map(|d| validity_dir(d, name)),
+                        manifest.shards.iter().map(|s| s.validity_path(path, name)),
                         Some(Kind::Dense),
+                        selection.as_ref(),
                     ) {
                         Ok(v) => Some(v),
                         Err(e) => {
@@ -387,7 +436,7 @@ impl Table {
         Ok(Table {
             location: location.clone(),
             path: path.to_path_buf(),
-            num_rows: manifest.num_rows(),
+            num_rows: shard_rows.iter().sum(),
             version: Some(manifest.version()),
             columns,
             shards: Some(
@@ -395,7 +444,8 @@ impl Table {
                     .shards
                     .iter()
                     .zip(dirs)
-                    .map(|(s, dir)| Shard { dir, rows: s.rows })
+                    .zip(shard_rows)
+                    .map(|((_, dir), rows)| Shard { dir, rows })
                     .collect(),
             ),
         })
@@ -469,6 +519,7 @@ fn concat(
     name: &Path,
     parts: impl Iterator<Item = PathBuf>,
     kind: Option<Kind>,
+    selection: Option<&Arc<[u64]>>,
 ) -> Result<Stream> {
     let stores = parts
         .map(|p| match kind {
@@ -476,7 +527,82 @@ fn concat(
             None => Store::open_with(fs, &p, true),
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Stream::Concat(Concat::new(name, stores)?))
+    let joined = Concat::new(name, stores)?;
+    Ok(Stream::Concat(match selection {
+        Some(rows) => joined.select(rows.clone())?,
+        None => joined,
+    }))
+}
+
+/// The physical rows a sharded table presents (None: all of them) and
+/// each shard's count of them.
+type Selection = (Option<Arc<[u64]>>, Vec<u64>);
+
+/// The physical rows a sharded table presents (None: all of them, in
+/// order) and how many of them each shard holds: the rows its deletion
+/// files leave, then, for a view, the rows `view` selects of those
+/// (record ids, strictly increasing; `Corrupted` naming the view's file
+/// for one past the version's rows).
+fn selection(
+    fs: &Fs,
+    path: &Path,
+    manifest: &super::Manifest,
+    view: Option<(&Path, Vec<u64>)>,
+) -> Result<Selection> {
+    let deleted: Vec<Vec<u64>> = manifest
+        .shards
+        .iter()
+        .map(|s| super::manifest::read_deleted(fs, path, s))
+        .collect::<Result<_>>()?;
+    let mut starts = Vec::with_capacity(manifest.shards.len() + 1);
+    let mut at = 0u64;
+    for s in &manifest.shards {
+        starts.push(at);
+        at += s.rows;
+    }
+    starts.push(at);
+    let live: Option<Vec<u64>> = deleted.iter().any(|d| !d.is_empty()).then(|| {
+        let mut live = Vec::with_capacity(manifest.num_rows() as usize);
+        for ((s, gone), start) in manifest.shards.iter().zip(&deleted).zip(&starts) {
+            let mut next = gone.iter().peekable();
+            for r in 0..s.rows {
+                if next.peek() == Some(&&r) {
+                    next.next();
+                } else {
+                    live.push(start + r);
+                }
+            }
+        }
+        live
+    });
+    let rows: Option<Vec<u64>> = match view {
+        None => live,
+        Some((file, ids)) => {
+            let n = manifest.num_rows();
+            if let Some(bad) = ids.iter().find(|&&i| i >= n) {
+                return Err(Error::corrupted(
+                    file,
+                    format!("it selects record {bad}, but its version has {n} rows"),
+                ));
+            }
+            Some(match &live {
+                Some(live) => ids.iter().map(|&i| live[i as usize]).collect(),
+                None => ids,
+            })
+        }
+    };
+    let per_shard = match &rows {
+        None => manifest.shards.iter().map(|s| s.rows).collect(),
+        Some(rows) => starts
+            .windows(2)
+            .map(|w| {
+                let lo = rows.partition_point(|&r| r < w[0]);
+                let hi = rows.partition_point(|&r| r < w[1]);
+                (hi - lo) as u64
+            })
+            .collect(),
+    };
+    Ok((rows.map(Arc::from), per_shard))
 }
 
 /// Opens the columns of the plain table `dir` (every store subdirectory,

@@ -28,6 +28,8 @@ use crate::{Error, Result};
 pub const VERSIONS_DIR: &str = "_versions";
 /// The directory of a sharded table's tags.
 pub const TAGS_DIR: &str = "_tags";
+/// The directory of a sharded table's views.
+pub const VIEWS_DIR: &str = "_views";
 /// The list of files a cleanup removes, written before it removes any
 /// (a cleanup killed midway is finished by the next one).
 pub(crate) const CLEANUP_FILE: &str = "_cleanup.json";
@@ -310,6 +312,146 @@ pub(crate) fn tags(fs: &Fs, dir: &Path) -> Result<Vec<(String, u64)>> {
     }
     out.sort();
     Ok(out)
+}
+
+/// The path of view `name`'s file relative to the table.
+pub(crate) fn view_rel(name: &str) -> String {
+    format!("{VIEWS_DIR}/{name}.json")
+}
+
+/// A saved view: a row selection of one version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct View {
+    pub name: String,
+    /// The version it selects rows of.
+    pub version: u64,
+    /// How many rows it selects.
+    pub rows: u64,
+    /// Its row file (record ids, little-endian u64, strictly increasing),
+    /// relative to [`VIEWS_DIR`].
+    pub file: String,
+}
+
+impl View {
+    pub(crate) fn to_json(&self) -> Vec<u8> {
+        let mut out = serde_json::to_vec(&serde_json::json!({
+            "version": self.version,
+            "rows": self.rows,
+            "file": self.file,
+        }))
+        .expect("a view serialises");
+        out.push(b'\n');
+        out
+    }
+
+    pub(crate) fn parse(name: &str, file: &Path, raw: &[u8]) -> Result<View> {
+        let doc: Value = serde_json::from_slice(raw)
+            .map_err(|e| Error::corrupted(file, format!("not valid JSON ({e})")))?;
+        let field = |k: &str| doc.get(k).and_then(Value::as_u64);
+        match (
+            field("version").filter(|&v| v >= 1),
+            field("rows"),
+            doc.get("file")
+                .and_then(Value::as_str)
+                .filter(|f| super::manifest::is_shard_name(f)),
+        ) {
+            (Some(version), Some(rows), Some(f)) => Ok(View {
+                name: name.to_owned(),
+                version,
+                rows,
+                file: f.to_owned(),
+            }),
+            _ => Err(Error::corrupted(
+                file,
+                "a view must hold 'version' (a positive integer), 'rows' and 'file' (a plain file name)",
+            )),
+        }
+    }
+
+    /// Its record ids, read from its row file on `fs` and checked.
+    pub(crate) fn read_rows(&self, fs: &Fs, dir: &Path) -> Result<Vec<u64>> {
+        let file = dir.join(VIEWS_DIR).join(&self.file);
+        let raw = files::read_object(fs, &file)?.ok_or_else(|| {
+            Error::corrupted(
+                &dir.join(view_rel(&self.name)),
+                format!("its row file {} is missing", py_str(&self.file)),
+            )
+        })?;
+        if raw.len() as u64 != self.rows * 8 {
+            return Err(Error::corrupted(
+                &file,
+                format!(
+                    "it must hold {} record ids ({} bytes), but it has {} bytes",
+                    self.rows,
+                    self.rows * 8,
+                    raw.len()
+                ),
+            ));
+        }
+        let ids: Vec<u64> = raw
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        if !ids.windows(2).all(|w| w[0] < w[1]) {
+            return Err(Error::corrupted(
+                &file,
+                "record ids must be strictly increasing",
+            ));
+        }
+        Ok(ids)
+    }
+}
+
+/// The views of the sharded table `dir`, by name.
+pub(crate) fn views(fs: &Fs, dir: &Path) -> Result<Vec<View>> {
+    let vdir = dir.join(VIEWS_DIR);
+    if !files::is_dir(fs, &vdir) {
+        return Ok(Vec::new());
+    }
+    let names: Vec<String> = fs
+        .list(&vdir)
+        .map_err(|e| crate::io::io_error(&vdir, e))?
+        .into_iter()
+        .filter_map(|n| n.into_string().ok())
+        .filter_map(|n| n.strip_suffix(".json").map(str::to_owned))
+        .filter(|n| is_tag_name(n))
+        .collect();
+    let paths: Vec<PathBuf> = names.iter().map(|n| dir.join(view_rel(n))).collect();
+    files::prefetch(fs, &paths)?;
+    let mut out = Vec::with_capacity(names.len());
+    for (name, path) in names.iter().zip(paths) {
+        if let Some(raw) = files::read_object(fs, &path)? {
+            out.push(View::parse(name, &path, &raw)?);
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// The view `name` of the sharded table `dir`: `InvalidValue` naming the
+/// views there are when there is none.
+pub(crate) fn view(fs: &Fs, dir: &Path, name: &str) -> Result<View> {
+    let path = dir.join(view_rel(name));
+    let raw = if is_tag_name(name) {
+        files::read_object(fs, &path)?
+    } else {
+        None
+    };
+    match raw {
+        Some(raw) => View::parse(name, &path, &raw),
+        None => {
+            if !super::manifest::is_sharded_in(fs, dir) {
+                return Err(not_sharded(dir));
+            }
+            let names: Vec<String> = views(fs, dir)?.into_iter().map(|v| v.name).collect();
+            Err(Error::InvalidValue(format!(
+                "table {} has no view {} (its views: {})",
+                dir.display(),
+                py_str(name),
+                py_list(&names)
+            )))
+        }
+    }
 }
 
 #[cfg(test)]

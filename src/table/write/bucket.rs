@@ -60,8 +60,18 @@ fn below(root: &Root, rel: &str) -> Result<Vec<(String, u64)>> {
         .collect())
 }
 
+/// A shard's path relative to the table ("" for the table itself).
+pub(super) fn shard_rel(name: &str) -> &str {
+    if name == crate::table::manifest::SELF_SHARD {
+        ""
+    } else {
+        name
+    }
+}
+
 /// Uploads every file below the local directory `local` as `rel/...`
-/// of `root`; returns the paths written (relative to `rel`).
+/// of `root` (`rel` empty: the root itself); returns the paths written
+/// (relative to `rel`).
 pub(super) fn upload_dir(root: &Root, local: &Path, rel: &str) -> Result<Vec<String>> {
     let (remote, base) = parts(root);
     let listed = walk(local)?;
@@ -69,7 +79,7 @@ pub(super) fn upload_dir(root: &Root, local: &Path, rel: &str) -> Result<Vec<Str
         .iter()
         .map(|(r, size)| Transfer {
             from: Place::Local(local.join(r)),
-            to: Place::Remote(remote.clone(), key(base, &format!("{rel}/{r}"))),
+            to: Place::Remote(remote.clone(), key(base, &key(rel, r))),
             size: *size,
         })
         .collect();
@@ -180,12 +190,14 @@ pub(super) fn shard_contents(root: &Root, name: &str, reference: &ShardSchema) -
 pub(super) fn add_validity(root: &Root, entry: &mut ShardEntry, columns: &[&String]) -> Result<()> {
     let tmp = std::env::temp_dir().join(format!("loaderx-validity-{}", files::random_hex(6)));
     let made = (|| -> Result<Vec<(String, u64)>> {
-        let shard = tmp.join(&entry.name);
-        files::create_dir_all(&shard.join(VALIDITY_DIR))?;
+        let shard = tmp.join("shard");
         for column in columns {
-            ensure_validity(&shard, column, entry.rows)?;
+            // Beside the column's store: in its group, if any.
+            let home = shard.join(entry.column_home(column));
+            files::create_dir_all(&home.join(VALIDITY_DIR))?;
+            ensure_validity(&home, column, entry.rows)?;
         }
-        upload_dir(root, &shard, &entry.name)?;
+        upload_dir(root, &shard, shard_rel(&entry.name))?;
         walk(&shard)
     })();
     let _ = std::fs::remove_dir_all(&tmp);

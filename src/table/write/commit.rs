@@ -155,7 +155,11 @@ pub(super) fn next_manifest(
     let mut entries: Vec<ShardEntry> = current.shards.clone();
     let old = entries.len();
     let (ref_name, reference) = match current.shards.first() {
-        Some(first) => (first.name.clone(), root.shard_schema(&first.name)?),
+        Some(first) => (
+            first.name.clone(),
+            root.version_schema(current)?
+                .expect("a version with shards has a schema"),
+        ),
         None => match new.first() {
             Some((name, schema)) => (name.clone(), schema.clone()),
             None => return Ok(current.clone()),
@@ -179,6 +183,8 @@ pub(super) fn next_manifest(
             name: name.clone(),
             rows: schema.rows,
             objects,
+            groups: Vec::new(),
+            deleted: None,
         });
     }
     for (i, entry) in entries.iter_mut().enumerate() {
@@ -193,8 +199,14 @@ pub(super) fn next_manifest(
             root.add_validity(entry, &missing)?;
         }
     }
+    // A table keeps its column order (columns added later come last).
+    let columns = if current.shards.is_empty() {
+        reference.columns.iter().map(|(c, _)| c.clone()).collect()
+    } else {
+        current.columns.clone()
+    };
     Ok(Manifest {
-        columns: reference.columns.iter().map(|(c, _)| c.clone()).collect(),
+        columns,
         shards: entries,
         types: reference
             .columns

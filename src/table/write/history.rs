@@ -12,11 +12,11 @@ use super::commit::now_ms;
 use super::root::{Root, RootKind};
 use crate::io::Fs;
 use crate::table::files;
-use crate::table::manifest::MANIFEST_LOCK;
+use crate::table::manifest::{MANIFEST_LOCK, SELF_SHARD};
 use crate::table::repr::{py_list, py_str};
 use crate::table::versions::{
-    self, is_tag_name, parse_tag, tag_json, tag_rel, version_rel, Resolved, VersionRef,
-    CLEANUP_FILE, TAGS_DIR, VERSIONS_DIR,
+    self, is_tag_name, parse_tag, tag_json, tag_rel, version_rel, view_rel, Resolved, VersionRef,
+    View, CLEANUP_FILE, TAGS_DIR, VERSIONS_DIR, VIEWS_DIR,
 };
 use crate::{Error, Location, Result};
 
@@ -123,6 +123,97 @@ pub fn tags(at: &Location) -> Result<Vec<(String, u64)>> {
     versions::tags(at.fs(), at.path())
 }
 
+/// Saves the rows `ids` (record ids of version `version`, None: the
+/// latest) of the sharded table at `at` as the view `name`: the row file
+/// first, then the view's file, written once. Returns the view.
+/// `InvalidValue` for a name the format does not allow or a view that
+/// exists already; `InvalidIndex` naming the first id past the version's
+/// rows.
+pub fn save_view(at: &Location, name: &str, version: Option<u64>, ids: &[u64]) -> Result<View> {
+    if !is_tag_name(name) {
+        return Err(Error::InvalidValue(format!(
+            "a view name must match [A-Za-z0-9_][A-Za-z0-9._-]{{0,254}} and not be a number, got {}",
+            py_str(name)
+        )));
+    }
+    let at = fresh(at);
+    let root = Root::of(&at)?;
+    let _lock = lock(&root)?;
+    let want = version.map_or(VersionRef::Latest, VersionRef::Number);
+    let m = versions::resolve(at.fs(), at.path(), &want)?.manifest;
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    if let Some(&bad) = ids.last().filter(|&&i| i >= m.num_rows()) {
+        return Err(Error::InvalidIndex(format!(
+            "rows of a view must be record ids of version {} (0..{}), got {bad}",
+            m.version(),
+            m.num_rows()
+        )));
+    }
+    let taken = |v: &View| {
+        Error::InvalidValue(format!(
+            "table {} already has view {} (of version {}); drop it first",
+            at.path().display(),
+            py_str(name),
+            v.version
+        ))
+    };
+    if let Ok(v) = versions::view(at.fs(), at.path(), name) {
+        return Err(taken(&v));
+    }
+    let view = View {
+        name: name.to_owned(),
+        version: m.version(),
+        rows: ids.len() as u64,
+        file: format!("{name}-{}.u64", files::random_hex(4)),
+    };
+    let bytes = crate::table::manifest::deletion_bytes(&ids);
+    match &root.kind {
+        RootKind::Local(dir) => {
+            let vdir = dir.join(VIEWS_DIR);
+            files::create_dir_all(&vdir)?;
+            let tmp = |n: &str| format!(".{n}.{}", files::random_hex(4));
+            files::write_atomically(&vdir, &view.file, &tmp(&view.file), &bytes)?;
+            let json = format!("{name}.json");
+            files::write_atomically(&vdir, &json, &tmp(&json), &view.to_json())?;
+        }
+        #[cfg(feature = "remote")]
+        RootKind::Bucket { .. } => {
+            let rows_rel = format!("{VIEWS_DIR}/{}", view.file);
+            bucket::overwrite(&root, &rows_rel, bytes)?;
+            if !bucket::create(&root, &view_rel(name), view.to_json())? {
+                let _ = bucket::delete_rels(&root, std::slice::from_ref(&rows_rel));
+                let held = versions::view(at.fresh().fs(), at.path(), name)?;
+                return Err(taken(&held));
+            }
+        }
+    }
+    Ok(view)
+}
+
+/// The views of the sharded table at `at`, by name.
+pub fn list_views(at: &Location) -> Result<Vec<View>> {
+    let at = fresh(at);
+    if !crate::table::manifest::is_sharded_in(at.fs(), at.path()) {
+        versions::resolve(at.fs(), at.path(), &VersionRef::Latest)?;
+    }
+    versions::views(at.fs(), at.path())
+}
+
+/// Removes the view `name` (its file, then its row file); `InvalidValue`
+/// naming the views there are when there is none.
+pub fn drop_view(at: &Location, name: &str) -> Result<()> {
+    let at = fresh(at);
+    let root = Root::of(&at)?;
+    let _lock = lock(&root)?;
+    let view = versions::view(at.fs(), at.path(), name)?;
+    remove_files(
+        &root,
+        &[view_rel(name), format!("{VIEWS_DIR}/{}", view.file)],
+    )
+}
+
 /// Every version the sharded table at `at` can open, oldest first.
 pub fn list_versions(at: &Location) -> Result<Vec<crate::table::Manifest>> {
     let at = fresh(at);
@@ -211,9 +302,15 @@ pub fn cleanup(at: &Location, older_than_ms: u64, keep_last: u64) -> Result<u64>
     let root = Root::of(&at)?;
     let latest = versions::resolve(at.fs(), at.path(), &VersionRef::Latest)?;
     let top = latest.manifest.version();
+    // Tagged versions and the versions views select rows of are kept.
     let tagged: BTreeSet<u64> = versions::tags(at.fs(), at.path())?
         .into_iter()
         .map(|(_, v)| v)
+        .chain(
+            versions::views(at.fs(), at.path())?
+                .into_iter()
+                .map(|v| v.version),
+        )
         .collect();
     let now = now_ms();
     let mut kept: Vec<Resolved> = vec![latest];
@@ -240,7 +337,9 @@ pub fn cleanup(at: &Location, older_than_ms: u64, keep_last: u64) -> Result<u64>
     let mut shards: BTreeSet<String> = BTreeSet::new();
     for r in &removed {
         for s in &r.manifest.shards {
-            if !needed.contains(s.name.as_str()) {
+            // A plain table turned sharded in place is the table's own
+            // directory: never removed.
+            if !needed.contains(s.name.as_str()) && s.name != SELF_SHARD {
                 shards.insert(s.name.clone());
             }
         }

@@ -32,15 +32,19 @@ use std::sync::Mutex;
 #[cfg(feature = "remote")]
 mod bucket;
 mod commit;
+mod evolve;
 mod history;
 mod root;
+mod rows;
 
 pub(crate) use commit::commit_names;
 use commit::{next_manifest, publish};
 #[cfg(feature = "remote")]
 pub(crate) use commit::{publish_at, stamp};
-pub use history::{cleanup, list_versions, tag, tags, untag};
+pub use evolve::{drop_columns, make_versioned, ColumnsWrite};
+pub use history::{cleanup, drop_view, list_versions, list_views, save_view, tag, tags, untag};
 use root::{Root, RootKind};
+pub use rows::{compact, delete_rows};
 
 use super::files;
 use super::manifest::{is_shard_name, MANIFEST_FILE, MANIFEST_LOCK};

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use crate::io::Fs;
 use crate::table::files;
-use crate::table::manifest::ShardEntry;
-use crate::table::shard::{ensure_validity, shard_schema_in, ShardSchema};
+use crate::table::manifest::{shard_dir, Manifest, ShardEntry};
+use crate::table::shard::{ensure_validity, shard_schema_in, ColumnSpec, ShardSchema};
 use crate::table::types::validity_dir;
 use crate::{Location, Records, Result, Schema, Store};
 
@@ -122,14 +122,37 @@ impl Root {
     }
 
     pub(super) fn shard_schema(&self, name: &str) -> Result<ShardSchema> {
-        shard_schema_in(self.at.fs(), &self.path().join(name))
+        shard_schema_in(self.at.fs(), &shard_dir(self.path(), name))
     }
 
-    /// The schema of the table's first committed shard, if any.
+    /// The schema every shard of the version `m` has (its first shard's
+    /// columns, by name, where the shard keeps them); None for a version
+    /// without shards.
+    pub(super) fn version_schema(&self, m: &Manifest) -> Result<Option<ShardSchema>> {
+        let Some(first) = m.shards.first() else {
+            return Ok(None);
+        };
+        let mut names = m.columns.clone();
+        names.sort();
+        let mut columns = Vec::with_capacity(names.len());
+        for name in names {
+            let store =
+                Store::open_with(self.at.fs(), &first.column_path(self.path(), &name), true)?;
+            let schema = store.schema().clone();
+            store.close()?;
+            let logical = m.logical(&name);
+            columns.push((name, ColumnSpec { schema, logical }));
+        }
+        Ok(Some(ShardSchema {
+            columns,
+            rows: first.rows,
+        }))
+    }
+
+    /// The schema of the table's latest version, if it has shards.
     pub(super) fn reference_schema(&self) -> Result<Option<ShardSchema>> {
-        let latest = crate::table::versions::latest(self.at.fs(), self.path())?;
-        match latest.as_ref().and_then(|l| l.manifest.shards.first()) {
-            Some(first) => Ok(Some(self.shard_schema(&first.name)?)),
+        match crate::table::versions::latest(self.at.fs(), self.path())? {
+            Some(l) => self.version_schema(&l.manifest),
             None => Ok(None),
         }
     }
@@ -157,9 +180,10 @@ impl Root {
     pub(super) fn add_validity(&self, entry: &mut ShardEntry, columns: &[&String]) -> Result<()> {
         match &self.kind {
             RootKind::Local(dir) => {
-                let shard = dir.join(&entry.name);
+                let shard = crate::table::manifest::shard_dir(dir, &entry.name);
                 for column in columns {
-                    ensure_validity(&shard, column, entry.rows)?;
+                    // Beside the column's store: in its group, if any.
+                    ensure_validity(&shard.join(entry.column_home(column)), column, entry.rows)?;
                 }
                 Ok(())
             }

@@ -1,0 +1,334 @@
+"""What :class:`loaderx.Table`'s evolution methods do (``append``,
+``add_columns``, ``drop_columns``): turning their inputs into Arrow data cut
+at shard boundaries and handing each shard's part to the core in one native
+call. The core commits every change as one new version."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from . import _native
+from ._streams import require_pyarrow
+
+#: Rows per call of an ``add_columns`` function.
+BATCH_ROWS = 4096
+
+
+def _array(pa, name: str, values):
+    """One column's values as an Arrow array (ValueError naming the column
+    for what cannot be one)."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values
+    if hasattr(values, "to_arrow") and not isinstance(values, np.ndarray):
+        return values.to_arrow()  # a polars Series
+    if isinstance(values, np.ndarray):
+        if values.ndim == 0:
+            raise ValueError(f"column {name!r}: expected one value per row, got a 0-d array")
+        if values.ndim == 1:
+            return pa.array(values)
+        return pa.FixedShapeTensorArray.from_numpy_ndarray(np.ascontiguousarray(values))
+    if isinstance(values, (list, tuple)):
+        if all(isinstance(v, str) for v in values):
+            return pa.array(values, pa.string())
+        if all(isinstance(v, (bytes, bytearray, memoryview)) for v in values):
+            return pa.array([bytes(v) for v in values], pa.binary())
+        if all(isinstance(v, np.ndarray) for v in values) and values:
+            shapes = {v.shape for v in values}
+            if len(shapes) == 1:
+                return _array(pa, name, np.stack(values))
+            if all(v.ndim == 1 for v in values):
+                return pa.array(values)
+            data = pa.array([np.ascontiguousarray(v).reshape(-1) for v in values])
+            shape = pa.array([list(v.shape) for v in values], pa.list_(pa.int32()))
+            return pa.StructArray.from_arrays([data, shape], ["data", "shape"])
+        try:
+            return pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise ValueError(f"column {name!r}: {exc}") from None
+    raise TypeError(
+        f"column {name!r}: expected a NumPy array, a list, a pyarrow Array or a polars "
+        f"Series, got {type(values).__name__}"
+    )
+
+
+def as_table(data, rows: int | None, what: str):
+    """``data`` (a mapping of name to values, a pyarrow Table or
+    RecordBatchReader, a polars DataFrame, anything with
+    ``__arrow_c_stream__``) as a pyarrow Table or reader; with ``rows``,
+    a mapping's columns must have that many values (ValueError naming the
+    column otherwise)."""
+    pa = require_pyarrow()
+    if isinstance(data, Mapping):
+        if not data:
+            raise ValueError(f"{what} must name at least one column, got an empty mapping")
+        arrays = {}
+        for name, values in data.items():
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"{what}: column names must be non-empty str, got {name!r}")
+            arr = _array(pa, name, values)
+            if rows is not None and len(arr) != rows:
+                raise ValueError(f"column {name!r} has {len(arr)} rows, but the table has {rows}")
+            arrays[name] = arr
+        lengths = {len(a) for a in arrays.values()}
+        if len(lengths) > 1:
+            raise ValueError(
+                f"{what}: columns must have equal lengths, got "
+                + ", ".join(f"{n!r}: {len(a)}" for n, a in arrays.items())
+            )
+        return pa.table(arrays)
+    if isinstance(data, (pa.Table, pa.RecordBatchReader)):
+        return data
+    if hasattr(data, "to_arrow"):
+        return data.to_arrow()  # polars
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.RecordBatchReader.from_stream(data)
+    raise TypeError(
+        f"{what} must be a mapping of column to values, a pyarrow Table or RecordBatchReader, "
+        f"a polars DataFrame or an Arrow stream, got {type(data).__name__}"
+    )
+
+
+def _cut(source, sizes: list[int]):
+    """The batches of ``source`` (a Table or reader) cut into runs of
+    ``sizes`` rows, one list of batches per run, in order; ValueError when
+    its rows are not ``sum(sizes)``."""
+    total = sum(sizes)
+    batches = source.to_batches() if hasattr(source, "to_batches") else iter(source)
+    run, have, i = [], 0, 0
+    seen = 0
+    for batch in batches:
+        seen += batch.num_rows
+        if seen > total:
+            raise ValueError(f"the new columns have more rows than the table ({total})")
+        while batch.num_rows:
+            take = min(batch.num_rows, sizes[i] - have)
+            run.append(batch.slice(0, take))
+            have += take
+            batch = batch.slice(take)
+            while i < len(sizes) and have == sizes[i]:
+                yield run
+                run, have, i = [], 0, i + 1
+    if seen != total:
+        raise ValueError(f"the new columns have {seen} rows, but the table has {total}")
+    while i < len(sizes):  # empty shards
+        yield run
+        run, i = [], i + 1
+
+
+def _empty(pa, schema):
+    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
+
+
+def add_columns(table, columns, read_columns, codec: str, workers: int | None) -> int:
+    """Writes the new columns of every shard of the sharded ``table`` (a
+    :class:`loaderx.Table` at its latest version) and commits them as one
+    version; returns it."""
+    write = _native.ColumnsWrite(table.path, table._storage_options, table.version)
+    shards = write.shards()
+    sizes = [live for _, _, live in shards]
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    try:
+        if callable(columns) and not isinstance(columns, Mapping):
+            parts = _from_function(table, columns, read_columns, sizes, starts)
+            pool = workers or 1
+        else:
+            if read_columns is not None:
+                raise ValueError("read_columns is for a function, got data to add")
+            source = as_table(columns, table.num_rows, "columns")
+            parts = enumerate(_cut(source, sizes))
+            pool = workers or (os.cpu_count() or 1)
+
+        schema = None
+        deferred = []
+
+        def write_shard(i, run):
+            rows, live = shards[i][1], shards[i][2]
+            if not run:
+                run = [_empty(require_pyarrow(), schema)]
+            if rows != live:
+                run = _with_deleted_rows(run, write.deleted(i), rows)
+            write.write_group(i, run, codec)
+
+        # Each shard is written as soon as its part is made; a shard without
+        # live rows waits for the new columns' types from the others.
+        with concurrent.futures.ThreadPoolExecutor(pool) as ex:
+            futures = []
+            for i, run in parts:
+                if not run:
+                    deferred.append(i)
+                    continue
+                schema = run[0].schema
+                if pool == 1:
+                    write_shard(i, run)
+                else:
+                    futures.append(ex.submit(write_shard, i, run))
+            for f in futures:
+                f.result()
+        if deferred:
+            if schema is None and hasattr(columns, "schema"):
+                schema = columns.schema
+            if schema is None:
+                raise ValueError(
+                    "the table has no live rows to compute or take the new columns' types from"
+                )
+            for i in deferred:
+                write_shard(i, [])
+        return write.commit()
+    except BaseException:
+        write.discard()
+        raise
+
+
+def _with_deleted_rows(run, deleted: np.ndarray, rows: int):
+    """A shard's new values for its live rows (batches ``run``) spread over
+    all ``rows`` of the shard: a deleted row repeats a live row's value (it
+    is never read) or, in a shard without live rows, is null."""
+    pa = require_pyarrow()
+    live = np.ones(rows, dtype=bool)
+    live[deleted.astype(np.int64)] = False
+    if sum(b.num_rows for b in run):
+        values = pa.Table.from_batches(run)
+        # Physical row p takes live value (number of live rows before p),
+        # clamped for trailing deleted rows.
+        take = np.maximum(np.cumsum(live) - 1, 0)
+        return values.take(pa.array(take)).to_batches()
+    schema = run[0].schema
+    return pa.table({f.name: pa.nulls(rows, f.type) for f in schema}).to_batches()
+
+
+def _from_function(table, fn: Callable, read_columns, sizes, starts):
+    """``(shard, [batches])`` of the new columns ``fn`` makes from batches
+    of ``read_columns``, shard by shard, lazily."""
+    if read_columns is None:
+        raise ValueError("read_columns must name the columns the function reads, got None")
+    if isinstance(read_columns, str):
+        read_columns = [read_columns]
+    unknown = [c for c in read_columns if c not in table]
+    if unknown:
+        raise ValueError(
+            f"read_columns names {unknown[0]!r}, which table {table.path!r} does not have "
+            f"(its columns: {list(table)})"
+        )
+    names = None
+    for i, n in enumerate(sizes):
+        run = []
+        for lo in range(int(starts[i]), int(starts[i]) + n, BATCH_ROWS):
+            hi = min(lo + BATCH_ROWS, int(starts[i]) + n)
+            idx = np.arange(lo, hi, dtype=np.int64)
+            batch = {c: table[c][idx] for c in read_columns}
+            out = fn(batch)
+            if not isinstance(out, Mapping):
+                raise TypeError(
+                    f"the add_columns function must return a mapping of column to values, "
+                    f"got {type(out).__name__}"
+                )
+            got = as_table(out, hi - lo, "the add_columns function's result")
+            if names is None:
+                names = got.column_names
+            elif got.column_names != names:
+                raise ValueError(
+                    f"the add_columns function returned columns {got.column_names} for rows "
+                    f"{lo}..{hi}, but {names} before"
+                )
+            run += got.to_batches()
+        yield i, run
+
+
+def check_names(names, what: str) -> list[str]:
+    if isinstance(names, str):
+        names = [names]
+    names = list(names)
+    if not names or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"{what} must be a column name or a list of them, got {names!r}")
+    return names
+
+
+def record_ids(table, rows, what: str) -> np.ndarray:
+    """``rows`` (record ids, a bool mask of ``num_rows``, or an SQL
+    predicate as in a ``WHERE`` clause of :func:`loaderx.sql`) as sorted,
+    unique uint64 record ids of ``table``; ValueError naming ``what``, the
+    expected and the actual value otherwise."""
+    n = table.num_rows
+    if isinstance(rows, str):
+        from ._sql import sql
+
+        if not rows.strip():
+            raise ValueError(f"{what} must be a non-empty SQL predicate, got {rows!r}")
+        try:
+            found = sql(f"SELECT record_id FROM t WHERE {rows}", t=table)
+        except Exception as exc:  # noqa: BLE001 - named with the predicate
+            raise ValueError(f"{what}: the predicate {rows!r} failed: {exc}") from exc
+        ids = np.asarray(found["record_id"].to_numpy(), dtype=np.uint64)
+        return np.unique(ids)
+    arr = np.asarray(rows)
+    if arr.dtype == np.bool_:
+        if arr.shape != (n,):
+            raise ValueError(f"{what}: a bool mask must have shape ({n},), got {arr.shape}")
+        return np.flatnonzero(arr).astype(np.uint64)
+    if arr.ndim != 1 or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
+        raise ValueError(
+            f"{what} must be record ids (a 1-D integer array), a bool mask of {n} rows or an "
+            f"SQL predicate, got {type(rows).__name__} of dtype {arr.dtype} and shape {arr.shape}"
+        )
+    arr = arr.astype(np.int64, copy=False) if arr.dtype != np.uint64 else arr
+    if arr.size and (arr.min() < 0 or int(arr.max()) >= n):
+        bad = arr[(arr < 0) | (arr >= n)][0]
+        raise ValueError(f"{what}: record ids must be in 0..{n}, got {int(bad)}")
+    return np.unique(arr.astype(np.uint64))
+
+
+def split_rows(table, fractions: Mapping, seed: int, by: str | None) -> dict[str, np.ndarray]:
+    """The record ids of each split: disjoint, covering every row, sizes
+    within one row of the fractions (without ``by``), deterministic in
+    ``seed``; with ``by``, rows with equal values of that column stay in one
+    split (whole groups are assigned in a seeded order)."""
+    if not isinstance(fractions, Mapping) or not fractions:
+        raise ValueError(f"fractions must map split names to fractions, got {fractions!r}")
+    names = list(fractions)
+    weights = np.array([fractions[k] for k in names], dtype=np.float64)
+    if not np.all(np.isfinite(weights)) or np.any(weights < 0) or weights.sum() <= 0:
+        raise ValueError(f"fractions must be non-negative and sum above 0, got {dict(fractions)}")
+    if abs(weights.sum() - 1.0) > 1e-6:
+        raise ValueError(f"fractions must sum to 1, got {weights.sum()} ({dict(fractions)})")
+    if type(seed) is not int or not 0 <= seed < 2**64:
+        raise ValueError(f"seed must be an int in 0..2**64-1, got {seed!r}")
+    n = table.num_rows
+    if by is None:
+        # A seeded permutation of the rows (the core's record seeds, so it
+        # is the same on every platform and NumPy version).
+        keys = _native.record_seeds(np.array([seed], np.uint64), 0, np.arange(n, dtype=np.uint64))
+        order = np.argsort(keys, kind="stable")
+        bounds = np.floor(np.cumsum(weights) * n + 0.5).astype(np.int64)
+        bounds[-1] = n
+        out, lo = {}, 0
+        for name, hi in zip(names, bounds):
+            out[name] = np.sort(order[lo:hi]).astype(np.uint64)
+            lo = hi
+        return out
+    if by not in table:
+        raise ValueError(f"by names {by!r}, which table {table.path!r} does not have")
+    values = table[by][np.arange(n)]
+    if not isinstance(values, np.ndarray) or values.ndim != 1:
+        values = np.array(
+            [v if isinstance(v, (str, bytes)) else bytes(np.asarray(v)) for v in values],
+            dtype=object,
+        )
+    groups, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    keys = _native.record_seeds(
+        np.array([seed], np.uint64), 0, np.arange(len(groups), dtype=np.uint64)
+    )
+    order = np.argsort(keys, kind="stable")
+    targets = np.cumsum(weights) * n
+    split_of_group = np.empty(len(groups), dtype=np.int64)
+    filled, s = 0, 0
+    for g in order:
+        while s < len(names) - 1 and filled >= targets[s] - 0.5:
+            s += 1
+        split_of_group[g] = s
+        filled += counts[g]
+    row_split = split_of_group[inverse]
+    return {name: np.flatnonzero(row_split == i).astype(np.uint64) for i, name in enumerate(names)}

@@ -1,0 +1,284 @@
+//! Evolving a table for the Python package: a plain table made versioned
+//! in place, columns added (`_native.ColumnsWrite`, picklable for Ray's
+//! tasks) and dropped, over `loaderx::table`. Every call runs with the GIL
+//! released.
+
+use std::collections::HashMap;
+
+use loaderx::arrow as la;
+use loaderx::table::{self, ColumnsWrite};
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use pyo3_arrow::input::AnyRecordBatch;
+
+use crate::errors::IntoPyResult;
+use crate::remote::location;
+
+/// Turns the plain table at `uri` into a sharded, versioned one in place
+/// (its directory becomes the first shard); returns its rows.
+#[pyfunction]
+#[pyo3(signature = (uri, storage_options=None))]
+pub fn make_versioned(
+    py: Python<'_>,
+    uri: String,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<u64> {
+    py.detach(|| {
+        let at = location(&uri, storage_options, None, None)?;
+        table::make_versioned(&at).map(|m| m.num_rows()).py()
+    })
+}
+
+/// Drops the columns `names` of the sharded table at `uri`, planned on its
+/// version `version`; returns the new version.
+#[pyfunction]
+#[pyo3(signature = (uri, names, version=None, storage_options=None))]
+pub fn drop_columns(
+    py: Python<'_>,
+    uri: String,
+    names: Vec<String>,
+    version: Option<u64>,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<u64> {
+    py.detach(|| {
+        let at = location(&uri, storage_options, None, None)?;
+        table::drop_columns(&at, &names, version)
+            .map(|m| m.version())
+            .py()
+    })
+}
+
+/// Deletes the rows `ids` (record ids of version `version`) of the sharded
+/// table at `uri`: `(new version, rows deleted)`.
+#[pyfunction]
+#[pyo3(signature = (uri, ids, version=None, storage_options=None))]
+pub fn delete_rows(
+    py: Python<'_>,
+    uri: String,
+    ids: PyReadonlyArray1<'_, u64>,
+    version: Option<u64>,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<(u64, u64)> {
+    let ids = ids.as_slice()?;
+    py.detach(|| {
+        let at = location(&uri, storage_options, None, None)?;
+        table::delete_rows(&at, version, ids)
+            .map(|(m, n)| (m.version(), n))
+            .py()
+    })
+}
+
+/// Rewrites the shards of the sharded table at `uri` whose deleted fraction
+/// is at least `min_deleted`; the new version, None when none qualifies.
+#[pyfunction]
+#[pyo3(signature = (uri, min_deleted, storage_options=None))]
+pub fn compact(
+    py: Python<'_>,
+    uri: String,
+    min_deleted: f64,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<Option<u64>> {
+    py.detach(|| {
+        let at = location(&uri, storage_options, None, None)?;
+        table::compact(&at, min_deleted)
+            .map(|m| m.map(|m| m.version()))
+            .py()
+    })
+}
+
+/// Saves the rows `ids` of version `version` of the sharded table at `uri`
+/// as the view `name`: `(version, rows)`.
+#[pyfunction]
+#[pyo3(signature = (uri, name, ids, version=None, storage_options=None))]
+pub fn save_view(
+    py: Python<'_>,
+    uri: String,
+    name: String,
+    ids: PyReadonlyArray1<'_, u64>,
+    version: Option<u64>,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<(u64, u64)> {
+    let ids = ids.as_slice()?;
+    py.detach(|| {
+        let at = location(&uri, storage_options, None, None)?;
+        table::save_view(&at, &name, version, ids)
+            .map(|v| (v.version, v.rows))
+            .py()
+    })
+}
+
+/// `[(name, version, rows)]` of the views of the sharded table at `uri`.
+#[pyfunction]
+#[pyo3(signature = (uri, storage_options=None))]
+pub fn list_views(
+    py: Python<'_>,
+    uri: String,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<Vec<(String, u64, u64)>> {
+    py.detach(|| {
+        let at = location(&uri, storage_options, None, None)?;
+        table::list_views(&at)
+            .map(|vs| {
+                vs.into_iter()
+                    .map(|v| (v.name, v.version, v.rows))
+                    .collect()
+            })
+            .py()
+    })
+}
+
+/// Removes the view `name` of the sharded table at `uri`.
+#[pyfunction]
+#[pyo3(signature = (uri, name, storage_options=None))]
+pub fn drop_view(
+    py: Python<'_>,
+    uri: String,
+    name: String,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<()> {
+    py.detach(|| {
+        let at = location(&uri, storage_options, None, None)?;
+        table::drop_view(&at, &name).py()
+    })
+}
+
+/// New columns for every shard of the sharded table at `uri`, planned on
+/// its version `version` (`loaderx::table::ColumnsWrite`): one group per
+/// shard, written by any process, then one commit.
+#[pyclass(name = "ColumnsWrite", module = "loaderx._native", frozen)]
+pub struct ColumnsWriteHandle {
+    inner: ColumnsWrite,
+    uri: String,
+    options: Option<HashMap<String, String>>,
+}
+
+#[pymethods]
+impl ColumnsWriteHandle {
+    #[new]
+    #[pyo3(signature = (uri, storage_options=None, version=None))]
+    fn new(
+        py: Python<'_>,
+        uri: String,
+        storage_options: Option<HashMap<String, String>>,
+        version: Option<u64>,
+    ) -> PyResult<Self> {
+        let at = location(&uri, storage_options.clone(), None, None)?;
+        let inner = py.detach(|| ColumnsWrite::begin(&at, version)).py()?;
+        Ok(ColumnsWriteHandle {
+            inner,
+            uri,
+            options: storage_options,
+        })
+    }
+
+    /// The write `token` begun elsewhere on version `version` (what
+    /// unpickling calls).
+    #[staticmethod]
+    fn _resume(
+        py: Python<'_>,
+        uri: String,
+        storage_options: Option<HashMap<String, String>>,
+        version: u64,
+        token: String,
+    ) -> PyResult<Self> {
+        let at = location(&uri, storage_options.clone(), None, None)?;
+        let inner = py
+            .detach(|| ColumnsWrite::resume(&at, Some(version), &token))
+            .py()?;
+        Ok(ColumnsWriteHandle {
+            inner,
+            uri,
+            options: storage_options,
+        })
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        let py = slf.py();
+        let me = slf.get();
+        let resume = slf.get_type().getattr("_resume")?;
+        let args = (
+            me.uri.clone(),
+            me.options.clone(),
+            me.inner.base().version(),
+            me.inner.token().to_owned(),
+        )
+            .into_pyobject(py)?;
+        PyTuple::new(py, [resume.into_any(), args.into_any()])
+    }
+
+    /// The version the write is planned on.
+    #[getter]
+    fn version(&self) -> u64 {
+        self.inner.base().version()
+    }
+
+    /// `[(shard name, rows, live rows)]` of the version planned on, in
+    /// table order.
+    fn shards(&self) -> Vec<(String, u64, u64)> {
+        self.inner
+            .base()
+            .shards
+            .iter()
+            .map(|s| (s.name.clone(), s.rows, s.live_rows()))
+            .collect()
+    }
+
+    /// The deleted rows of shard `shard` (uint64, ascending).
+    fn deleted<'py>(&self, py: Python<'py>, shard: usize) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        let rows = py.detach(|| self.inner.deleted(shard)).py()?;
+        Ok(PyArray1::from_vec(py, rows))
+    }
+
+    /// Writes the Arrow streams `sources`, in order, as the new columns of
+    /// shard `shard` (as many rows as the shard has).
+    fn write_group(
+        &self,
+        py: Python<'_>,
+        shard: usize,
+        sources: Vec<AnyRecordBatch>,
+        codec: &str,
+    ) -> PyResult<()> {
+        let codec = crate::store::parse_codec(codec)?;
+        let readers = sources
+            .into_iter()
+            .map(|s| s.into_reader())
+            .collect::<PyResult<Vec<_>>>()?;
+        py.detach(|| {
+            let dir = self.inner.new_group(shard)?;
+            la::ingest_streams(readers, &dir, codec, None, false, &mut |_| {})?;
+            self.inner.finish_group(shard, &dir)
+        })
+        .py()
+    }
+
+    /// Commits the new columns of every shard as one version; returns it.
+    fn commit(&self, py: Python<'_>) -> PyResult<u64> {
+        py.detach(|| self.inner.commit().map(|m| m.version())).py()
+    }
+
+    /// Removes what this write made, unless it was committed.
+    fn discard(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.inner.discard()).py()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "ColumnsWrite({:?}, version={})",
+            self.uri,
+            self.inner.base().version()
+        )
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ColumnsWriteHandle>()?;
+    m.add_function(wrap_pyfunction!(make_versioned, m)?)?;
+    m.add_function(wrap_pyfunction!(drop_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(delete_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(compact, m)?)?;
+    m.add_function(wrap_pyfunction!(save_view, m)?)?;
+    m.add_function(wrap_pyfunction!(list_views, m)?)?;
+    m.add_function(wrap_pyfunction!(drop_view, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,399 @@
+"""Tables that evolve: a plain table made versioned in place, appends,
+columns added without rewriting anything and dropped, locally and in a
+bucket (the S3-compatible server on 127.0.0.1); conflicts typed; random
+histories checked against an in-memory model (pyarrow tables), version by
+version."""
+
+import io
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import loaderx
+
+pa = pytest.importorskip("pyarrow")
+
+
+def rows(lo, hi):
+    return pa.table(
+        {
+            "id": np.arange(lo, hi, dtype=np.int64),
+            "img": pa.FixedShapeTensorArray.from_numpy_ndarray(
+                np.arange(lo, hi, dtype=np.uint8)[:, None, None] * np.ones((1, 2, 3), np.uint8)
+            ),
+            "caption": [f"caption {i}" for i in range(lo, hi)],
+        }
+    )
+
+
+def uri(s3, name="t"):
+    return f"s3://{s3.bucket}/{s3.prefix}/{name}"
+
+
+def files_of(path):
+    """Every file below ``path`` with its bytes' identity (inode, size,
+    mtime): what must not change when columns are added."""
+    out = {}
+    for d, _, names in os.walk(path):
+        for n in names:
+            p = os.path.join(d, n)
+            st_ = os.stat(p)
+            out[os.path.relpath(p, path)] = (st_.st_ino, st_.st_size, st_.st_mtime_ns)
+    return out
+
+
+def column(t, name):
+    return t[name][np.arange(t.num_rows)]
+
+
+def test_a_plain_table_becomes_versioned_in_place_without_copying(tmp_path):
+    path = str(tmp_path / "plain")
+    for s in loaderx.arrow.ingest(rows(0, 6), path).values():
+        s.close()
+    before = files_of(path)
+    with loaderx.open_table(path, readonly=False) as t:
+        assert t.version is None and not t.readonly
+        t.add_columns({"score": np.linspace(0, 1, 6)})
+        assert t.version == 2 and t.sharded and list(t) == ["caption", "id", "img", "score"]
+        np.testing.assert_allclose(column(t, "score"), np.linspace(0, 1, 6))
+        assert column(t, "caption") == [f"caption {i}" for i in range(6)]
+        assert [(v["version"], v["operation"]) for v in t.versions()] == [
+            (1, "create"),
+            (2, "add_columns"),
+        ]
+    after = files_of(path)
+    # Every file of the plain table is where it was, untouched.
+    assert {k: v for k, v in after.items() if k in before} == before
+    with loaderx.open_table(path, version=1) as v1:
+        assert list(v1) == ["caption", "id", "img"] and v1.num_rows == 6
+
+
+@pytest.fixture(params=["local", "s3"])
+def table(request, tmp_path):
+    """A sharded table of two shards (rows 0..5 and 5..8), at a new
+    location on disk or in the bucket, with its storage options."""
+    if request.param == "local":
+        path, kw = str(tmp_path / "t"), {}
+    else:
+        s3 = request.getfixturevalue("s3")
+        path, kw = uri(s3), {"storage_options": s3.options()}
+    loaderx.ingest_sharded(rows(0, 8), path, workers=1, shards=2, **kw).close()
+    return path, kw
+
+
+def test_append_add_and_drop_columns(table):
+    path, kw = table
+    with loaderx.open_table(path, readonly=False, **kw) as t:
+        assert t.append(rows(8, 10)) == 10
+        assert (
+            t.append(
+                {
+                    "id": np.array([10]),
+                    "img": np.full((1, 2, 3), 10, np.uint8),
+                    "caption": ["caption 10"],
+                }
+            )
+            == 11
+        )
+        assert t.version == 3
+        t.add_columns(
+            {
+                "emb": np.arange(11 * 4, dtype=np.float32).reshape(11, 4),
+                "title": [f"t{i}" for i in range(11)],
+                "raw": [bytes([i]) * i for i in range(11)],
+                "maybe": pa.array([None if i % 3 == 0 else i for i in range(11)], pa.int64()),
+            }
+        )
+        assert t.version == 4
+        np.testing.assert_array_equal(
+            column(t, "emb"), np.arange(44, dtype=np.float32).reshape(11, 4)
+        )
+        assert column(t, "title") == [f"t{i}" for i in range(11)]
+        assert column(t, "raw") == [bytes([i]) * i for i in range(11)]
+        got = pa.chunked_array(t["maybe"]).to_pylist()
+        assert got == [None if i % 3 == 0 else i for i in range(11)]
+        # A function over existing columns, in row order.
+        t.add_columns(lambda b: {"id2": b["id"] * 2}, read_columns=["id"])
+        np.testing.assert_array_equal(column(t, "id2"), np.arange(11) * 2)
+        t.drop_columns(["raw", "img"])
+        assert "raw" not in t and "img" not in t and t.version == 6
+        # A dropped name can be added again, with new values.
+        t.add_columns({"raw": np.arange(11)})
+        np.testing.assert_array_equal(column(t, "raw"), np.arange(11))
+        # Appends after added columns carry every column.
+        t.append(
+            {
+                "id": np.array([11]),
+                "caption": ["caption 11"],
+                "emb": np.zeros((1, 4), np.float32),
+                "title": ["t11"],
+                "maybe": pa.array([None], pa.int64()),
+                "id2": np.array([22]),
+                "raw": np.array([99]),
+            }
+        )
+        assert t.num_rows == 12 and column(t, "raw")[-1] == 99
+    with loaderx.open_table(path, version=5, **kw) as v5:
+        assert column(v5, "raw") == [bytes([i]) * i for i in range(11)]
+        assert v5["img"][[3]].shape == (1, 2, 3)
+    sql = loaderx.sql(
+        "SELECT count(*) AS n, sum(id2) AS s FROM t", t=loaderx.open_table(path, **kw)
+    )
+    assert sql.to_pylist() == [{"n": 12, "s": int((np.arange(11) * 2).sum()) + 22}]
+
+
+def test_added_columns_rewrite_nothing_that_was_there(tmp_path):
+    path = str(tmp_path / "t")
+    loaderx.ingest_sharded(rows(0, 40), path, workers=1, shards=3).close()
+    before = files_of(path)
+    with loaderx.open_table(path, readonly=False) as t:
+        t.add_columns({"label": np.arange(40) % 7})
+    after = files_of(path)
+    assert {k: after[k] for k in before if k != "manifest.json"} == {
+        k: v for k, v in before.items() if k != "manifest.json"
+    }
+    new = sorted(set(after) - set(before))
+    assert all(k.startswith("_versions/") or "/_g-" in k for k in new), new
+
+
+def test_bad_evolution_changes_nothing(tmp_path):
+    path = str(tmp_path / "t")
+    loaderx.ingest_sharded(rows(0, 8), path, workers=1, shards=2).close()
+    before = files_of(path)
+    with loaderx.open_table(path) as t:
+        with pytest.raises(io.UnsupportedOperation, match="readonly=False"):
+            t.add_columns({"x": np.arange(8)})
+        with pytest.raises(io.UnsupportedOperation):
+            t.append(rows(8, 9))
+        with pytest.raises(io.UnsupportedOperation):
+            t.drop_columns("id")
+    with loaderx.open_table(path, readonly=False) as t:
+        with pytest.raises(ValueError, match="'x' has 7 rows, but the table has 8"):
+            t.add_columns({"x": np.arange(7)})
+        with pytest.raises(ValueError, match="'id' is in table"):
+            t.add_columns({"id": np.arange(8)})
+        with pytest.raises(ValueError, match="no column 'nope'"):
+            t.drop_columns(["nope"])
+        with pytest.raises(ValueError, match="without columns"):
+            t.drop_columns(["id", "img", "caption"])
+        with pytest.raises(ValueError, match="read_columns names 'nope'"):
+            t.add_columns(lambda b: {"y": b["nope"]}, read_columns=["nope"])
+        with pytest.raises(ValueError):
+            t.append({"id": np.arange(2)})  # missing columns
+        assert t.version == 1
+    assert files_of(path) == before
+
+
+def test_a_commit_planned_on_an_older_version_conflicts_or_is_retried(tmp_path):
+    path = str(tmp_path / "t")
+    loaderx.ingest_sharded(rows(0, 8), path, workers=1, shards=2).close()
+    a = loaderx.open_table(path, readonly=False)
+    b = loaderx.open_table(path, readonly=False)
+    try:
+        # Columns added beside other columns: both kept.
+        a.add_columns({"x": np.arange(8)})
+        b.add_columns({"y": np.arange(8) + 1})
+        assert {"x", "y"} <= set(b)
+        # Rows appended meanwhile have no values in the new column.
+        b.append(rows(8, 9).append_column("x", pa.array([8])).append_column("y", pa.array([9])))
+        with pytest.raises(loaderx.CommitConflict, match="planned on version 2.*version 4"):
+            a.add_columns({"z": np.arange(8)})
+        assert isinstance(loaderx.CommitConflict("x"), RuntimeError)
+        assert "z" not in a and a.version == 4  # it shows the latest
+        # The failed write left no group behind.
+        manifest = open(os.path.join(path, "manifest.json")).read()
+        groups = [
+            g
+            for d in os.listdir(path)
+            if d.startswith("shard")
+            for g in os.listdir(os.path.join(path, d))
+            if g.startswith("_g-")
+        ]
+        assert groups and all(g in manifest for g in groups)
+    finally:
+        a.close()
+        b.close()
+
+
+# -- random histories against a model --------------------------------------------
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(1, 4)),
+        st.tuples(st.just("add"), st.integers(0, 3)),
+        st.tuples(st.just("drop"), st.integers(0, 3)),
+        st.tuples(st.just("delete"), st.integers(0, 50)),
+        st.tuples(st.just("compact"), st.integers(0, 1)),
+        st.tuples(st.just("view"), st.integers(1, 3)),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(ops)
+def test_every_version_reads_as_the_model_says(tmp_path_factory, history):
+    path = str(tmp_path_factory.mktemp("model") / "t")
+    model = {"id": list(range(3))}
+    loaderx.ingest_sharded(pa.table({"id": np.arange(3, dtype=np.int64)}), path, workers=1).close()
+    snapshots = {1: {k: list(v) for k, v in model.items()}}
+    views = {}  # name -> (version, expected columns)
+    added = 0
+    with loaderx.open_table(path, readonly=False) as t:
+        for op, n in history:
+            rows_now = len(model["id"])
+            if op == "append":
+                new = {
+                    c: [rows_now + i if c == "id" else 1000 + i for i in range(n)] for c in model
+                }
+                t.append({c: np.array(v, dtype=np.int64) for c, v in new.items()})
+                for c in model:
+                    model[c] += new[c]
+            elif op == "add":
+                name = f"c{added}"
+                added += 1
+                vals = [i * 10 + n for i in range(rows_now)]
+                t.add_columns({name: np.array(vals, dtype=np.int64)})
+                model[name] = vals
+            elif op == "drop":
+                droppable = [c for c in model if c != "id"]
+                if not droppable:
+                    continue
+                name = droppable[n % len(droppable)]
+                t.drop_columns(name)
+                del model[name]
+            elif op == "delete":
+                if rows_now <= 1:
+                    continue
+                gone = n % rows_now
+                assert t.delete([gone]) == 1
+                for c in model:
+                    del model[c][gone]
+            elif op == "compact":
+                t.compact(min_deleted=0.0 if n else 0.5)  # same rows either way
+            else:
+                name = f"v{len(views)}"
+                keep = [i for i in range(rows_now) if i % n == 0]
+                t.save_view(name, np.array(keep))
+                views[name] = (t.version, {c: [v[i] for i in keep] for c, v in model.items()})
+                continue
+            snapshots[t.version] = {k: list(v) for k, v in model.items()}
+    with loaderx.open_table(path) as t:
+        latest = t.version
+    for version, want in snapshots.items():
+        if version > latest:
+            continue  # a compaction that found nothing made no version
+        with loaderx.open_table(path, version=version) as t:
+            assert sorted(t) == sorted(want), version
+            for c, values in want.items():
+                assert column(t, c).tolist() == values, (version, c)
+    for name, (version, want) in views.items():
+        with loaderx.open_table(path, view=name) as v:
+            assert v.version == version
+            for c, values in want.items():
+                assert column(v, c).tolist() == values, (name, c)
+
+
+def test_delete_by_predicate_ids_and_mask_then_compact(table):
+    path, kw = table
+    with loaderx.open_table(path, readonly=False, **kw) as t:
+        t.add_columns({"score": np.arange(8) / 10})
+        assert t.delete("score >= 0.6") == 2  # ids 6, 7
+        assert t.num_rows == 6 and column(t, "id").tolist() == [0, 1, 2, 3, 4, 5]
+        assert t.delete(np.array([0, 2])) == 2  # record ids of this version
+        assert column(t, "id").tolist() == [1, 3, 4, 5]
+        mask = np.zeros(4, bool)
+        mask[1] = True
+        assert t.delete(mask) == 1
+        assert column(t, "id").tolist() == [1, 4, 5]
+        assert column(t, "caption") == ["caption 1", "caption 4", "caption 5"]
+        np.testing.assert_allclose(column(t, "score"), [0.1, 0.4, 0.5])
+        assert t["img"][[2]][0, 0, 0] == 5
+        # Every read path skips deleted rows: SQL, Arrow, the loader.
+        got = loaderx.sql("SELECT record_id, id FROM t ORDER BY record_id", t=t).to_pylist()
+        assert got == [
+            {"record_id": 0, "id": 1},
+            {"record_id": 1, "id": 4},
+            {"record_id": 2, "id": 5},
+        ]
+        assert loaderx.arrow.table(t).read_all()["id"].to_pylist() == [1, 4, 5]
+        from loaderx.dataloader import DataLoader
+
+        with DataLoader({"id": t["id"]}, batch_size=3) as loader:
+            assert sorted(next(loader)["id"].tolist()) == [1, 4, 5]
+        before = t.version
+        assert t.compact(min_deleted=0.5) == before + 1
+        assert column(t, "id").tolist() == [1, 4, 5]
+        assert column(t, "caption") == ["caption 1", "caption 4", "caption 5"]
+        np.testing.assert_allclose(column(t, "score"), [0.1, 0.4, 0.5])
+        assert t.compact(min_deleted=0.5) is None  # nothing left to compact
+    with loaderx.open_table(path, version=1, **kw) as v1:
+        assert column(v1, "id").tolist() == list(range(8))
+    with loaderx.open_table(path, readonly=False, **kw) as t:
+        with pytest.raises(ValueError, match="record ids must be in 0..3, got 3"):
+            t.delete([3])
+        with pytest.raises(ValueError, match="bool mask must have shape"):
+            t.delete(np.ones(2, bool))
+        with pytest.raises(ValueError, match="predicate 'nope > 1' failed"):
+            t.delete("nope > 1")
+        assert t.delete([]) == 0
+
+
+def test_views_and_splits_are_tables_everywhere(table):
+    path, kw = table
+    with loaderx.open_table(path, readonly=False, **kw) as t:
+        t.add_columns({"doc": [f"d{i // 3}" for i in range(8)]})
+        assert t.save_view("odd", t["id"][np.arange(8)] % 2 == 1) == 4
+        assert t.save_view("small", "id < 3") == 3
+        with pytest.raises(ValueError, match="already has view 'odd'"):
+            t.save_view("odd", [1])
+        sizes = t.split({"train": 0.75, "test": 0.25}, seed=7)
+        assert sizes == {"train": 6, "test": 2}
+        again = [set(column_of_view(path, kw, n, "id")) for n in ("train", "test")]
+        assert again[0].isdisjoint(again[1]) and again[0] | again[1] == set(range(8))
+        by = t.split({"a": 0.5, "b": 0.5}, seed=1, by="doc")
+        assert sum(by.values()) == 8
+        docs = [set(column_of_view(path, kw, n, "doc")) for n in ("a", "b")]
+        assert docs[0].isdisjoint(docs[1])
+        views = t.views()
+        assert views["odd"] == {"version": 2, "num_rows": 4} and set(views) == {
+            "odd",
+            "small",
+            "train",
+            "test",
+            "a",
+            "b",
+        }
+        # Later versions leave a view on its own version.
+        t.delete("id = 1")
+        t.append(rows(8, 9).append_column("doc", pa.array(["d9"])))
+    with loaderx.open_table(path, view="odd", **kw) as v:
+        assert v.version == 2 and column(v, "id").tolist() == [1, 3, 5, 7]
+        assert loaderx.sql("SELECT sum(id) AS s FROM v", v=v).to_pylist() == [{"s": 16}]
+        assert loaderx.arrow.table(v).read_all()["caption"].to_pylist()[0] == "caption 1"
+    # The same split again with the same seed selects the same rows.
+    with loaderx.open_table(path, readonly=False, **kw) as t:
+        t.drop_view("train")
+        t.drop_view("test")
+        with loaderx.open_table(path, version=2, **kw) as v2:
+            v2._evolvable = True
+            v2.split({"train": 0.75, "test": 0.25}, seed=7)
+        with pytest.raises(ValueError, match="no view 'gone'"):
+            loaderx.open_table(path, view="gone", **kw)
+    assert set(column_of_view(path, kw, "train", "id")) == again[0]
+    with loaderx.open_table(path, **kw) as t:
+        # Cleanup keeps the versions views select from.
+        t.cleanup(older_than=__import__("datetime").timedelta(0))
+        assert 2 in [v["version"] for v in t.versions()]
+    with loaderx.open_table(path, view="small", **kw) as v:
+        assert column(v, "id").tolist() == [0, 1, 2]
+
+
+def column_of_view(path, kw, name, col):
+    with loaderx.open_table(path, view=name, **kw) as v:
+        got = v[col][np.arange(v.num_rows)]
+        return got.tolist() if isinstance(got, np.ndarray) else list(got)

@@ -1,0 +1,467 @@
+//! Evolving a sharded table without rewriting it: a plain table turned
+//! into a versioned one in place, columns added beside the existing ones
+//! ([`ColumnsWrite`]: one column group per shard), columns dropped. Each
+//! commits one version through [`publish`]; none rewrites or re-uploads a
+//! file an earlier version names.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use super::commit::publish;
+use super::root::{Root, RootKind};
+use crate::io::Fs;
+use crate::schema::Logical;
+use crate::table::files;
+use crate::table::manifest::{shard_dir, ColumnGroup, Manifest, ShardEntry, SELF_SHARD};
+use crate::table::repr::{py_list, py_str};
+use crate::table::shard::{check_shard_agrees, shard_schema_in, ShardSchema};
+use crate::table::types::validity_dir;
+use crate::table::versions::{self, VersionRef};
+use crate::{Error, Location, Result};
+
+#[cfg(feature = "remote")]
+use super::bucket;
+
+/// Turns the plain table at `at` into a sharded, versioned one in place:
+/// the table's directory becomes its first shard (`"."`), no byte copied,
+/// and `manifest.json` (the commit point) makes it version 1. Returns the
+/// manifest. `InvalidValue` when `at` is not a plain table (a sharded one
+/// included).
+pub fn make_versioned(at: &Location) -> Result<Manifest> {
+    let root = Root::of(at)?;
+    publish(&root, "create", &mut |root, current| {
+        if current.is_some() {
+            return Err(Error::InvalidValue(format!(
+                "{} is a sharded table already",
+                root.path().display()
+            )));
+        }
+        files::check_complete(root.at.fs(), root.path())?;
+        let schema = root.shard_schema(SELF_SHARD)?;
+        let nullable: Vec<String> = schema
+            .columns
+            .iter()
+            .filter(|(c, _)| files::is_store(root.at.fs(), &validity_dir(root.path(), c)))
+            .map(|(c, _)| c.clone())
+            .collect();
+        Ok(Manifest {
+            columns: schema.columns.iter().map(|(c, _)| c.clone()).collect(),
+            types: schema
+                .columns
+                .iter()
+                .filter(|(_, s)| s.logical != Logical::Tensor)
+                .map(|(c, s)| (c.clone(), s.logical))
+                .collect(),
+            nullable,
+            shards: vec![ShardEntry {
+                name: SELF_SHARD.into(),
+                rows: schema.rows,
+                // Listed by readers: the table's own prefix holds the
+                // other shards too.
+                objects: None,
+                groups: Vec::new(),
+                deleted: None,
+            }],
+            ..Manifest::default()
+        })
+    })
+}
+
+/// The version `version` (None: the latest) of the sharded table at `at`,
+/// read afresh.
+fn base_version(at: &Location, version: Option<u64>) -> Result<Manifest> {
+    let want = version.map_or(VersionRef::Latest, VersionRef::Number);
+    Ok(versions::resolve_at(at, &want)?.manifest)
+}
+
+/// A conflict between the version a commit was planned on and the one
+/// committed meanwhile.
+fn conflict(at: &Path, base: &Manifest, current: &Manifest, what: String) -> Error {
+    Error::CommitConflict(format!(
+        "table {}: this commit was planned on version {}, but version {} was committed meanwhile and {what}",
+        at.display(),
+        base.version(),
+        current.version()
+    ))
+}
+
+/// Whether `current` holds exactly the shards (names and rows) of `base`.
+fn same_shards(base: &Manifest, current: &Manifest) -> bool {
+    base.shards.len() == current.shards.len()
+        && base
+            .shards
+            .iter()
+            .zip(&current.shards)
+            .all(|(a, b)| a.name == b.name && a.rows == b.rows)
+}
+
+/// Drops the columns `names` of the sharded table at `at` (planned on its
+/// version `version`, None: the latest): one new version whose manifest
+/// no longer names them; their files stay for the versions that do.
+/// `InvalidValue` naming the column for a column the table does not have,
+/// or when no column would be left.
+pub fn drop_columns(at: &Location, names: &[String], version: Option<u64>) -> Result<Manifest> {
+    let base = base_version(at, version)?;
+    for name in names {
+        if !base.columns.contains(name) {
+            return Err(Error::InvalidValue(format!(
+                "table {} has no column {} to drop (its columns: {})",
+                at.path().display(),
+                py_str(name),
+                py_list(&base.columns)
+            )));
+        }
+    }
+    if base.columns.iter().all(|c| names.contains(c)) {
+        return Err(Error::InvalidValue(format!(
+            "dropping {} would leave table {} without columns",
+            py_list(names),
+            at.path().display()
+        )));
+    }
+    publish(&Root::of(at)?, "drop_columns", &mut |root, current| {
+        let current = current.expect("a sharded table has a version");
+        if let Some(gone) = names.iter().find(|n| !current.columns.contains(n)) {
+            return Err(conflict(
+                root.path(),
+                &base,
+                current,
+                format!("dropped column {} already", py_str(gone)),
+            ));
+        }
+        if current.columns.iter().all(|c| names.contains(c)) {
+            return Err(conflict(
+                root.path(),
+                &base,
+                current,
+                "dropping these columns now would leave it without columns".into(),
+            ));
+        }
+        let keep = |c: &String| !names.contains(c);
+        Ok(Manifest {
+            columns: current
+                .columns
+                .iter()
+                .filter(|c| keep(c))
+                .cloned()
+                .collect(),
+            types: current
+                .types
+                .iter()
+                .filter(|(c, _)| keep(c))
+                .cloned()
+                .collect(),
+            nullable: current
+                .nullable
+                .iter()
+                .filter(|c| keep(c))
+                .cloned()
+                .collect(),
+            shards: current.shards.clone(),
+            ..Manifest::default()
+        })
+    })
+}
+
+/// Columns added to every shard of a sharded table: each shard gets a
+/// column group `_g-<token>` (a plain table of the shard's rows holding
+/// the new columns), filled by any process ([`ColumnsWrite::new_group`],
+/// [`ColumnsWrite::finish_group`]), then one commit makes them visible.
+/// Nothing an earlier version names is rewritten.
+#[derive(Debug)]
+pub struct ColumnsWrite {
+    root: Root,
+    base: Manifest,
+    token: String,
+}
+
+impl ColumnsWrite {
+    /// Plans new columns on version `version` (None: the latest) of the
+    /// sharded table at `at`.
+    pub fn begin(at: &Location, version: Option<u64>) -> Result<ColumnsWrite> {
+        ColumnsWrite::resume(at, version, &files::random_hex(6))
+    }
+
+    /// The write `token` planned on version `version` of the table at `at`
+    /// (in another process: a Ray task's).
+    pub fn resume(at: &Location, version: Option<u64>, token: &str) -> Result<ColumnsWrite> {
+        if token.len() < 8 || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(Error::InvalidValue(format!(
+                "token must be the hex token of a write, got {}",
+                py_str(token)
+            )));
+        }
+        let base = base_version(at, version)?;
+        Ok(ColumnsWrite {
+            root: Root::of(at)?,
+            base,
+            token: token.to_owned(),
+        })
+    }
+
+    /// The write's token.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The version the write is planned on.
+    pub fn base(&self) -> &Manifest {
+        &self.base
+    }
+
+    /// The deleted rows of shard `i` of the version planned on: its new
+    /// columns need a value there too (never read), so that every store
+    /// of the shard keeps the shard's rows.
+    pub fn deleted(&self, i: usize) -> Result<Vec<u64>> {
+        let shard = self.shard(i)?;
+        let at = self.root.at.fresh();
+        crate::table::manifest::read_deleted(at.fs(), at.path(), shard)
+    }
+
+    fn group(&self) -> String {
+        format!("_g-{}", self.token)
+    }
+
+    fn shard(&self, i: usize) -> Result<&ShardEntry> {
+        self.base.shards.get(i).ok_or_else(|| {
+            Error::InvalidIndex(format!(
+                "shard must be in 0..{}, got {i}",
+                self.base.shards.len()
+            ))
+        })
+    }
+
+    /// A new, empty directory for shard `i`'s new columns: fill it as a
+    /// plain table of the shard's rows, then [`finish_group`]. Inside the
+    /// shard for a local table, a temporary directory for a remote one.
+    ///
+    /// [`finish_group`]: ColumnsWrite::finish_group
+    pub fn new_group(&self, i: usize) -> Result<PathBuf> {
+        let shard = self.shard(i)?;
+        let dir = match &self.root.kind {
+            RootKind::Local(table) => shard_dir(table, &shard.name).join(self.group()),
+            #[cfg(feature = "remote")]
+            RootKind::Bucket { .. } => std::env::temp_dir()
+                .join(format!("loaderx-group-{}", files::random_hex(6)))
+                .join(self.group()),
+        };
+        if dir.exists() {
+            files::remove_dir_all(&dir)?; // a retried task's
+        }
+        files::create_dir_all(&dir)?;
+        Ok(dir)
+    }
+
+    /// Checks shard `i`'s filled group `dir` (its rows are the shard's,
+    /// its columns new to the table) and, for a remote table, uploads it
+    /// into the shard and removes the local copy.
+    pub fn finish_group(&self, i: usize, dir: &Path) -> Result<()> {
+        let shard = self.shard(i)?;
+        let schema = shard_schema_in(&Fs::Local, dir)?;
+        self.check_group(shard, &schema)?;
+        match &self.root.kind {
+            RootKind::Local(_) => Ok(()),
+            #[cfg(feature = "remote")]
+            RootKind::Bucket { .. } => {
+                let rel = bucket::key(bucket::shard_rel(&shard.name), &self.group());
+                let done = bucket::upload_dir(&self.root, dir, &rel).map(|_| ());
+                let _ = std::fs::remove_dir_all(dir.parent().unwrap_or(dir));
+                done
+            }
+        }
+    }
+
+    fn check_group(&self, shard: &ShardEntry, schema: &ShardSchema) -> Result<()> {
+        if schema.rows != shard.rows {
+            return Err(Error::InvalidValue(format!(
+                "the new columns of shard {} have {} rows, but the shard has {}",
+                py_str(&shard.name),
+                schema.rows,
+                shard.rows
+            )));
+        }
+        if let Some((c, _)) = schema
+            .columns
+            .iter()
+            .find(|(c, _)| self.base.columns.contains(c))
+        {
+            return Err(Error::InvalidValue(format!(
+                "column {} is in table {} already (drop it first to replace it)",
+                py_str(c),
+                self.root.path().display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Shard `i`'s group as committed: its schema and (remote) objects.
+    fn read_group(
+        &self,
+        root: &Root,
+        i: usize,
+    ) -> Result<(ShardSchema, Option<BTreeMap<String, u64>>)> {
+        let shard = &self.base.shards[i];
+        let dir = shard_dir(root.path(), &shard.name).join(self.group());
+        match &root.kind {
+            RootKind::Local(_) => Ok((shard_schema_in(&Fs::Local, &dir)?, None)),
+            #[cfg(feature = "remote")]
+            RootKind::Bucket { .. } => {
+                let rel = bucket::key(bucket::shard_rel(&shard.name), &self.group());
+                let objects = bucket::sizes_below(root, &rel)?;
+                if objects.is_empty() {
+                    return Err(Error::InvalidValue(format!(
+                        "shard {} has no new columns of this write: every shard needs them before the commit",
+                        py_str(&shard.name)
+                    )));
+                }
+                let schema = shard_schema_in(root.at.fs(), &dir)?;
+                let group = self.group();
+                Ok((
+                    schema,
+                    Some(
+                        objects
+                            .into_iter()
+                            .map(|(r, n)| (format!("{group}/{r}"), n))
+                            .collect(),
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// Commits the new columns of every shard as one version; returns it.
+    /// `CommitConflict` when a version committed meanwhile changed the
+    /// shards or added a column of the same name; a version that only
+    /// added or dropped other columns is taken as it is.
+    pub fn commit(&self) -> Result<Manifest> {
+        if self.base.shards.is_empty() {
+            return Err(Error::InvalidValue(format!(
+                "table {} has no shards to add columns to",
+                self.root.path().display()
+            )));
+        }
+        let fresh = Root::of(&self.root.at.fresh())?;
+        let mut groups = Vec::with_capacity(self.base.shards.len());
+        for i in 0..self.base.shards.len() {
+            let (schema, objects) = self.read_group(&fresh, i)?;
+            self.check_group(&self.base.shards[i], &schema)?;
+            if let Some((first_name, first)) = groups
+                .first()
+                .map(|(s, _): &(ShardSchema, _)| (self.base.shards[0].name.clone(), s.clone()))
+            {
+                check_shard_agrees(&self.base.shards[i].name, &schema, &first_name, &first)?;
+            }
+            groups.push((schema, objects));
+        }
+        let new: Vec<String> = groups[0].0.columns.iter().map(|(c, _)| c.clone()).collect();
+        let group = self.group();
+        let base = &self.base;
+        publish(&self.root, "add_columns", &mut |root, current| {
+            let current = current.expect("a sharded table has a version");
+            if !same_shards(base, current) {
+                return Err(conflict(
+                    root.path(),
+                    base,
+                    current,
+                    "changed the table's shards (their rows have no values in the new columns)"
+                        .into(),
+                ));
+            }
+            if let Some(c) = new.iter().find(|c| current.columns.contains(c)) {
+                return Err(conflict(
+                    root.path(),
+                    base,
+                    current,
+                    format!("added a column {} too", py_str(c)),
+                ));
+            }
+            let mut shards = current.shards.clone();
+            let mut nullable: BTreeSet<String> = current.nullable.iter().cloned().collect();
+            let mut has: Vec<BTreeSet<String>> = Vec::with_capacity(shards.len());
+            for (entry, (schema, objects)) in shards.iter_mut().zip(&groups) {
+                entry.groups.push(ColumnGroup {
+                    dir: group.clone(),
+                    columns: new.clone(),
+                });
+                if let (Some(all), Some(mine)) = (entry.objects.as_mut(), objects) {
+                    all.extend(mine.iter().map(|(k, v)| (k.clone(), *v)));
+                }
+                let valid: BTreeSet<String> = schema
+                    .columns
+                    .iter()
+                    .filter(|(c, _)| {
+                        files::is_store(root.at.fs(), &entry.validity_path(root.path(), c))
+                    })
+                    .map(|(c, _)| c.clone())
+                    .collect();
+                nullable.extend(valid.iter().cloned());
+                has.push(valid);
+            }
+            for (entry, valid) in shards.iter_mut().zip(&has) {
+                let missing: Vec<&String> = new
+                    .iter()
+                    .filter(|c| nullable.contains(*c) && !valid.contains(*c))
+                    .collect();
+                if !missing.is_empty() {
+                    root.add_validity(entry, &missing)?;
+                }
+            }
+            let mut types = current.types.clone();
+            types.extend(
+                groups[0]
+                    .0
+                    .columns
+                    .iter()
+                    .filter(|(_, s)| s.logical != Logical::Tensor)
+                    .map(|(c, s)| (c.clone(), s.logical)),
+            );
+            let mut columns = current.columns.clone();
+            columns.extend(new.iter().cloned());
+            Ok(Manifest {
+                columns,
+                types,
+                nullable: nullable.into_iter().collect(),
+                shards,
+                ..Manifest::default()
+            })
+        })
+    }
+
+    /// Removes what this write made in every shard, unless a version
+    /// names it (it was committed).
+    pub fn discard(&self) -> Result<()> {
+        let group = self.group();
+        if let Some(latest) =
+            versions::latest(&self.root.at.fresh().fs().clone(), self.root.path())?
+        {
+            if latest
+                .manifest
+                .shards
+                .iter()
+                .any(|s| s.groups.iter().any(|g| g.dir == group))
+            {
+                return Ok(());
+            }
+        }
+        for shard in &self.base.shards {
+            match &self.root.kind {
+                RootKind::Local(table) => {
+                    let dir = shard_dir(table, &shard.name).join(&group);
+                    if dir.exists() {
+                        files::remove_dir_all(&dir)?;
+                    }
+                }
+                #[cfg(feature = "remote")]
+                RootKind::Bucket { .. } => {
+                    let rel = bucket::key(bucket::shard_rel(&shard.name), &group);
+                    let doomed: Vec<String> = bucket::sizes_below(&self.root, &rel)?
+                        .into_iter()
+                        .map(|(r, _)| format!("{rel}/{r}"))
+                        .collect();
+                    bucket::delete_rels(&self.root, &doomed)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,349 @@
+//! Deleting rows without rewriting them (deletion files, one per touched
+//! shard per version) and compacting shards (rewriting the live rows of a
+//! shard as a new one, same order). Each commits one version through
+//! [`publish`].
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use super::commit::publish;
+use super::root::{Root, RootKind};
+use crate::io::Fs;
+use crate::read::ragged::Packed;
+use crate::schema::{Kind, Logical};
+use crate::table::files;
+use crate::table::manifest::{deletion_bytes, read_deleted, Deleted, Manifest, ShardEntry};
+use crate::table::repr::py_str;
+use crate::table::types::{validity_dir, write_types, ColumnType};
+use crate::table::versions::{self, VersionRef};
+use crate::{Error, Location, Records, Result, Store};
+
+#[cfg(feature = "remote")]
+use super::bucket;
+
+/// The version `version` (None: the latest) of the table at `at`, afresh.
+fn base_version(at: &Location, version: Option<u64>) -> Result<Manifest> {
+    let want = version.map_or(VersionRef::Latest, VersionRef::Number);
+    Ok(versions::resolve_at(at, &want)?.manifest)
+}
+
+fn conflict(at: &Path, base: &Manifest, current: &Manifest, what: String) -> Error {
+    Error::CommitConflict(format!(
+        "table {}: this commit was planned on version {}, but version {} was committed meanwhile and {what}",
+        at.display(),
+        base.version(),
+        current.version()
+    ))
+}
+
+/// Writes the small file `rel` (relative to the table) at `root`, replacing
+/// it atomically; returns its size.
+fn write_file(root: &Root, rel: &str, bytes: Vec<u8>) -> Result<u64> {
+    let n = bytes.len() as u64;
+    match &root.kind {
+        RootKind::Local(dir) => {
+            let path = dir.join(rel);
+            let parent = path.parent().unwrap_or(dir).to_path_buf();
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let tmp = format!(".{name}.{}", files::random_hex(4));
+            files::write_atomically(&parent, &name, &tmp, &bytes)?;
+        }
+        #[cfg(feature = "remote")]
+        RootKind::Bucket { .. } => bucket::overwrite(root, rel, bytes)?,
+    }
+    Ok(n)
+}
+
+/// A shard's path relative to the table, `/`-joined with `rest`.
+fn in_shard(shard: &str, rest: &str) -> String {
+    if shard == crate::table::manifest::SELF_SHARD {
+        rest.to_owned()
+    } else {
+        format!("{shard}/{rest}")
+    }
+}
+
+/// Deletes the rows `ids` (record ids of version `version`, None: the
+/// latest) of the sharded table at `at`: one new version whose touched
+/// shards name deletion files holding every row deleted there; no row is
+/// rewritten. Returns the version and how many rows it deleted (ids
+/// deleted meanwhile by another commit are not counted twice).
+/// `InvalidIndex` naming the first id past the rows; `CommitConflict` when
+/// a version committed meanwhile replaced a touched shard (a compaction).
+pub fn delete_rows(at: &Location, version: Option<u64>, ids: &[u64]) -> Result<(Manifest, u64)> {
+    let base = base_version(at, version)?;
+    let n = base.num_rows();
+    let mut ids: Vec<u64> = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    if let Some(&bad) = ids.last().filter(|&&i| i >= n) {
+        return Err(Error::InvalidIndex(format!(
+            "rows to delete must be record ids of version {} (0..{n}), got {bad}",
+            base.version()
+        )));
+    }
+    // Record ids of the base version as physical rows of its shards.
+    let fs = at.fresh().fs().clone();
+    let mut touched: Vec<(usize, Vec<u64>)> = Vec::new();
+    let mut next = ids.iter().peekable();
+    let mut first = 0u64;
+    for (si, shard) in base.shards.iter().enumerate() {
+        let live = shard.live_rows();
+        let end = first + live;
+        let mine: Vec<u64> = std::iter::from_fn(|| next.next_if(|&&i| i < end).copied()).collect();
+        if !mine.is_empty() {
+            let gone = read_deleted(&fs, at.path(), shard)?;
+            touched.push((si, physical(&gone, mine.iter().map(|i| i - first))));
+        }
+        first = end;
+    }
+    let root = Root::of(at)?;
+    let token = files::random_hex(6);
+    let mut deleted = 0u64;
+    let manifest = publish(&root, "delete", &mut |root, current| {
+        let current = current.expect("a sharded table has a version");
+        let mut shards = current.shards.clone();
+        deleted = 0;
+        for (si, rows) in &touched {
+            let name = &base.shards[*si].name;
+            let Some(entry) = shards.iter_mut().find(|s| &s.name == name) else {
+                return Err(conflict(
+                    root.path(),
+                    &base,
+                    current,
+                    format!("no longer holds shard {} (it was compacted)", py_str(name)),
+                ));
+            };
+            let mut all: BTreeSet<u64> = read_deleted(root.at.fs(), root.path(), entry)?
+                .into_iter()
+                .collect();
+            let before = all.len();
+            all.extend(rows.iter().copied());
+            deleted += (all.len() - before) as u64;
+            let all: Vec<u64> = all.into_iter().collect();
+            let file = format!("_deleted-{token}-{}.u64", current.version() + 1);
+            let size = write_file(root, &in_shard(name, &file), deletion_bytes(&all))?;
+            if let Some(objects) = entry.objects.as_mut() {
+                objects.insert(file.clone(), size);
+            }
+            entry.deleted = Some(Deleted {
+                file,
+                rows: all.len() as u64,
+            });
+        }
+        Ok(Manifest {
+            shards,
+            ..current.clone()
+        })
+    })?;
+    Ok((manifest, deleted))
+}
+
+/// The physical rows of a shard with `gone` deleted that its live rows
+/// `live` (ascending) are.
+fn physical(gone: &[u64], live: impl Iterator<Item = u64>) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut gone = gone.iter().peekable();
+    // `phys` is the physical row of live row `idx` once deleted rows are
+    // skipped.
+    let (mut idx, mut phys) = (0u64, 0u64);
+    for want in live {
+        loop {
+            while gone.next_if(|&&g| g == phys).is_some() {
+                phys += 1;
+            }
+            if idx == want {
+                break;
+            }
+            idx += 1;
+            phys += 1;
+        }
+        out.push(phys);
+    }
+    out
+}
+
+/// Rewrites every shard of the latest version of the sharded table at `at`
+/// whose deleted fraction is at least `min_deleted` (and above zero) as a
+/// new shard of its live rows, same order, every column in the shard's own
+/// directory: one new version, or None when no shard qualifies.
+/// `CommitConflict` when a version committed meanwhile deleted rows of a
+/// rewritten shard or replaced it.
+pub fn compact(at: &Location, min_deleted: f64) -> Result<Option<Manifest>> {
+    if !(0.0..=1.0).contains(&min_deleted) {
+        return Err(Error::InvalidValue(format!(
+            "min_deleted must be a fraction in [0, 1], got {min_deleted}"
+        )));
+    }
+    let base = base_version(at, None)?;
+    let doomed: Vec<usize> = base
+        .shards
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| {
+            let d = s.deleted.as_ref().map_or(0, |d| d.rows);
+            d > 0 && d as f64 >= min_deleted * s.rows as f64
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if doomed.is_empty() {
+        return Ok(None);
+    }
+    let root = Root::of(at)?;
+    let write = super::TableWrite::begin(at, super::WriteMode::Append)?;
+    let fs = at.fresh().fs().clone();
+    let mut rewritten: Vec<(usize, ShardEntry)> = Vec::new();
+    let done = (|| -> Result<()> {
+        for &i in &doomed {
+            let old = &base.shards[i];
+            let gone = read_deleted(&fs, at.path(), old)?;
+            let (shard, ()) =
+                write.write_shard(|dir| copy_live(&fs, at.path(), &base, old, &gone, dir))?;
+            let (objects, _) =
+                root.shard_contents(&shard.name, &root.shard_schema(&shard.name)?)?;
+            rewritten.push((
+                i,
+                ShardEntry {
+                    name: shard.name,
+                    rows: shard.rows,
+                    objects,
+                    groups: Vec::new(),
+                    deleted: None,
+                },
+            ));
+        }
+        Ok(())
+    })();
+    if let Err(e) = done {
+        let _ = write.discard();
+        return Err(e);
+    }
+    let committed = publish(&root, "compact", &mut |root, current| {
+        let current = current.expect("a sharded table has a version");
+        let mut shards = current.shards.clone();
+        for (i, new) in &rewritten {
+            let old = &base.shards[*i];
+            let Some(at) = shards.iter().position(|s| s.name == old.name) else {
+                return Err(conflict(
+                    root.path(),
+                    &base,
+                    current,
+                    format!("no longer holds shard {}", py_str(&old.name)),
+                ));
+            };
+            if shards[at].deleted != old.deleted || shards[at].groups != old.groups {
+                return Err(conflict(
+                    root.path(),
+                    &base,
+                    current,
+                    format!(
+                        "changed shard {} (rows deleted or columns added)",
+                        py_str(&old.name)
+                    ),
+                ));
+            }
+            shards[at] = new.clone();
+        }
+        Ok(Manifest {
+            shards,
+            ..current.clone()
+        })
+    });
+    match committed {
+        Ok(m) => Ok(Some(m)),
+        Err(e) => {
+            let _ = write.discard();
+            Err(e)
+        }
+    }
+}
+
+/// Writes the live rows of shard `old` (version `m` of the table `table`
+/// on `fs`; `gone` its deleted rows) into the plain table `dir`: every
+/// column of the version, with its validity stream and type.
+fn copy_live(
+    fs: &Fs,
+    table: &Path,
+    m: &Manifest,
+    old: &ShardEntry,
+    gone: &[u64],
+    dir: &Path,
+) -> Result<()> {
+    let mut next = gone.iter().peekable();
+    let live: Vec<u64> = (0..old.rows)
+        .filter(|r| next.next_if(|&&g| g == *r).is_none())
+        .collect();
+    let mut types = Vec::new();
+    for column in &m.columns {
+        copy_rows(
+            fs,
+            &old.column_path(table, column),
+            &live,
+            &dir.join(column),
+        )?;
+        if m.is_nullable(column) {
+            copy_rows(
+                fs,
+                &old.validity_path(table, column),
+                &live,
+                &validity_dir(dir, column),
+            )?;
+        }
+        let logical = m.logical(column);
+        if logical != Logical::Tensor || m.is_nullable(column) {
+            types.push((
+                column.clone(),
+                ColumnType {
+                    logical,
+                    nullable: m.is_nullable(column),
+                },
+            ));
+        }
+    }
+    if !types.is_empty() {
+        write_types(dir, &types)?;
+    }
+    Ok(())
+}
+
+/// Copies the records `rows` of the store `src` (on `fs`) into a new store
+/// `dst` of its schema, codec and dictionary, in bounded runs.
+fn copy_rows(fs: &Fs, src: &Path, rows: &[u64], dst: &Path) -> Result<()> {
+    const RUN: usize = 4096;
+    let store = Store::open_with(fs, src, true)?;
+    let copied = (|| {
+        let mut out = Store::create(
+            dst,
+            store.schema().clone(),
+            store.codec(),
+            store.dictionary(),
+        )?;
+        let filled = (|| {
+            for run in rows.chunks(RUN) {
+                match store.kind() {
+                    Kind::Dense => {
+                        let buf = store.gather_dense(run)?;
+                        out.append_dense(buf.as_slice())?;
+                    }
+                    Kind::Ragged => {
+                        let batch = store.gather_ragged(run)?;
+                        let mut packed = Packed::with_capacity(batch.len(), batch.buffer.len());
+                        for i in 0..batch.len() {
+                            let r = batch.record(i);
+                            packed.push(&r.shape(), r.payload);
+                        }
+                        out.append_ragged(&packed)?;
+                    }
+                }
+            }
+            Ok(())
+        })();
+        let closed = out.close();
+        filled.and(closed)
+    })();
+    let closed = store.close();
+    copied.and(closed)
+}
