@@ -129,30 +129,23 @@ def add_columns(table, columns, read_columns, codec: str, workers: int | None) -
     version; returns it."""
     write = _native.ColumnsWrite(table.path, table._storage_options, table.version)
     shards = write.shards()
-    sizes = [live for _, _, live in shards]
-    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    starts = live_starts(shards)
     try:
         if callable(columns) and not isinstance(columns, Mapping):
-            parts = _from_function(table, columns, read_columns, sizes, starts)
+            read_columns = check_read_columns(table, read_columns)
+            parts = (
+                (i, function_run(table, columns, read_columns, starts[i], starts[i + 1]))
+                for i in range(len(shards))
+            )
             pool = workers or 1
         else:
             if read_columns is not None:
                 raise ValueError("read_columns is for a function, got data to add")
             source = as_table(columns, table.num_rows, "columns")
-            parts = enumerate(_cut(source, sizes))
+            parts = enumerate(_cut(source, [live for _, _, live in shards]))
             pool = workers or (os.cpu_count() or 1)
-
         schema = None
         deferred = []
-
-        def write_shard(i, run):
-            rows, live = shards[i][1], shards[i][2]
-            if not run:
-                run = [_empty(require_pyarrow(), schema)]
-            if rows != live:
-                run = _with_deleted_rows(run, write.deleted(i), rows)
-            write.write_group(i, run, codec)
-
         # Each shard is written as soon as its part is made; a shard without
         # live rows waits for the new columns' types from the others.
         with concurrent.futures.ThreadPoolExecutor(pool) as ex:
@@ -163,24 +156,46 @@ def add_columns(table, columns, read_columns, codec: str, workers: int | None) -
                     continue
                 schema = run[0].schema
                 if pool == 1:
-                    write_shard(i, run)
+                    write_group(write, shards, i, run, codec)
                 else:
-                    futures.append(ex.submit(write_shard, i, run))
+                    futures.append(ex.submit(write_group, write, shards, i, run, codec))
             for f in futures:
                 f.result()
-        if deferred:
-            if schema is None and hasattr(columns, "schema"):
-                schema = columns.schema
-            if schema is None:
-                raise ValueError(
-                    "the table has no live rows to compute or take the new columns' types from"
-                )
-            for i in deferred:
-                write_shard(i, [])
+        if schema is None and hasattr(columns, "schema"):
+            schema = columns.schema
+        write_empty(write, shards, deferred, schema, codec)
         return write.commit()
     except BaseException:
         write.discard()
         raise
+
+
+def live_starts(shards) -> list[int]:
+    """The first record id of each shard's live rows, then the total."""
+    return [0, *np.cumsum([live for _, _, live in shards]).tolist()]
+
+
+def write_group(write, shards, i: int, run, codec: str) -> None:
+    """Writes the batches ``run`` (the new values of shard ``i``'s live
+    rows) as the shard's new column group: one native call."""
+    rows, live = shards[i][1], shards[i][2]
+    if rows != live:
+        run = _with_deleted_rows(run, write.deleted(i), rows)
+    write.write_group(i, run, codec)
+
+
+def write_empty(write, shards, empty: list[int], schema, codec: str) -> None:
+    """Writes the groups of the shards ``empty`` (without live rows) with
+    the new columns' ``schema``."""
+    if not empty:
+        return
+    if schema is None:
+        raise ValueError(
+            "the table has no live rows to compute or take the new columns' types from"
+        )
+    pa = require_pyarrow()
+    for i in empty:
+        write_group(write, shards, i, [_empty(pa, schema)], codec)
 
 
 def _with_deleted_rows(run, deleted: np.ndarray, rows: int):
@@ -200,42 +215,45 @@ def _with_deleted_rows(run, deleted: np.ndarray, rows: int):
     return pa.table({f.name: pa.nulls(rows, f.type) for f in schema}).to_batches()
 
 
-def _from_function(table, fn: Callable, read_columns, sizes, starts):
-    """``(shard, [batches])`` of the new columns ``fn`` makes from batches
-    of ``read_columns``, shard by shard, lazily."""
+def check_read_columns(table, read_columns) -> list[str]:
     if read_columns is None:
         raise ValueError("read_columns must name the columns the function reads, got None")
     if isinstance(read_columns, str):
         read_columns = [read_columns]
+    read_columns = list(read_columns)
     unknown = [c for c in read_columns if c not in table]
     if unknown:
         raise ValueError(
             f"read_columns names {unknown[0]!r}, which table {table.path!r} does not have "
             f"(its columns: {list(table)})"
         )
-    names = None
-    for i, n in enumerate(sizes):
-        run = []
-        for lo in range(int(starts[i]), int(starts[i]) + n, BATCH_ROWS):
-            hi = min(lo + BATCH_ROWS, int(starts[i]) + n)
-            idx = np.arange(lo, hi, dtype=np.int64)
-            batch = {c: table[c][idx] for c in read_columns}
-            out = fn(batch)
-            if not isinstance(out, Mapping):
-                raise TypeError(
-                    f"the add_columns function must return a mapping of column to values, "
-                    f"got {type(out).__name__}"
-                )
-            got = as_table(out, hi - lo, "the add_columns function's result")
-            if names is None:
-                names = got.column_names
-            elif got.column_names != names:
-                raise ValueError(
-                    f"the add_columns function returned columns {got.column_names} for rows "
-                    f"{lo}..{hi}, but {names} before"
-                )
-            run += got.to_batches()
-        yield i, run
+    return read_columns
+
+
+def function_run(table, fn: Callable, read_columns: list[str], lo: int, hi: int) -> list:
+    """The batches of new columns ``fn`` makes from the rows ``lo..hi`` of
+    ``read_columns``, called on batches of :data:`BATCH_ROWS` rows (one
+    gather per column each) in row order."""
+    run, names = [], None
+    for start in range(lo, hi, BATCH_ROWS):
+        stop = min(start + BATCH_ROWS, hi)
+        idx = np.arange(start, stop, dtype=np.int64)
+        out = fn({c: table[c][idx] for c in read_columns})
+        if not isinstance(out, Mapping):
+            raise TypeError(
+                "the add_columns function must return a mapping of column to values, "
+                f"got {type(out).__name__}"
+            )
+        got = as_table(out, stop - start, "the add_columns function's result")
+        if names is None:
+            names = got.column_names
+        elif got.column_names != names:
+            raise ValueError(
+                f"the add_columns function returned columns {got.column_names} for rows "
+                f"{start}..{stop}, but {names} before"
+            )
+        run += got.to_batches()
+    return run
 
 
 def check_names(names, what: str) -> list[str]:

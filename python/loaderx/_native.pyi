@@ -262,33 +262,33 @@ def open_table(
     version: int | str | None = None,
     view: str | None = None,
 ) -> tuple[list[tuple[str, Store]], list[tuple[PathLike[str], int]] | None, int | None]: ...
-def make_versioned(path: str, storage_options: dict[str, str] | None = None) -> int: ...
+def make_versioned(uri: str, storage_options: dict[str, str] | None = None) -> int: ...
 def drop_columns(
-    path: str,
+    uri: str,
     names: list[str],
     version: int | None = None,
     storage_options: dict[str, str] | None = None,
 ) -> int: ...
 def delete_rows(
-    path: str,
+    uri: str,
     ids: npt.NDArray[np.uint64],
     version: int | None = None,
     storage_options: dict[str, str] | None = None,
 ) -> tuple[int, int]: ...
 def compact(
-    path: str, min_deleted: float, storage_options: dict[str, str] | None = None
+    uri: str, min_deleted: float, storage_options: dict[str, str] | None = None
 ) -> int | None: ...
 def save_view(
-    path: str,
+    uri: str,
     name: str,
     ids: npt.NDArray[np.uint64],
     version: int | None = None,
     storage_options: dict[str, str] | None = None,
 ) -> tuple[int, int]: ...
 def list_views(
-    path: str, storage_options: dict[str, str] | None = None
+    uri: str, storage_options: dict[str, str] | None = None
 ) -> list[tuple[str, int, int]]: ...
-def drop_view(path: str, name: str, storage_options: dict[str, str] | None = None) -> None: ...
+def drop_view(uri: str, name: str, storage_options: dict[str, str] | None = None) -> None: ...
 
 class ColumnsWrite:
     def __init__(

@@ -69,7 +69,13 @@ MIN_TASK_BYTES = 64 << 20
 
 # TableDatasource is built on first access (module __getattr__), so importing
 # this module does not import Ray.
-__all__ = ["read_table", "TableDatasource", "write_table", "TableDatasink"]  # noqa: F822
+__all__ = [  # noqa: F822
+    "read_table",
+    "TableDatasource",
+    "write_table",
+    "TableDatasink",
+    "add_columns",
+]
 
 
 def _require_ray():
@@ -418,9 +424,12 @@ def _sink_class():
         dataset's block order when ``DataContext.execution_options.
         preserve_order`` is set, as :func:`write_table` does) with one atomic
         rename of the manifest. On any failure the shards of this write are
-        removed and nothing becomes visible. ``path`` must not exist or be an
-        empty directory (FileExistsError otherwise, raised here); the table's
-        filesystem must be shared by the write tasks and the driver.
+        removed and nothing becomes visible. With ``mode="create"`` (the
+        default) ``path`` must not exist or be an empty directory
+        (FileExistsError otherwise, raised here); with ``mode="append"`` the
+        shards are appended to the sharded table there as one new version.
+        A local table's filesystem must be shared by the write tasks and
+        the driver.
 
         Columns: a bool, int, uint or float scalar becomes a dense store of
         scalars; a tensor column (Ray's tensor types or Arrow's
@@ -439,17 +448,21 @@ def _sink_class():
         between blocks.
         """
 
-        def __init__(self, path, codec: str = "zstd", *, storage_options=None):
+        def __init__(
+            self, path, codec: str = "zstd", *, storage_options=None, mode: str = "create"
+        ):
             from ._streams import check_codec
 
             path, options = _table_path(path, storage_options)
             check_codec(codec, None)
+            if mode not in ("create", "append"):
+                raise ValueError(f"mode must be 'create' or 'append', got {mode!r}")
             self._path = path
             self._codec = codec
             # The core's write: it names, checks, uploads, commits and
             # cleans up this write's shards (FileExistsError here unless
-            # the target is new or empty).
-            self._write = _native.TableWrite(path, options, True)
+            # the target is new or empty, for a new table).
+            self._write = _native.TableWrite(path, options, mode == "create")
             self._rows = None
 
         @property
@@ -499,10 +512,16 @@ def _sink_class():
 
 
 def write_table(
-    dataset, path, *, codec: str = "zstd", storage_options: dict[str, str] | None = None
+    dataset,
+    path,
+    *,
+    codec: str = "zstd",
+    storage_options: dict[str, str] | None = None,
+    mode: str = "create",
 ) -> str:
     """Writes the ``ray.data.Dataset`` ``dataset`` as a new sharded table at
-    ``path`` and returns the table's absolute path.
+    ``path`` (``mode="append"``: appends it to the sharded table there, as
+    one new version) and returns the table's absolute path.
 
     Several blocks are written by several write tasks in parallel, each into
     its own shard; the driver then commits every shard at once (one atomic
@@ -527,7 +546,7 @@ def write_table(
     ray = _require_ray()
     if not isinstance(dataset, ray.data.Dataset):
         raise TypeError(f"dataset must be a ray.data.Dataset, got {type(dataset).__name__}")
-    sink = _sink_class()(path, codec=codec, storage_options=storage_options)
+    sink = _sink_class()(path, codec=codec, storage_options=storage_options, mode=mode)
     options = dataset.context.execution_options
     saved = options.preserve_order
     options.preserve_order = True
@@ -536,6 +555,85 @@ def write_table(
     finally:
         options.preserve_order = saved
     return sink.path
+
+
+def add_columns(
+    path,
+    fn,
+    *,
+    read_columns,
+    storage_options: dict[str, str] | None = None,
+    codec: str = "zstd",
+    num_cpus: float = 1,
+    num_gpus: float = 0,
+) -> int:
+    """Adds the columns ``fn`` computes to the sharded table at ``path``
+    with one Ray task per shard (on any node), committed as one new version
+    when every task has succeeded; returns that version.
+
+    ``fn(batch) -> mapping`` is called on batches (dicts of column to
+    values, as ``table[column][rows]`` gives them) of ``read_columns``, in
+    row order, as :meth:`loaderx.Table.add_columns` calls it: an embedding
+    or a caption model over an image column, say. Each task reads its
+    shard's rows of the version the driver planned on and writes the new
+    columns as a group of stores beside the shard's (uploaded, for a
+    table in a bucket); nothing existing is rewritten. ``num_cpus`` and
+    ``num_gpus`` are each task's Ray resources. On any failure nothing is
+    committed and the tasks' groups are removed; a version committed
+    meanwhile that changed the shards raises :class:`loaderx.CommitConflict`.
+
+    The example needs a Ray cluster (not run as a doctest):
+
+    >>> loaderx.ray.add_columns("s3://b/t", embed, read_columns=["image"])  # doctest: +SKIP
+    7
+    """
+    ray = _require_ray()
+    from . import _evolve
+    from ._streams import check_codec
+
+    check_codec(codec, None)
+    if not callable(fn):
+        raise TypeError(f"fn must be a function of a batch, got {type(fn).__name__}")
+    path, options = _table_path(path, storage_options)
+    write = _native.ColumnsWrite(path, options, None)
+    shards = write.shards()
+    # Every task reads the version the driver planned on.
+    pinned = _native.table_manifest(path, options, write.version)
+    with _open(path, options, pinned) as table:
+        read_columns = _evolve.check_read_columns(table, read_columns)
+    starts = _evolve.live_starts(shards)
+    # Spread over the nodes: the tasks read and write whole shards.
+    task = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, scheduling_strategy="SPREAD")(
+        _add_columns_task
+    )
+    try:
+        schemas = ray.get(
+            [
+                task.remote(write, path, options, pinned, fn, read_columns, i, lo, hi, codec)
+                for i, (lo, hi) in enumerate(zip(starts, starts[1:]))
+            ]
+        )
+        schema = next((s for s in schemas if s is not None), None)
+        empty = [i for i, s in enumerate(schemas) if s is None]
+        _evolve.write_empty(write, shards, empty, schema, codec)
+        return write.commit()
+    except BaseException:
+        write.discard()
+        raise
+
+
+def _add_columns_task(write, path, options, pinned, fn, read_columns, i, lo, hi, codec):
+    """One shard's new columns (a Ray task): computed from its live rows of
+    the pinned version and written as its group; the new columns' Arrow
+    schema, or None for a shard without live rows (the driver writes it)."""
+    from . import _evolve
+
+    with _open(path, options, pinned) as table:
+        run = _evolve.function_run(table, fn, read_columns, lo, hi)
+    if not run:
+        return None
+    _evolve.write_group(write, write.shards(), i, run, codec)
+    return run[0].schema
 
 
 def read_table(

@@ -31,6 +31,7 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 
 from . import _native
+from ._errors import CommitConflict
 from ._streams import Closing, StoreBase, check_path, check_storage_options, is_remote
 from .zrecord import DenseStore, RaggedStore
 
@@ -41,6 +42,7 @@ __all__ = [
     "commit_shards",
     "ingest_sharded",
     "copy_table",
+    "CommitConflict",
     "DEFAULT_CACHE_BYTES",
 ]
 
@@ -304,10 +306,8 @@ class Table(Mapping, Closing):
         columns are always read-only streams; opened with
         ``readonly=False`` it evolves through :meth:`append`,
         :meth:`add_columns` and :meth:`drop_columns`."""
-        columns = self._live()
-        if self._shards is not None:
-            return not self._evolvable
-        return all(s.readonly for s in columns.values())
+        self._live()
+        return not self._evolvable
 
     # -- evolution ------------------------------------------------------------
 

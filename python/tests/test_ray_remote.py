@@ -73,6 +73,29 @@ def test_write_then_read_a_bucket_on_two_nodes(ray_session, s3):
             lray.write_table(ds, target, storage_options=opts)
         with loaderx.open_table(target, storage_options=opts) as t:
             assert t.sharded and t.num_rows == N
+
+        # An append as a version, then a column computed by one task per
+        # shard, on both nodes, committed once.
+        more = ray.data.from_items([{"x": x[i], "y": N + i} for i in range(20)]).repartition(2)
+        lray.write_table(more, target, storage_options=opts, mode="append")
+
+        def double(batch):
+            node = ray.get_runtime_context().get_node_id()
+            return {"y2": batch["y"] * 2, "node": [node] * len(batch["y"])}
+
+        before = set(s3.keys(f"{s3.prefix}/table/"))
+        version = lray.add_columns(target, double, read_columns=["y"], storage_options=opts)
+        with loaderx.open_table(target, storage_options=opts) as t:
+            assert t.version == version == 3 and t.num_rows == N + 20
+            y = t["y"][np.arange(N + 20)]
+            np.testing.assert_array_equal(t["y2"][np.arange(N + 20)], y * 2)
+            assert len(set(t["node"][np.arange(N + 20)])) == 2
+            shards = len(t.shards)
+        # Nothing that was there was rewritten: only new objects (a group
+        # per shard, the version and the manifest) were written.
+        added = set(s3.keys(f"{s3.prefix}/table/")) - before
+        assert all("/_g-" in k or "/_versions/" in k for k in added), added
+        assert len({k.split("/_g-")[0] for k in added if "/_g-" in k}) == shards
     finally:
         ray.shutdown()
         cluster.shutdown()

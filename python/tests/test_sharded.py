@@ -238,7 +238,7 @@ def test_broken_manifests_fail_to_open_naming_what_broke(tables):
         ({**doc, "shards": [{"name": "../x", "rows": 1}]}, "plain directory 'name'"),
         ({**doc, "shards": [doc["shards"][0]] * 2}, "listed twice"),
         ({**doc, "shards": [{"name": doc["shards"][0]["name"], "rows": -1}]}, "'rows'"),
-        ({**doc, "columns": ["id", "img"]}, "holds columns"),
+        ({**doc, "columns": [*doc["columns"], "nope"]}, "holds columns"),
         (bad_rows, f"shard '{doc['shards'][0]['name']}' has 41 rows"),
     ]
     for content, match in cases:

@@ -1,0 +1,253 @@
+//! Crash-point sweeps of every way a table evolves: a child process runs
+//! one operation (a plain table made versioned, columns added, a column
+//! dropped, rows deleted, a compaction, a view saved, a cleanup) and is
+//! SIGKILLed at each of its file operations in turn (the `fault-injection`
+//! build's `kill` mode). After every kill the table opens as the old
+//! version or the new one, never anything else, every version it had opens
+//! as it was, and the operation then succeeds when run again.
+
+#![cfg(feature = "fault-injection")]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use loaderx::fault::{self, Fault};
+use loaderx::table::{self, ColumnsWrite, Table, VersionRef};
+use loaderx::{Codec, DType, Location, Records, Schema, Store};
+
+const CHILD_DIR: &str = "LOADERX_TEST_EVOLVE_DIR";
+const CHILD_AT: &str = "LOADERX_TEST_EVOLVE_AT";
+const CHILD_OP: &str = "LOADERX_TEST_EVOLVE_OP";
+
+/// Every column of a table, read whole (int64 columns).
+type Content = BTreeMap<String, Vec<i64>>;
+
+fn content(t: &Table) -> Content {
+    t.columns()
+        .iter()
+        .map(|c| {
+            let idx: Vec<u64> = (0..c.len()).collect();
+            let buf = c.gather_dense(&idx).unwrap();
+            let values = buf
+                .as_slice()
+                .chunks_exact(8)
+                .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+                .collect();
+            (c.name().to_owned(), values)
+        })
+        .collect()
+}
+
+fn at(path: &Path) -> Location {
+    Location::local(path)
+}
+
+/// The version and content of the latest version, then of every version.
+fn state(path: &Path) -> (u64, Content, BTreeMap<u64, Content>) {
+    let t = Table::open(path, true).unwrap();
+    let (v, latest) = (t.version().unwrap_or(0), content(&t));
+    let mut all = BTreeMap::new();
+    if t.version().is_some() {
+        for m in table::list_versions(&at(path)).unwrap() {
+            let old = Table::open_version(&at(path), &VersionRef::Number(m.version())).unwrap();
+            all.insert(m.version(), content(&old));
+        }
+    }
+    (v, latest, all)
+}
+
+/// Writes a store of int64 `values` at `dir`.
+fn int64_store(dir: &Path, values: &[i64]) {
+    let mut s = Store::create(
+        dir,
+        Schema::dense(DType::I64, &[]).unwrap(),
+        Codec::Zstd,
+        None,
+    )
+    .unwrap();
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    s.append_dense(&bytes).unwrap();
+    s.close().unwrap();
+}
+
+/// Adds the column `name` (each row's `x` times `k`) to the latest version.
+fn add_column(path: &Path, name: &str, k: i64) {
+    let w = ColumnsWrite::begin(&at(path), None).unwrap();
+    let t = Table::open(path, true).unwrap();
+    let x = content(&t).remove("x").unwrap();
+    let mut at_row = 0usize;
+    for (i, shard) in w.base().shards.clone().iter().enumerate() {
+        let dir = w.new_group(i).unwrap();
+        // Deleted rows need a value too (never read).
+        let gone = w.deleted(i).unwrap();
+        let mut values = Vec::new();
+        for r in 0..shard.rows {
+            if gone.contains(&r) {
+                values.push(-1);
+            } else {
+                values.push(x[at_row] * k);
+                at_row += 1;
+            }
+        }
+        int64_store(&dir.join(name), &values);
+        w.finish_group(i, &dir).unwrap();
+    }
+    w.commit().unwrap();
+}
+
+/// Runs operation `op` on the table at `path`.
+fn run_op(op: &str, path: &Path) {
+    match op {
+        "make_versioned" => {
+            table::make_versioned(&at(path)).unwrap();
+        }
+        "add" => add_column(path, "z", 3),
+        "drop" => {
+            table::drop_columns(&at(path), &["y".into()], None).unwrap();
+        }
+        "delete" => {
+            table::delete_rows(&at(path), None, &[1, 5]).unwrap();
+        }
+        "compact" => {
+            table::compact(&at(path), 0.0).unwrap().unwrap();
+        }
+        "view" => {
+            table::save_view(&at(path), "some", None, &[0, 2]).unwrap();
+        }
+        "cleanup" => {
+            table::cleanup(&at(path), 0, 1).unwrap();
+        }
+        other => panic!("unknown op {other}"),
+    }
+}
+
+/// The child: runs `$LOADERX_TEST_EVOLVE_OP` on the table in
+/// `$LOADERX_TEST_EVOLVE_DIR`, killed at fault point
+/// `$LOADERX_TEST_EVOLVE_AT`. A no-op when run as a plain test.
+#[test]
+fn evolve_child() {
+    let (Some(dir), Some(at), Some(op)) = (
+        std::env::var_os(CHILD_DIR),
+        std::env::var_os(CHILD_AT),
+        std::env::var_os(CHILD_OP),
+    ) else {
+        return;
+    };
+    let at: u64 = at.to_str().unwrap().parse().unwrap();
+    fault::skip_fsync(true); // a SIGKILL never loses the page cache
+    fault::arm(at, Fault::Kill);
+    run_op(op.to_str().unwrap(), &PathBuf::from(dir));
+    fault::disarm();
+}
+
+fn run_child(op: &str, path: &Path, at: u64) -> bool {
+    let status = common::rerun("evolve_child")
+        .env(CHILD_DIR, path)
+        .env(CHILD_AT, at.to_string())
+        .env(CHILD_OP, op)
+        .output()
+        .unwrap();
+    let killed = std::os::unix::process::ExitStatusExt::signal(&status.status) == Some(9);
+    assert!(
+        killed || status.status.success(),
+        "{op} step {at}: {}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    killed
+}
+
+/// A sharded table: `x` 0..5 and 100..103 in two shards (version 1),
+/// then column `y` = 2x (version 2), then row 2 deleted (version 3).
+fn sharded(path: &Path) {
+    let mut shards = Vec::new();
+    for (from, rows) in [(0, 5), (100, 3)] {
+        let s = table::new_shard(path).unwrap();
+        common::int64_shard(&s, from, rows, false);
+        shards.push(s);
+    }
+    table::commit_shards(path, &shards).unwrap();
+    add_column(path, "y", 2);
+    table::delete_rows(&at(path), None, &[2]).unwrap();
+}
+
+/// Sweeps `op` over every fault point of a copy of `pristine`.
+fn sweep(op: &str, pristine: &Path, tmp: &Path) {
+    let (old_v, old, old_all) = state(pristine);
+    let (mut killed_old, mut killed_new) = (0, 0);
+    let mut new: Option<(u64, Content)> = None;
+    for step in 0.. {
+        assert!(step < 2000, "{op} never completes");
+        let path = tmp.join(format!("{op}-{step}"));
+        common::copy_tree(pristine, &path);
+        let killed = run_child(op, &path, step);
+        let (v, got, all) = state(&path);
+        if v == old_v && got == old {
+            killed_old += 1;
+        } else {
+            // The new version: one past the old one, the same every time.
+            assert_eq!(v, old_v + 1, "{op} step {step}: version");
+            match &new {
+                Some((nv, n)) => assert_eq!((&v, &got), (nv, n), "{op} step {step}"),
+                None => new = Some((v, got.clone())),
+            }
+            killed_new += killed as usize;
+        }
+        // Every older version opens as it was (a cleanup removes some,
+        // never changes one).
+        for (version, c) in &all {
+            if let Some(was) = old_all.get(version) {
+                assert_eq!(c, was, "{op} step {step}: version {version}");
+            }
+        }
+        if op != "cleanup" {
+            assert!(
+                old_all.keys().all(|k| all.contains_key(k)),
+                "{op} step {step}"
+            );
+        }
+        if op == "view" {
+            // No view, or the whole view.
+            let views = table::list_views(&at(&path)).unwrap();
+            if let Some(v) = views.first() {
+                let t = Table::open_view(&at(&path), &v.name).unwrap();
+                assert_eq!(content(&t)["x"], [0, 3], "{op} step {step}");
+            } else {
+                assert!(killed, "{op} step {step}: no view after it returned");
+            }
+        }
+        if !killed {
+            let versioned = !matches!(op, "view" | "cleanup");
+            assert!(new.is_some() || !versioned, "{op}: it changed nothing");
+            std::fs::remove_dir_all(&path).unwrap();
+            break;
+        }
+        if v == old_v && !(op == "view" && !table::list_views(&at(&path)).unwrap().is_empty()) {
+            // What the killed operation left never blocks running it again.
+            run_op(op, &path);
+            let (v2, _, _) = state(&path);
+            assert!(
+                v2 == old_v + 1 || matches!(op, "view" | "cleanup"),
+                "{op} step {step}: rerun"
+            );
+        }
+        std::fs::remove_dir_all(&path).unwrap();
+    }
+    assert!(killed_old >= 1, "{op}: {killed_old} {killed_new}");
+}
+
+#[test]
+fn every_evolution_killed_at_any_step_leaves_the_old_version_or_the_new() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pristine = tmp.path().join("pristine");
+    sharded(&pristine);
+    for op in ["add", "drop", "delete", "compact", "view", "cleanup"] {
+        sweep(op, &pristine, tmp.path());
+    }
+    // A plain table made versioned in place.
+    let plain = tmp.path().join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    int64_store(&plain.join("x"), &[7, 8, 9]);
+    sweep("make_versioned", &plain, tmp.path());
+}
