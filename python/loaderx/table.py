@@ -46,6 +46,10 @@ __all__ = [
     "DEFAULT_CACHE_BYTES",
 ]
 
+#: How many times :meth:`Table.delete` plans a predicate again after a
+#: concurrent commit replaced a shard it touched.
+_PREDICATE_TRIES = 5
+
 #: ``cache_bytes`` when :func:`open_table` gets a ``cache_dir`` alone.
 DEFAULT_CACHE_BYTES = 8 << 30
 
@@ -411,16 +415,30 @@ class Table(Mapping, Closing):
         gets a deletion file. Record ids stay dense (``0..num_rows-1``) in
         the new version, the live rows in their order; gathers skip deleted
         rows through a precomputed mapping, one native call per batch as
-        before. Older versions keep every row. Needs ``readonly=False``."""
+        before. Older versions keep every row. A compaction committed
+        meanwhile of a shard the rows are in raises
+        :class:`loaderx.CommitConflict` for record ids or a mask; a
+        predicate is evaluated again on the new version. Needs
+        ``readonly=False``."""
         from ._evolve import record_ids
 
         self._begin_evolution("delete")
-        ids = record_ids(self, where, "where")
-        try:
-            _, deleted = _native.delete_rows(self._path, ids, self._version, self._storage_options)
-        finally:
-            self._reopen()
-        return deleted
+        # A predicate is planned again on a version that replaced a shard
+        # it touched (a compaction); record ids or a mask name rows of this
+        # version only, so their conflict is raised.
+        for attempt in range(_PREDICATE_TRIES):
+            ids = record_ids(self, where, "where")
+            try:
+                _, deleted = _native.delete_rows(
+                    self._path, ids, self._version, self._storage_options
+                )
+                return deleted
+            except CommitConflict:
+                if not isinstance(where, str) or attempt == _PREDICATE_TRIES - 1:
+                    raise
+            finally:
+                self._reopen()
+        raise AssertionError("unreachable")
 
     def compact(self, *, min_deleted: float = 0.1) -> int | None:
         """Rewrites every shard whose deleted fraction is at least

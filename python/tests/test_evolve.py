@@ -4,6 +4,7 @@ bucket (the S3-compatible server on 127.0.0.1); conflicts typed; random
 histories checked against an in-memory model (pyarrow tables), version by
 version."""
 
+import datetime
 import io
 import os
 
@@ -228,6 +229,8 @@ ops = st.lists(
         st.tuples(st.just("delete"), st.integers(0, 50)),
         st.tuples(st.just("compact"), st.integers(0, 1)),
         st.tuples(st.just("view"), st.integers(1, 3)),
+        st.tuples(st.just("tag"), st.integers(0, 9)),
+        st.tuples(st.just("cleanup"), st.integers(1, 3)),
     ),
     min_size=1,
     max_size=8,
@@ -242,6 +245,8 @@ def test_every_version_reads_as_the_model_says(tmp_path_factory, history):
     loaderx.ingest_sharded(pa.table({"id": np.arange(3, dtype=np.int64)}), path, workers=1).close()
     snapshots = {1: {k: list(v) for k, v in model.items()}}
     views = {}  # name -> (version, expected columns)
+    tags = set()  # tagged versions
+    kept = {1}  # versions not removed by a cleanup
     added = 0
     with loaderx.open_table(path, readonly=False) as t:
         for op, n in history:
@@ -275,6 +280,17 @@ def test_every_version_reads_as_the_model_says(tmp_path_factory, history):
                     del model[c][gone]
             elif op == "compact":
                 t.compact(min_deleted=0.0 if n else 0.5)  # same rows either way
+            elif op == "tag":
+                version = sorted(kept)[n % len(kept)]
+                t.tag(f"tag{len(t.tags())}", version)
+                tags.add(version)
+                continue
+            elif op == "cleanup":
+                t.cleanup(older_than=datetime.timedelta(0), keep_last=n)
+                top = t.version
+                keep = {v for v in kept if v > top - n} | tags | {v for v, _ in views.values()}
+                kept &= keep
+                continue
             else:
                 name = f"v{len(views)}"
                 keep = [i for i in range(rows_now) if i % n == 0]
@@ -282,11 +298,17 @@ def test_every_version_reads_as_the_model_says(tmp_path_factory, history):
                 views[name] = (t.version, {c: [v[i] for i in keep] for c, v in model.items()})
                 continue
             snapshots[t.version] = {k: list(v) for k, v in model.items()}
+            kept.add(t.version)
     with loaderx.open_table(path) as t:
         latest = t.version
+        assert [v["version"] for v in t.versions()] == sorted(kept)
     for version, want in snapshots.items():
         if version > latest:
             continue  # a compaction that found nothing made no version
+        if version not in kept:
+            with pytest.raises(ValueError, match="removed by a cleanup"):
+                loaderx.open_table(path, version=version)
+            continue
         with loaderx.open_table(path, version=version) as t:
             assert sorted(t) == sorted(want), version
             for c, values in want.items():
@@ -397,3 +419,104 @@ def column_of_view(path, kw, name, col):
     with loaderx.open_table(path, view=name, **kw) as v:
         got = v[col][np.arange(v.num_rows)]
         return got.tolist() if isinstance(got, np.ndarray) else list(got)
+
+
+# -- several processes at once -----------------------------------------------------
+
+
+def _committer(path, opts, k, rounds, queue):
+    """Appends rows ``k*1000 + j`` and deletes every third one it appended,
+    committing each change; reports what should be left, or the error."""
+    try:
+        kept, conflicts = [], 0
+        with loaderx.open_table(path, readonly=False, storage_options=opts) as t:
+            for j in range(rounds):
+                ids = [k * 1000 + j * 10 + i for i in range(3)]
+                t.append({"id": np.array(ids, np.int64)})
+                t.delete(f"id = {ids[0]}")
+                kept += ids[1:]
+                if k == 0 and j % 2:
+                    try:
+                        t.compact(min_deleted=0.0)
+                    except loaderx.CommitConflict:
+                        conflicts += 1
+        queue.put(("ok", kept, conflicts))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        queue.put(("error", f"{type(exc).__name__}: {exc}", 0))
+
+
+@pytest.mark.parametrize("procs", [2, 4])
+@pytest.mark.parametrize("where_", ["local", "s3"])
+def test_processes_appending_and_deleting_at_once_lose_nothing(tmp_path, request, procs, where_):
+    import multiprocessing as mp
+
+    if where_ == "local":
+        path, opts = str(tmp_path / "t"), None
+    else:
+        s3 = request.getfixturevalue("s3")
+        path, opts = uri(s3), s3.options()
+    loaderx.ingest_sharded(
+        pa.table({"id": np.array([-1], np.int64)}), path, workers=1, storage_options=opts
+    ).close()
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    rounds = 3
+    workers = [
+        ctx.Process(target=_committer, args=(path, opts, k, rounds, queue)) for k in range(procs)
+    ]
+    for w in workers:
+        w.start()
+    results = [queue.get(timeout=300) for _ in workers]
+    for w in workers:
+        w.join(60)
+    errors = [r[1] for r in results if r[0] != "ok"]
+    assert not errors, errors
+    want = sorted([-1] + [i for r in results for i in r[1]])
+    with loaderx.open_table(path, storage_options=opts) as t:
+        assert sorted(column(t, "id").tolist()) == want
+        # One version per commit: appends and deletes of every process,
+        # each compaction that went through.
+        ops = [v["operation"] for v in t.versions()]
+        assert ops.count("append") == procs * rounds and ops.count("delete") == procs * rounds
+
+
+def test_a_view_with_deletions_is_a_table_for_polars_parquet_and_mix(tmp_path):
+    pytest.importorskip("polars")
+    import pyarrow.parquet as pq
+
+    from loaderx.dataloader import DataLoader
+
+    path = str(tmp_path / "t")
+    loaderx.ingest_sharded(rows(0, 30), path, workers=1, shards=3).close()
+    with loaderx.open_table(path, readonly=False) as t:
+        t.delete("id % 5 = 0")  # 0, 5, ..., 25
+        t.save_view("even", "id % 2 = 0")
+    want = [i for i in range(30) if i % 5 and i % 2 == 0]
+    with loaderx.open_table(path, view="even") as v:
+        got = loaderx.polars.scan_table(v).select("id").collect()["id"].to_list()
+        assert got == want
+        out = str(tmp_path / "even.parquet")
+        loaderx.parquet.export(v, out)
+        assert pq.read_table(out)["id"].to_pylist() == want
+        mix = loaderx.Mix({"a": dict(v), "b": dict(v)}, weights={"a": 0.5, "b": 0.5})
+        with DataLoader(mix, batch_size=8, seed=1) as loader:
+            batch = next(loader)
+        assert set(batch["id"].tolist()) <= set(want)
+
+
+def test_a_plain_table_in_a_bucket_becomes_versioned_there(s3, tmp_path):
+    local = str(tmp_path / "plain")
+    for s in loaderx.arrow.ingest(rows(0, 6), local).values():
+        s.close()
+    target = uri(s3, "plain")
+    opts = s3.options()
+    loaderx.copy_table(local, target, storage_options=opts)
+    before = {k: None for k in s3.keys(f"{s3.prefix}/plain/")}
+    with loaderx.open_table(target, readonly=False, storage_options=opts) as t:
+        assert t.version is None and not t.readonly
+        t.add_columns({"score": np.arange(6) * 0.5})
+        t.append(rows(6, 8).append_column("score", pa.array([3.0, 3.5])))
+        assert t.version == 3 and column(t, "score").tolist() == [i * 0.5 for i in range(8)]
+    assert set(before) <= set(s3.keys(f"{s3.prefix}/plain/"))
+    with loaderx.open_table(target, version=1, storage_options=opts) as v1:
+        assert v1.num_rows == 6 and "score" not in v1

@@ -35,16 +35,24 @@ def ingest_child(go, dst, opts, start):
     t.close()
 
 
-def run_child(target, args, proxy: FaultProxy, kill_at: int | None) -> int:
+def run_child(
+    target, args, proxy: FaultProxy, kill_at: int | None, writes_only: bool = False
+) -> int:
     """Runs ``target(*args)`` in a forked child (a warm copy of this process:
     no interpreter start per crash point); with ``kill_at``, the proxy
-    SIGKILLs the child when request ``kill_at`` (counted from 0) arrives.
-    Returns the requests it made."""
+    SIGKILLs the child when request ``kill_at`` (counted from 0; with
+    ``writes_only``, write request ``kill_at``) arrives. Returns the
+    requests (or write requests) it made."""
     ctx = mp.get_context("fork")
     go = ctx.Event()
-    holder = {}
+    holder = {"writes": 0}
 
     def rule(n, r):
+        if writes_only:
+            if r.method in ("GET", "HEAD"):
+                return None
+            n = holder["writes"]
+            holder["writes"] += 1
         if kill_at is not None and n == kill_at:
             os.kill(holder["pid"], signal.SIGKILL)
             return "stall"
@@ -63,6 +71,8 @@ def run_child(target, args, proxy: FaultProxy, kill_at: int | None) -> int:
     else:
         assert child.exitcode in (-signal.SIGKILL, 0), child.exitcode
     proxy.rule = lambda n, r: None
+    if writes_only:
+        return sum(r.method not in ("GET", "HEAD") for r in proxy.requests)
     return len(proxy.requests)
 
 
@@ -130,5 +140,80 @@ def test_a_commit_killed_at_any_request_leaves_the_old_or_the_new_table(s3):
             with loaderx.open_table(dst, storage_options=s3.options()) as t:
                 assert t.num_rows == len(values) + 20
         assert outcomes == {20, 40}
+    finally:
+        proxy.stop()
+
+
+def evolve_child(go, dst, opts, op):
+    go.wait()
+    with loaderx.open_table(dst, readonly=False, storage_options=opts) as t:
+        if op == "add":
+            t.add_columns({"y": t["v"][np.arange(t.num_rows)] * 2}, workers=1)
+        elif op == "delete":
+            t.delete([1, 25])
+        elif op == "compact":
+            t.compact(min_deleted=0.0)
+        elif op == "view":
+            t.save_view("some", [0, 3])
+        else:
+            raise AssertionError(op)
+
+
+def _evolved(dst, opts):
+    """A table of 40 rows in three shards (version 1), one row deleted
+    (version 2)."""
+    import pyarrow as pa
+
+    loaderx.ingest_sharded(
+        pa.table({"v": np.arange(40)}), dst, workers=1, shards=3, storage_options=opts
+    ).close()
+    with loaderx.open_table(dst, readonly=False, storage_options=opts) as t:
+        t.delete([5])
+
+
+def _content(dst, opts, **kw):
+    with loaderx.open_table(dst, storage_options=opts, **kw) as t:
+        return t.version, {c: np.asarray(t[c][np.arange(t.num_rows)]).tolist() for c in t}
+
+
+@pytest.mark.parametrize("op", ["add", "delete", "compact", "view"])
+def test_an_evolution_killed_at_any_request_leaves_the_old_or_the_new_version(s3, op):
+    pytest.importorskip("pyarrow")
+    plain = s3.options()
+    proxy = FaultProxy(s3.endpoint)
+    try:
+        opts = s3.options(endpoint=proxy.url)
+        dry = f"s3://{s3.bucket}/{s3.prefix}/dry-{op}"
+        _evolved(dry, plain)
+        old = _content(dry, plain)
+        v1 = _content(dry, plain, version=1)
+        # Killed at every write request (reads change nothing).
+        total = run_child(evolve_child, (dry, opts, op), proxy, None, writes_only=True)
+        new = _content(dry, plain)
+        assert total >= 2
+        seen = set()
+        for k in range(total):
+            dst = f"s3://{s3.bucket}/{s3.prefix}/{op}-k{k}"
+            _evolved(dst, plain)
+            run_child(evolve_child, (dst, opts, op), proxy, k, writes_only=True)
+            got = _content(dst, plain)
+            if op == "view":
+                views = loaderx.open_table(dst, storage_options=plain).views()
+                assert got == old and views in ({}, {"some": {"version": 2, "num_rows": 2}})
+                seen.add(bool(views))
+                if views:
+                    continue
+            else:
+                assert got in (old, new), (k, got)
+                seen.add(got == new)
+            # Older versions are as they were, and the operation runs again.
+            assert _content(dst, plain, version=1) == v1
+            if got == old:
+                run_child(evolve_child, (dst, plain, op), proxy, None)
+                after = _content(dst, plain)
+                assert after == new or (op == "view" and after == old), (k, after)
+        # A view is complete only once its last write has landed, which a
+        # kill at that write prevents.
+        assert seen == ({False} if op == "view" else {False, True})
     finally:
         proxy.stop()
