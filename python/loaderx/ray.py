@@ -141,7 +141,7 @@ def _table_path(path, storage_options=None) -> tuple[str, dict | None]:
     is made absolute, since tasks run in other directories."""
     options = check_storage_options(storage_options)
     if isinstance(path, Mapping) and hasattr(path, "readonly") and hasattr(path, "path"):
-        if not path.readonly:
+        if not all(s.readonly for s in path.values()):
             raise ValueError(
                 f"table {path.path!r} is open writable (readonly=False): its exclusive locks "
                 "would make Ray's workers fail with StoreBusy; pass its path, or a table "
@@ -155,9 +155,12 @@ def _table_path(path, storage_options=None) -> tuple[str, dict | None]:
     return path, options
 
 
-def _open(path: str, options, pinned: bytes | None):
+def _open(path: str, options, pinned: bytes | str | None):
     """The table at ``path`` read-only: as the pinned manifest describes it
-    when there is one (a sharded table), else as it is."""
+    when there is one (a sharded table), the view when ``pinned`` names one
+    (views never change), else as it is."""
+    if isinstance(pinned, str):
+        return open_table(path, view=pinned, storage_options=options)
     if pinned is not None:
         return _open_pinned(path, pinned, options)
     return open_table(path, readonly=True, storage_options=options)
@@ -261,14 +264,17 @@ def _datasource_class():
         ):
             super().__init__()
             self._projection_map = None  # the pushdown mixin's state: all columns
+            # A table handle reads as it shows: its version, or its view.
+            version = getattr(path, "version", None) if isinstance(path, Mapping) else None
+            view = getattr(path, "view", None) if isinstance(path, Mapping) else None
             path, options = _table_path(path, storage_options)
             if not is_remote(path) and not os.path.isdir(path):
                 raise FileNotFoundError(f"table directory {path} does not exist")
-            # A sharded table's latest version, pinned: every read task opens
-            # the shards it names, whatever is committed meanwhile.
-            pinned = None
-            if _native.read_table_file(path, _native.MANIFEST, options) is not None:
-                pinned = _native.table_manifest(path, options)
+            # A sharded table's version, pinned: every read task opens the
+            # shards it names, whatever is committed meanwhile.
+            pinned = view
+            if view is None and _native.read_table_file(path, _native.MANIFEST, options):
+                pinned = _native.table_manifest(path, options, version)
             # Opening checks the table as the core does for every reader
             # (equal lengths; for a sharded table every shard against the
             # manifest and the others); it decodes no record.

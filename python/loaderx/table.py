@@ -158,9 +158,11 @@ class Table(Mapping, Closing):
         storage_options: dict | None = None,
         version: int | None = None,
         evolvable: bool = False,
+        view: str | None = None,
     ):
         # Private: use open_table().
         self._evolvable = evolvable
+        self._view = view
         self._path = path
         self._columns = columns
         self._shards = shards
@@ -224,6 +226,11 @@ class Table(Mapping, Closing):
         None for a plain table (it has versions once it is sharded)."""
         return self._version
 
+    @property
+    def view(self) -> str | None:
+        """The view this handle shows (see :meth:`save_view`), or None."""
+        return self._view
+
     def versions(self) -> list[dict]:
         """Every version of the table that can still be opened, oldest
         first: dicts with ``version``, ``timestamp`` (an aware UTC
@@ -247,6 +254,13 @@ class Table(Mapping, Closing):
             raise ValueError(
                 f"{what} needs a sharded table, but {self._path!r} is a plain table "
                 "(it has no versions)"
+            )
+
+    def _not_a_view(self, what: str) -> None:
+        if self._view is not None:
+            raise ValueError(
+                f"{what} selects rows of a version, but this handle shows view "
+                f"{self._view!r}; open the table without view= first"
             )
 
     def tag(self, name: str, version: int | None = None) -> int:
@@ -466,6 +480,7 @@ class Table(Mapping, Closing):
         from ._evolve import record_ids
 
         self._sharded("save_view")
+        self._not_a_view("save_view")
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, got {type(name).__name__}")
         ids = record_ids(self, rows, "rows")
@@ -498,6 +513,7 @@ class Table(Mapping, Closing):
         from ._evolve import split_rows
 
         self._sharded("split")
+        self._not_a_view("split")
         taken = (
             [n for n in fractions if n in self.views()] if isinstance(fractions, Mapping) else []
         )
@@ -568,6 +584,8 @@ class Table(Mapping, Closing):
             return f"<Table path={self._path!r} closed>"
         shards = f", shards={len(self._shards)}" if self._shards is not None else ""
         version = f", version={self._version}" if self._version is not None else ""
+        if self._view is not None:
+            version += f", view={self._view!r}"
         return (
             f"Table(path={self._path!r}, columns={list(self._columns)}, "
             f"num_rows={self._num_rows}{shards}{version})"
@@ -689,7 +707,7 @@ def open_table(
     columns = {name: _wrap(s, join(name)) for name, s in native}
     if shards is not None:
         shards = [(os.fspath(d), rows) for d, rows in shards]
-    return Table(path, columns, shards, options, opened, evolvable=not readonly)
+    return Table(path, columns, shards, options, opened, evolvable=not readonly, view=view)
 
 
 def _open_pinned(path: str, manifest: bytes, storage_options: dict | None) -> Table:

@@ -157,6 +157,28 @@ def test_table_handles(local_ray, sharded, tmp_path):
             lray.write_table(ray.data.range(3), t)
 
 
+def test_a_version_or_a_view_reads_as_its_handle_shows(local_ray, tmp_path):
+    import pyarrow as pa
+
+    path = str(tmp_path / "t")
+    loaderx.ingest_sharded(pa.table({"v": np.arange(20)}), path, workers=1, shards=2).close()
+    with loaderx.open_table(path, readonly=False) as t:
+        t.delete("v % 4 = 0")
+        t.save_view("odd", "v % 2 = 1")
+        lray.write_table(ray.data.from_items([{"v": 100}]), path, mode="append")
+        version = lray.add_columns(path, lambda b: {"w": b["v"] * 10}, read_columns="v")
+    with loaderx.open_table(path) as t:
+        assert t.version == version == 4
+        assert lray.read_table(t, index_column=None).to_pandas()["w"].tolist() == [
+            v * 10 for v in range(20) if v % 4
+        ] + [1000]
+    with loaderx.open_table(path, version=1) as v1:
+        assert [r["v"] for r in lray.read_table(v1).take_all()] == list(range(20))
+    with loaderx.open_table(path, view="odd") as odd:
+        assert "view='odd'" in repr(odd)
+        assert [r["v"] for r in lray.read_table(odd).take_all()] == list(range(1, 20, 2))
+
+
 # ------------------------------------------------------------------ writing
 
 
