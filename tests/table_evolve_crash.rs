@@ -223,7 +223,8 @@ fn sweep(op: &str, pristine: &Path, tmp: &Path) {
             std::fs::remove_dir_all(&path).unwrap();
             break;
         }
-        if v == old_v && !(op == "view" && !table::list_views(&at(&path)).unwrap().is_empty()) {
+        let view_saved = op == "view" && !table::list_views(&at(&path)).unwrap().is_empty();
+        if v == old_v && !view_saved {
             // What the killed operation left never blocks running it again.
             run_op(op, &path);
             let (v2, _, _) = state(&path);

@@ -24,9 +24,8 @@ pub fn make_versioned(
     uri: String,
     storage_options: Option<HashMap<String, String>>,
 ) -> PyResult<u64> {
-    py.detach(|| {
-        let at = location(&uri, storage_options, None, None)?;
-        table::make_versioned(&at).map(|m| m.num_rows()).py()
+    crate::remote::on(py, &uri, storage_options, |at| {
+        table::make_versioned(at).map(|m| m.num_rows())
     })
 }
 
@@ -41,11 +40,8 @@ pub fn drop_columns(
     version: Option<u64>,
     storage_options: Option<HashMap<String, String>>,
 ) -> PyResult<u64> {
-    py.detach(|| {
-        let at = location(&uri, storage_options, None, None)?;
-        table::drop_columns(&at, &names, version)
-            .map(|m| m.version())
-            .py()
+    crate::remote::on(py, &uri, storage_options, |at| {
+        table::drop_columns(at, &names, version).map(|m| m.version())
     })
 }
 
@@ -61,11 +57,8 @@ pub fn delete_rows(
     storage_options: Option<HashMap<String, String>>,
 ) -> PyResult<(u64, u64)> {
     let ids = ids.as_slice()?;
-    py.detach(|| {
-        let at = location(&uri, storage_options, None, None)?;
-        table::delete_rows(&at, version, ids)
-            .map(|(m, n)| (m.version(), n))
-            .py()
+    crate::remote::on(py, &uri, storage_options, |at| {
+        table::delete_rows(at, version, ids).map(|(m, n)| (m.version(), n))
     })
 }
 
@@ -79,11 +72,8 @@ pub fn compact(
     min_deleted: f64,
     storage_options: Option<HashMap<String, String>>,
 ) -> PyResult<Option<u64>> {
-    py.detach(|| {
-        let at = location(&uri, storage_options, None, None)?;
-        table::compact(&at, min_deleted)
-            .map(|m| m.map(|m| m.version()))
-            .py()
+    crate::remote::on(py, &uri, storage_options, |at| {
+        table::compact(at, min_deleted).map(|m| m.map(|m| m.version()))
     })
 }
 
@@ -100,11 +90,8 @@ pub fn save_view(
     storage_options: Option<HashMap<String, String>>,
 ) -> PyResult<(u64, u64)> {
     let ids = ids.as_slice()?;
-    py.detach(|| {
-        let at = location(&uri, storage_options, None, None)?;
-        table::save_view(&at, &name, version, ids)
-            .map(|v| (v.version, v.rows))
-            .py()
+    crate::remote::on(py, &uri, storage_options, |at| {
+        table::save_view(at, &name, version, ids).map(|v| (v.version, v.rows))
     })
 }
 
@@ -116,15 +103,12 @@ pub fn list_views(
     uri: String,
     storage_options: Option<HashMap<String, String>>,
 ) -> PyResult<Vec<(String, u64, u64)>> {
-    py.detach(|| {
-        let at = location(&uri, storage_options, None, None)?;
-        table::list_views(&at)
-            .map(|vs| {
-                vs.into_iter()
-                    .map(|v| (v.name, v.version, v.rows))
-                    .collect()
-            })
-            .py()
+    crate::remote::on(py, &uri, storage_options, |at| {
+        table::list_views(at).map(|vs| {
+            vs.into_iter()
+                .map(|v| (v.name, v.version, v.rows))
+                .collect()
+        })
     })
 }
 
@@ -137,10 +121,7 @@ pub fn drop_view(
     name: String,
     storage_options: Option<HashMap<String, String>>,
 ) -> PyResult<()> {
-    py.detach(|| {
-        let at = location(&uri, storage_options, None, None)?;
-        table::drop_view(&at, &name).py()
-    })
+    crate::remote::on(py, &uri, storage_options, |at| table::drop_view(at, &name))
 }
 
 /// New columns for every shard of the sharded table at `uri`, planned on

@@ -39,6 +39,20 @@ pub fn location(
     Location::parse_cached(path, &options(storage_options), cache.as_ref()).py()
 }
 
+/// Runs `f` on the location `uri` (with `storage_options`) with the GIL
+/// released: one call of the native table API.
+pub fn on<T: Send>(
+    py: Python<'_>,
+    uri: &str,
+    storage_options: Option<HashMap<String, String>>,
+    f: impl FnOnce(&Location) -> loaderx::Result<T> + Send,
+) -> PyResult<T> {
+    py.detach(|| {
+        let at = location(uri, storage_options, None, None)?;
+        f(&at).py()
+    })
+}
+
 /// Copies the table at `src` to `dst` (see `loaderx::table::copy_table`);
 /// `progress(done, total)` is called with bytes as they land, and an
 /// exception it raises stops the copy. Returns the bytes copied.

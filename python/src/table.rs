@@ -115,11 +115,8 @@ pub fn table_manifest(
     version: Option<Bound<'_, PyAny>>,
 ) -> PyResult<Vec<u8>> {
     let want = version_ref(version.as_ref())?;
-    py.detach(|| {
-        let at = crate::remote::location(&path, storage_options, None, None)?;
-        table::versions::resolve_at(&at, &want)
-            .map(|r| r.bytes)
-            .py()
+    crate::remote::on(py, &path, storage_options, |at| {
+        table::versions::resolve_at(at, &want).map(|r| r.bytes)
     })
 }
 
@@ -132,10 +129,7 @@ pub fn table_versions(
     path: String,
     storage_options: Option<HashMap<String, String>>,
 ) -> PyResult<Bound<'_, PyList>> {
-    let listed = py.detach(|| {
-        let at = crate::remote::location(&path, storage_options, None, None)?;
-        table::list_versions(&at).py()
-    })?;
+    let listed = crate::remote::on(py, &path, storage_options, table::list_versions)?;
     let out = PyList::empty(py);
     for m in listed {
         let d = PyDict::new(py);
@@ -156,10 +150,7 @@ pub fn table_tags(
     path: String,
     storage_options: Option<HashMap<String, String>>,
 ) -> PyResult<Vec<(String, u64)>> {
-    py.detach(|| {
-        let at = crate::remote::location(&path, storage_options, None, None)?;
-        table::tags(&at).py()
-    })
+    crate::remote::on(py, &path, storage_options, |at| table::tags(at))
 }
 
 /// Tags version `version` (None: the latest) of the sharded table at
@@ -173,9 +164,8 @@ pub fn table_tag(
     version: Option<u64>,
     storage_options: Option<HashMap<String, String>>,
 ) -> PyResult<u64> {
-    py.detach(|| {
-        let at = crate::remote::location(&path, storage_options, None, None)?;
-        table::tag(&at, &name, version).py()
+    crate::remote::on(py, &path, storage_options, |at| {
+        table::tag(at, &name, version)
     })
 }
 
@@ -188,10 +178,7 @@ pub fn table_untag(
     name: String,
     storage_options: Option<HashMap<String, String>>,
 ) -> PyResult<()> {
-    py.detach(|| {
-        let at = crate::remote::location(&path, storage_options, None, None)?;
-        table::untag(&at, &name).py()
-    })
+    crate::remote::on(py, &path, storage_options, |at| table::untag(at, &name))
 }
 
 /// Removes old versions of the sharded table at `path` and what only they
@@ -205,9 +192,8 @@ pub fn table_cleanup(
     keep_last: u64,
     storage_options: Option<HashMap<String, String>>,
 ) -> PyResult<u64> {
-    py.detach(|| {
-        let at = crate::remote::location(&path, storage_options, None, None)?;
-        table::cleanup(&at, older_than_ms, keep_last).py()
+    crate::remote::on(py, &path, storage_options, |at| {
+        table::cleanup(at, older_than_ms, keep_last)
     })
 }
 

@@ -508,24 +508,42 @@ pub(crate) fn read_deleted(fs: &Fs, dir: &Path, entry: &ShardEntry) -> Result<Ve
     let Some(d) = &entry.deleted else {
         return Ok(Vec::new());
     };
-    let file = shard_dir(dir, &entry.name).join(&d.file);
-    let raw = files::read_object(fs, &file)?.ok_or_else(|| {
-        bad(
-            &dir.join(MANIFEST_FILE),
-            format!(
-                "shard {} names deletion file {}, which is missing",
-                py_str(&entry.name),
-                py_str(&d.file)
-            ),
-        )
-    })?;
-    if raw.len() as u64 != d.rows * 8 {
+    read_row_file(
+        fs,
+        &shard_dir(dir, &entry.name).join(&d.file),
+        d.rows,
+        Some(entry.rows),
+        &|| {
+            bad(
+                &dir.join(MANIFEST_FILE),
+                format!(
+                    "shard {} names deletion file {}, which is missing",
+                    py_str(&entry.name),
+                    py_str(&d.file)
+                ),
+            )
+        },
+    )
+}
+
+/// A row file (a deletion file, a view's rows): `count` little-endian u64
+/// values, strictly increasing, each below `below` when given;
+/// [`Error::Corrupted`] naming the file and the rule otherwise, `missing()`
+/// when it is not there.
+pub(crate) fn read_row_file(
+    fs: &Fs,
+    file: &Path,
+    count: u64,
+    below: Option<u64>,
+    missing: &dyn Fn() -> Error,
+) -> Result<Vec<u64>> {
+    let raw = files::read_object(fs, file)?.ok_or_else(missing)?;
+    if raw.len() as u64 != count * 8 {
         return Err(bad(
-            &file,
+            file,
             format!(
-                "it must hold {} row indices ({} bytes), but it has {} bytes",
-                d.rows,
-                d.rows * 8,
+                "it must hold {count} values ({} bytes), but it has {} bytes",
+                count * 8,
                 raw.len()
             ),
         ));
@@ -535,13 +553,17 @@ pub(crate) fn read_deleted(fs: &Fs, dir: &Path, entry: &ShardEntry) -> Result<Ve
         .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
         .collect();
     let increasing = rows.windows(2).all(|w| w[0] < w[1]);
-    if !increasing || rows.last().is_some_and(|&r| r >= entry.rows) {
+    let inside = match below {
+        Some(n) => rows.last().is_none_or(|&r| r < n),
+        None => true,
+    };
+    if !increasing || !inside {
         return Err(bad(
-            &file,
-            format!(
-                "row indices must be strictly increasing and below the shard's {} rows",
-                entry.rows
-            ),
+            file,
+            match below {
+                Some(n) => format!("values must be strictly increasing and below {n}"),
+                None => "values must be strictly increasing".to_owned(),
+            },
         ));
     }
     Ok(rows)

@@ -288,30 +288,44 @@ pub(crate) fn versions(fs: &Fs, dir: &Path) -> Result<Vec<Resolved>> {
     Ok(out)
 }
 
-/// The tags of the sharded table `dir`: `(name, version)`, by name.
-pub(crate) fn tags(fs: &Fs, dir: &Path) -> Result<Vec<(String, u64)>> {
-    let tdir = dir.join(TAGS_DIR);
-    if !files::is_dir(fs, &tdir) {
+/// The named JSON files (`<name>.json`, names by the tag rule) in the
+/// directory `sub` of the table `dir`, fetched at once: `(name, path,
+/// bytes)`, by name; none when there is no such directory. A file removed
+/// since the listing is left out.
+fn named_files(fs: &Fs, dir: &Path, sub: &str) -> Result<Vec<(String, PathBuf, Vec<u8>)>> {
+    let sdir = dir.join(sub);
+    if !files::is_dir(fs, &sdir) {
         return Ok(Vec::new());
     }
-    let names: Vec<String> = fs
-        .list(&tdir)
-        .map_err(|e| crate::io::io_error(&tdir, e))?
+    let mut names: Vec<String> = fs
+        .list(&sdir)
+        .map_err(|e| crate::io::io_error(&sdir, e))?
         .into_iter()
         .filter_map(|n| n.into_string().ok())
         .filter_map(|n| n.strip_suffix(".json").map(str::to_owned))
         .filter(|n| is_tag_name(n))
         .collect();
-    let paths: Vec<PathBuf> = names.iter().map(|n| dir.join(tag_rel(n))).collect();
+    names.sort();
+    let paths: Vec<PathBuf> = names
+        .iter()
+        .map(|n| sdir.join(format!("{n}.json")))
+        .collect();
     files::prefetch(fs, &paths)?;
     let mut out = Vec::with_capacity(names.len());
     for (name, path) in names.into_iter().zip(paths) {
         if let Some(raw) = files::read_object(fs, &path)? {
-            out.push((name, parse_tag(&path, &raw)?));
+            out.push((name, path, raw));
         }
     }
-    out.sort();
     Ok(out)
+}
+
+/// The tags of the sharded table `dir`: `(name, version)`, by name.
+pub(crate) fn tags(fs: &Fs, dir: &Path) -> Result<Vec<(String, u64)>> {
+    named_files(fs, dir, TAGS_DIR)?
+        .into_iter()
+        .map(|(name, path, raw)| Ok((name, parse_tag(&path, &raw)?)))
+        .collect()
 }
 
 /// The path of view `name`'s file relative to the table.
@@ -370,62 +384,27 @@ impl View {
 
     /// Its record ids, read from its row file on `fs` and checked.
     pub(crate) fn read_rows(&self, fs: &Fs, dir: &Path) -> Result<Vec<u64>> {
-        let file = dir.join(VIEWS_DIR).join(&self.file);
-        let raw = files::read_object(fs, &file)?.ok_or_else(|| {
-            Error::corrupted(
-                &dir.join(view_rel(&self.name)),
-                format!("its row file {} is missing", py_str(&self.file)),
-            )
-        })?;
-        if raw.len() as u64 != self.rows * 8 {
-            return Err(Error::corrupted(
-                &file,
-                format!(
-                    "it must hold {} record ids ({} bytes), but it has {} bytes",
-                    self.rows,
-                    self.rows * 8,
-                    raw.len()
-                ),
-            ));
-        }
-        let ids: Vec<u64> = raw
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .collect();
-        if !ids.windows(2).all(|w| w[0] < w[1]) {
-            return Err(Error::corrupted(
-                &file,
-                "record ids must be strictly increasing",
-            ));
-        }
-        Ok(ids)
+        super::manifest::read_row_file(
+            fs,
+            &dir.join(VIEWS_DIR).join(&self.file),
+            self.rows,
+            None,
+            &|| {
+                Error::corrupted(
+                    &dir.join(view_rel(&self.name)),
+                    format!("its row file {} is missing", py_str(&self.file)),
+                )
+            },
+        )
     }
 }
 
 /// The views of the sharded table `dir`, by name.
 pub(crate) fn views(fs: &Fs, dir: &Path) -> Result<Vec<View>> {
-    let vdir = dir.join(VIEWS_DIR);
-    if !files::is_dir(fs, &vdir) {
-        return Ok(Vec::new());
-    }
-    let names: Vec<String> = fs
-        .list(&vdir)
-        .map_err(|e| crate::io::io_error(&vdir, e))?
+    named_files(fs, dir, VIEWS_DIR)?
         .into_iter()
-        .filter_map(|n| n.into_string().ok())
-        .filter_map(|n| n.strip_suffix(".json").map(str::to_owned))
-        .filter(|n| is_tag_name(n))
-        .collect();
-    let paths: Vec<PathBuf> = names.iter().map(|n| dir.join(view_rel(n))).collect();
-    files::prefetch(fs, &paths)?;
-    let mut out = Vec::with_capacity(names.len());
-    for (name, path) in names.iter().zip(paths) {
-        if let Some(raw) = files::read_object(fs, &path)? {
-            out.push(View::parse(name, &path, &raw)?);
-        }
-    }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(out)
+        .map(|(name, path, raw)| View::parse(&name, &path, &raw))
+        .collect()
 }
 
 /// The view `name` of the sharded table `dir`: `InvalidValue` naming the

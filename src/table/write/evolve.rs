@@ -69,14 +69,14 @@ pub fn make_versioned(at: &Location) -> Result<Manifest> {
 
 /// The version `version` (None: the latest) of the sharded table at `at`,
 /// read afresh.
-fn base_version(at: &Location, version: Option<u64>) -> Result<Manifest> {
+pub(super) fn base_version(at: &Location, version: Option<u64>) -> Result<Manifest> {
     let want = version.map_or(VersionRef::Latest, VersionRef::Number);
     Ok(versions::resolve_at(at, &want)?.manifest)
 }
 
 /// A conflict between the version a commit was planned on and the one
 /// committed meanwhile.
-fn conflict(at: &Path, base: &Manifest, current: &Manifest, what: String) -> Error {
+pub(super) fn conflict(at: &Path, base: &Manifest, current: &Manifest, what: String) -> Error {
     Error::CommitConflict(format!(
         "table {}: this commit was planned on version {}, but version {} was committed meanwhile and {what}",
         at.display(),

@@ -38,6 +38,18 @@ fn lock(root: &Root) -> Result<Option<files::CommitLock>> {
     }
 }
 
+/// `InvalidValue` unless `name` is a name the format allows for a tag or
+/// a view (`what`).
+fn check_name(what: &str, name: &str) -> Result<()> {
+    if is_tag_name(name) {
+        return Ok(());
+    }
+    Err(Error::InvalidValue(format!(
+        "a {what} name must match [A-Za-z0-9_][A-Za-z0-9._-]{{0,254}} and not be a number, got {}",
+        py_str(name)
+    )))
+}
+
 /// The version `version` names (None: the latest), checked to exist.
 fn existing_version(at: &Location, version: Option<u64>) -> Result<u64> {
     let want = version.map_or(VersionRef::Latest, VersionRef::Number);
@@ -51,12 +63,7 @@ fn existing_version(at: &Location, version: Option<u64>) -> Result<u64> {
 /// version the table does not have, or a tag that exists already (naming
 /// its version): a tag is written once, `untag` removes it.
 pub fn tag(at: &Location, name: &str, version: Option<u64>) -> Result<u64> {
-    if !is_tag_name(name) {
-        return Err(Error::InvalidValue(format!(
-            "a tag name must match [A-Za-z0-9_][A-Za-z0-9._-]{{0,254}} and not be a number, got {}",
-            py_str(name)
-        )));
-    }
+    check_name("tag", name)?;
     let at = fresh(at);
     let root = Root::of(&at)?;
     let _lock = lock(&root)?;
@@ -130,12 +137,7 @@ pub fn tags(at: &Location) -> Result<Vec<(String, u64)>> {
 /// exists already; `InvalidIndex` naming the first id past the version's
 /// rows.
 pub fn save_view(at: &Location, name: &str, version: Option<u64>, ids: &[u64]) -> Result<View> {
-    if !is_tag_name(name) {
-        return Err(Error::InvalidValue(format!(
-            "a view name must match [A-Za-z0-9_][A-Za-z0-9._-]{{0,254}} and not be a number, got {}",
-            py_str(name)
-        )));
-    }
+    check_name("view", name)?;
     let at = fresh(at);
     let root = Root::of(&at)?;
     let _lock = lock(&root)?;

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use super::commit::publish;
+use super::evolve::{base_version, conflict};
 use super::root::{Root, RootKind};
 use crate::io::Fs;
 use crate::read::ragged::Packed;
@@ -15,26 +16,10 @@ use crate::table::files;
 use crate::table::manifest::{deletion_bytes, read_deleted, Deleted, Manifest, ShardEntry};
 use crate::table::repr::py_str;
 use crate::table::types::{validity_dir, write_types, ColumnType};
-use crate::table::versions::{self, VersionRef};
 use crate::{Error, Location, Records, Result, Store};
 
 #[cfg(feature = "remote")]
 use super::bucket;
-
-/// The version `version` (None: the latest) of the table at `at`, afresh.
-fn base_version(at: &Location, version: Option<u64>) -> Result<Manifest> {
-    let want = version.map_or(VersionRef::Latest, VersionRef::Number);
-    Ok(versions::resolve_at(at, &want)?.manifest)
-}
-
-fn conflict(at: &Path, base: &Manifest, current: &Manifest, what: String) -> Error {
-    Error::CommitConflict(format!(
-        "table {}: this commit was planned on version {}, but version {} was committed meanwhile and {what}",
-        at.display(),
-        base.version(),
-        current.version()
-    ))
-}
 
 /// Writes the small file `rel` (relative to the table) at `root`, replacing
 /// it atomically; returns its size.
