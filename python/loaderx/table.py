@@ -161,6 +161,7 @@ class Table(Mapping, Closing):
         view: str | None = None,
     ):
         # Private: use open_table().
+        self._stale = False  # a commit made a newer version: shown on next use
         self._evolvable = evolvable
         self._view = view
         self._path = path
@@ -173,6 +174,8 @@ class Table(Mapping, Closing):
     def _live(self) -> dict:
         if self._columns is None:
             raise ValueError(f"table {self._path!r} is closed")
+        if self._stale:
+            self._refresh()
         return self._columns
 
     def __getitem__(self, name: str) -> StoreBase:
@@ -224,6 +227,8 @@ class Table(Mapping, Closing):
     def version(self) -> int | None:
         """The version of a sharded table this handle shows (1, 2, ...);
         None for a plain table (it has versions once it is sharded)."""
+        if self._columns is not None:
+            self._live()
         return self._version
 
     @property
@@ -344,14 +349,24 @@ class Table(Mapping, Closing):
         if self._shards is None:
             self.close()
             _native.make_versioned(self._path, self._storage_options)
-            self._reopen()
+            self._refresh()
 
-    def _reopen(self) -> None:
-        """Shows the table's latest version (closing what was open)."""
+    def _reopen(self, version: int | None = None) -> None:
+        """Shows version ``version`` (the one a commit made; None: the
+        latest) from the handle's next use on: opening it costs what an
+        open does, so the commit does not wait for it."""
+        if self._columns is not None:
+            self._stale = True
+            self._target = version
+
+    def _refresh(self) -> None:
+        """Opens the version to show in place of what was open."""
+        self._stale = False
+        version, self._target = getattr(self, "_target", None), None
         columns, self._columns = self._columns, None
         for s in (columns or {}).values():
             s.close()
-        fresh = open_table(self._path, storage_options=self._storage_options)
+        fresh = open_table(self._path, storage_options=self._storage_options, version=version)
         self._columns = fresh._release()
         self._shards = fresh._shards
         self._version = fresh._version
@@ -372,17 +387,20 @@ class Table(Mapping, Closing):
         if isinstance(source, Mapping):
             source = as_table(source, None, "source")
         try:
-            ingest_sharded(
+            with ingest_sharded(
                 source,
                 self._path,
                 codec=codec,
                 workers=1,
                 shards=1,
                 storage_options=self._storage_options,
-            ).close()
-        finally:
+            ) as after:
+                version, rows = after.version, after.num_rows
+        except BaseException:
             self._reopen()
-        return self._num_rows
+            raise
+        self._reopen(version)
+        return rows
 
     def add_columns(
         self,
@@ -415,9 +433,11 @@ class Table(Mapping, Closing):
         if workers is not None and (type(workers) is not int or workers < 1):
             raise ValueError(f"workers must be a positive int or None, got {workers!r}")
         try:
-            add_columns(self, columns, read_columns, codec, workers)
-        finally:
+            version = add_columns(self, columns, read_columns, codec, workers)
+        except BaseException:
             self._reopen()
+            raise
+        self._reopen(version)
 
     def delete(self, where) -> int:
         """Deletes rows, committed as one new version, and shows it; returns
@@ -443,15 +463,19 @@ class Table(Mapping, Closing):
         for attempt in range(_PREDICATE_TRIES):
             ids = record_ids(self, where, "where")
             try:
-                _, deleted = _native.delete_rows(
+                version, deleted = _native.delete_rows(
                     self._path, ids, self._version, self._storage_options
                 )
-                return deleted
             except CommitConflict:
+                self._reopen()
                 if not isinstance(where, str) or attempt == _PREDICATE_TRIES - 1:
                     raise
-            finally:
+                continue
+            except BaseException:
                 self._reopen()
+                raise
+            self._reopen(version)
+            return deleted
         raise AssertionError("unreachable")
 
     def compact(self, *, min_deleted: float = 0.1) -> int | None:
@@ -465,9 +489,12 @@ class Table(Mapping, Closing):
         if isinstance(min_deleted, bool) or not isinstance(min_deleted, (int, float)):
             raise TypeError(f"min_deleted must be a number, got {type(min_deleted).__name__}")
         try:
-            return _native.compact(self._path, float(min_deleted), self._storage_options)
-        finally:
+            version = _native.compact(self._path, float(min_deleted), self._storage_options)
+        except BaseException:
             self._reopen()
+            raise
+        self._reopen(version)
+        return version
 
     def save_view(self, name: str, rows) -> int:
         """Saves a named selection of this version's rows (record ids, a
@@ -536,9 +563,11 @@ class Table(Mapping, Closing):
         names = check_names(names, "names")
         self._begin_evolution("drop_columns")
         try:
-            _native.drop_columns(self._path, names, self._version, self._storage_options)
-        finally:
+            version = _native.drop_columns(self._path, names, self._version, self._storage_options)
+        except BaseException:
             self._reopen()
+            raise
+        self._reopen(version)
 
     @property
     def closed(self) -> bool:
@@ -582,6 +611,7 @@ class Table(Mapping, Closing):
     def __repr__(self) -> str:
         if self._columns is None:
             return f"<Table path={self._path!r} closed>"
+        self._live()
         shards = f", shards={len(self._shards)}" if self._shards is not None else ""
         version = f", version={self._version}" if self._version is not None else ""
         if self._view is not None:
