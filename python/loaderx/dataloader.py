@@ -196,6 +196,20 @@ def _takes_info(transform) -> bool:
     )
 
 
+def _pin(source) -> dict | None:
+    """Where a table source reads from: ``{"path", "version", "view"}``
+    (a local path made absolute; never storage options); None for a dict
+    of streams."""
+    from .table import Table
+
+    if not isinstance(source, Table):
+        return None
+    path = source.path
+    if not source.remote:
+        path = os.path.abspath(path)
+    return {"path": path, "version": source.version, "view": source.view}
+
+
 def _mix_record_weights(mix: Mix, mode: Mode, weights) -> list[np.ndarray] | None:
     """A mixture's per-record weights, one array per source in source order
     (mode ``"weighted"`` only: ``{source name: array or column}``)."""
@@ -371,6 +385,10 @@ class DataLoader(Closing):
         # (DataLoader(open_table(path))) would otherwise be collected, and
         # collecting a table closes its columns.
         self._source = streams
+        self._owned = None  # a table from_state opened (closed with the loader)
+        # Where each table source's data is pinned (path, version, view).
+        pins = [_pin(mix.sources[n]) for n in mix.names] if mix is not None else [_pin(streams)]
+        self._pins = pins if any(p is not None for p in pins) else None
         if mix is None:
             self._streams = dict(streams)
             self._names = list(streams)
@@ -600,8 +618,11 @@ class DataLoader(Closing):
     def state_dict(self) -> dict:
         """``{"step", "seed", "mode", "batch_size"}`` (and ``"block_size"``
         for ``mode="blocked"``, ``"sources"`` for a :class:`~loaderx.mixture.Mix`:
-        its source names): ``step`` counts batches handed to the caller (not
-        prefetched ones)."""
+        its source names; ``"tables"`` when a source is a
+        :class:`loaderx.Table`: per source its ``{"path", "version",
+        "view"}``, None for a dict of streams, never storage options):
+        ``step`` counts batches handed to the caller (not prefetched
+        ones)."""
         state = {
             "step": self._step,
             "seed": self._seed,
@@ -612,6 +633,8 @@ class DataLoader(Closing):
             state["block_size"] = self._block_size
         if self._mix is not None:
             state["sources"] = self._mix.names
+        if self._pins is not None:
+            state["tables"] = [None if p is None else dict(p) for p in self._pins]
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -648,9 +671,77 @@ class DataLoader(Closing):
                     f"state[{key!r}] is {theirs[key]!r}, but this loader's {key} is {value!r}: "
                     "a state resumes the loader that made it (same streams, seed and mode)"
                 )
+        pinned = state.get("tables")
+        if pinned is not None and self._pins is not None and list(pinned) != self._pins:
+            raise ValueError(
+                f"state['tables'] pins {list(pinned)!r}, but this loader reads {self._pins!r}: "
+                "a state resumes on the data it was made on (DataLoader.from_state reopens it)"
+            )
         self._shutdown()
         self._step = step
         self._start()
+
+    @classmethod
+    def from_state(
+        cls, state: Mapping[str, Any], *, storage_options: dict | None = None, **kwargs
+    ) -> DataLoader:
+        """A loader over the table :meth:`state_dict` pinned, reopened at
+        the version and view it read (local or remote, with
+        ``storage_options``), continuing at the saved step bit-exactly.
+        ``kwargs`` are the other arguments of the loader (``transform``,
+        ``output``, ``rank``, ``world_size``, ...; give the same transform
+        again); ``batch_size`` defaults to the state's, and the seed, mode
+        and block size are the state's. The loader closes the table when it
+        closes. ValueError for a state without a table (a loader over a
+        dict of streams: rebuild it and call :meth:`load_state_dict`) and,
+        for now, for a :class:`~loaderx.mixture.Mix` (its weights are not in
+        the state: open each pinned table, rebuild the Mix and call
+        :meth:`load_state_dict`)."""
+        from .table import open_table
+
+        if not isinstance(state, Mapping):
+            raise TypeError(f"state must be a mapping (a state_dict()), got {type(state).__name__}")
+        tables = state.get("tables")
+        if not tables or any(t is None for t in tables):
+            raise ValueError(
+                "state pins no table (a loader over a dict of streams): build the loader "
+                "and call load_state_dict"
+            )
+        if state.get("sources") is not None:
+            raise ValueError(
+                "state is a Mix's: its weights are not in the state; open each pinned table "
+                f"({[t['path'] for t in tables]}), rebuild the Mix and call load_state_dict"
+            )
+        for key in ("seed", "mode", "block_size", "start_step"):
+            if key in kwargs:
+                raise ValueError(f"{key} comes from the state, got {key}={kwargs[key]!r}")
+        (pin,) = tables
+        # A view names its own version.
+        version = None if pin["view"] is not None else pin["version"]
+        table = open_table(
+            pin["path"], version=version, view=pin["view"], storage_options=storage_options
+        )
+        if table.version != pin["version"]:
+            table.close()
+            raise ValueError(
+                f"view {pin['view']!r} of {pin['path']!r} now selects rows of version "
+                f"{table.version}, but the state read version {pin['version']}"
+            )
+        try:
+            kwargs.setdefault("batch_size", state.get("batch_size", 256))
+            loader = cls(
+                table,
+                mode=state["mode"],
+                seed=state["seed"],
+                start_step=state["step"],
+                block_size=state.get("block_size"),
+                **kwargs,
+            )
+        except BaseException:
+            table.close()
+            raise
+        loader._owned = table
+        return loader
 
     @property
     def step(self) -> int:
@@ -664,6 +755,9 @@ class DataLoader(Closing):
             return
         self._closed = True
         self._shutdown()
+        owned, self._owned = getattr(self, "_owned", None), None
+        if owned is not None:
+            owned.close()
 
     def _shutdown(self) -> None:
         """Stops the native prefetcher and joins the transform threads."""
