@@ -683,7 +683,7 @@ class DataLoader(Closing):
 
     @classmethod
     def from_state(
-        cls, state: Mapping[str, Any], *, storage_options: dict | None = None, **kwargs
+        cls, state: Mapping[str, Any], *, storage_options: dict | None = None, **kwargs: Any
     ) -> DataLoader:
         """A loader over the table :meth:`state_dict` pinned, reopened at
         the version and view it read (local or remote, with
