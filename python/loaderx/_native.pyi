@@ -135,6 +135,7 @@ class Loader:
         raw: bool = False,
         block_size: int | None = None,
         weights: npt.NDArray[np.float64] | None = None,
+        exclusions: list[tuple[int, int | None, list[int]]] | None = None,
     ) -> None: ...
     @staticmethod
     def mixture(
@@ -155,6 +156,7 @@ class Loader:
         raw: bool = False,
         block_size: int | None = None,
         source_column: str | None = None,
+        exclusions: list[tuple[int, int | None, list[int]]] | None = None,
     ) -> Loader: ...
     def next(self) -> Any: ...
     @property
@@ -163,6 +165,18 @@ class Loader:
     def rows_at(
         self, step: int
     ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint16] | None]: ...
+    def provenance(
+        self,
+        steps: npt.NDArray[np.uint64],
+        rank: int | None = None,
+        schedule: npt.NDArray[np.float64] | None = None,
+    ) -> tuple[
+        npt.NDArray[np.uint64],
+        npt.NDArray[np.uint32],
+        npt.NDArray[np.uint32],
+        npt.NDArray[np.uint64],
+        npt.NDArray[np.uint16] | None,
+    ]: ...
     def push_weights(self, weights: npt.NDArray[np.float64]) -> None: ...
     def fail_weights(self, why: str) -> None: ...
     @property
@@ -233,7 +247,10 @@ def arrow_ingest(
     source: Any, root: str, codec: str = "zstd", dict_bytes: bytes | None = None
 ) -> list[tuple[str, str]]: ...
 def sql(
-    query: str, tables: list[tuple[str, list[Store], list[str], str | None]], pushdown: bool = True
+    query: str,
+    tables: list[tuple[str, list[Store], list[str], str | None]],
+    pushdown: bool = True,
+    arrow_tables: list[tuple[str, Any]] = ...,
 ) -> Any: ...
 def parquet_export(
     stores: list[Store],

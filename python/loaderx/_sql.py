@@ -28,7 +28,10 @@ def sql(query: str, **tables: Streams) -> pa.Table:
     """Runs a SQL query over stores and returns a ``pyarrow.Table``.
 
     Each keyword names a table: a dict of equal-length streams (open
-    ``DenseStore`` / ``RaggedStore``). Every table also has a UInt64
+    ``DenseStore`` / ``RaggedStore``), or Arrow data in memory (a
+    ``pyarrow.Table``, a polars DataFrame: anything with
+    ``__arrow_c_stream__``, such as ``DataLoader.provenance``'s table),
+    queried as it is. Every table of streams also has a UInt64
     ``record_id`` column first. Joins across tables work. Scans read only
     the projected streams; ``record_id`` ranges and IN-lists touch only
     those rows; predicates on scalar streams are evaluated before heavy
@@ -63,4 +66,12 @@ def sql(query: str, **tables: Streams) -> pa.Table:
         raise TypeError(f"query must be a str, got {type(query).__name__}")
     if not tables:
         raise ValueError("give at least one table, e.g. loaderx.sql(query, t={'x': store})")
-    return pa.table(_native.sql(query, _tables(tables, "record_id")))
+    # Arrow data (a pyarrow or polars table: anything with an Arrow stream
+    # that is not a table of streams) is queried as it is, without record_id.
+    arrow = {
+        k: v
+        for k, v in tables.items()
+        if not isinstance(v, Mapping) and hasattr(v, "__arrow_c_stream__")
+    }
+    stores = {k: v for k, v in tables.items() if k not in arrow}
+    return pa.table(_native.sql(query, _tables(stores, "record_id"), True, list(arrow.items())))

@@ -373,6 +373,45 @@ def cmd_cleanup(args) -> int:
     return 0
 
 
+def _steps(text: str) -> range:
+    """``A:B`` (steps A to B-1) or ``A`` (that step) as a range."""
+    try:
+        if ":" in text:
+            lo, hi = text.split(":", 1)
+            return range(int(lo), int(hi))
+        return range(int(text), int(text) + 1)
+    except ValueError:
+        raise CliError(f"--steps must be A:B or A (integers), got {text!r}") from None
+
+
+def cmd_provenance(args) -> int:
+    import json
+
+    from .dataloader import DataLoader
+
+    steps = _steps(args.steps)
+    if steps.start < 0 or steps.stop <= steps.start:
+        raise CliError(f"--steps must name at least one step >= 0, got {args.steps!r}")
+    try:
+        with open(args.state, encoding="utf-8") as f:
+            state = json.load(f)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{args.state} is not a JSON state_dict: {exc}") from None
+    kwargs = {} if args.world_size is None else {"world_size": args.world_size}
+    if args.batch_size is not None:
+        kwargs["batch_size"] = args.batch_size
+    with DataLoader.from_state(
+        state, storage_options=_options(args), workers=0, prefetch=1, **kwargs
+    ) as loader:
+        table = loader.provenance(steps, rank=args.rank)
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, args.out)
+    data = {"out": args.out, "rows": table.num_rows, "steps": [steps.start, steps.stop]}
+    _emit(args, data, f"wrote {table.num_rows} rows of steps {args.steps} to {args.out}")
+    return 0
+
+
 def cmd_bench(args) -> int:
     import shutil
     import tempfile
@@ -504,6 +543,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="remove versions committed more than DAYS ago (default 7)",
     )
     sp.add_argument("--keep-last", type=int, default=1, metavar="N", help="always keep the last N")
+    sp = add(
+        "provenance",
+        cmd_provenance,
+        "list the records of a run's steps (from its saved state_dict) to Parquet",
+    )
+    sp.add_argument("state", metavar="STATE.json")
+    sp.add_argument("--steps", required=True, metavar="A:B", help="steps A to B-1 (or one step A)")
+    sp.add_argument("--out", required=True, metavar="FILE.parquet")
+    sp.add_argument("--rank", type=int, default=None, help="one rank's rows (default: every rank)")
+    sp.add_argument("--world-size", type=int, default=None, help="the run's ranks (default 1)")
+    sp.add_argument("--batch-size", type=int, default=None, help="per rank (default: the state's)")
     sp = add("copy", cmd_copy, "copy a table between locations (local paths and URIs)")
     sp.add_argument("src")
     sp.add_argument("dst")

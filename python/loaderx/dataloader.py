@@ -210,6 +210,14 @@ def _pin(source) -> dict | None:
     return {"path": path, "version": source.version, "view": source.view}
 
 
+def _copy_event(event: dict) -> dict:
+    """A copy of a plan edit (its id list too)."""
+    out = dict(event)
+    if "exclude" in out:
+        out["exclude"] = list(out["exclude"])
+    return out
+
+
 def _mix_record_weights(mix: Mix, mode: Mode, weights) -> list[np.ndarray] | None:
     """A mixture's per-record weights, one array per source in source order
     (mode ``"weighted"`` only: ``{source name: array or column}``)."""
@@ -385,7 +393,7 @@ class DataLoader(Closing):
         # (DataLoader(open_table(path))) would otherwise be collected, and
         # collecting a table closes its columns.
         self._source = streams
-        self._owned = None  # a table from_state opened (closed with the loader)
+        self._owned: list = []  # tables from_state opened (closed with the loader)
         # Where each table source's data is pinned (path, version, view).
         pins = [_pin(mix.sources[n]) for n in mix.names] if mix is not None else [_pin(streams)]
         self._pins = pins if any(p is not None for p in pins) else None
@@ -413,6 +421,9 @@ class DataLoader(Closing):
         self._world_size = world_size
         self._output = output
         self._step = start_step
+        # The plan's edits, in step order: {"step", "exclude", "source"}
+        # and {"step", "skip"} (see exclude() and skip()).
+        self._events: list[dict] = []
         self._start()
         self._closed = False
 
@@ -448,6 +459,7 @@ class DataLoader(Closing):
                 self._raw,
                 self._block_size,
                 self._weights,
+                self._exclusions(),
             )
         self._cond = threading.Condition()
         self._fetch_lock = threading.Lock()
@@ -484,6 +496,7 @@ class DataLoader(Closing):
             self._raw,
             self._block_size,
             mix.source_column,
+            self._exclusions(),
         )
         if scheduled:
             self._push_weights(self._step + self._depth + 1)
@@ -491,6 +504,16 @@ class DataLoader(Closing):
             if failed is not None and failed[0] < self._step:
                 self._native.close()
                 raise failed[1]
+
+    def _exclusions(self) -> list[tuple[int, int | None, list[int]]] | None:
+        """The exclusions of the plan, as the native loader takes them."""
+        out = []
+        for event in self._events:
+            if "exclude" in event:
+                source = event.get("source")
+                index = None if source is None else self._mix.names.index(source)
+                out.append((event["step"], index, event["exclude"]))
+        return out or None
 
     def _push_weights(self, until: int) -> None:
         """Pushes the schedule's weights of the steps before ``until`` (in
@@ -617,12 +640,16 @@ class DataLoader(Closing):
 
     def state_dict(self) -> dict:
         """``{"step", "seed", "mode", "batch_size"}`` (and ``"block_size"``
-        for ``mode="blocked"``, ``"sources"`` for a :class:`~loaderx.mixture.Mix`:
-        its source names; ``"tables"`` when a source is a
+        for ``mode="blocked"``; for a :class:`~loaderx.mixture.Mix`
+        ``"sources"``, its source names, and ``"mix_weights"``, its fixed
+        weights or None for a schedule; ``"tables"`` when a source is a
         :class:`loaderx.Table`: per source its ``{"path", "version",
-        "view"}``, None for a dict of streams, never storage options):
-        ``step`` counts batches handed to the caller (not prefetched
-        ones)."""
+        "view"}``, None for a dict of streams, never storage options;
+        ``"events"`` once the plan is edited: the :meth:`exclude` and
+        :meth:`skip` calls in order, ``{"step", "exclude", "source"}`` and
+        ``{"step", "skip"}``): ``step`` counts batches handed to the caller
+        (not prefetched ones) and the steps skipped. Plain data, fit for
+        ``json.dump``."""
         state = {
             "step": self._step,
             "seed": self._seed,
@@ -633,13 +660,21 @@ class DataLoader(Closing):
             state["block_size"] = self._block_size
         if self._mix is not None:
             state["sources"] = self._mix.names
+            state["mix_weights"] = (
+                None
+                if self._mix.scheduled
+                else dict(zip(self._mix.names, self._mix._fixed.tolist()))
+            )
         if self._pins is not None:
             state["tables"] = [None if p is None else dict(p) for p in self._pins]
+        if self._events:
+            state["events"] = [_copy_event(e) for e in self._events]
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continues from what :meth:`state_dict` returned: the next batch is
-        the one of ``state["step"]``, exactly. The seed and the mode (and a
+        the one of ``state["step"]``, exactly, with the state's edits
+        (:meth:`exclude`, :meth:`skip`) replayed. The seed and the mode (and a
         blocked loader's ``block_size``, a mixture's source names) must be
         this loader's (ValueError naming the key otherwise); ``batch_size`` and ``world_size`` may
         differ, so a run resumes on a different number of ranks (the union
@@ -677,25 +712,220 @@ class DataLoader(Closing):
                 f"state['tables'] pins {list(pinned)!r}, but this loader reads {self._pins!r}: "
                 "a state resumes on the data it was made on (DataLoader.from_state reopens it)"
             )
+        events = self._check_events(state.get("events") or [], step)
+        self._restart(step, events)
+
+    def _check_events(self, events, step: int) -> list[dict]:
+        """``state["events"]`` checked and copied (in step order, none
+        after ``step``; each an exclusion or a skip)."""
+        if not isinstance(events, (list, tuple)):
+            raise TypeError(f"state['events'] must be a list, got {type(events).__name__}")
+        out: list[dict] = []
+        last = 0
+        for i, event in enumerate(events):
+            if not isinstance(event, Mapping) or "step" not in event:
+                raise ValueError(
+                    f"state['events'][{i}] must be a dict with a 'step', got {event!r}"
+                )
+            at = _as_int(f"state['events'][{i}]['step']", event["step"], 0, (1 << 64) - 1)
+            if at < last or at > step:
+                raise ValueError(
+                    f"state['events'][{i}] is at step {at}: events come in step order, "
+                    f"from {last} to the state's step {step}"
+                )
+            last = at
+            if "exclude" in event:
+                ids = self._record_ids(event["exclude"], event.get("source"))
+                out.append({"step": at, "exclude": ids.tolist(), "source": event.get("source")})
+            elif "skip" in event:
+                n = _as_int(f"state['events'][{i}]['skip']", event["skip"], 0)
+                out.append({"step": at, "skip": n})
+            else:
+                raise ValueError(
+                    f"state['events'][{i}] must hold 'exclude' or 'skip', got keys {sorted(event)}"
+                )
+        return out
+
+    def _restart(self, step: int, events: list[dict]) -> None:
+        """Restarts at ``step`` with ``events``; when the native loader
+        refuses them (an exclusion it cannot take), restarts as before and
+        raises."""
+        old = (self._step, self._events)
         self._shutdown()
-        self._step = step
-        self._start()
+        self._step, self._events = step, events
+        try:
+            self._start()
+        except BaseException:
+            self._step, self._events = old
+            self._start()
+            raise
+
+    # -- pinned runs: edits and provenance ----------------------------------
+
+    def _record_ids(self, record_ids, source) -> np.ndarray:
+        """``record_ids`` of this loader's streams (or of source
+        ``source`` of a Mix) as sorted, distinct uint64 values; ValueError
+        for one outside the records, naming it."""
+        if self._mix is None:
+            if source is not None:
+                raise ValueError(f"source applies to a loader over a Mix, got source={source!r}")
+            n = len(next(iter(self._streams.values())))
+            what = f"the streams ({n} records)"
+        else:
+            if source not in self._mix.names:
+                raise ValueError(
+                    f"source must name a source of the Mix ({self._mix.names}), got {source!r}"
+                )
+            n = self._mix.lengths[source]
+            what = f"source {source!r} ({n} records)"
+        try:
+            ids = np.asarray(record_ids)
+        except Exception as exc:  # noqa: BLE001
+            raise TypeError(
+                f"record_ids must be an array of integers, got {type(record_ids).__name__}"
+            ) from exc
+        if ids.ndim != 1:
+            raise ValueError(f"record_ids must be one-dimensional, got shape {ids.shape}")
+        if ids.size and ids.dtype.kind not in "iu":
+            raise TypeError(f"record_ids must be integers, got dtype {ids.dtype}")
+        bad = ids[(ids < 0) | (ids >= n)] if ids.size else ids
+        if bad.size:
+            raise ValueError(
+                f"record_ids holds {int(bad[0])}, not a record of {what}: ids are 0..{n - 1}"
+            )
+        return np.unique(ids.astype(np.uint64))
+
+    def exclude(self, record_ids: npt.ArrayLike, *, source: str | None = None) -> None:
+        """From the next step on, the records ``record_ids`` are never drawn
+        (record ids of the streams or table, or of source ``source`` of a
+        :class:`~loaderx.mixture.Mix`). Cyclic and blocked modes finish the
+        cycle under way without them and then cover every other record
+        once per cycle; sequential goes on with the next record; iid and
+        weighted draw as if their weight were zero. The exclusion is kept in
+        :meth:`state_dict` at this step and replayed exactly on resume, on
+        any number of ranks (call it on every rank with the same ids).
+        ValueError for an id outside the records, and when nothing (or, for
+        cyclic and blocked, less than a global batch) would be left to
+        draw; then nothing changes."""
+        if self._closed:
+            raise ValueError("DataLoader is closed")
+        ids = self._record_ids(record_ids, source)
+        if not ids.size:
+            return
+        event = {"step": self._step, "exclude": ids.tolist(), "source": source}
+        self._restart(self._step, [*self._events, event])
+
+    def skip(self, n: int) -> None:
+        """Steps past the next ``n`` steps without reading them: the next
+        ``next()`` returns step ``step + n``. Kept in :meth:`state_dict` (its
+        ``step`` counts the skipped steps) and left out of
+        :meth:`provenance`."""
+        if self._closed:
+            raise ValueError("DataLoader is closed")
+        n = _as_int("n", n, 0, (1 << 64) - 1 - self._step)
+        if n == 0:
+            return
+        event = {"step": self._step, "skip": n}
+        self._restart(self._step + n, [*self._events, event])
+
+    @property
+    def events(self) -> list[dict]:
+        """The plan's edits so far, in order (as :meth:`state_dict` keeps them)."""
+        return [_copy_event(e) for e in self._events]
+
+    def indices(
+        self, step: int, *, rank: int | None = None
+    ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        """The records of ``step``, without reading data: the global batch
+        (every rank's rows, rank after rank) or, with ``rank``, that rank's
+        rows — record ids of the streams or table, as ``next()`` gathers
+        them at that step (whether or not the step was skipped). For a
+        :class:`~loaderx.mixture.Mix`, ``(sources, record_ids)``: each row's
+        source (uint16 positions, as in the source column) and its record
+        within that source."""
+        if self._closed:
+            raise ValueError("DataLoader is closed")
+        step = _as_int("step", step, 0, (1 << 64) - 1)
+        _, ranks, _, records, sources = self._rows(np.array([step], dtype=np.uint64), rank)
+        if self._mix is None:
+            return records
+        return sources, records
+
+    def _rows(self, steps: np.ndarray, rank: int | None) -> tuple:
+        if rank is not None:
+            rank = _as_int("rank", rank, 0, self._world_size - 1)
+        schedule = None
+        if self._mix is not None and self._mix.scheduled and steps.size:
+            top = int(steps.max())
+            schedule = np.array([self._mix._row(k) for k in range(top + 1)], dtype=np.float64)
+        return self._native.provenance(np.ascontiguousarray(steps), rank, schedule)
+
+    def provenance(self, steps: range | int | npt.ArrayLike, *, rank: int | None = None) -> Any:
+        """Which records each of ``steps`` gave, as a ``pyarrow.Table``:
+        ``step`` (uint64), ``rank`` and ``row`` (uint32: the row within
+        that rank's batch), ``source`` for a :class:`~loaderx.mixture.Mix`
+        (the source's name, dictionary-encoded) and ``record_id`` (uint64,
+        the record id of the table or streams, or within the source), one
+        row per record, in step, rank and row order. ``steps`` is a
+        ``range``, an int or an array of ints; steps that :meth:`skip`
+        stepped past gave nothing and are left out. Every rank's rows unless
+        ``rank`` is given. Computed natively, no data read; join it to the
+        table with :func:`loaderx.sql` on ``record_id``."""
+        if self._closed:
+            raise ValueError("DataLoader is closed")
+        pa = require_pyarrow()
+        if isinstance(steps, range):
+            if steps.step != 1 or steps.start < 0:
+                arr = np.asarray(steps, dtype=np.int64)
+            else:
+                arr = np.arange(steps.start, max(steps.start, steps.stop), dtype=np.uint64)
+        else:
+            arr = np.asarray(steps)
+            if arr.ndim == 0:
+                arr = arr.reshape(1)
+        if arr.size and arr.dtype.kind not in "iu":
+            raise TypeError(f"steps must be integers, got dtype {arr.dtype}")
+        if arr.ndim != 1:
+            raise ValueError(f"steps must be one-dimensional, got shape {arr.shape}")
+        if arr.size and arr.dtype.kind == "i" and int(arr.min()) < 0:
+            raise ValueError(f"steps must be >= 0, got {int(arr.min())}")
+        arr = arr.astype(np.uint64, copy=False)
+        skipped = [(e["step"], e["step"] + e["skip"]) for e in self._events if "skip" in e]
+        if skipped and arr.size:
+            keep = np.ones(arr.size, dtype=bool)
+            for lo, hi in skipped:
+                keep &= ~((arr >= lo) & (arr < hi))
+            arr = arr[keep]
+        step_col, ranks, rows, records, sources = self._rows(arr, rank)
+        columns = {
+            "step": pa.array(step_col, pa.uint64()),
+            "rank": pa.array(ranks, pa.uint32()),
+            "row": pa.array(rows, pa.uint32()),
+        }
+        if sources is not None:
+            columns["source"] = pa.DictionaryArray.from_arrays(
+                pa.array(sources, pa.uint16()), pa.array(self._mix.names, pa.string())
+            )
+        columns["record_id"] = pa.array(records, pa.uint64())
+        return pa.table(columns)
 
     @classmethod
     def from_state(
         cls, state: Mapping[str, Any], *, storage_options: dict | None = None, **kwargs: Any
     ) -> DataLoader:
-        """A loader over the table :meth:`state_dict` pinned, reopened at
-        the version and view it read (local or remote, with
-        ``storage_options``), continuing at the saved step bit-exactly.
-        ``kwargs`` are the other arguments of the loader (``transform``,
-        ``output``, ``rank``, ``world_size``, ...; give the same transform
-        again); ``batch_size`` defaults to the state's, and the seed, mode
-        and block size are the state's. The loader closes the table when it
-        closes. ValueError for a state without a table (a loader over a
-        dict of streams: rebuild it and call :meth:`load_state_dict`) and,
-        for now, for a :class:`~loaderx.mixture.Mix` (its weights are not in
-        the state: open each pinned table, rebuild the Mix and call
+        """A loader over the tables :meth:`state_dict` pinned, reopened at
+        the versions and views it read (local or remote, with
+        ``storage_options``), continuing at the saved step bit-exactly with
+        the state's edits. ``kwargs`` are the other arguments of the loader
+        (``transform``, ``output``, ``rank``, ``world_size``, ...; give the
+        same transform again); ``batch_size`` defaults to the state's, and
+        the seed, mode and block size are the state's. For a
+        :class:`~loaderx.mixture.Mix` every source must be a pinned table;
+        the Mix is rebuilt with the state's fixed weights, or with the
+        schedule given as ``schedule=`` (a schedule is code, not state),
+        and ``source_column=`` as in :class:`~loaderx.mixture.Mix`. The loader
+        closes the tables it opened when it closes. ValueError for a state
+        with a source that is not a table (rebuild the loader and call
         :meth:`load_state_dict`)."""
         from .table import open_table
 
@@ -704,43 +934,74 @@ class DataLoader(Closing):
         tables = state.get("tables")
         if not tables or any(t is None for t in tables):
             raise ValueError(
-                "state pins no table (a loader over a dict of streams): build the loader "
-                "and call load_state_dict"
-            )
-        if state.get("sources") is not None:
-            raise ValueError(
-                "state is a Mix's: its weights are not in the state; open each pinned table "
-                f"({[t['path'] for t in tables]}), rebuild the Mix and call load_state_dict"
+                "state pins no table for some source (a loader over a dict of streams): build "
+                "the loader and call load_state_dict"
             )
         for key in ("seed", "mode", "block_size", "start_step"):
             if key in kwargs:
                 raise ValueError(f"{key} comes from the state, got {key}={kwargs[key]!r}")
-        (pin,) = tables
-        # A view names its own version.
-        version = None if pin["view"] is not None else pin["version"]
-        table = open_table(
-            pin["path"], version=version, view=pin["view"], storage_options=storage_options
-        )
-        if table.version != pin["version"]:
-            table.close()
+        names = state.get("sources")
+        schedule = kwargs.pop("schedule", None)
+        source_column = kwargs.pop("source_column", "source")
+        if names is None and (schedule is not None or source_column != "source"):
+            raise ValueError("schedule and source_column apply to a Mix's state only")
+        if names is not None and len(names) != len(tables):
             raise ValueError(
-                f"view {pin['view']!r} of {pin['path']!r} now selects rows of version "
-                f"{table.version}, but the state read version {pin['version']}"
+                f"state['sources'] names {len(names)} sources but state['tables'] pins "
+                f"{len(tables)}"
             )
+        opened = []
         try:
+            for pin in tables:
+                # A view names its own version.
+                version = None if pin["view"] is not None else pin["version"]
+                table = open_table(
+                    pin["path"], version=version, view=pin["view"], storage_options=storage_options
+                )
+                opened.append(table)
+                if table.version != pin["version"]:
+                    raise ValueError(
+                        f"view {pin['view']!r} of {pin['path']!r} now selects rows of version "
+                        f"{table.version}, but the state read version {pin['version']}"
+                    )
+            if names is None:
+                source = opened[0]
+            else:
+                weights = state.get("mix_weights")
+                if weights is None and schedule is None:
+                    raise ValueError(
+                        "state is a Mix's with a schedule: give the same schedule again as "
+                        "schedule="
+                    )
+                if weights is not None and schedule is not None:
+                    raise ValueError(
+                        "state holds the Mix's fixed weights: schedule= does not apply"
+                    )
+                source = Mix(
+                    dict(zip(names, opened)),
+                    schedule if schedule is not None else weights,
+                    source_column=source_column,
+                )
             kwargs.setdefault("batch_size", state.get("batch_size", 256))
             loader = cls(
-                table,
+                source,
                 mode=state["mode"],
                 seed=state["seed"],
                 start_step=state["step"],
                 block_size=state.get("block_size"),
                 **kwargs,
             )
+            if state.get("events"):
+                try:
+                    loader.load_state_dict(state)
+                except BaseException:
+                    loader.close()
+                    raise
         except BaseException:
-            table.close()
+            for table in opened:
+                table.close()
             raise
-        loader._owned = table
+        loader._owned = opened
         return loader
 
     @property
@@ -755,9 +1016,9 @@ class DataLoader(Closing):
             return
         self._closed = True
         self._shutdown()
-        owned, self._owned = getattr(self, "_owned", None), None
-        if owned is not None:
-            owned.close()
+        owned, self._owned = getattr(self, "_owned", []), []
+        for table in owned:
+            table.close()
 
     def _shutdown(self) -> None:
         """Stops the native prefetcher and joins the transform threads."""

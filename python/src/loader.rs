@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use loaderx::loader::{
-    Batch, BatchColumn, DataLoader, MixSource, MixWeights, Options, Output, Subset,
+    Batch, BatchColumn, DataLoader, Exclusion, MixSource, MixWeights, Options, Output, Subset,
 };
 use numpy::{PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
@@ -39,6 +39,21 @@ impl IndexArray<'_> {
     }
 }
 
+/// The plan's exclusions as Python hands them over: `(step, source
+/// position or None, record ids)`, in step order.
+type Exclusions = Vec<(u64, Option<usize>, Vec<u64>)>;
+
+fn exclusions(list: Option<Exclusions>) -> Vec<Exclusion> {
+    list.unwrap_or_default()
+        .into_iter()
+        .map(|(step, source, records)| Exclusion {
+            step,
+            source,
+            records,
+        })
+        .collect()
+}
+
 #[pyclass(frozen, module = "loaderx._native")]
 pub struct Loader {
     inner: DataLoader<Handle>,
@@ -54,7 +69,7 @@ impl Loader {
     /// sampler draws global batches of `batch_size * world_size` over
     /// `len(indices)` (or the store length) and this rank takes slice `rank`.
     #[new]
-    #[pyo3(signature = (stores, names, batch_size, mode, seed, start_step, indices, depth, producers, rank, world_size, arrow=false, raw=false, block_size=None, weights=None))]
+    #[pyo3(signature = (stores, names, batch_size, mode, seed, start_step, indices, depth, producers, rank, world_size, arrow=false, raw=false, block_size=None, weights=None, exclusions=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -73,6 +88,7 @@ impl Loader {
         raw: bool,
         block_size: Option<u64>,
         weights: Option<numpy::PyReadonlyArray1<'_, f64>>,
+        exclusions: Option<Exclusions>,
     ) -> PyResult<Loader> {
         let weights = weights
             .map(|w| crate::sampler::alias_table(py, &w))
@@ -95,6 +111,7 @@ impl Loader {
             rank,
             world_size,
             output: if arrow { Output::Arrow } else { Output::Arrays },
+            exclusions: self::exclusions(exclusions),
         };
         let streams = names
             .into_iter()
@@ -115,7 +132,7 @@ impl Loader {
     /// 'weighted'). `source_column` names the column of row sources (None:
     /// no such column).
     #[staticmethod]
-    #[pyo3(signature = (sources, source_names, names, batch_size, mode, seed, start_step, depth, producers, rank, world_size, weights, record_weights=None, arrow=false, raw=false, block_size=None, source_column=None))]
+    #[pyo3(signature = (sources, source_names, names, batch_size, mode, seed, start_step, depth, producers, rank, world_size, weights, record_weights=None, arrow=false, raw=false, block_size=None, source_column=None, exclusions=None))]
     #[allow(clippy::too_many_arguments)]
     fn mixture(
         py: Python<'_>,
@@ -136,6 +153,7 @@ impl Loader {
         raw: bool,
         block_size: Option<u64>,
         source_column: Option<String>,
+        exclusions: Option<Exclusions>,
     ) -> PyResult<Loader> {
         if sources.len() != source_names.len() {
             return Err(PyValueError::new_err(
@@ -186,6 +204,7 @@ impl Loader {
             rank,
             world_size,
             output: if arrow { Output::Arrow } else { Output::Arrays },
+            exclusions: self::exclusions(exclusions),
         };
         let weights = match weights {
             Some(w) => MixWeights::Fixed(w),
@@ -270,6 +289,49 @@ impl Loader {
     ) -> PyResult<Bound<'py, numpy::PyArray1<u64>>> {
         let indices = py.detach(|| self.inner.indices_at(step)).py()?;
         Ok(numpy::PyArray1::from_vec(py, indices))
+    }
+
+    /// Every row of `steps` (uint64, any order), of `rank` or of every
+    /// rank: `(steps, ranks, rows, records, sources)` as arrays (`sources`
+    /// None unless a mixture), computed with the GIL released. A scheduled
+    /// mixture takes its weights of steps `0..=max(steps)` in `schedule`
+    /// (a `(steps, sources)` float64 array).
+    #[pyo3(signature = (steps, rank=None, schedule=None))]
+    #[allow(clippy::type_complexity)]
+    fn provenance<'py>(
+        &self,
+        py: Python<'py>,
+        steps: PyReadonlyArray1<'py, u64>,
+        rank: Option<usize>,
+        schedule: Option<PyReadonlyArray2<'py, f64>>,
+    ) -> PyResult<(
+        Bound<'py, numpy::PyArray1<u64>>,
+        Bound<'py, numpy::PyArray1<u32>>,
+        Bound<'py, numpy::PyArray1<u32>>,
+        Bound<'py, numpy::PyArray1<u64>>,
+        Option<Bound<'py, numpy::PyArray1<u16>>>,
+    )> {
+        let steps = steps
+            .as_slice()
+            .map_err(|_| PyValueError::new_err("steps must be a contiguous uint64 array"))?;
+        let schedule = schedule
+            .as_ref()
+            .map(|s| {
+                s.as_slice().map_err(|_| {
+                    PyValueError::new_err("schedule must be a contiguous float64 array")
+                })
+            })
+            .transpose()?;
+        let p = py
+            .detach(|| self.inner.provenance(steps, rank, schedule))
+            .py()?;
+        Ok((
+            numpy::PyArray1::from_vec(py, p.steps),
+            numpy::PyArray1::from_vec(py, p.ranks),
+            numpy::PyArray1::from_vec(py, p.rows),
+            numpy::PyArray1::from_vec(py, p.records),
+            p.sources.map(|s| numpy::PyArray1::from_vec(py, s)),
+        ))
     }
 
     /// Stops and joins the producer threads. Idempotent.

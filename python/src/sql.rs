@@ -109,16 +109,25 @@ fn build(
 /// Runs `query` over the given tables (`(name, stores, stream names,
 /// index column)`), returning the whole result as an Arrow table.
 #[pyfunction]
-#[pyo3(signature = (query, tables, pushdown=true))]
+#[pyo3(signature = (query, tables, pushdown=true, arrow_tables=Vec::new()))]
 pub fn sql(
     py: Python<'_>,
     query: &str,
     tables: Vec<TableSpec>,
     pushdown: bool,
+    arrow_tables: Vec<(String, PyTable)>,
 ) -> PyResult<PyTable> {
     let ctx = SessionContext::new();
     for (name, stores, names, index) in tables {
         let table = build(stores, names, index, pushdown)?;
+        ctx.register_table(name.as_str(), Arc::new(table))
+            .map_err(df_error)?;
+    }
+    // Arrow data held in memory (a provenance table, say), as it is.
+    for (name, table) in arrow_tables {
+        let (batches, schema) = table.into_inner();
+        let table =
+            datafusion::datasource::MemTable::try_new(schema, vec![batches]).map_err(df_error)?;
         ctx.register_table(name.as_str(), Arc::new(table))
             .map_err(df_error)?;
     }

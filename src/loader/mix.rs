@@ -17,19 +17,20 @@
 //! waits for it, and a step whose weights were bad fails, with every later
 //! step (their counts depend on it).
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 use crate::error::{Error, Result};
 use crate::read::buffer::Buffer;
 use crate::read::ragged::RaggedBatch;
 use crate::read::records::{Records, StoreAccess};
+use crate::sampler::edit::Edited;
 use crate::sampler::mixture::{self, Blend};
 use crate::sampler::weighted::AliasTable;
 use crate::sampler::{Mode, Sampler};
 use crate::schema::Kind;
 
-use super::{BatchColumn, Output};
+use super::{BatchColumn, Exclusion, Output};
 
 /// Steps whose plans stay available behind the consumer (for the rows of a
 /// batch that a transform asks for after the consumer moved on).
@@ -72,6 +73,10 @@ struct PlannerState {
     /// A schedule's step whose weights were refused, and why.
     failed: Option<(u64, String)>,
     closed: bool,
+    /// Exclusions not applied yet (in step order): each is applied to its
+    /// source's stream when the rule reaches its step, at the position
+    /// the source's stream has reached then.
+    pending: VecDeque<Exclusion>,
 }
 
 /// The per-step counts of a mixture, computed in step order and kept for
@@ -83,6 +88,8 @@ pub(super) struct Planner {
     fixed: Option<Vec<u64>>,
     state: Mutex<PlannerState>,
     pushed: Condvar,
+    /// Each source's record stream, with its exclusions.
+    streams: Vec<RwLock<Edited>>,
 }
 
 fn mix_error(e: mixture::MixError) -> Error {
@@ -90,8 +97,15 @@ fn mix_error(e: mixture::MixError) -> Error {
 }
 
 impl Planner {
-    fn new(sources: usize, global: u64, weights: &MixWeights, start: u64) -> Result<Planner> {
-        let mut blend = Blend::new(sources, global).map_err(mix_error)?;
+    fn new(
+        streams: Vec<Edited>,
+        global: u64,
+        weights: &MixWeights,
+        start: u64,
+        exclusions: Vec<Exclusion>,
+    ) -> Result<Planner> {
+        let sources = streams.len();
+        let blend = Blend::new(sources, global).map_err(mix_error)?;
         let fixed = match weights {
             MixWeights::Fixed(w) => {
                 if w.len() != sources {
@@ -100,16 +114,11 @@ impl Planner {
                         got: w.len(),
                     }));
                 }
-                let shares = mixture::shares(w).map_err(mix_error)?;
-                // Resuming: the counts of step `start` depend on every step before.
-                for _ in 0..start {
-                    blend.advance(&shares).map_err(mix_error)?;
-                }
-                Some(shares)
+                Some(mixture::shares(w).map_err(mix_error)?)
             }
             MixWeights::Schedule => None,
         };
-        Ok(Planner {
+        let planner = Planner {
             sources,
             global,
             fixed,
@@ -119,9 +128,93 @@ impl Planner {
                 floor: start,
                 failed: None,
                 closed: false,
+                pending: exclusions.into(),
             }),
             pushed: Condvar::new(),
-        })
+            streams: streams.into_iter().map(RwLock::new).collect(),
+        };
+        if let Some(shares) = &planner.fixed {
+            // Resuming: the counts of step `start` depend on every step before.
+            let mut st = planner.lock();
+            while st.blend.step() < start {
+                planner.advance(&mut st, shares)?;
+            }
+            planner.apply_pending(&mut st);
+        }
+        Ok(planner)
+    }
+
+    /// Applies the exclusions of the step the rule is at.
+    fn apply_pending(&self, st: &mut PlannerState) {
+        let step = st.blend.step();
+        while st.pending.front().is_some_and(|e| e.step <= step) {
+            let ex = st.pending.pop_front().expect("checked");
+            let source = ex.source.expect("checked by MixDraw::new");
+            let at = st.blend.drawn()[source];
+            self.streams[source]
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .exclude(at, &ex.records)
+                .expect("checked by MixDraw::new");
+        }
+    }
+
+    /// Source `i`'s record stream.
+    fn stream(&self, i: usize) -> std::sync::RwLockReadGuard<'_, Edited> {
+        self.streams[i].read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The plans of `steps` (any order), replayed from step 0 with the
+    /// fixed weights, or with `schedule`'s (one row per step from 0).
+    fn plans_for(&self, steps: &[u64], schedule: Option<&[f64]>) -> Result<Vec<Arc<StepPlan>>> {
+        let Some(&max) = steps.iter().max() else {
+            return Ok(Vec::new());
+        };
+        let mut wanted: Vec<u64> = steps.to_vec();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let rows = match (&self.fixed, schedule) {
+            (Some(_), _) => None,
+            (None, Some(rows)) => {
+                let need = (max as u128 + 1) * self.sources as u128;
+                if (rows.len() as u128) < need {
+                    return Err(Error::InvalidValue(format!(
+                        "the schedule's weights of steps 0..={max} are needed ({need} values), \
+                         got {}",
+                        rows.len()
+                    )));
+                }
+                Some(rows)
+            }
+            (None, None) => {
+                return Err(Error::InvalidValue(
+                    "a mixture with a schedule lists its rows from the schedule's weights".into(),
+                ))
+            }
+        };
+        let mut blend = Blend::new(self.sources, self.global).map_err(mix_error)?;
+        let mut found = HashMap::with_capacity(wanted.len());
+        let mut next = wanted.iter().peekable();
+        while let Some(&&want) = next.peek() {
+            let step = blend.step();
+            let shares = match (&self.fixed, rows) {
+                (Some(s), _) => s.clone(),
+                (None, Some(rows)) => {
+                    let at = step as usize * self.sources;
+                    mixture::shares(&rows[at..at + self.sources]).map_err(|e| {
+                        Error::InvalidValue(format!("the mixture's weights at step {step}: {e}"))
+                    })?
+                }
+                (None, None) => unreachable!("refused above"),
+            };
+            let first = blend.drawn().to_vec();
+            let counts = blend.advance(&shares).map_err(mix_error)?;
+            if step == want {
+                found.insert(step, Arc::new(StepPlan { first, counts }));
+                next.next();
+            }
+        }
+        Ok(steps.iter().map(|s| Arc::clone(&found[s])).collect())
     }
 
     fn lock(&self) -> MutexGuard<'_, PlannerState> {
@@ -129,7 +222,8 @@ impl Planner {
     }
 
     /// Plans the next step with `shares`, keeping it if it is not below the floor.
-    fn advance(st: &mut PlannerState, shares: &[u64]) -> Result<()> {
+    fn advance(&self, st: &mut PlannerState, shares: &[u64]) -> Result<()> {
+        self.apply_pending(st);
         let step = st.blend.step();
         let first = st.blend.drawn().to_vec();
         let counts = st.blend.advance(shares).map_err(mix_error)?;
@@ -172,7 +266,7 @@ impl Planner {
             match &self.fixed {
                 Some(shares) => {
                     while st.blend.step() <= step {
-                        Self::advance(&mut st, shares)?;
+                        self.advance(&mut st, shares)?;
                     }
                 }
                 None if wait => {
@@ -221,7 +315,7 @@ impl Planner {
                 let step = st.blend.step();
                 if let Err(e) = mixture::shares(row)
                     .map_err(mix_error)
-                    .and_then(|s| Self::advance(&mut st, &s))
+                    .and_then(|s| self.advance(&mut st, &s))
                 {
                     st.failed = Some((step, e.to_string()));
                     result = Err(Error::InvalidValue(format!(
@@ -301,6 +395,7 @@ impl<S: StoreAccess> MixDraw<S> {
         seed: u64,
         block_size: Option<u64>,
         start: u64,
+        exclusions: Vec<Exclusion>,
     ) -> Result<MixDraw<S>> {
         if sources.is_empty() || sources.len() > mixture::MAX_SOURCES {
             return Err(mix_error(mixture::MixError::Sources { got: sources.len() }));
@@ -373,7 +468,41 @@ impl<S: StoreAccess> MixDraw<S> {
             .map_err(|e| Error::InvalidValue(format!("source {:?}: {e}", src.name)))?;
             out.push((src, sampler));
         }
-        let planner = Planner::new(out.len(), global, weights, start)?;
+        // Every exclusion is checked now: the planner applies them later,
+        // when the rule reaches their steps.
+        let mut check: Vec<Edited> = out.iter().map(|(_, s)| Edited::new(s.clone())).collect();
+        let mut last = 0;
+        for ex in &exclusions {
+            let Some(i) = ex.source.filter(|&i| i < out.len()) else {
+                return Err(Error::InvalidValue(format!(
+                    "an exclusion from a mixture must name one of its {} sources, got {:?}",
+                    out.len(),
+                    ex.source
+                )));
+            };
+            if ex.step < last {
+                return Err(Error::InvalidValue(format!(
+                    "exclusions must come in step order: step {} after step {last}",
+                    ex.step
+                )));
+            }
+            last = ex.step;
+            let name = &out[i].0.name;
+            let n = out[i].1.n();
+            if let Some(&bad) = ex.records.iter().find(|&&r| r >= n) {
+                return Err(Error::InvalidValue(format!(
+                    "record_ids holds {bad}, not a record of source {name:?} ({n} records)"
+                )));
+            }
+            check[i].exclude(0, &ex.records).map_err(|e| {
+                Error::InvalidValue(format!(
+                    "exclusion at step {} from source {name:?}: {e}",
+                    ex.step
+                ))
+            })?;
+        }
+        let streams = out.iter().map(|(_, s)| Edited::new(s.clone())).collect();
+        let planner = Planner::new(streams, global, weights, start, exclusions)?;
         Ok(MixDraw {
             sources: out,
             planner,
@@ -392,14 +521,28 @@ impl<S: StoreAccess> MixDraw<S> {
     /// The rows of `step` on rank `rank` of batches of `local` rows.
     pub(super) fn rows(&self, step: u64, rank: usize, local: usize, wait: bool) -> Result<Rows> {
         let plan = self.planner.plan_at(step, wait)?;
+        Ok(self.rows_of(&plan, rank, local))
+    }
+
+    /// The plans of `steps` (see [`Planner::plans_for`]).
+    pub(super) fn plans_for(
+        &self,
+        steps: &[u64],
+        schedule: Option<&[f64]>,
+    ) -> Result<Vec<Arc<StepPlan>>> {
+        self.planner.plans_for(steps, schedule)
+    }
+
+    /// The rows a step's `plan` gives rank `rank` of batches of `local` rows.
+    pub(super) fn rows_of(&self, plan: &StepPlan, rank: usize, local: usize) -> Rows {
         let runs = mixture::runs(&plan.counts, rank * local, (rank + 1) * local);
         let mut indices = vec![0u64; local];
         let mut sources = Vec::with_capacity(local);
         let mut counts = Vec::with_capacity(runs.len());
         let mut at = 0;
-        for (i, ((_, sampler), &(skip, count))) in self.sources.iter().zip(&runs).enumerate() {
+        for (i, &(skip, count)) in runs.iter().enumerate().take(self.sources.len()) {
             let count = count as usize;
-            sampler.fill_stream(
+            self.planner.stream(i).fill_stream(
                 plan.first[i] + u64::from(skip),
                 &mut indices[at..at + count],
             );
@@ -407,11 +550,11 @@ impl<S: StoreAccess> MixDraw<S> {
             counts.push(count);
             at += count;
         }
-        Ok(Rows {
+        Rows {
             indices,
             sources,
             counts,
-        })
+        }
     }
 
     /// Gathers every column of `rows`, one gather per source and column.

@@ -46,6 +46,7 @@ use crate::loader::prefetch::Prefetcher;
 use crate::read::buffer::Buffer;
 use crate::read::ragged::RaggedBatch;
 use crate::read::records::{Records, StoreAccess};
+use crate::sampler::edit::Edited;
 use crate::sampler::{Mode, Sampler};
 use crate::schema::Kind;
 use crate::store::{self, RecordIndex};
@@ -138,6 +139,31 @@ pub struct Options {
     pub rank: usize,
     pub world_size: usize,
     pub output: Output,
+    /// Records never drawn again from a step on, in step order (see
+    /// [`crate::sampler::edit`]): the plan's edits, replayed exactly on
+    /// resume.
+    pub exclusions: Vec<Exclusion>,
+}
+
+/// Records excluded from `step` on: record ids of the streams (of source
+/// `source` of a mixture, by its position).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exclusion {
+    pub step: u64,
+    pub source: Option<usize>,
+    pub records: Vec<u64>,
+}
+
+/// The rows of a range of steps, as [`DataLoader::provenance`] lists them:
+/// one entry per row, in step order, then rank, then row.
+#[derive(Debug, Default)]
+pub struct Provenance {
+    pub steps: Vec<u64>,
+    pub ranks: Vec<u32>,
+    pub rows: Vec<u32>,
+    pub records: Vec<u64>,
+    /// A mixture's: each row's source.
+    pub sources: Option<Vec<u16>>,
 }
 
 impl Default for Options {
@@ -157,6 +183,7 @@ impl Default for Options {
             rank: 0,
             world_size: 1,
             output: Output::Arrays,
+            exclusions: Vec::new(),
         }
     }
 }
@@ -193,8 +220,10 @@ pub struct Batch {
 /// Everything a producer needs; shared by every producer thread.
 struct Plan<S> {
     streams: Vec<(String, S)>,
-    sampler: Sampler,
+    /// The sampler's stream with the plan's exclusions.
+    sampler: Edited,
     rank: usize,
+    world: usize,
     local_batch: usize,
     /// The subset the sampler's positions map through.
     indices: Option<Vec<u64>>,
@@ -227,13 +256,34 @@ impl<S: StoreAccess> Plan<S> {
     }
 
     fn indices_at(&self, step: u64) -> Vec<u64> {
-        let mut global = vec![0u64; self.sampler.batch_size()];
+        let mut global = vec![0u64; self.sampler.base().batch_size()];
         self.sampler.fill_at(step, &mut global);
         let local = &global[self.rank * self.local_batch..(self.rank + 1) * self.local_batch];
         match &self.indices {
             Some(map) => local.iter().map(|&p| map[p as usize]).collect(),
             None => local.to_vec(),
         }
+    }
+
+    /// The global batches of `steps` (records, after the subset mapping)
+    /// into `out`, `steps.len()` batches end to end.
+    fn global_batches(&self, steps: &[u64], out: &mut [u64]) {
+        use rayon::prelude::*;
+        let b = self.sampler.base().batch_size();
+        // Chunks of steps large enough to amortize a task.
+        let per_task = (1 << 16) / b.max(1) + 1;
+        out.par_chunks_mut(per_task * b)
+            .zip(steps.par_chunks(per_task))
+            .for_each(|(chunk, steps)| {
+                for (batch, &step) in chunk.chunks_exact_mut(b).zip(steps) {
+                    self.sampler.fill_at(step, batch);
+                    if let Some(map) = &self.indices {
+                        for slot in batch.iter_mut() {
+                            *slot = map[*slot as usize];
+                        }
+                    }
+                }
+            });
     }
 
     fn produce(&self, step: u64) -> Result<Batch> {
@@ -434,12 +484,14 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
             o.seed,
             o.block_size,
             o.start_step,
+            o.exclusions,
         )?;
-        let sampler = mix.template().1.clone();
+        let sampler = Edited::new(mix.template().1.clone());
         Ok(Plan {
             streams: Vec::new(),
             sampler,
             rank: o.rank,
+            world: o.world_size,
             local_batch: o.batch_size,
             indices: None,
             output: o.output,
@@ -491,15 +543,66 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
         }
         let sampler = Sampler::with_options(space, global, o.mode, o.seed, o.block_size, o.weights)
             .map_err(|e| Error::InvalidValue(e.to_string()))?;
+        let sampler = Self::edited(sampler, n, subset.as_deref(), o.exclusions)?;
         Ok(Plan {
             streams,
             sampler,
             rank: o.rank,
+            world: o.world_size,
             local_batch: o.batch_size,
             indices: subset,
             output: o.output,
             mix: None,
         })
+    }
+
+    /// The sampler's stream with `exclusions` (record ids of streams of
+    /// length `n`; through `subset`, the positions that hold them).
+    fn edited(
+        sampler: Sampler,
+        n: u64,
+        subset: Option<&[u64]>,
+        exclusions: Vec<Exclusion>,
+    ) -> Result<Edited> {
+        let global = sampler.batch_size() as u64;
+        let mut stream = Edited::new(sampler);
+        let mut last = 0;
+        for ex in exclusions {
+            if ex.source.is_some() {
+                return Err(Error::InvalidValue(
+                    "an exclusion names a source, but this loader is not a mixture".into(),
+                ));
+            }
+            if ex.step < last {
+                return Err(Error::InvalidValue(format!(
+                    "exclusions must come in step order: step {} after step {last}",
+                    ex.step
+                )));
+            }
+            last = ex.step;
+            if let Some(&bad) = ex.records.iter().find(|&&r| r >= n) {
+                return Err(Error::InvalidValue(format!(
+                    "record_ids holds {bad}, not a record of streams of length {n}"
+                )));
+            }
+            let positions = match subset {
+                None => ex.records,
+                Some(map) => {
+                    let mut set = ex.records;
+                    set.sort_unstable();
+                    (0..map.len() as u64)
+                        .filter(|&p| set.binary_search(&map[p as usize]).is_ok())
+                        .collect()
+                }
+            };
+            let at = ex.step.checked_mul(global).ok_or_else(|| {
+                Error::InvalidValue(format!("an exclusion at step {} overflows", ex.step))
+            })?;
+            stream
+                .exclude(at, &positions)
+                .map_err(|e| Error::InvalidValue(format!("exclusion at step {}: {e}", ex.step)))?;
+        }
+        Ok(stream)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -557,6 +660,88 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
     /// The records of `step` and, for a mixture, each row's source.
     pub fn rows_at(&self, step: u64) -> Result<(Vec<u64>, Option<Vec<u16>>)> {
         self.plan.rows_at(step, false)
+    }
+
+    /// Every row of `steps` (in the order given), of rank `rank` or, when
+    /// None, of every rank (the global batch), without reading data. A
+    /// mixture with a schedule takes the weights of steps `0..=max(steps)`
+    /// in `schedule` (one per source and step, in step order); fixed
+    /// weights are replayed from step 0.
+    pub fn provenance(
+        &self,
+        steps: &[u64],
+        rank: Option<usize>,
+        schedule: Option<&[f64]>,
+    ) -> Result<Provenance> {
+        let plan = &self.plan;
+        let world = plan.world;
+        let ranks: Vec<usize> = match rank {
+            Some(r) if r >= world => {
+                return Err(Error::InvalidValue(format!(
+                    "rank must be in 0..{}, got {r}",
+                    world - 1
+                )))
+            }
+            Some(r) => vec![r],
+            None => (0..world).collect(),
+        };
+        let per_step = ranks.len() * plan.local_batch;
+        let total = steps.len().checked_mul(per_step).ok_or_else(|| {
+            Error::InvalidValue("provenance: too many rows to list at once".into())
+        })?;
+        let mut out = Provenance {
+            steps: vec![0; total],
+            ranks: vec![0; total],
+            rows: vec![0; total],
+            records: vec![0; total],
+            sources: None,
+        };
+        match &plan.mix {
+            None if rank.is_none() => plan.global_batches(steps, &mut out.records),
+            None => {
+                for (chunk, &step) in out.records.chunks_exact_mut(per_step).zip(steps) {
+                    chunk.copy_from_slice(&plan.indices_at(step));
+                }
+            }
+            Some(mix) => {
+                let plans = mix.plans_for(steps, schedule)?;
+                let mut sources = Vec::with_capacity(total);
+                let mut at = 0;
+                for p in &plans {
+                    for &r in &ranks {
+                        let rows = mix.rows_of(p, r, plan.local_batch);
+                        out.records[at..at + rows.indices.len()].copy_from_slice(&rows.indices);
+                        at += rows.indices.len();
+                        sources.extend_from_slice(&rows.sources);
+                    }
+                }
+                out.sources = Some(sources);
+            }
+        }
+        // The labels of each row, a step per task.
+        use rayon::prelude::*;
+        if per_step > 0 {
+            let local = plan.local_batch;
+            out.steps
+                .par_chunks_mut(per_step)
+                .zip(out.ranks.par_chunks_mut(per_step))
+                .zip(out.rows.par_chunks_mut(per_step))
+                .zip(steps.par_iter())
+                .for_each(|(((s, k), w), &step)| {
+                    s.fill(step);
+                    for ((k, w), &r) in k
+                        .chunks_exact_mut(local)
+                        .zip(w.chunks_exact_mut(local))
+                        .zip(&ranks)
+                    {
+                        k.fill(r as u32);
+                        for (slot, i) in w.iter_mut().zip(0u32..) {
+                            *slot = i;
+                        }
+                    }
+                });
+        }
+        Ok(out)
     }
 
     /// The sources' names of a mixture, in order (None otherwise).
@@ -617,7 +802,7 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
     /// The sampler of global batches (over the subset when there is one);
     /// for a mixture, its first source's record sampler.
     pub fn sampler(&self) -> &Sampler {
-        &self.plan.sampler
+        self.plan.sampler.base()
     }
 
     /// Stops and joins the producer threads; a blocked [`DataLoader::next`]
@@ -677,8 +862,8 @@ impl<S: StoreAccess + 'static> std::fmt::Debug for DataLoader<S> {
                     .collect::<Vec<_>>(),
             )
             .field("batch_size", &self.plan.local_batch)
-            .field("mode", &self.plan.sampler.mode())
-            .field("seed", &self.plan.sampler.seed())
+            .field("mode", &self.plan.sampler.base().mode())
+            .field("seed", &self.plan.sampler.base().seed())
             .field("step", &st.step)
             .field("closed", &st.closed)
             .finish()

@@ -192,14 +192,55 @@ impl Cycle {
     /// Writes the records of positions `base .. base + out.len()` (all
     /// `< n`) of this cycle into `out`.
     pub(super) fn fill(&self, base: u64, out: &mut [u64]) {
-        let mut current: Option<(u64, Perm)> = None;
         for (slot, p) in out.iter_mut().zip(base..) {
-            let (w, o) = self.locate(p);
+            *slot = p;
+        }
+        self.map_positions(out);
+    }
+
+    /// Replaces each position of this cycle in `out` (all `< n`, ascending
+    /// for speed: a window's permutation is built once per run of its
+    /// positions) by its record.
+    pub(super) fn map_positions(&self, out: &mut [u64]) {
+        let mut current: Option<(u64, Perm)> = None;
+        for slot in out.iter_mut() {
+            let (w, o) = self.locate(*slot);
             if current.as_ref().map(|(cw, _)| *cw) != Some(w) {
                 current = Some((w, self.window_perm(w)));
             }
             let perm = &current.as_ref().expect("set above").1;
             *slot = self.record(w, perm.apply(o));
         }
+    }
+
+    /// The position of `record` (`< n`) in this cycle: the inverse of
+    /// [`Cycle::map_positions`].
+    pub(super) fn position_of(&self, record: u64) -> u64 {
+        let s = self.block;
+        let (block, r) = (record / s, record % s);
+        let slot = self.blocks.as_ref().map_or(block, |p| p.invert(block));
+        let w = slot / self.per_window;
+        let first = w * self.per_window;
+        let tail_here = (first..first + self.per_window).contains(&self.tail_slot);
+        let o = if tail_here && slot == self.tail_slot {
+            (slot - first) * s + r
+        } else if tail_here && slot > self.tail_slot {
+            (slot - first - 1) * s + r + self.tail
+        } else {
+            (slot - first) * s + r
+        };
+        let o = self.window_perm(w).invert(o);
+        self.window_start(w) + o
+    }
+
+    /// The cycle position of window `w`'s first record.
+    fn window_start(&self, w: u64) -> u64 {
+        let tail_window = self.tail_slot / self.per_window;
+        if w <= tail_window {
+            return w * self.window;
+        }
+        tail_window * self.window
+            + self.window_len(tail_window)
+            + (w - tail_window - 1) * self.window
     }
 }

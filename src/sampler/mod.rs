@@ -387,6 +387,29 @@ impl FeistelDomain {
         (hi << self.low_bits) | lo
     }
 
+    /// [`FeistelDomain::decrypt`] on `LANES` independent values, interleaved
+    /// like [`FeistelDomain::encrypt_lanes`].
+    #[inline(always)]
+    fn decrypt_lanes<const R: usize>(&self, keys: &[u64; R], x: &mut [u64; LANES]) {
+        let mut hi = [0u64; LANES];
+        let mut lo = [0u64; LANES];
+        for l in 0..LANES {
+            hi[l] = x[l] >> self.low_bits;
+            lo[l] = x[l] & self.low_mask;
+        }
+        for pair in keys.chunks_exact(2).rev() {
+            for l in 0..LANES {
+                lo[l] ^= round_fn(hi[l], pair[1]) & self.low_mask;
+            }
+            for l in 0..LANES {
+                hi[l] ^= round_fn(lo[l], pair[0]) & self.high_mask;
+            }
+        }
+        for l in 0..LANES {
+            x[l] = (hi[l] << self.low_bits) | lo[l];
+        }
+    }
+
     /// [`FeistelDomain::encrypt`] on `LANES` independent values, interleaved
     /// so that the rounds of different lanes overlap in the pipeline.
     #[inline(always)]
@@ -768,6 +791,14 @@ impl Sampler {
     /// `perm_cycle(base + j)` into `out[j]`; `base + out.len()` must be at
     /// most `n`.
     fn fill_cycle_positions<const R: usize>(&self, cycle: u64, base: u64, out: &mut [u64]) {
+        for (slot, p) in out.iter_mut().zip(base..) {
+            *slot = p;
+        }
+        self.permute_positions::<R>(cycle, out);
+    }
+
+    /// Replaces each position `p < n` in `out` by `perm_cycle(p)`.
+    fn permute_positions<const R: usize>(&self, cycle: u64, out: &mut [u64]) {
         let n = self.n;
         let keys = cycle_keys::<R>(self.seed, cycle);
         let f = self.feistel;
@@ -775,17 +806,12 @@ impl Sampler {
         // Pass 1: one branch-free Feistel evaluation per position, LANES
         // positions at a time so their rounds overlap.
         let mut chunks = out.chunks_exact_mut(LANES);
-        let mut pos = base;
         for chunk in &mut chunks {
             let lanes: &mut [u64; LANES] = chunk.try_into().expect("chunk of LANES");
-            for (l, x) in lanes.iter_mut().enumerate() {
-                *x = pos + l as u64;
-            }
             f.encrypt_lanes(&keys, lanes);
-            pos += LANES as u64;
         }
-        for (slot, p) in chunks.into_remainder().iter_mut().zip(pos..) {
-            *slot = f.encrypt(&keys, p);
+        for slot in chunks.into_remainder().iter_mut() {
+            *slot = f.encrypt(&keys, *slot);
         }
         if f.size() == n {
             return; // the domain is exactly 0..n: nothing to walk
@@ -815,6 +841,7 @@ impl Sampler {
 }
 
 pub mod blocked;
+pub mod edit;
 pub mod mixture;
 #[cfg(test)]
 mod tests;

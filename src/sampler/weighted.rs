@@ -134,18 +134,59 @@ impl AliasTable {
 
     /// Batch `step` of `out.len()` draws.
     pub(super) fn fill(&self, seed: u64, step: u64, out: &mut [u64]) {
-        let n = self.threshold.len() as u128;
         let mut ctr = stream_key(DOMAIN_WEIGHTED, seed, step);
         for slot in out.iter_mut() {
             ctr = ctr.wrapping_add(GOLDEN_GAMMA);
-            let x = mix64(ctr);
-            let c = ((u128::from(x) * n) >> 64) as usize;
-            let y = mix64(x ^ COIN);
-            *slot = if y < self.threshold[c] || self.threshold[c] == u64::MAX {
-                c as u64
-            } else {
-                self.alias[c]
-            };
+            *slot = self.draw(mix64(ctr));
         }
+    }
+
+    /// The record that draw value `x` picks.
+    #[inline(always)]
+    fn draw(&self, x: u64) -> u64 {
+        let n = self.threshold.len() as u128;
+        let c = ((u128::from(x) * n) >> 64) as usize;
+        let y = mix64(x ^ COIN);
+        if y < self.threshold[c] || self.threshold[c] == u64::MAX {
+            c as u64
+        } else {
+            self.alias[c]
+        }
+    }
+
+    /// [`AliasTable::fill`] with the records that `excluded` holds drawn
+    /// again: a rejected draw is followed by the next counter value, so the
+    /// records left are drawn in proportion to their weights. Some record
+    /// outside `excluded` must have a positive weight
+    /// ([`AliasTable::drawable`]).
+    pub(super) fn fill_without(
+        &self,
+        seed: u64,
+        step: u64,
+        out: &mut [u64],
+        excluded: impl Fn(u64) -> bool,
+    ) {
+        let mut ctr = stream_key(DOMAIN_WEIGHTED, seed, step);
+        for slot in out.iter_mut() {
+            loop {
+                ctr = ctr.wrapping_add(GOLDEN_GAMMA);
+                let r = self.draw(mix64(ctr));
+                if !excluded(r) {
+                    *slot = r;
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Whether record `i` can be drawn (its weight is positive), per record.
+    pub(super) fn drawable(&self) -> Vec<bool> {
+        let mut out: Vec<bool> = self.threshold.iter().map(|&t| t > 0).collect();
+        for (&t, &a) in self.threshold.iter().zip(&self.alias) {
+            if t < u64::MAX {
+                out[a as usize] = true;
+            }
+        }
+        out
     }
 }
