@@ -141,14 +141,22 @@ fn select(sorted: &[u64], t: u64) -> (u64, usize) {
 /// Fills `out` with the values of `0..` not in `sorted` from the `t`-th
 /// on (the caller keeps within range).
 fn fill_live(sorted: &[u64], t: u64, out: &mut [u64]) {
+    // `v` is live and `sorted[k]` the first excluded value above it: write
+    // the run of live values up to it, then step over the excluded ones.
     let (mut v, mut k) = select(sorted, t);
-    for slot in out.iter_mut() {
+    let mut i = 0;
+    while i < out.len() {
+        let stop = sorted.get(k).copied().unwrap_or(u64::MAX);
+        let run = (stop - v).min((out.len() - i) as u64) as usize;
+        for (slot, x) in out[i..i + run].iter_mut().zip(v..) {
+            *slot = x;
+        }
+        i += run;
+        v += run as u64;
         while k < sorted.len() && sorted[k] == v {
             v += 1;
             k += 1;
         }
-        *slot = v;
-        v += 1;
     }
 }
 
