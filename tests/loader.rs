@@ -609,3 +609,91 @@ fn bad_arguments_are_typed_errors_naming_the_argument() {
         assert_aligned(&batch);
     }
 }
+
+#[test]
+fn exclusions_take_effect_at_their_step_and_provenance_lists_what_was_gathered() {
+    use loaderx::loader::Exclusion;
+    let f = fixture();
+    let banned: Vec<u64> = (0..N).filter(|i| i % 10 == 3).collect();
+    // A subset too: exclusions name records, the loader finds their positions.
+    let subset: Vec<u64> = (0..N).rev().step_by(2).collect();
+    for indices in [None, Some(Subset::from(subset.clone()))] {
+        for mode in MODES {
+            let plain = f.loader(Options {
+                indices: indices.clone(),
+                ..options(mode, 8, 5)
+            });
+            let edited = f.loader(Options {
+                indices: indices.clone(),
+                exclusions: vec![Exclusion {
+                    step: 4,
+                    source: None,
+                    records: banned.clone(),
+                }],
+                ..options(mode, 8, 5)
+            });
+            for step in 0..40u64 {
+                let (a, b) = (plain.next().unwrap(), edited.next().unwrap());
+                assert_aligned(&b);
+                if step < 4 {
+                    assert_eq!(ids(&a), ids(&b), "{mode:?}: before the exclusion");
+                } else {
+                    assert!(
+                        ids(&b).iter().all(|r| !banned.contains(r)),
+                        "{mode:?} step {step}: {:?}",
+                        ids(&b)
+                    );
+                }
+                if let Some(Subset::Unsigned(s)) = &indices {
+                    assert!(ids(&b).iter().all(|r| s.contains(r)));
+                }
+            }
+            let steps: Vec<u64> = (0..40).collect();
+            let listed = edited.provenance(&steps, None, None).unwrap();
+            let again = f.loader(Options {
+                indices: indices.clone(),
+                exclusions: vec![Exclusion {
+                    step: 4,
+                    source: None,
+                    records: banned.clone(),
+                }],
+                ..options(mode, 8, 5)
+            });
+            let gathered: Vec<u64> = (0..40).flat_map(|_| ids(&again.next().unwrap())).collect();
+            assert_eq!(listed.records, gathered, "{mode:?}");
+            assert_eq!(listed.steps[8..16], [1u64; 8]);
+            assert_eq!(listed.rows[..8], [0, 1, 2, 3, 4, 5, 6, 7]);
+        }
+    }
+    // An id outside the streams, everything excluded, out of order: typed errors.
+    let bad = |exclusions: Vec<Exclusion>| {
+        rejected(
+            f.streams(),
+            Options {
+                exclusions,
+                ..options(Mode::Cyclic, 8, 5)
+            },
+        )
+    };
+    let ex = |step, records: Vec<u64>| Exclusion {
+        step,
+        source: None,
+        records,
+    };
+    let says = |e: Error, what: &str| match e {
+        Error::InvalidValue(m) => assert!(m.contains(what), "{m:?} lacks {what:?}"),
+        other => panic!("expected InvalidValue, got {other:?}"),
+    };
+    says(
+        bad(vec![ex(0, vec![N])]),
+        "record_ids holds 300, not a record of streams of length 300",
+    );
+    says(
+        bad(vec![ex(0, (0..N - 7).collect())]),
+        "leaves 7, fewer than a global batch of 8",
+    );
+    says(
+        bad(vec![ex(5, vec![1]), ex(2, vec![2])]),
+        "exclusions must come in step order: step 2 after step 5",
+    );
+}
