@@ -62,7 +62,11 @@ impl fmt::Display for EditError {
                 "exclusions come in stream order: position {at} is before {last}"
             ),
             EditError::Everything { n } => {
-                write!(f, "excluding these records leaves none of the {n} to draw")
+                write!(
+                    f,
+                    "excluding these records leaves none of the {n} to draw (in mode \
+                     'weighted', none of positive weight)"
+                )
             }
             EditError::FewerThanBatch { left, batch } => write!(
                 f,
