@@ -93,6 +93,10 @@ impl Store {
                 })
                 .collect()
         } else {
+            // Records are compressed in parallel a chunk at a time into one
+            // buffer each, written with one call: small records would
+            // otherwise cost a system call apiece.
+            let chunk = chunk_records(src.len(), n);
             let frontier = AtomicU64::new(start);
             let mut locs = vec![RecordLoc::default(); n];
             let (codec, dict, checksum, data, data_path) = (
@@ -103,31 +107,42 @@ impl Store {
                 &self.data_path,
             );
             executor::pool().install(|| {
-                locs.par_iter_mut()
+                locs.par_chunks_mut(chunk)
                     .enumerate()
-                    .try_for_each(|(i, loc)| -> Result<()> {
-                        let r = record(i);
-                        let logic = r.len() as u32;
-                        codec::compress_with(
-                            codec,
-                            dict,
-                            checksum,
-                            &src[r],
-                            |frame| -> Result<()> {
-                                // Offsets are reserved in completion order.
-                                let offset =
-                                    frontier.fetch_add(frame.len() as u64, Ordering::Relaxed);
-                                data.write_all_at(frame, offset)
-                                    .map_err(|e| Error::io(data_path, e))?;
-                                *loc = RecordLoc {
-                                    offset,
-                                    phys_length: frame.len() as u32,
-                                    logic_length: logic,
-                                };
-                                Ok(())
-                            },
-                        )
-                        .map_err(|e| Error::InvalidValue(format!("compressing record {i}: {e}")))?
+                    .try_for_each(|(c, locs)| -> Result<()> {
+                        let mut buf = Vec::new();
+                        for (k, loc) in locs.iter_mut().enumerate() {
+                            let i = c * chunk + k;
+                            let r = record(i);
+                            let logic = r.len() as u32;
+                            codec::compress_with(
+                                codec,
+                                dict,
+                                checksum,
+                                &src[r],
+                                |frame| -> Result<()> {
+                                    *loc = RecordLoc {
+                                        // Within the chunk for now.
+                                        offset: buf.len() as u64,
+                                        phys_length: frame.len() as u32,
+                                        logic_length: logic,
+                                    };
+                                    buf.extend_from_slice(frame);
+                                    Ok(())
+                                },
+                            )
+                            .map_err(|e| {
+                                Error::InvalidValue(format!("compressing record {i}: {e}"))
+                            })??;
+                        }
+                        // Chunks reserve their offsets in completion order.
+                        let base = frontier.fetch_add(buf.len() as u64, Ordering::Relaxed);
+                        data.write_all_at(&buf, base)
+                            .map_err(|e| Error::io(data_path, e))?;
+                        for loc in locs.iter_mut() {
+                            loc.offset += base;
+                        }
+                        Ok(())
                     })
             })?;
             locs
@@ -149,6 +164,16 @@ impl Store {
         self.ensure_map(self.tail);
         Ok(())
     }
+}
+
+/// Records per compression chunk: about 1 MiB of source bytes, and at
+/// least enough chunks to keep every worker busy.
+fn chunk_records(bytes: usize, n: usize) -> usize {
+    const TARGET: usize = 1 << 20;
+    let per_record = (bytes / n.max(1)).max(1);
+    let by_size = (TARGET / per_record).max(1);
+    let by_workers = n.div_ceil(4 * executor::budget().max(1)).max(1);
+    by_size.min(by_workers)
 }
 
 #[cfg(test)]
