@@ -121,19 +121,42 @@ impl Concat {
             None => i,
         };
         // The last start <= i that begins a non-empty part.
+        self.locate_physical(i)
+    }
+
+    /// The part holding physical record `i` and the index there.
+    #[inline]
+    fn locate_physical(&self, i: u64) -> (&Store, u64) {
         let s = self.starts[1..].partition_point(|&end| end <= i);
         (&self.parts[s], i - self.starts[s])
     }
 
+    /// A gather's source over the physical records (a selection is mapped
+    /// before the gather, see [`Concat::physical`]).
     fn source<'a>(&'a self) -> Source<'a, impl Fn(u64) -> (&'a Store, u64) + Sync + 'a> {
         Source {
             schema: &self.schema,
-            len: self.len(),
+            len: self.starts[self.parts.len()],
             coded: self.coded,
             path: &self.path,
             remote: self.parts.iter().any(Store::is_remote),
             counters: &self.counters,
-            locate: move |i| self.locate(i),
+            locate: move |i| self.locate_physical(i),
+        }
+    }
+
+    /// `idx` as physical records: checked against the selection and mapped
+    /// through it in one pass (independent lookups, so the memory system
+    /// overlaps their misses), or `idx` itself without a selection.
+    fn physical<'i>(&self, idx: &'i [u64]) -> Result<std::borrow::Cow<'i, [u64]>> {
+        match &self.rows {
+            None => Ok(std::borrow::Cow::Borrowed(idx)),
+            Some(rows) => {
+                gather::check_indices(idx, rows.len() as u64)?;
+                Ok(std::borrow::Cow::Owned(
+                    idx.iter().map(|&i| rows[i as usize]).collect(),
+                ))
+            }
         }
     }
 
@@ -211,11 +234,11 @@ impl Records for Concat {
     }
 
     fn gather_dense_into(&self, idx: &[u64], dst: &mut [u8]) -> Result<()> {
-        gather::dense_into(&self.source(), idx, dst)
+        gather::dense_into(&self.source(), &self.physical(idx)?, dst)
     }
 
     fn gather_ragged(&self, idx: &[u64]) -> Result<RaggedBatch> {
-        gather::ragged(&self.source(), idx)
+        gather::ragged(&self.source(), &self.physical(idx)?)
     }
 
     fn read_record(&self, i: u64) -> Result<Vec<u8>> {
