@@ -6,6 +6,7 @@ version."""
 
 import datetime
 import io
+import json
 import os
 
 import numpy as np
@@ -318,6 +319,26 @@ def test_every_version_reads_as_the_model_says(tmp_path_factory, history):
             assert v.version == version
             for c, values in want.items():
                 assert column(v, c).tolist() == values, (name, c)
+    # Nothing lingers that no version left names: the column groups and
+    # deletion files on disk are exactly the ones the version files list.
+    listed_groups, listed_deletions = set(), set()
+    versions_dir = os.path.join(path, "_versions")
+    for name in os.listdir(versions_dir):
+        with open(os.path.join(versions_dir, name)) as f:
+            manifest = json.load(f)
+        for shard in manifest["shards"]:
+            base = "" if shard["name"] == "." else shard["name"] + "/"
+            listed_groups |= {base + g["dir"] for g in shard.get("groups", [])}
+            if shard.get("deleted"):
+                listed_deletions.add(base + shard["deleted"]["file"])
+    groups, deletions = set(), set()
+    for d, dirs, names in os.walk(path):
+        rel = os.path.relpath(d, path)
+        prefix = "" if rel == "." else rel + "/"
+        groups |= {prefix + x for x in dirs if x.startswith("_g-")}
+        deletions |= {prefix + x for x in names if x.startswith("_deleted-")}
+    assert groups == listed_groups
+    assert deletions == listed_deletions
 
 
 def test_delete_by_predicate_ids_and_mask_then_compact(table):
@@ -520,3 +541,46 @@ def test_a_plain_table_in_a_bucket_becomes_versioned_there(s3, tmp_path):
     assert set(before) <= set(s3.keys(f"{s3.prefix}/plain/"))
     with loaderx.open_table(target, version=1, storage_options=opts) as v1:
         assert v1.num_rows == 6 and "score" not in v1
+
+
+def listing(path, kw, request):
+    """Every file or object below the table, relative to it."""
+    if not kw:
+        return [os.path.relpath(os.path.join(d, n), path) for d, _, ns in os.walk(path) for n in ns]
+    s3 = request.getfixturevalue("s3")
+    prefix = path[len(f"s3://{s3.bucket}/") :] + "/"
+    return [k[len(prefix) :] for k in s3.keys(prefix)]
+
+
+def test_cleanup_removes_the_groups_and_deletion_files_only_removed_versions_name(table, request):
+    path, kw = table
+    with loaderx.open_table(path, readonly=False, **kw) as t:
+        t.add_columns({"a": np.arange(t.num_rows)})
+        t.add_columns({"b": np.arange(t.num_rows) * 2})
+        t.delete([1])
+        t.delete([2])
+        t.drop_columns("a")
+        t.tag("kept", t.version)  # its deletion file stays
+        t.delete([3])
+        before = set(listing(path, kw, request))
+        t.cleanup(older_than=datetime.timedelta(0), keep_last=1)
+        after = set(listing(path, kw, request))
+        want = t["b"][np.arange(t.num_rows)].tolist()
+    gone = before - after
+    # Every shard's group of column a (dropped) goes; b's stays.
+    assert any("_g-" in g for g in gone)
+    # The first deletion files go; the tagged version's and the latest's stay.
+    deleted_gone = {g for g in gone if "_deleted-" in g}
+    deleted_left = {g for g in after if "_deleted-" in g}
+    assert deleted_gone and deleted_left
+    assert not any(g.endswith(".json") and "_versions" not in g for g in gone)
+    with loaderx.open_table(path, **kw) as t:
+        assert t["b"][np.arange(t.num_rows)].tolist() == want
+        assert sorted(t) == ["b", "caption", "id", "img"]
+    with loaderx.open_table(path, version="kept", **kw) as t:
+        assert sorted(t) == ["b", "caption", "id", "img"]
+        assert column(t, "b").tolist() == [
+            2 * i for i in range(8) if i not in (1, 3)
+        ]  # ids are dense
+    groups = {g.split("/")[-3] for g in after if "/_g-" in g}
+    assert len(groups) == 1  # b's group only

@@ -157,7 +157,17 @@ pub fn drop_columns(at: &Location, names: &[String], version: Option<u64>) -> Re
                 .filter(|c| keep(c))
                 .cloned()
                 .collect(),
-            shards: current.shards.clone(),
+            // A column group left with no column is no longer listed, so
+            // that a cleanup can remove it once older versions go.
+            shards: current
+                .shards
+                .iter()
+                .map(|s| {
+                    let mut s = s.clone();
+                    s.groups.retain(|g| g.columns.iter().any(keep));
+                    s
+                })
+                .collect(),
             ..Manifest::default()
         })
     })

@@ -257,19 +257,29 @@ impl Doomed {
             files: list("files")?,
             shards: list("shards")?,
         };
-        // Only what a cleanup removes: version files and shard names.
+        // Only what a cleanup removes: version files, deletion files, shard
+        // names and column groups.
+        let in_shard = |p: &str, ok: &dyn Fn(&str) -> bool| match p.split_once('/') {
+            None => ok(p),
+            Some((shard, rest)) => {
+                crate::table::is_shard_name(shard) && !shard.starts_with('_') && ok(rest)
+            }
+        };
+        let deletion =
+            |n: &str| n.starts_with("_deleted-") && n.ends_with(".u64") && !n.contains('/');
+        let group = |n: &str| n.starts_with("_g-") && !n.contains('/') && !n.contains("..");
         let plain = doomed.files.iter().all(|f| {
             f.strip_prefix(&format!("{VERSIONS_DIR}/"))
                 .and_then(versions::parse_version_name)
                 .is_some()
-        }) && doomed
-            .shards
-            .iter()
-            .all(|s| crate::table::is_shard_name(s) && !s.starts_with('_'));
+                || in_shard(f, &deletion)
+        }) && doomed.shards.iter().all(|s| {
+            (crate::table::is_shard_name(s) && !s.starts_with('_')) || in_shard(s, &group)
+        });
         if !plain {
             return Err(Error::corrupted(
                 file,
-                "it may only list version files and shard names",
+                "it may only list version files, deletion files, shard names and column groups",
             ));
         }
         Ok(doomed)
@@ -346,12 +356,42 @@ pub fn cleanup(at: &Location, older_than_ms: u64, keep_last: u64) -> Result<u64>
             }
         }
     }
+    // In the shards that stay: the column groups and deletion files that
+    // only removed versions list.
+    let rel = |shard: &str, name: &str| {
+        if shard == SELF_SHARD {
+            name.to_owned()
+        } else {
+            format!("{shard}/{name}")
+        }
+    };
+    let listed = |rs: &[Resolved]| -> (BTreeSet<String>, BTreeSet<String>) {
+        let mut groups = BTreeSet::new();
+        let mut deletions = BTreeSet::new();
+        for r in rs {
+            for s in &r.manifest.shards {
+                groups.extend(s.groups.iter().map(|g| rel(&s.name, &g.dir)));
+                deletions.extend(s.deleted.iter().map(|d| rel(&s.name, &d.file)));
+            }
+        }
+        (groups, deletions)
+    };
+    let (kept_groups, kept_deletions) = listed(&kept);
+    let in_doomed_shard = |p: &String| shards.iter().any(|s| p.starts_with(&format!("{s}/")));
+    let (old_groups, old_deletions) = listed(&removed);
+    let groups = old_groups
+        .into_iter()
+        .filter(|g| !kept_groups.contains(g) && !in_doomed_shard(g));
+    let deletions = old_deletions
+        .into_iter()
+        .filter(|d| !kept_deletions.contains(d) && !in_doomed_shard(d));
     let doomed = Doomed {
         files: removed
             .iter()
             .map(|r| version_rel(r.manifest.version()))
+            .chain(deletions)
             .collect(),
-        shards: shards.into_iter().collect(),
+        shards: shards.iter().cloned().chain(groups).collect(),
     };
     if doomed.files.is_empty() && doomed.shards.is_empty() {
         return Ok(freed);
@@ -402,10 +442,17 @@ fn size_of_files(root: &Root, rels: &[String]) -> Result<u64> {
         }
         #[cfg(feature = "remote")]
         RootKind::Bucket { .. } => {
-            let sizes = bucket::sizes_below(root, VERSIONS_DIR)?;
+            // One listing per directory of the files.
+            let mut by_dir: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
             for rel in rels {
-                let name = rel.rsplit('/').next().unwrap_or(rel);
-                total += sizes.iter().find(|(n, _)| n == name).map_or(0, |(_, s)| *s);
+                let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+                by_dir.entry(dir).or_default().push(name);
+            }
+            for (dir, names) in by_dir {
+                let sizes = bucket::sizes_below(root, dir)?;
+                for name in names {
+                    total += sizes.iter().find(|(n, _)| n == name).map_or(0, |(_, s)| *s);
+                }
             }
         }
     }
