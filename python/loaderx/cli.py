@@ -390,6 +390,8 @@ def cmd_provenance(args) -> int:
     from .dataloader import DataLoader
 
     steps = _steps(args.steps)
+    if _is_remote(args.out):
+        raise CliError(f"--out must be a local file, got {args.out}")
     if steps.start < 0 or steps.stop <= steps.start:
         raise CliError(f"--steps must name at least one step >= 0, got {args.steps!r}")
     try:
@@ -406,7 +408,17 @@ def cmd_provenance(args) -> int:
         table = loader.provenance(steps, rank=args.rank)
     import pyarrow.parquet as pq
 
-    pq.write_table(table, args.out)
+    # Written whole or not at all: a temporary file beside it, then renamed.
+    out = os.path.abspath(args.out)
+    tmp = os.path.join(os.path.dirname(out), f".{os.path.basename(out)}.{os.getpid()}.tmp")
+    try:
+        pq.write_table(table, tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     data = {"out": args.out, "rows": table.num_rows, "steps": [steps.start, steps.stop]}
     _emit(args, data, f"wrote {table.num_rows} rows of steps {args.steps} to {args.out}")
     return 0

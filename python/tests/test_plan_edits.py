@@ -335,3 +335,19 @@ def test_the_cli_lists_a_runs_records(tmp_path, table_path=None):
     assert listed["record_id"].to_pylist() == yielded[1] + yielded[2]
     assert listed["step"].to_pylist() == [1] * 5 + [2] * 5
     assert os.path.getsize(out) > 0
+
+
+def test_the_cli_refuses_bad_steps_and_states_without_a_table(tmp_path, streams, capsys):
+    from loaderx.cli import main
+
+    with loader(streams, "cyclic") as run:
+        state = run.state_dict()
+    state_file = tmp_path / "s.json"
+    state_file.write_text(json.dumps(state))
+    out = str(tmp_path / "p.parquet")
+    assert main(["provenance", str(state_file), "--steps", "x:3", "--out", out]) != 0
+    assert "--steps must be A:B or A" in capsys.readouterr().err
+    assert main(["provenance", str(state_file), "--steps", "5:5", "--out", out]) != 0
+    assert main(["provenance", str(state_file), "--steps", "0:2", "--out", out]) != 0
+    assert "pins no table" in capsys.readouterr().err
+    assert not os.path.exists(out)
