@@ -99,6 +99,7 @@ DESELECT=(
     --deselect "$T/test_evolve.py::test_processes_appending_and_deleting_at_once_lose_nothing[s3-2]"
     --deselect "$T/test_evolve.py::test_processes_appending_and_deleting_at_once_lose_nothing[s3-4]"
     --deselect $T/test_evolve.py::test_a_plain_table_in_a_bucket_becomes_versioned_there
+    --deselect "$T/test_evolve.py::test_cleanup_removes_the_groups_and_deletion_files_only_removed_versions_name[s3]"
     --deselect $T/test_pinned_runs.py::test_from_state_reopens_a_pinned_version_in_a_bucket_without_keeping_credentials
     --deselect $T/test_evolve.py::test_a_view_with_deletions_is_a_table_for_polars_parquet_and_mix # polars
     --deselect $T/test_arrow.py::test_hand_off_polars         # polars
