@@ -623,7 +623,7 @@ fn exclusions_take_effect_at_their_step_and_provenance_lists_what_was_gathered()
                 indices: indices.clone(),
                 ..options(mode, 8, 5)
             });
-            let edited = f.loader(Options {
+            let with_exclusion = || Options {
                 indices: indices.clone(),
                 exclusions: vec![Exclusion {
                     step: 4,
@@ -631,7 +631,8 @@ fn exclusions_take_effect_at_their_step_and_provenance_lists_what_was_gathered()
                     records: banned.clone(),
                 }],
                 ..options(mode, 8, 5)
-            });
+            };
+            let edited = f.loader(with_exclusion());
             for step in 0..40u64 {
                 let (a, b) = (plain.next().unwrap(), edited.next().unwrap());
                 assert_aligned(&b);
@@ -650,15 +651,7 @@ fn exclusions_take_effect_at_their_step_and_provenance_lists_what_was_gathered()
             }
             let steps: Vec<u64> = (0..40).collect();
             let listed = edited.provenance(&steps, None, None).unwrap();
-            let again = f.loader(Options {
-                indices: indices.clone(),
-                exclusions: vec![Exclusion {
-                    step: 4,
-                    source: None,
-                    records: banned.clone(),
-                }],
-                ..options(mode, 8, 5)
-            });
+            let again = f.loader(with_exclusion());
             let gathered: Vec<u64> = (0..40).flat_map(|_| ids(&again.next().unwrap())).collect();
             assert_eq!(listed.records, gathered, "{mode:?}");
             assert_eq!(listed.steps[8..16], [1u64; 8]);

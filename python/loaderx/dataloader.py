@@ -64,20 +64,21 @@ _PRODUCERS = 2
 _PUSH_AHEAD = 32
 
 
-def _index_array(indices) -> np.ndarray:
-    """``indices`` as a contiguous int64 or uint64 array. Whether it is
-    nonempty and within the streams is the native loader's check."""
+def _index_array(indices, name: str = "indices") -> np.ndarray:
+    """``indices`` (the argument ``name``) as a contiguous int64 or uint64
+    array. Whether it is nonempty and within the streams is the native
+    loader's check."""
     try:
         arr = np.asarray(indices)
     except Exception as exc:  # noqa: BLE001
         raise TypeError(
-            f"indices must be an array of integers, got {type(indices).__name__}"
+            f"{name} must be an array of integers, got {type(indices).__name__}"
         ) from exc
     if arr.ndim != 1:
-        raise ValueError(f"indices must be one-dimensional, got shape {arr.shape}")
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
     # An empty list has a float dtype: it is reported as empty, not as floats.
     if arr.size and arr.dtype.kind not in "iu":
-        raise TypeError(f"indices must be integers, got dtype {arr.dtype}")
+        raise TypeError(f"{name} must be integers, got dtype {arr.dtype}")
     return np.ascontiguousarray(arr, dtype=np.uint64 if arr.dtype.kind == "u" else np.int64)
 
 
@@ -778,16 +779,7 @@ class DataLoader(Closing):
                 )
             n = self._mix.lengths[source]
             what = f"source {source!r} ({n} records)"
-        try:
-            ids = np.asarray(record_ids)
-        except Exception as exc:  # noqa: BLE001
-            raise TypeError(
-                f"record_ids must be an array of integers, got {type(record_ids).__name__}"
-            ) from exc
-        if ids.ndim != 1:
-            raise ValueError(f"record_ids must be one-dimensional, got shape {ids.shape}")
-        if ids.size and ids.dtype.kind not in "iu":
-            raise TypeError(f"record_ids must be integers, got dtype {ids.dtype}")
+        ids = _index_array(record_ids, "record_ids")
         bad = ids[(ids < 0) | (ids >= n)] if ids.size else ids
         if bad.size:
             raise ValueError(
