@@ -351,3 +351,28 @@ def test_the_cli_refuses_bad_steps_and_states_without_a_table(tmp_path, streams,
     assert main(["provenance", str(state_file), "--steps", "0:2", "--out", out]) != 0
     assert "pins no table" in capsys.readouterr().err
     assert not os.path.exists(out)
+
+
+def test_edits_with_transform_workers_give_the_batches_of_a_serial_run(streams):
+    def run(workers):
+        out = []
+        with DataLoader(
+            streams,
+            batch_size=GLOBAL,
+            seed=5,
+            transform=lambda b: b["id"] * 2,
+            workers=workers,
+            prefetch=4,
+        ) as ld:
+            for k in range(30):
+                if k == 4:
+                    ld.exclude([0, 1, 2])
+                if k == 9:
+                    ld.skip(2)
+                out.append(next(ld).tolist())
+            assert ld.step == 32
+        return out
+
+    serial = run(0)
+    assert run(3) == serial
+    assert all(v not in (0, 2, 4) for b in serial[4:] for v in b)
