@@ -6,7 +6,9 @@
 //!
 //! 1. the [`Sampler`] draws the global batch `Sampler(space, B * world_size,
 //!    mode, seed).at(k)`, where `space` is the subset's length, or the
-//!    streams' length when there is no subset;
+//!    streams' length when there is no subset (with the plan's
+//!    [`Exclusion`]s, through the edited stream of [`crate::sampler::edit`]:
+//!    from its step on, an excluded record is never drawn);
 //! 2. each position is mapped through the subset, when there is one;
 //! 3. this rank keeps slice `rank` of `world_size` equal, consecutive slices
 //!    (so the ranks' slices are disjoint and together make the global batch);

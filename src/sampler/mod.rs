@@ -119,6 +119,10 @@
 //! These definitions are part of the reproducibility contract: changing any
 //! constant changes batches. The `golden_values_are_stable` test pins
 //! outputs of each mode.
+//!
+//! A run's plan can be edited: [`edit::Edited`] is a sampler's stream with
+//! records excluded from given positions on, still a pure function of the
+//! position.
 
 use std::fmt;
 
