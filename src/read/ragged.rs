@@ -109,7 +109,7 @@ impl Packed {
 
     /// Lays out records of the given shapes and payload sizes (prefixes
     /// written, payload bytes zeroed) so payloads can then be filled in
-    /// place, in parallel, through [`Packed::payload_mut`].
+    /// place, in parallel, through `Packed::payload_mut`.
     pub fn layout<'a>(
         records: impl ExactSizeIterator<Item = (&'a [u64], usize)> + Clone,
     ) -> Packed {

@@ -37,7 +37,7 @@ impl Store {
     /// Rewrites live records densely in physical order, in place, then
     /// truncates both files. Every index keeps its record.
     ///
-    /// Crash-safe: records move in steps of at most [`COMPACT_CHUNK`]
+    /// Crash-safe: records move in steps of at most `COMPACT_CHUNK`
     /// bytes, each committed on its own, so a store killed mid-compaction
     /// reopens with every record intact (partly compacted). A step whose
     /// destination is free space (holes, and bytes of records moved by

@@ -286,7 +286,7 @@ impl Table {
     }
 
     /// Opens version `want` of the sharded table at `location`, read-only
-    /// (see [`super::versions::resolve`] for what an unknown version or
+    /// (see `versions::resolve` for what an unknown version or
     /// tag raises). The latest opens as [`Table::open_at`] opens it.
     pub fn open_version(location: &Location, want: &VersionRef) -> Result<Table> {
         if *want == VersionRef::Latest {

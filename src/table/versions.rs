@@ -239,7 +239,7 @@ pub(crate) fn resolve(fs: &Fs, dir: &Path, want: &VersionRef) -> Result<Resolved
     }
 }
 
-/// [`resolve`] of the table at `at`, read afresh.
+/// `resolve` of the table at `at`, read afresh.
 pub fn resolve_at(at: &crate::Location, want: &VersionRef) -> Result<Resolved> {
     let at = at.fresh();
     resolve(at.fs(), at.path(), want)
