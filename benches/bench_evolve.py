@@ -11,7 +11,8 @@ ingested by loaderx (``ingest_sharded``, zstd) and written by Lance
   (from a reader of the same values). Bytes written are measured on disk.
 * ``add_s3``: the same int64 column added to a copy of the table's first
   100,000 rows on the S3 server (moto on 127.0.0.1, which keeps objects in
-  memory), against writing the column alone there.
+  memory), against writing the column alone there and Lance's
+  ``add_columns`` on its own dataset written there.
 * ``delete``: ``Table.delete`` of 1 % of the rows by a predicate on the id
   column, against a scan of that column (``loaderx.sql`` of the predicate)
   and Lance's ``delete``; then random batch gathers of the image column
@@ -158,7 +159,7 @@ def bench_add(pa, lance, loaderx, table, root: Path, rounds: int, out: dict):
         }
 
 
-def bench_add_s3(pa, loaderx, table, root: Path, rounds: int, out: dict):
+def bench_add_s3(pa, lance, loaderx, table, root: Path, rounds: int, out: dict):
     from remote_servers import start_s3
 
     s3 = start_s3()
@@ -191,11 +192,32 @@ def bench_add_s3(pa, loaderx, table, root: Path, rounds: int, out: dict):
                     ).close()
                 )
             )
+        # Lance on the same server: its dataset written there, then the
+        # same column added (object_store's S3 options, plain HTTP).
+        peer = []
+        if lance is not None:
+            lopts = {
+                "aws_endpoint": opts["aws_endpoint"],
+                "aws_region": opts["aws_region"],
+                "aws_access_key_id": opts["aws_access_key_id"],
+                "aws_secret_access_key": opts["aws_secret_access_key"],
+                "allow_http": "true",
+            }
+            for r in range(rounds):
+                luri = f"s3://{s3.bucket}/evolve/lance-{r}"
+                lance.write_dataset(table, luri, storage_options=lopts)
+                ds = lance.dataset(luri, storage_options=lopts)
+                reader = pa.RecordBatchReader.from_batches(
+                    pa.schema([("new", col.type)]),
+                    pa.table({"new": col}).to_batches(max_chunksize=65536),
+                )
+                peer.append(timed(lambda ds=ds, reader=reader: ds.add_columns(reader)))
         out["add_s3_int64"] = {
             "rows": table.num_rows,
             "loaderx_add_s": median(add),
             "loaderx_alone_s": median(alone),
             "add_over_alone": median(add) / median(alone),
+            "lance_add_s": median(peer) if peer else None,
         }
     finally:
         s3.server.stop()
@@ -348,7 +370,7 @@ def main(argv=None) -> int:
         if "add" in only:
             bench_add(pa, lance, loaderx, table, root, args.rounds, out)
         if "add_s3" in only:
-            bench_add_s3(pa, loaderx, table, root, args.rounds, out)
+            bench_add_s3(pa, lance, loaderx, table, root, args.rounds, out)
         if "delete" in only:
             bench_delete(pa, lance, loaderx, table, root, args.rounds, out)
         if "versions" in only:
