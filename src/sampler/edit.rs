@@ -685,6 +685,113 @@ mod tests {
         }
     }
 
+    /// The definition, the slow way: each cycle's whole permutation is laid
+    /// out, and the stream walks it from where it is, skipping the records
+    /// excluded so far; a cycle ends when fewer than `B` records it has
+    /// not drawn are left. Sequential walks the records in order.
+    fn model(s: &Sampler, events: &[(u64, Vec<u64>)], batches: u64) -> Vec<u64> {
+        let (n, b) = (s.n(), s.batch_size() as u64);
+        let mut excluded: std::collections::BTreeSet<u64> = Default::default();
+        let mut out = Vec::new();
+        let (mut cycle, mut raw) = (0u64, 0u64);
+        let perm = |c: u64| -> Vec<u64> {
+            // The base sampler's cycle c: positions 0..n, B = 1 so that
+            // every position (the remainder too) is laid out.
+            let one = Sampler::with_block_size(n, 1, s.mode(), s.seed(), s.block_size());
+            let one = one.unwrap();
+            if s.mode() == Mode::Blocked {
+                // Blocked cycles depend on B (the window size): lay out
+                // cycle c with this sampler's geometry.
+                let mut v: Vec<u64> = (0..n).collect();
+                let e = Edited::new(s.clone());
+                e.map_cycle(c, &mut v);
+                return v;
+            }
+            let mut v: Vec<u64> = (0..n).collect();
+            Edited::new(one).map_cycle(c, &mut v);
+            v
+        };
+        let mut order = perm(0);
+        let mut cursor = 0u64; // sequential
+        for k in 0..batches {
+            for (_, recs) in events.iter().filter(|(at, _)| *at == k * b) {
+                excluded.extend(recs.iter().copied());
+            }
+            if s.mode() == Mode::Sequential {
+                for _ in 0..b {
+                    while excluded.contains(&cursor) {
+                        cursor = (cursor + 1) % n;
+                    }
+                    out.push(cursor);
+                    cursor = (cursor + 1) % n;
+                }
+                continue;
+            }
+            let left = (raw..n)
+                .filter(|&p| !excluded.contains(&order[p as usize]))
+                .count();
+            if (left as u64) < b {
+                cycle += 1;
+                raw = 0;
+                order = perm(cycle);
+            }
+            let mut took = 0;
+            while took < b {
+                let r = order[raw as usize];
+                raw += 1;
+                if !excluded.contains(&r) {
+                    out.push(r);
+                    took += 1;
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_stream_is_the_slow_definition_over_random_histories() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        for case in 0..300 {
+            let mode = [Mode::Cyclic, Mode::Blocked, Mode::Sequential][case % 3];
+            let n = 1 + next(150);
+            let b = 1 + next(n.min(12)) as usize;
+            let block = (mode == Mode::Blocked).then(|| 1 + next(9));
+            let s = Sampler::with_block_size(n, b, mode, next(1000), block).unwrap();
+            let mut e = Edited::new(s.clone());
+            let mut events = Vec::new();
+            let mut at = 0u64;
+            let mut gone = 0u64;
+            for _ in 0..next(5) {
+                at += next(3 * n / b as u64 + 2) * b as u64;
+                let recs: Vec<u64> = (0..1 + next(4)).map(|_| next(n)).collect();
+                let mut all: Vec<u64> = e.excluded().to_vec();
+                all.extend(&recs);
+                all.sort_unstable();
+                all.dedup();
+                if n - (all.len() as u64) < b as u64 {
+                    continue; // refused; tested elsewhere
+                }
+                gone = all.len() as u64;
+                e.exclude(at, &recs).unwrap();
+                events.push((at, recs));
+            }
+            let batches = at / b as u64 + 3 * n / b as u64 + 3;
+            let want = model(&s, &events, batches);
+            let mut got = vec![0; want.len()];
+            e.fill_stream(0, &mut got);
+            assert_eq!(
+                got, want,
+                "case {case}: {mode:?} n={n} b={b} {events:?} ({gone} gone)"
+            );
+        }
+    }
+
     #[test]
     fn sequential_resumes_the_sweep() {
         let mut e = Edited::new(sampler(10, 3, Mode::Sequential, 0));
