@@ -361,3 +361,105 @@ fn unsupported_conditional(file: &Path, e: std::io::Error) -> Error {
     }
     io_error(file, e)
 }
+
+/// The schema of a plain table uploaded to a bucket (`rel`, at `dir`: a
+/// shard, or a shard's column group),
+/// from its listing (`objects`: paths below it and sizes) and each store's
+/// `meta.zr` (one request apiece): the header and schema decoded, the
+/// location table and `data.zr` checked against their listed sizes, the
+/// dictionary present exactly when the codec needs one. What opening every
+/// store again would check before the commit, without its dozen requests
+/// per store (a HEAD per file, the location table read in ranges).
+pub(super) fn listed_schema(
+    root: &Root,
+    rel: &str,
+    dir: &Path,
+    objects: &[(String, u64)],
+) -> Result<ShardSchema> {
+    use crate::format::{meta_size_for, Header, HEADER_SIZE, PAGE_SIZE};
+    use crate::table::repr::py_str;
+    use crate::table::shard::ColumnSpec;
+    use crate::{Codec, Logical, Schema};
+    let size = |name: &str| objects.iter().find(|(n, _)| n == name).map(|(_, s)| *s);
+    let mut names: Vec<&str> = objects
+        .iter()
+        .filter_map(|(n, _)| n.strip_suffix("/meta.zr"))
+        .filter(|n| !n.contains('/') && !n.starts_with('.'))
+        .collect();
+    names.sort_unstable();
+    if names.is_empty() {
+        return Err(Error::InvalidValue(format!(
+            "shard {} holds no stores (no subdirectory with meta.zr)",
+            dir.display()
+        )));
+    }
+    let types = if size(crate::table::types::TABLE_FILE).is_some() {
+        crate::table::types::read_types_in(root.at.fs(), dir)?
+    } else {
+        Default::default()
+    };
+    let mut columns = Vec::with_capacity(names.len());
+    let mut rows = None;
+    for name in names {
+        let meta_path = dir.join(name).join("meta.zr");
+        let corrupt = |msg: String| Error::corrupted(&meta_path, msg);
+        let meta = read(root, &key(rel, &format!("{name}/meta.zr")))?
+            .ok_or_else(|| corrupt("file is missing".into()))?;
+        if (meta.len() as u64) < PAGE_SIZE {
+            return Err(corrupt(format!(
+                "file is {} bytes, shorter than the {PAGE_SIZE}-byte header page",
+                meta.len()
+            )));
+        }
+        let header = Header::decode(meta[..HEADER_SIZE].try_into().expect("a page"))
+            .map_err(|e| corrupt(format!("header: {e}")))?;
+        let schema =
+            Schema::decode(&meta[HEADER_SIZE..HEADER_SIZE + header.schema_length as usize])
+                .map_err(corrupt)?;
+        if meta_size_for(header.length).is_none_or(|end| end > meta.len() as u64) {
+            return Err(corrupt(format!(
+                "header length {} needs a {}-entry record table but the file is {} bytes",
+                header.length,
+                header.length,
+                meta.len()
+            )));
+        }
+        let data = size(&format!("{name}/data.zr")).unwrap_or(0);
+        if data < header.tail_offset || size(&format!("{name}/data.zr")).is_none() {
+            return Err(Error::corrupted(
+                &dir.join(name).join("data.zr"),
+                format!(
+                    "file is missing or shorter ({data} bytes) than the committed tail_offset {}",
+                    header.tail_offset
+                ),
+            ));
+        }
+        if size(&format!("{name}/dict.zr")).is_some() != (header.codec == Codec::ZstdDict) {
+            return Err(corrupt(
+                "dict.zr must be present exactly when the codec is zstd_dict".into(),
+            ));
+        }
+        let logical = types.get(name).map_or(Logical::Tensor, |t| t.logical);
+        logical
+            .check(&schema)
+            .map_err(|e| Error::InvalidValue(format!("{}: {e}", dir.join(name).display())))?;
+        match rows {
+            None => rows = Some(header.length),
+            Some(r) if r != header.length => {
+                return Err(Error::InvalidValue(format!(
+                    "shard {}: columns must have equal lengths, but column {} has {} rows \
+                     where another has {r}",
+                    dir.display(),
+                    py_str(name),
+                    header.length
+                )))
+            }
+            Some(_) => {}
+        }
+        columns.push((name.to_owned(), ColumnSpec { schema, logical }));
+    }
+    Ok(ShardSchema {
+        columns,
+        rows: rows.unwrap_or(0),
+    })
+}

@@ -122,7 +122,24 @@ impl Root {
     }
 
     pub(super) fn shard_schema(&self, name: &str) -> Result<ShardSchema> {
-        shard_schema_in(self.at.fs(), &shard_dir(self.path(), name))
+        let dir = shard_dir(self.path(), name);
+        match &self.kind {
+            RootKind::Local(_) => shard_schema_in(self.at.fs(), &dir),
+            // From the shard's listing and one read of each meta.zr, not
+            // by opening every store again.
+            #[cfg(feature = "remote")]
+            RootKind::Bucket { .. } => {
+                let rel = bucket::shard_rel(name);
+                let objects = bucket::sizes_below(self, rel)?;
+                if objects.is_empty() {
+                    return Err(crate::Error::Missing {
+                        path: dir.clone(),
+                        message: format!("shard directory {} does not exist", dir.display()),
+                    });
+                }
+                bucket::listed_schema(self, rel, &dir, &objects)
+            }
+        }
     }
 
     /// The schema every shard of the version `m` has (its first shard's
