@@ -768,7 +768,8 @@ def copy_table(
     only as a source). Returns the bytes copied.
 
     Objects are copied concurrently, large ones as multipart uploads, each
-    checked for its size. ``dst`` becomes a table only when the copy is
+    checked for its size once assembled (a smaller one is one request,
+    whose length the server checks). ``dst`` becomes a table only when the copy is
     complete: a local destination is filled under a temporary name beside
     it and renamed in; a remote one holds a marker object
     (``.loaderx-incomplete``) for the whole copy, and a sharded table's

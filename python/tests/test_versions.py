@@ -223,6 +223,58 @@ def test_opening_the_latest_costs_one_request_more_than_the_manifest_alone(s3):
         proxy.stop()
 
 
+def test_bucket_commits_do_not_ask_again_for_what_this_process_uploaded(s3):
+    """Shards and column groups written by the committing process are
+    committed from what it uploaded: no listing, HEAD or metadata read of
+    them; each object is one PUT. Their entries in the version name the
+    objects that are there."""
+    from remote_servers import FaultProxy
+
+    path = uri(s3)
+    proxy = FaultProxy(s3.endpoint)
+    base = f"/{s3.bucket}/{s3.prefix}/t/"
+    try:
+        opts = s3.options(endpoint=proxy.url)
+        loaderx.ingest_sharded(batch(0, 40), path, shards=3, storage_options=opts).close()
+        assert proxy.count("HEAD") == 0
+        # Only the opening of the table it returns reads its shards: each
+        # one's table.json and each column's meta.zr.
+        assert proxy.count("GET", base + "shard-") == 3 * 3
+        for r in proxy.requests:
+            assert "list-type" not in r.path or "shard-" not in r.path, r.path
+        shard_puts = proxy.count("PUT", base + "shard-")
+        with loaderx.open_table(path, readonly=False, storage_options=opts) as t:
+            proxy.reset_counts()
+            t.add_columns({"y": np.arange(40, dtype=np.int64)})
+            puts = proxy.count("PUT", base + "shard-")
+            # One group per shard: one store (data.zr, meta.zr) each.
+            assert puts == 3 * 2
+            assert proxy.count("HEAD") == 0
+            assert proxy.count("GET", base + "shard-") == 0
+            assert all("list-type" not in r.path for r in proxy.requests)
+            # Version 1's file (the version planned on), the latest
+            # (manifest.json and the look for version 2), version 1's file
+            # created if absent (only a commit on version 1 does), version 2
+            # and manifest.json.
+            assert proxy.count() - puts == 6
+        objects = {k.removeprefix(f"{s3.prefix}/t/") for k in s3.keys(f"{s3.prefix}/t/")}
+        groups = {k for k in objects if "/_g-" in k}
+        assert len(groups) == 3 * 2
+        assert shard_puts == len({k for k in objects if k.startswith("shard-")} - groups)
+        manifest = json.loads(
+            s3.client()
+            .get_object(Bucket=s3.bucket, Key=f"{s3.prefix}/t/manifest.json")["Body"]
+            .read()
+        )
+        named = {f"{sh['name']}/{o}" for sh in manifest["shards"] for o in sh["objects"]}
+        assert named == {k for k in objects if k.startswith("shard-")}
+    finally:
+        proxy.stop()
+    with loaderx.open_table(path, storage_options=s3.options()) as t:
+        assert t.num_rows == 40
+        assert t["y"][np.arange(40)].tolist() == list(range(40))
+
+
 def test_a_lagging_manifest_opens_the_latest_in_a_bucket(s3):
     """A commit killed between its version object and manifest.json: the
     pointer is one behind; readers and the next commit follow the

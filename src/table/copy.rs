@@ -6,7 +6,7 @@
 //! and renamed in. A remote one first receives the marker
 //! [`INCOMPLETE`](super::files::INCOMPLETE) (no reader opens a directory
 //! holding it), then every object, concurrently (multipart uploads for
-//! large ones, each object's size checked after), then a sharded table's
+//! large ones, each checked for its size once assembled), then a sharded table's
 //! `manifest.json` (recording each shard's objects and sizes, so readers
 //! need not list), and finally the marker is removed. A copy killed at any
 //! point leaves a destination that does not open as a table, and copying

@@ -1,7 +1,7 @@
 //! Writing to object stores: whole objects (conditional where a commit
 //! needs it), and concurrent transfers of many files between any two
-//! places, local or remote, with multipart uploads for large objects and a
-//! size check of every object written.
+//! places, local or remote, with multipart uploads for large objects (each
+//! checked for its size once assembled).
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -301,26 +301,27 @@ async fn copy_one(
                         return Err(e);
                     }
                 }
-            }
-            // Every object written is checked for its size.
-            let head = store
-                .get_opts(
-                    &k,
-                    GetOptions {
-                        head: true,
-                        ..Default::default()
-                    },
-                )
-                .await
-                .map_err(|e| remote.error(key, "checking", e))?;
-            fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
-            if head.meta.size != t.size {
-                return Err(io::Error::other(format!(
-                    "{}: the store holds {} bytes after the upload, expected {}",
-                    remote.path_of(key).display(),
-                    head.meta.size,
-                    t.size
-                )));
+                // A multipart object is checked for its size once assembled (a
+                // single request's length is the server's to check).
+                let head = store
+                    .get_opts(
+                        &k,
+                        GetOptions {
+                            head: true,
+                            ..Default::default()
+                        },
+                    )
+                    .await
+                    .map_err(|e| remote.error(key, "checking", e))?;
+                fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+                if head.meta.size != t.size {
+                    return Err(io::Error::other(format!(
+                        "{}: the store holds {} bytes after the upload, expected {}",
+                        remote.path_of(key).display(),
+                        head.meta.size,
+                        t.size
+                    )));
+                }
             }
         }
     }

@@ -71,8 +71,8 @@ pub(super) fn shard_rel(name: &str) -> &str {
 
 /// Uploads every file below the local directory `local` as `rel/...`
 /// of `root` (`rel` empty: the root itself); returns the paths written
-/// (relative to `rel`).
-pub(super) fn upload_dir(root: &Root, local: &Path, rel: &str) -> Result<Vec<String>> {
+/// (relative to `rel`) and their sizes.
+pub(super) fn upload_dir(root: &Root, local: &Path, rel: &str) -> Result<Vec<(String, u64)>> {
     let (remote, base) = parts(root);
     let listed = walk(local)?;
     let transfers: Vec<Transfer> = listed
@@ -85,7 +85,7 @@ pub(super) fn upload_dir(root: &Root, local: &Path, rel: &str) -> Result<Vec<Str
         .collect();
     let at = root.path().join(rel);
     transfer(&transfers, &|_| Ok(())).map_err(|e| io_error(&at, e))?;
-    Ok(listed.into_iter().map(|(r, _)| r).collect())
+    Ok(listed)
 }
 
 /// The objects below `rel` of `root` (relative to it) and their sizes.
@@ -168,8 +168,16 @@ pub(super) fn discard(root: &Root, prefix: &str) -> Result<Vec<String>> {
     Ok(removed)
 }
 
-pub(super) fn shard_contents(root: &Root, name: &str, reference: &ShardSchema) -> Result<Contents> {
-    let objects: BTreeMap<String, u64> = below(root, name)?.into_iter().collect();
+pub(super) fn shard_contents(
+    root: &Root,
+    name: &str,
+    reference: &ShardSchema,
+    known: Option<&BTreeMap<String, u64>>,
+) -> Result<Contents> {
+    let objects: BTreeMap<String, u64> = match known {
+        Some(objects) => objects.clone(),
+        None => below(root, name)?.into_iter().collect(),
+    };
     if objects.is_empty() {
         return Err(Error::InvalidValue(format!(
             "shard {name:?} is not in {}: upload it before committing it",
@@ -219,7 +227,10 @@ pub(super) fn rewrite_ragged(root: &Root, shard: &str, column: &str) -> Result<(
         let _ = dense.close();
         made?;
         let before: BTreeSet<String> = below(root, &rel)?.into_iter().map(|(r, _)| r).collect();
-        let after: BTreeSet<String> = upload_dir(root, &local, &rel)?.into_iter().collect();
+        let after: BTreeSet<String> = upload_dir(root, &local, &rel)?
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect();
         let stale: Vec<String> = before
             .difference(&after)
             .map(|r| format!("{rel}/{r}"))

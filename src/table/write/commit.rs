@@ -1,7 +1,7 @@
 //! The one commit point of every table ([`publish`]) and the next manifest
 //! of a shard commit ([`next_manifest`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 #[cfg(feature = "remote")]
 use super::bucket;
@@ -33,7 +33,7 @@ pub(crate) fn commit_names(at: &Location, names: &[String]) -> Result<u64> {
         new.push((name.clone(), root.shard_schema(name)?));
     }
     let manifest = publish(&root, "append", &mut |root, current| {
-        next_manifest(root, current, &new)
+        next_manifest(root, current, &new, &BTreeMap::new())
     })?;
     Ok(manifest.num_rows())
 }
@@ -141,11 +141,13 @@ pub(crate) fn now_ms() -> u64 {
 /// The manifest after appending the shards `new` (names and schemas) to
 /// `current`: each checked against the table's first shard and not
 /// already committed, every shard given the validity streams that the
-/// nullable columns need, a remote shard's objects recorded.
+/// nullable columns need, a remote shard's objects recorded (those of
+/// `known`, by shard, as their writer uploaded them; the others listed).
 pub(super) fn next_manifest(
     root: &Root,
     current: Option<&Manifest>,
     new: &[(String, ShardSchema)],
+    known: &BTreeMap<String, BTreeMap<String, u64>>,
 ) -> Result<Manifest> {
     let empty = Manifest::default();
     if current.is_none() && root.holds_stores()? {
@@ -176,7 +178,7 @@ pub(super) fn next_manifest(
             )));
         }
         check_shard_agrees(name, schema, &ref_name, &reference)?;
-        let (objects, has) = root.shard_contents(name, &reference)?;
+        let (objects, has) = root.shard_contents(name, &reference, known.get(name))?;
         nullable.extend(has.iter().cloned());
         validity.push(has);
         entries.push(ShardEntry {

@@ -6,9 +6,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use super::commit::publish;
 use super::root::{Root, RootKind};
+use super::Finished;
 use crate::io::Fs;
 use crate::schema::Logical;
 use crate::table::files;
@@ -183,6 +185,10 @@ pub struct ColumnsWrite {
     root: Root,
     base: Manifest,
     token: String,
+    /// The groups this process finished: shard, their schema and the
+    /// objects uploaded (a bucket's), known without asking the bucket again
+    /// at the commit.
+    finished: Mutex<BTreeMap<usize, Finished>>,
 }
 
 impl ColumnsWrite {
@@ -206,6 +212,7 @@ impl ColumnsWrite {
             root: Root::of(at)?,
             base,
             token: token.to_owned(),
+            finished: Mutex::default(),
         })
     }
 
@@ -269,16 +276,27 @@ impl ColumnsWrite {
         let shard = self.shard(i)?;
         let schema = shard_schema_in(&Fs::Local, dir)?;
         self.check_group(shard, &schema)?;
-        match &self.root.kind {
-            RootKind::Local(_) => Ok(()),
+        let objects = match &self.root.kind {
+            RootKind::Local(_) => None,
             #[cfg(feature = "remote")]
             RootKind::Bucket { .. } => {
                 let rel = bucket::key(bucket::shard_rel(&shard.name), &self.group());
-                let done = bucket::upload_dir(&self.root, dir, &rel).map(|_| ());
+                let done = bucket::upload_dir(&self.root, dir, &rel);
                 let _ = std::fs::remove_dir_all(dir.parent().unwrap_or(dir));
-                done
+                let group = self.group();
+                Some(
+                    done?
+                        .into_iter()
+                        .map(|(r, n)| (format!("{group}/{r}"), n))
+                        .collect(),
+                )
             }
-        }
+        };
+        self.finished
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(i, (schema, objects));
+        Ok(())
     }
 
     fn check_group(&self, shard: &ShardEntry, schema: &ShardSchema) -> Result<()> {
@@ -305,11 +323,19 @@ impl ColumnsWrite {
     }
 
     /// Shard `i`'s group as committed: its schema and (remote) objects.
-    fn read_group(
-        &self,
-        root: &Root,
-        i: usize,
-    ) -> Result<(ShardSchema, Option<BTreeMap<String, u64>>)> {
+    /// A group this process finished is taken as it checked it (its
+    /// objects were uploaded by one request each, whose length the server
+    /// checks); another process's is read from the bucket: its listing and
+    /// each `meta.zr`.
+    fn read_group(&self, root: &Root, i: usize) -> Result<Finished> {
+        if let Some(done) = self
+            .finished
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&i)
+        {
+            return Ok(done.clone());
+        }
         let shard = &self.base.shards[i];
         let dir = shard_dir(root.path(), &shard.name).join(self.group());
         match &root.kind {

@@ -24,7 +24,7 @@
 //! its uncommitted shards, and the table directory when the write created
 //! it and nothing was committed.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -79,7 +79,17 @@ pub struct TableWrite {
     mode: WriteMode,
     token: String,
     existed: bool,
+    /// The shards this process finished: their schema and (a bucket's)
+    /// objects as uploaded, so that the commit need not ask again.
+    finished: Mutex<BTreeMap<String, Finished>>,
 }
+
+/// A shard or group as its writer checked it: its schema and, in a
+/// bucket, its objects (relative to it) and their sizes. Objects up to
+/// [`crate::io::remote`]'s part size go up in one request whose length the
+/// server checks, larger ones are checked for their size once assembled,
+/// so this is what the bucket holds.
+pub(super) type Finished = (ShardSchema, Option<BTreeMap<String, u64>>);
 
 impl TableWrite {
     /// Starts a write to `dst`. With [`WriteMode::Create`] `dst` must not
@@ -94,6 +104,7 @@ impl TableWrite {
             mode,
             token: files::random_hex(6),
             existed,
+            finished: Mutex::default(),
         };
         write.check_target()?;
         Ok(write)
@@ -118,6 +129,7 @@ impl TableWrite {
             mode,
             token: token.to_owned(),
             existed,
+            finished: Mutex::default(),
         })
     }
 
@@ -222,10 +234,12 @@ impl TableWrite {
                 ))
             })?;
         let done = super::shard::shard_schema(dir).and_then(|schema| {
-            self.root.upload_shard(dir, &name)?;
+            let objects = self.root.upload_shard(dir, &name)?;
+            let rows = schema.rows;
+            self.finished().insert(name.clone(), (schema, objects));
             Ok(WrittenShard {
                 name: name.clone(),
-                rows: schema.rows,
+                rows,
             })
         });
         self.drop_local(dir, done.is_err());
@@ -233,6 +247,15 @@ impl TableWrite {
             let _ = self.root.remove_shards(&[name]);
         }
         done
+    }
+
+    fn finished(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Finished>> {
+        self.finished.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Shard `name` as this process finished it, if it did.
+    pub(super) fn written(&self, name: &str) -> Option<Finished> {
+        self.finished().get(name).cloned()
     }
 
     /// Removes the local directory of a remote shard (uploaded or failed),
@@ -344,9 +367,16 @@ impl TableWrite {
         }
         let mut schemas = Vec::with_capacity(names.len());
         for name in names {
-            schemas.push(self.root.shard_schema(name)?);
+            schemas.push(match self.written(name) {
+                Some((schema, _)) => schema,
+                None => self.root.shard_schema(name)?,
+            });
         }
         self.reconcile(names, &mut schemas)?;
+        let known: BTreeMap<String, BTreeMap<String, u64>> = names
+            .iter()
+            .filter_map(|n| Some((n.clone(), self.written(n)?.1?)))
+            .collect();
         let new: Vec<(String, ShardSchema)> = names.iter().cloned().zip(schemas).collect();
         let create = self.mode == WriteMode::Create;
         let manifest = publish(&self.root, "append", &mut |root, current| {
@@ -359,7 +389,7 @@ impl TableWrite {
                     ),
                 });
             }
-            next_manifest(root, current, &new)
+            next_manifest(root, current, &new, &known)
         })?;
         Ok(manifest.num_rows())
     }
@@ -396,6 +426,8 @@ impl TableWrite {
             for (name, schema) in names.iter().zip(schemas.iter_mut()) {
                 if schema.columns[c].1 != merged && merged.schema.item_shape().is_none() {
                     self.root.rewrite_ragged(name, column)?;
+                    // Its objects changed: the commit lists them.
+                    self.finished().remove(name);
                     schema.columns[c].1 = merged.clone();
                 }
             }

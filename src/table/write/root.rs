@@ -175,10 +175,17 @@ impl Root {
     }
 
     /// A new shard's objects (recorded in a remote table's manifest) and
-    /// the columns of `reference` it has validity streams for.
-    pub(super) fn shard_contents(&self, name: &str, reference: &ShardSchema) -> Result<Contents> {
+    /// the columns of `reference` it has validity streams for. `known`: its
+    /// objects as this process uploaded them (not listed again).
+    pub(super) fn shard_contents(
+        &self,
+        name: &str,
+        reference: &ShardSchema,
+        known: Option<&BTreeMap<String, u64>>,
+    ) -> Result<Contents> {
         match &self.kind {
             RootKind::Local(dir) => {
+                let _ = known;
                 let shard = dir.join(name);
                 let has = reference
                     .columns
@@ -189,7 +196,7 @@ impl Root {
                 Ok((None, has))
             }
             #[cfg(feature = "remote")]
-            RootKind::Bucket { .. } => bucket::shard_contents(self, name, reference),
+            RootKind::Bucket { .. } => bucket::shard_contents(self, name, reference, known),
         }
     }
 
@@ -210,15 +217,22 @@ impl Root {
     }
 
     /// Uploads the local shard `dir` as the shard `name` (nothing to do for
-    /// a local table, where it already is).
-    pub(super) fn upload_shard(&self, dir: &Path, name: &str) -> Result<()> {
+    /// a local table, where it already is); returns a bucket's objects
+    /// written and their sizes.
+    pub(super) fn upload_shard(
+        &self,
+        dir: &Path,
+        name: &str,
+    ) -> Result<Option<BTreeMap<String, u64>>> {
         match &self.kind {
             RootKind::Local(_) => {
                 let _ = (dir, name);
-                Ok(())
+                Ok(None)
             }
             #[cfg(feature = "remote")]
-            RootKind::Bucket { .. } => bucket::upload_dir(self, dir, name).map(|_| ()),
+            RootKind::Bucket { .. } => Ok(Some(
+                bucket::upload_dir(self, dir, name)?.into_iter().collect(),
+            )),
         }
     }
 

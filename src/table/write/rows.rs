@@ -187,8 +187,12 @@ pub fn compact(at: &Location, min_deleted: f64) -> Result<Option<Manifest>> {
             let gone = read_deleted(&fs, at.path(), old)?;
             let (shard, ()) =
                 write.write_shard(|dir| copy_live(&fs, at.path(), &base, old, &gone, dir))?;
-            let (objects, _) =
-                root.shard_contents(&shard.name, &root.shard_schema(&shard.name)?)?;
+            let (objects, _) = match write.written(&shard.name) {
+                Some((schema, known)) => {
+                    root.shard_contents(&shard.name, &schema, known.as_ref())?
+                }
+                None => root.shard_contents(&shard.name, &root.shard_schema(&shard.name)?, None)?,
+            };
             rewritten.push((
                 i,
                 ShardEntry {
