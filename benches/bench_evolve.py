@@ -9,7 +9,7 @@ ingested by loaderx (``ingest_sharded``, zstd) and written by Lance
   256-float32 column, locally; against writing that column alone as a new
   loaderx table (the target: within 1.2x), and Lance's ``add_columns``
   (from a reader of the same values). Bytes written are measured on disk.
-* ``add_s3``: the same int64 column added to a copy of the table's first
+* ``add_s3``: the same two columns added to a copy of the table's first
   100,000 rows on the S3 server (moto on 127.0.0.1, which keeps objects in
   memory), against writing the column alone there and Lance's
   ``add_columns`` on its own dataset written there.
@@ -169,56 +169,62 @@ def bench_add_s3(pa, lance, loaderx, table, root: Path, rounds: int, out: dict):
         # The server keeps objects in memory: at most S3_ROWS rows.
         table = table.slice(0, S3_ROWS)
         loaderx.ingest_sharded(table, str(base), workers=os.cpu_count() or 1).close()
-        col = new_column(pa, "int64", table.num_rows)
-        add, alone = [], []
-        for r in range(rounds):
-            target = f"s3://{s3.bucket}/evolve/add-{r}"
-            loaderx.copy_table(str(base), target, storage_options=opts)
-            keys_before = set(s3.keys(f"evolve/add-{r}/"))
-            with loaderx.open_table(target, readonly=False, storage_options=opts) as t:
-                add.append(timed(lambda t=t, col=col: t.add_columns({"new": col})))
-            added = set(s3.keys(f"evolve/add-{r}/")) - keys_before
-            assert all(
-                "/_g-" in k or "/_versions/" in k or k.endswith("manifest.json") for k in added
-            )
-            solo = f"s3://{s3.bucket}/evolve/alone-{r}"
-            alone.append(
-                timed(
-                    lambda solo=solo: loaderx.ingest_sharded(
-                        pa.table({"new": col}),
-                        solo,
-                        workers=os.cpu_count() or 1,
-                        storage_options=opts,
-                    ).close()
-                )
-            )
-        # Lance on the same server: its dataset written there, then the
-        # same column added (object_store's S3 options, plain HTTP).
-        peer = []
-        if lance is not None:
-            lopts = {
-                "aws_endpoint": opts["aws_endpoint"],
-                "aws_region": opts["aws_region"],
-                "aws_access_key_id": opts["aws_access_key_id"],
-                "aws_secret_access_key": opts["aws_secret_access_key"],
-                "allow_http": "true",
-            }
-            for r in range(rounds):
-                luri = f"s3://{s3.bucket}/evolve/lance-{r}"
-                lance.write_dataset(table, luri, storage_options=lopts)
-                ds = lance.dataset(luri, storage_options=lopts)
-                reader = pa.RecordBatchReader.from_batches(
-                    pa.schema([("new", col.type)]),
-                    pa.table({"new": col}).to_batches(max_chunksize=65536),
-                )
-                peer.append(timed(lambda ds=ds, reader=reader: ds.add_columns(reader)))
-        out["add_s3_int64"] = {
-            "rows": table.num_rows,
-            "loaderx_add_s": median(add),
-            "loaderx_alone_s": median(alone),
-            "add_over_alone": median(add) / median(alone),
-            "lance_add_s": median(peer) if peer else None,
+        lopts = {
+            "aws_endpoint": opts["aws_endpoint"],
+            "aws_region": opts["aws_region"],
+            "aws_access_key_id": opts["aws_access_key_id"],
+            "aws_secret_access_key": opts["aws_secret_access_key"],
+            "allow_http": "true",
         }
+        for kind in ("int64", "float"):
+            col = new_column(pa, kind, table.num_rows)
+            add, alone, written, peer = [], [], [], []
+            for r in range(rounds):
+                target = f"s3://{s3.bucket}/evolve/{kind}-add-{r}"
+                loaderx.copy_table(str(base), target, storage_options=opts)
+                before = dict(s3.sizes(f"evolve/{kind}-add-{r}/"))
+                with loaderx.open_table(target, readonly=False, storage_options=opts) as t:
+                    add.append(timed(lambda t=t, col=col: t.add_columns({"new": col})))
+                after = dict(s3.sizes(f"evolve/{kind}-add-{r}/"))
+                added = set(after) - set(before)
+                assert all(
+                    "/_g-" in k or "/_versions/" in k or k.endswith("manifest.json") for k in added
+                )
+                written.append(sum(after[k] for k in added if "/_g-" in k))
+                solo = f"s3://{s3.bucket}/evolve/{kind}-alone-{r}"
+                alone.append(
+                    timed(
+                        lambda solo=solo, col=col: loaderx.ingest_sharded(
+                            pa.table({"new": col}),
+                            solo,
+                            workers=os.cpu_count() or 1,
+                            storage_options=opts,
+                        ).close()
+                    )
+                )
+                s3.delete_prefix(f"evolve/{kind}-")
+            # Lance on the same server: its dataset written there, then the
+            # same column added (object_store's S3 options, plain HTTP).
+            if lance is not None:
+                for r in range(rounds):
+                    luri = f"s3://{s3.bucket}/evolve/lance-{kind}-{r}"
+                    lance.write_dataset(table, luri, storage_options=lopts)
+                    ds = lance.dataset(luri, storage_options=lopts)
+                    reader = pa.RecordBatchReader.from_batches(
+                        pa.schema([("new", col.type)]),
+                        pa.table({"new": col}).to_batches(max_chunksize=65536),
+                    )
+                    peer.append(timed(lambda ds=ds, reader=reader: ds.add_columns(reader)))
+                    s3.delete_prefix(f"evolve/lance-{kind}-")
+            out[f"add_s3_{kind}"] = {
+                "rows": table.num_rows,
+                "loaderx_add_s": median(add),
+                "loaderx_alone_s": median(alone),
+                "add_over_alone": median(add) / median(alone),
+                "loaderx_bytes_written": int(median(written)),
+                "lance_add_s": median(peer) if peer else None,
+                "lance_over_loaderx": median(peer) / median(add) if peer else None,
+            }
     finally:
         s3.server.stop()
 

@@ -100,16 +100,30 @@ class S3:
 
     def keys(self, prefix: str) -> list[str]:
         """Every key below ``prefix`` (boto3, outside loaderx)."""
+        return [k for k, _ in self.sizes(prefix)]
+
+    def sizes(self, prefix: str) -> list[tuple[str, int]]:
+        """Every key below ``prefix`` and its size, sorted (boto3)."""
         out, token = [], None
         while True:
             kw = {"Bucket": self.bucket, "Prefix": prefix}
             if token:
                 kw["ContinuationToken"] = token
             page = self.client().list_objects_v2(**kw)
-            out += [o["Key"] for o in page.get("Contents", [])]
+            out += [(o["Key"], o["Size"]) for o in page.get("Contents", [])]
             if not page.get("IsTruncated"):
                 return sorted(out)
             token = page["NextContinuationToken"]
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Deletes every object below ``prefix`` (boto3)."""
+        keys = self.keys(prefix)
+        client = self.client()
+        for i in range(0, len(keys), 1000):
+            client.delete_objects(
+                Bucket=self.bucket,
+                Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]]},
+            )
 
 
 def start_s3() -> S3:

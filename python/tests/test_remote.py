@@ -373,6 +373,47 @@ def test_a_stalled_server_raises_timeout_error(s3, remote_table):
         proxy.stop()
 
 
+def test_large_objects_copy_in_one_request_or_as_multipart_uploads(s3, tmp_path):
+    """An object up to 32 MiB goes up in one PUT (even one larger than a
+    16 MiB part), a larger one as a multipart upload; both land whole and
+    read back bit for bit, and copy back down the same."""
+    pa = pytest.importorskip("pyarrow")
+    rng = np.random.default_rng(3)
+    # Raw 4 KiB records: data.zr of 20 MiB (one PUT) and 40 MiB (multipart).
+    for name, rows in (("single", 5 * 1024), ("multi", 10 * 1024)):
+        values = rng.integers(0, 256, (rows, 4096), dtype=np.uint8)
+        src = tmp_path / name
+        loaderx.arrow.ingest(
+            pa.table({"x": pa.FixedShapeTensorArray.from_numpy_ndarray(values)}),
+            str(src),
+            codec="raw",
+        )
+        proxy = FaultProxy(s3.endpoint)
+        try:
+            loaderx.copy_table(
+                str(src), uri(s3, name), storage_options=s3.options(endpoint=proxy.url)
+            )
+            data = f"/{s3.bucket}/{s3.prefix}/{name}/x/data.zr"
+            puts = [
+                r for r in proxy.requests if r.method in ("PUT", "POST") and r.path.startswith(data)
+            ]
+        finally:
+            proxy.stop()
+        size = (src / "x" / "data.zr").stat().st_size
+        assert dict(s3.sizes(f"{s3.prefix}/{name}/"))[f"{s3.prefix}/{name}/x/data.zr"] == size
+        if name == "single":
+            assert size > 16 << 20 and len(puts) == 1
+        else:
+            # Create, three 16 MiB parts, complete.
+            assert size > 32 << 20 and len(puts) == 5, [(r.method, r.path) for r in puts]
+        with loaderx.open_table(uri(s3, name), storage_options=s3.options()) as t:
+            idx = rng.integers(0, rows, 64)
+            assert np.array_equal(t["x"][idx], values[idx])
+        back = tmp_path / f"{name}-back"
+        loaderx.copy_table(uri(s3, name), str(back), storage_options=s3.options())
+        assert (back / "x" / "data.zr").read_bytes() == (src / "x" / "data.zr").read_bytes()
+
+
 def test_sharded_tables_copy_with_their_objects_and_open_without_listing(s3, tmp_path):
     pa = pytest.importorskip("pyarrow")
     data = pa.table({"x": np.arange(1000, dtype=np.int64), "y": np.arange(1000) * 0.5})

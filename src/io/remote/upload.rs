@@ -20,8 +20,11 @@ use object_store::{
 
 use super::{fetch, runtime, Remote};
 
-/// Objects up to this size are written with one request; larger ones as a
-/// multipart upload of parts of this size.
+/// Objects up to this size are written with one request (at most
+/// [`OBJECTS_IN_FLIGHT`] of them in memory at once: 512 MiB, no more than
+/// the parts of multipart uploads in flight may hold).
+pub(crate) const SINGLE: u64 = 32 << 20;
+/// Larger objects go up as a multipart upload of parts of this size.
 pub(crate) const PART: u64 = 16 << 20;
 /// Objects transferred at once by [`transfer`].
 const OBJECTS_IN_FLIGHT: usize = 16;
@@ -259,10 +262,10 @@ async fn copy_one(
         Place::Remote(remote, key) => {
             let store = remote.store()?;
             let k = Key::from(key.as_str());
-            if t.size <= PART {
-                let bytes = match parts.first() {
-                    Some(r) => read_part(&t.from, src_store.as_ref(), r.clone()).await?,
-                    None => Bytes::new(),
+            if t.size <= SINGLE {
+                let bytes = match t.size {
+                    0 => Bytes::new(),
+                    n => read_part(&t.from, src_store.as_ref(), 0..n).await?,
                 };
                 fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
                 store
