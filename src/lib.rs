@@ -29,7 +29,8 @@
 //! What a Rust user needs, by task:
 //!
 //! - **open** a store ([`Store::open`], [`Store::open_readonly`],
-//!   [`Store::open_at`] for a [`Location`]) or a table
+//!   [`Store::open_at`] for a [`Location`]; [`Store::require_kind`] where
+//!   it must be dense or ragged) or a table
 //!   ([`table::Table::open`], [`table::Table::open_at`]);
 //! - **gather** records at any indices in one call ([`Records`]: dense into
 //!   one [`Buffer`], ragged into a [`RaggedBatch`]);

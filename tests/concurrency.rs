@@ -35,8 +35,14 @@ fn second_open_in_the_same_process_is_busy() {
 
     // the handle from create holds the lock
     assert_busy(Store::open(&dir), &dir);
-    assert_busy(Store::open_kind(&dir, Kind::Dense), &dir);
-    assert_busy(Store::open_kind(&dir, Kind::Ragged), &dir);
+    assert_busy(
+        Store::open(&dir).and_then(|s| s.require_kind(Kind::Dense)),
+        &dir,
+    );
+    assert_busy(
+        Store::open(&dir).and_then(|s| s.require_kind(Kind::Ragged)),
+        &dir,
+    );
     assert!(matches!(
         Store::create(&dir, Schema::ragged(DType::U8), Codec::Raw, None),
         Err(Error::AlreadyExists { .. })
@@ -64,13 +70,15 @@ fn second_open_in_the_same_process_is_busy() {
     assert_busy(Store::open(&dir), &dir);
     // so does drop
     drop(second);
-    let third = Store::open_kind(&dir, Kind::Dense).unwrap();
+    let third = Store::open(&dir)
+        .and_then(|s| s.require_kind(Kind::Dense))
+        .unwrap();
     assert_busy(Store::open(&dir), &dir);
     drop(third);
 
     // a failed open (wrong kind) does not keep the lock either
     assert!(matches!(
-        Store::open_kind(&dir, Kind::Ragged),
+        Store::open(&dir).and_then(|s| s.require_kind(Kind::Ragged)),
         Err(Error::WrongKind { .. })
     ));
     assert_eq!(Store::open(&dir).unwrap().len(), 11);
@@ -102,7 +110,10 @@ fn busy_child() {
     match mode.as_str() {
         "expect-busy" => {
             assert_busy(Store::open(&dir), &dir);
-            assert_busy(Store::open_kind(&dir, Kind::Dense), &dir);
+            assert_busy(
+                Store::open(&dir).and_then(|s| s.require_kind(Kind::Dense)),
+                &dir,
+            );
             println!("CHILD-BUSY-OK");
         }
         "expect-open" => {

@@ -874,7 +874,7 @@ fn open_missing_paths() {
     fs::write(empty.join(DATA), b"abc").unwrap();
     assert!(matches!(Store::open(&empty), Err(Error::NoStore { .. })));
     assert!(matches!(
-        Store::open_kind(&empty, Kind::Dense),
+        Store::open(&empty).and_then(|s| s.require_kind(Kind::Dense)),
         Err(Error::NoStore { .. })
     ));
     // a store whose meta.zr was removed
@@ -888,11 +888,11 @@ fn open_missing_paths() {
 }
 
 #[test]
-fn open_kind_wrong_kind() {
+fn require_kind_wrong_kind() {
     let tmp = tempfile::tempdir().unwrap();
     let dense = dense_store(&tmp.path().join("dense"), Codec::Zstd, 2);
     let ragged = ragged_store(&tmp.path().join("ragged"), Codec::Raw);
-    match Store::open_kind(&dense, Kind::Ragged) {
+    match Store::open(&dense).and_then(|s| s.require_kind(Kind::Ragged)) {
         Err(e @ Error::WrongKind { .. }) => {
             let msg = e.to_string();
             assert!(msg.contains("dense") && msg.contains("ragged"), "{msg}");
@@ -911,7 +911,7 @@ fn open_kind_wrong_kind() {
         }
         other => panic!("expected WrongKind, got {other:?}"),
     }
-    match Store::open_kind(&ragged, Kind::Dense) {
+    match Store::open(&ragged).and_then(|s| s.require_kind(Kind::Dense)) {
         Err(Error::WrongKind {
             expected, actual, ..
         }) => {
@@ -920,8 +920,20 @@ fn open_kind_wrong_kind() {
         other => panic!("expected WrongKind, got {other:?}"),
     }
     // the failed open released its lock
-    assert_eq!(Store::open_kind(&dense, Kind::Dense).unwrap().len(), 2);
-    assert_eq!(Store::open_kind(&ragged, Kind::Ragged).unwrap().len(), 6);
+    assert_eq!(
+        Store::open(&dense)
+            .and_then(|s| s.require_kind(Kind::Dense))
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(
+        Store::open(&ragged)
+            .and_then(|s| s.require_kind(Kind::Ragged))
+            .unwrap()
+            .len(),
+        6
+    );
 }
 
 #[test]

@@ -110,7 +110,9 @@ fn readers_share_the_store_and_exclude_writers() {
     make_store(&dir, 5);
 
     let a = Store::open_readonly(&dir).unwrap();
-    let b = Store::open_kind_readonly(&dir, Kind::Dense).unwrap();
+    let b = Store::open_readonly(&dir)
+        .and_then(|s| s.require_kind(Kind::Dense))
+        .unwrap();
     let c = Store::open_readonly(&dir).unwrap();
     assert!(a.is_readonly() && b.is_readonly());
     assert_eq!(ids(&a), [0, 1, 2, 3, 4]);
@@ -130,14 +132,17 @@ fn readers_share_the_store_and_exclude_writers() {
     let mut w = Store::open(&dir).unwrap();
     assert!(!w.is_readonly());
     assert_busy(Store::open_readonly(&dir), &dir);
-    assert_busy(Store::open_kind_readonly(&dir, Kind::Dense), &dir);
+    assert_busy(
+        Store::open_readonly(&dir).and_then(|s| s.require_kind(Kind::Dense)),
+        &dir,
+    );
     w.append_dense(&record(5)).unwrap();
     w.close().unwrap();
     let r = Store::open_readonly(&dir).unwrap();
     assert_eq!(ids(&r), [0, 1, 2, 3, 4, 5]);
 
     assert!(matches!(
-        Store::open_kind_readonly(&dir, Kind::Ragged),
+        Store::open_readonly(&dir).and_then(|s| s.require_kind(Kind::Ragged)),
         Err(Error::WrongKind { .. })
     ));
     assert!(matches!(

@@ -238,7 +238,9 @@ fn dense_case(tmp: &Path, codec: Codec, dtype: DType, shape: &[u64], n: usize) {
     check_dense(&store, &recs, &mut rng, &format!("{what} (before close)"));
     store.close().unwrap();
 
-    let store = Store::open_kind(&dir, Kind::Dense).unwrap();
+    let store = Store::open(&dir)
+        .and_then(|s| s.require_kind(Kind::Dense))
+        .unwrap();
     assert_eq!(store.schema(), &schema);
     assert_eq!(store.codec(), codec);
     assert_eq!(store.kind(), Kind::Dense);
@@ -265,7 +267,9 @@ fn ragged_case(tmp: &Path, codec: Codec, dtype: DType, n: usize) {
     check_ragged(&store, &recs, &mut rng, &format!("{what} (before close)"));
     store.close().unwrap();
 
-    let store = Store::open_kind(&dir, Kind::Ragged).unwrap();
+    let store = Store::open(&dir)
+        .and_then(|s| s.require_kind(Kind::Ragged))
+        .unwrap();
     assert_eq!(store.schema(), &Schema::ragged(dtype));
     assert_eq!(store.codec(), codec);
     check_ragged(&store, &recs, &mut rng, &what);

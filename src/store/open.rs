@@ -445,31 +445,23 @@ impl Store {
             && codec::frame_has_checksum(&head)
     }
 
-    /// Opens a store that must be of `kind`.
-    pub fn open_kind(dir: impl AsRef<Path>, kind: Kind) -> Result<Store> {
-        Store::open_kind_with(dir.as_ref(), kind, false)
-    }
-
-    /// [`Store::open_readonly`] of a store that must be of `kind`.
-    pub fn open_kind_readonly(dir: impl AsRef<Path>, kind: Kind) -> Result<Store> {
-        Store::open_kind_with(dir.as_ref(), kind, true)
-    }
-
-    fn open_kind_with(dir: &Path, kind: Kind, readonly: bool) -> Result<Store> {
-        Store::open_kind_at(&Fs::Local, dir, kind, readonly)
+    /// This store, if it is of `kind`; otherwise [`Error::WrongKind`]
+    /// naming both (and the handle is closed):
+    /// `Store::open(dir)?.require_kind(Kind::Dense)?`.
+    pub fn require_kind(self, kind: Kind) -> Result<Store> {
+        if self.kind() != kind {
+            return Err(Error::WrongKind {
+                path: self.dir.clone(),
+                expected: kind,
+                actual: self.kind(),
+            });
+        }
+        Ok(self)
     }
 
     /// [`Store::open_with`] of a store that must be of `kind`.
     pub(crate) fn open_kind_at(fs: &Fs, dir: &Path, kind: Kind, readonly: bool) -> Result<Store> {
-        let store = Store::open_with(fs, dir, readonly)?;
-        if store.kind() != kind {
-            return Err(Error::WrongKind {
-                path: dir.to_path_buf(),
-                expected: kind,
-                actual: store.kind(),
-            });
-        }
-        Ok(store)
+        Store::open_with(fs, dir, readonly)?.require_kind(kind)
     }
 }
 
@@ -662,7 +654,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("s");
         bytes_store(&dir, 1, Codec::Raw).close().unwrap();
-        match Store::open_kind(&dir, Kind::Ragged) {
+        match Store::open(&dir).and_then(|s| s.require_kind(Kind::Ragged)) {
             Err(Error::WrongKind {
                 expected, actual, ..
             }) => {

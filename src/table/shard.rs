@@ -319,7 +319,7 @@ pub fn shard_names(table: &Path, shards: &[PathBuf]) -> Result<Vec<String>> {
 pub(crate) fn ensure_validity(shard: &Path, column: &str, rows: u64) -> Result<()> {
     let v = validity_dir(shard, column);
     if files::is_store(&Fs::Local, &v) {
-        let store = Store::open_kind_readonly(&v, Kind::Dense)?;
+        let store = Store::open_readonly(&v).and_then(|s| s.require_kind(Kind::Dense))?;
         let (n, dtype) = (store.len(), store.schema().dtype);
         store.close()?;
         if n != rows || dtype != DType::Bool {

@@ -459,14 +459,20 @@ impl Store {
                         _ => Ok(store),
                     }
                 }
-                (None, Some(k), false) => loaderx::Store::open_kind(&path, k),
-                (None, Some(k), true) => loaderx::Store::open_kind_readonly(&path, k),
+                (None, Some(k), false) => {
+                    loaderx::Store::open(&path).and_then(|s| s.require_kind(k))
+                }
+                (None, Some(k), true) => {
+                    loaderx::Store::open_readonly(&path).and_then(|s| s.require_kind(k))
+                }
                 (None, None, false) => loaderx::Store::open(&path),
                 (None, None, true) => loaderx::Store::open_readonly(&path),
             })
             .py()?;
         let validity = match validity {
-            Some(v) => match py.detach(|| loaderx::Store::open_kind_readonly(&v, Kind::Dense)) {
+            Some(v) => match py.detach(|| {
+                loaderx::Store::open_readonly(&v).and_then(|s| s.require_kind(Kind::Dense))
+            }) {
                 Ok(v) => Some(Source::One(v)),
                 Err(e) => {
                     let _ = engine.close();
@@ -498,7 +504,7 @@ impl Store {
                 let stores = parts
                     .iter()
                     .map(|p| match kind {
-                        Some(k) => loaderx::Store::open_kind_readonly(p, k),
+                        Some(k) => loaderx::Store::open_readonly(p).and_then(|s| s.require_kind(k)),
                         None => loaderx::Store::open_readonly(p),
                     })
                     .collect::<Result<Vec<_>, Error>>()?;
@@ -510,7 +516,10 @@ impl Store {
                 let joined_validity = py.detach(|| {
                     let stores = parts
                         .iter()
-                        .map(|p| loaderx::Store::open_kind_readonly(p, Kind::Dense))
+                        .map(|p| {
+                            loaderx::Store::open_readonly(p)
+                                .and_then(|s| s.require_kind(Kind::Dense))
+                        })
                         .collect::<Result<Vec<_>, Error>>()?;
                     let mut name = path.clone().into_os_string();
                     name.push(".validity");
