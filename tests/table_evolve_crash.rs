@@ -253,4 +253,15 @@ fn every_evolution_killed_at_any_step_leaves_the_old_version_or_the_new() {
     std::fs::create_dir_all(&plain).unwrap();
     int64_store(&plain.join("x"), &[7, 8, 9]);
     sweep("make_versioned", &plain, tmp.path());
+    // A cleanup that removes a dropped column's store from a shard's own
+    // directory (here the table's: a plain table made versioned).
+    let dropped = tmp.path().join("dropped");
+    std::fs::create_dir_all(&dropped).unwrap();
+    int64_store(&dropped.join("x"), &[7, 8, 9]);
+    int64_store(&dropped.join("w"), &[1, 2, 3]);
+    table::make_versioned(&at(&dropped)).unwrap();
+    table::drop_columns(&at(&dropped), &["w".into()], None).unwrap();
+    sweep("cleanup", &dropped, tmp.path());
+    run_op("cleanup", &dropped);
+    assert!(!dropped.join("w").exists() && dropped.join("x").exists());
 }

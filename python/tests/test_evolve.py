@@ -319,9 +319,10 @@ def test_every_version_reads_as_the_model_says(tmp_path_factory, history):
             assert v.version == version
             for c, values in want.items():
                 assert column(v, c).tolist() == values, (name, c)
-    # Nothing lingers that no version left names: the column groups and
-    # deletion files on disk are exactly the ones the version files list.
-    listed_groups, listed_deletions = set(), set()
+    # Nothing lingers that no version left names: the column groups,
+    # deletion files and the column stores in shards' own directories on
+    # disk are exactly the ones the version files list.
+    listed_groups, listed_deletions, listed_own = set(), set(), set()
     versions_dir = os.path.join(path, "_versions")
     for name in os.listdir(versions_dir):
         with open(os.path.join(versions_dir, name)) as f:
@@ -331,6 +332,16 @@ def test_every_version_reads_as_the_model_says(tmp_path_factory, history):
             listed_groups |= {base + g["dir"] for g in shard.get("groups", [])}
             if shard.get("deleted"):
                 listed_deletions.add(base + shard["deleted"]["file"])
+            grouped = {c for g in shard.get("groups", []) for c in g["columns"]}
+            listed_own |= {base + c for c in manifest["columns"] if c not in grouped}
+    own = {
+        f"{shard}/{x}"
+        for shard in os.listdir(path)
+        if shard.startswith("shard-")
+        for x in os.listdir(os.path.join(path, shard))
+        if os.path.isfile(os.path.join(path, shard, x, "meta.zr"))
+    }
+    assert own == listed_own
     groups, deletions = set(), set()
     for d, dirs, names in os.walk(path):
         rel = os.path.relpath(d, path)
@@ -584,3 +595,53 @@ def test_cleanup_removes_the_groups_and_deletion_files_only_removed_versions_nam
         ]  # ids are dense
     groups = {g.split("/")[-3] for g in after if "/_g-" in g}
     assert len(groups) == 1  # b's group only
+
+
+def test_cleanup_frees_a_dropped_columns_stores_once_no_kept_version_has_it(table, request):
+    """A column written with the shards (its stores in each shard's own
+    directory): dropping it keeps its bytes while a kept version reads it;
+    once none does, cleanup removes its stores and nothing else."""
+    path, kw = table
+    with loaderx.open_table(path, readonly=False, **kw) as t:
+        t.drop_columns("img")
+        t.tag("with-img", 1)
+        t.cleanup(older_than=datetime.timedelta(0))
+        kept = set(listing(path, kw, request))
+        assert any(f.split("/")[-2] == "img" for f in kept if "/" in f)
+        with loaderx.open_table(path, version="with-img", **kw) as old:
+            assert column(old, "img").shape == (8, 2, 3)
+        t.untag("with-img")
+        freed = t.cleanup(older_than=datetime.timedelta(0))
+        after = set(listing(path, kw, request))
+        want = column(t, "caption")
+    gone = kept - after
+    # The stores of img, version 1 and the tag (removed by untag).
+    assert all(f.split("/")[-2] == "img" or f.split("/")[0] in ("_versions", "_tags") for f in gone)
+    assert sum(f.endswith("img/data.zr") for f in gone) == 2  # both shards
+    assert not any(f.split("/")[-2] == "img" for f in after if "/" in f)
+    assert freed >= sum(1 for f in gone if f.endswith("data.zr"))
+    with loaderx.open_table(path, **kw) as t:
+        assert sorted(t) == ["caption", "id"]
+        assert column(t, "caption") == want
+        assert column(t, "id").tolist() == list(range(8))
+    if kw:
+        # The bucket table still copies whole: its version lists no
+        # object that is gone.
+        local = request.getfixturevalue("tmp_path") / "copy"
+        loaderx.copy_table(path, str(local), **kw)
+        with loaderx.open_table(str(local)) as t:
+            assert column(t, "id").tolist() == list(range(8))
+
+
+def test_cleanup_frees_a_dropped_column_of_a_plain_table_made_versioned(tmp_path):
+    path = str(tmp_path / "plain")
+    for s in loaderx.arrow.ingest(rows(0, 6), path).values():
+        s.close()
+    with loaderx.open_table(path, readonly=False) as t:
+        t.drop_columns(["img"])
+        assert os.path.isdir(os.path.join(path, "img"))
+        t.cleanup(older_than=datetime.timedelta(0))
+        assert not os.path.exists(os.path.join(path, "img"))
+        assert sorted(t) == ["caption", "id"]
+    with loaderx.open_table(path) as t:
+        assert column(t, "id").tolist() == list(range(6))

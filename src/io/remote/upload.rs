@@ -307,21 +307,15 @@ async fn copy_one(
                 // A multipart object is checked for its size once assembled (a
                 // single request's length is the server's to check).
                 let head = store
-                    .get_opts(
-                        &k,
-                        GetOptions {
-                            head: true,
-                            ..Default::default()
-                        },
-                    )
+                    .head(&k)
                     .await
                     .map_err(|e| remote.error(key, "checking", e))?;
                 fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
-                if head.meta.size != t.size {
+                if head.size != t.size {
                     return Err(io::Error::other(format!(
                         "{}: the store holds {} bytes after the upload, expected {}",
                         remote.path_of(key).display(),
-                        head.meta.size,
+                        head.size,
                         t.size
                     )));
                 }

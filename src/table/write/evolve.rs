@@ -18,6 +18,7 @@ use crate::table::manifest::{shard_dir, ColumnGroup, Manifest, ShardEntry, SELF_
 use crate::table::repr::{py_list, py_str};
 use crate::table::shard::{check_shard_agrees, shard_schema_in, ShardSchema};
 use crate::table::types::validity_dir;
+use crate::table::types::VALIDITY_DIR;
 use crate::table::versions::{self, VersionRef};
 use crate::{Error, Location, Result};
 
@@ -159,14 +160,31 @@ pub fn drop_columns(at: &Location, names: &[String], version: Option<u64>) -> Re
                 .filter(|c| keep(c))
                 .cloned()
                 .collect(),
-            // A column group left with no column is no longer listed, so
-            // that a cleanup can remove it once older versions go.
+            // A column group left with no column is no longer listed, nor
+            // are a bucket shard's objects of what the version no longer
+            // reads (a dropped column's store in the shard's own directory,
+            // an unlisted group), so that a cleanup can remove them once
+            // older versions go.
             shards: current
                 .shards
                 .iter()
                 .map(|s| {
+                    let mut gone: Vec<String> = names
+                        .iter()
+                        .filter(|c| s.column_home(c).is_empty())
+                        .flat_map(|c| [format!("{c}/"), format!("{VALIDITY_DIR}/{c}/")])
+                        .collect();
+                    gone.extend(
+                        s.groups
+                            .iter()
+                            .filter(|g| !g.columns.iter().any(keep))
+                            .map(|g| format!("{}/", g.dir)),
+                    );
                     let mut s = s.clone();
                     s.groups.retain(|g| g.columns.iter().any(keep));
+                    if let Some(objects) = s.objects.as_mut() {
+                        objects.retain(|k, _| !gone.iter().any(|p| k.starts_with(p.as_str())));
+                    }
                     s
                 })
                 .collect(),

@@ -14,6 +14,7 @@ use crate::io::Fs;
 use crate::table::files;
 use crate::table::manifest::{MANIFEST_LOCK, SELF_SHARD};
 use crate::table::repr::{py_list, py_str};
+use crate::table::types::VALIDITY_DIR;
 use crate::table::versions::{
     self, is_tag_name, parse_tag, tag_json, tag_rel, version_rel, view_rel, Resolved, VersionRef,
     View, CLEANUP_FILE, TAGS_DIR, VERSIONS_DIR, VIEWS_DIR,
@@ -230,12 +231,39 @@ pub fn list_versions(at: &Location) -> Result<Vec<crate::table::Manifest>> {
 struct Doomed {
     files: Vec<String>,
     shards: Vec<String>,
+    /// `[shard, column]`: a column's store (and validity stream) in a
+    /// shard's own directory (`"."`: the table's own).
+    columns: Vec<(String, String)>,
+}
+
+/// Whether a cleanup may remove column `column`'s store from shard
+/// `shard`'s own directory: a name that can only be a column's (never a
+/// group, a deletion file, a table file, the versions).
+fn removable_column(shard: &str, column: &str) -> bool {
+    (shard == SELF_SHARD || (crate::table::is_shard_name(shard) && !shard.starts_with('_')))
+        && !column.is_empty()
+        && !column.starts_with('_')
+        && !column.starts_with('.')
+        && !column.contains('/')
+        && !column.contains('\0')
+        && !column.ends_with(".json")
+}
+
+/// A path below the table: `name` in shard `shard`'s directory.
+fn in_shard_dir(shard: &str, name: &str) -> String {
+    if shard == SELF_SHARD {
+        name.to_owned()
+    } else {
+        format!("{shard}/{name}")
+    }
 }
 
 impl Doomed {
     fn to_json(&self) -> Vec<u8> {
-        let mut out = serde_json::to_vec(&json!({"files": self.files, "shards": self.shards}))
-            .expect("a list of strings serialises");
+        let mut out = serde_json::to_vec(
+            &json!({"files": self.files, "shards": self.shards, "columns": self.columns}),
+        )
+        .expect("a list of strings serialises");
         out.push(b'\n');
         out
     }
@@ -253,9 +281,29 @@ impl Doomed {
                 })
                 .ok_or_else(|| Error::corrupted(file, format!("'{k}' must be a list of paths")))
         };
+        let columns = match doc.get("columns") {
+            // Written by a cleanup that removed no columns' stores.
+            None => Vec::new(),
+            Some(v) => v
+                .as_array()
+                .and_then(|a| {
+                    a.iter()
+                        .map(|p| match p.as_array().map(Vec::as_slice) {
+                            Some([Value::String(s), Value::String(c)]) => {
+                                Some((s.clone(), c.clone()))
+                            }
+                            _ => None,
+                        })
+                        .collect::<Option<Vec<_>>>()
+                })
+                .ok_or_else(|| {
+                    Error::corrupted(file, "'columns' must be a list of [shard, column] pairs")
+                })?,
+        };
         let doomed = Doomed {
             files: list("files")?,
             shards: list("shards")?,
+            columns,
         };
         // Only what a cleanup removes: version files, deletion files, shard
         // names and column groups.
@@ -275,11 +323,11 @@ impl Doomed {
                 || in_shard(f, &deletion)
         }) && doomed.shards.iter().all(|s| {
             (crate::table::is_shard_name(s) && !s.starts_with('_')) || in_shard(s, &group)
-        });
+        }) && doomed.columns.iter().all(|(s, c)| removable_column(s, c));
         if !plain {
             return Err(Error::corrupted(
                 file,
-                "it may only list version files, deletion files, shard names and column groups",
+                "it may only list version files, deletion files, shard names, column groups and columns of shards",
             ));
         }
         Ok(doomed)
@@ -288,8 +336,10 @@ impl Doomed {
 
 /// Removes the versions of the sharded table at `at` committed more than
 /// `older_than_ms` milliseconds ago, except the last `keep_last` (at least
-/// 1: the latest is always kept) and tagged ones, and then every shard
-/// that only removed versions named. Returns the bytes freed.
+/// 1: the latest is always kept) and tagged ones, and then every shard,
+/// column group and deletion file that only removed versions named, and
+/// the stores of columns dropped from a shard's own directory that no kept
+/// version reads or lists. Returns the bytes freed.
 ///
 /// Version files go first, then the shards: a cleanup killed midway
 /// leaves no version naming a missing shard, and its list of what it
@@ -358,13 +408,7 @@ pub fn cleanup(at: &Location, older_than_ms: u64, keep_last: u64) -> Result<u64>
     }
     // In the shards that stay: the column groups and deletion files that
     // only removed versions list.
-    let rel = |shard: &str, name: &str| {
-        if shard == SELF_SHARD {
-            name.to_owned()
-        } else {
-            format!("{shard}/{name}")
-        }
-    };
+    let rel = in_shard_dir;
     let listed = |rs: &[Resolved]| -> (BTreeSet<String>, BTreeSet<String>) {
         let mut groups = BTreeSet::new();
         let mut deletions = BTreeSet::new();
@@ -385,6 +429,48 @@ pub fn cleanup(at: &Location, older_than_ms: u64, keep_last: u64) -> Result<u64>
     let deletions = old_deletions
         .into_iter()
         .filter(|d| !kept_deletions.contains(d) && !in_doomed_shard(d));
+    // In the shards that stay: the stores of columns dropped from a
+    // shard's own directory that no kept version reads or lists.
+    let at_home = |rs: &[Resolved]| -> BTreeSet<(String, String)> {
+        let mut out = BTreeSet::new();
+        for r in rs {
+            for s in &r.manifest.shards {
+                for c in &r.manifest.columns {
+                    if s.column_home(c).is_empty() {
+                        out.insert((s.name.clone(), c.clone()));
+                    }
+                }
+            }
+        }
+        out
+    };
+    let mut needed_columns = at_home(&kept);
+    for r in &kept {
+        for s in &r.manifest.shards {
+            // What a version's objects name stays too, whatever it reads.
+            for k in s.objects.iter().flat_map(|o| o.keys()) {
+                let k = k.strip_prefix(&format!("{VALIDITY_DIR}/")).unwrap_or(k);
+                if let Some((c, _)) = k.split_once('/') {
+                    needed_columns.insert((s.name.clone(), c.to_owned()));
+                }
+            }
+        }
+    }
+    let shard_names: BTreeSet<&str> = kept
+        .iter()
+        .chain(&removed)
+        .flat_map(|r| r.manifest.shards.iter().map(|s| s.name.as_str()))
+        .collect();
+    let columns: Vec<(String, String)> = at_home(&removed)
+        .into_iter()
+        .filter(|(s, c)| {
+            // The table's own directory also holds the other shards.
+            let a_shard = s == SELF_SHARD && shard_names.contains(c.as_str());
+            // Needed, or gone with its whole shard.
+            let skip = needed_columns.contains(&(s.clone(), c.clone())) || shards.contains(s);
+            !skip && !a_shard && removable_column(s, c)
+        })
+        .collect();
     let doomed = Doomed {
         files: removed
             .iter()
@@ -392,8 +478,9 @@ pub fn cleanup(at: &Location, older_than_ms: u64, keep_last: u64) -> Result<u64>
             .chain(deletions)
             .collect(),
         shards: shards.iter().cloned().chain(groups).collect(),
+        columns,
     };
-    if doomed.files.is_empty() && doomed.shards.is_empty() {
+    if doomed.files.is_empty() && doomed.shards.is_empty() && doomed.columns.is_empty() {
         return Ok(freed);
     }
     write_pending(&root, &doomed.to_json())?;
@@ -408,6 +495,11 @@ fn remove(root: &Root, doomed: &Doomed) -> Result<u64> {
     remove_files(root, &doomed.files)?;
     for shard in &doomed.shards {
         freed += remove_shard(root, shard)?;
+    }
+    for (shard, column) in &doomed.columns {
+        freed += remove_shard(root, &in_shard_dir(shard, column))?;
+        let validity = format!("{VALIDITY_DIR}/{column}");
+        freed += remove_shard(root, &in_shard_dir(shard, &validity))?;
     }
     remove_files(root, &[CLEANUP_FILE.to_owned()])?;
     Ok(freed)
