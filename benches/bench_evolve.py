@@ -10,9 +10,11 @@ ingested by loaderx (``ingest_sharded``, zstd) and written by Lance
   loaderx table (the target: within 1.2x), and Lance's ``add_columns``
   (from a reader of the same values). Bytes written are measured on disk.
 * ``add_s3``: the same two columns added to a copy of the table's first
-  100,000 rows on the S3 server (moto on 127.0.0.1, which keeps objects in
-  memory), against writing the column alone there and Lance's
-  ``add_columns`` on its own dataset written there.
+  100,000 rows on an S3-compatible server on 127.0.0.1 (``--s3 moto``:
+  moto, in Python and in this process, keeping objects in memory; ``--s3
+  s3s``: s3s-fs, in Rust, keeping them as files, reached without the
+  latency proxy of ``benches/_s3.py``), against writing the column alone
+  there and Lance's ``add_columns`` on its own dataset written there.
 * ``delete``: ``Table.delete`` of 1 % of the rows by a predicate on the id
   column, against a scan of that column (``loaderx.sql`` of the predicate)
   and Lance's ``delete``; then random batch gathers of the image column
@@ -159,10 +161,71 @@ def bench_add(pa, lance, loaderx, table, root: Path, rounds: int, out: dict):
         }
 
 
-def bench_add_s3(pa, lance, loaderx, table, root: Path, rounds: int, out: dict):
-    from remote_servers import start_s3
+class _S3s:
+    """s3s-fs (an S3-compatible server in Rust, objects as files in a
+    directory) reached directly, without the latency proxy: what
+    ``bench_add_s3`` needs of a server."""
 
-    s3 = start_s3()
+    def __init__(self):
+        sys.path.insert(0, str(HERE))
+        import _s3
+
+        self.servers = _s3.start()
+        self.bucket = self.servers.bucket
+        self.dir = Path(self.servers.root) / self.bucket
+        self.key, self.secret, self.region = _s3.KEY, _s3.SECRET, _s3.REGION
+
+    def options(self) -> dict[str, str]:
+        return {
+            "aws_endpoint": self.servers.direct,
+            "aws_region": self.region,
+            "aws_access_key_id": self.key,
+            "aws_secret_access_key": self.secret,
+            "aws_allow_http": "true",
+        }
+
+    def sizes(self, prefix: str) -> list[tuple[str, int]]:
+        out = []
+        for d, _, names in os.walk(self.dir / prefix):
+            for n in names:
+                p = Path(d) / n
+                out.append((str(p.relative_to(self.dir)), p.stat().st_size))
+        return sorted(out)
+
+    def delete_prefix(self, prefix: str) -> None:
+        parent, _, start = prefix.rpartition("/")
+        for p in (self.dir / parent).glob(start + "*"):
+            if p.is_dir():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+
+    def stop(self) -> None:
+        self.servers.stop()
+
+
+class _Moto:
+    def __init__(self):
+        from remote_servers import start_s3
+
+        self.s3 = start_s3()
+        self.bucket = self.s3.bucket
+
+    def options(self) -> dict[str, str]:
+        return self.s3.options()
+
+    def sizes(self, prefix: str) -> list[tuple[str, int]]:
+        return self.s3.sizes(prefix)
+
+    def delete_prefix(self, prefix: str) -> None:
+        self.s3.delete_prefix(prefix)
+
+    def stop(self) -> None:
+        self.s3.server.stop()
+
+
+def bench_add_s3(pa, lance, loaderx, table, root: Path, rounds: int, out: dict, server="moto"):
+    s3 = _S3s() if server == "s3s" else _Moto()
     try:
         opts = s3.options()
         base = root / "base-s3"
@@ -217,6 +280,7 @@ def bench_add_s3(pa, lance, loaderx, table, root: Path, rounds: int, out: dict):
                     peer.append(timed(lambda ds=ds, reader=reader: ds.add_columns(reader)))
                     s3.delete_prefix(f"evolve/lance-{kind}-")
             out[f"add_s3_{kind}"] = {
+                "server": server,
                 "rows": table.num_rows,
                 "loaderx_add_s": median(add),
                 "loaderx_alone_s": median(alone),
@@ -226,7 +290,7 @@ def bench_add_s3(pa, lance, loaderx, table, root: Path, rounds: int, out: dict):
                 "lance_over_loaderx": median(peer) / median(add) if peer else None,
             }
     finally:
-        s3.server.stop()
+        s3.stop()
 
 
 def gathers(read, n: int, batches: int, seed: int) -> float:
@@ -353,6 +417,12 @@ def main(argv=None) -> int:
     p.add_argument("--only", default=",".join(WORKLOADS))
     p.add_argument("--out", type=Path)
     p.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
+    p.add_argument(
+        "--s3",
+        choices=("moto", "s3s"),
+        default="moto",
+        help="add_s3's server: moto (Python, in process) or s3s-fs (Rust, benches/_s3.py)",
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.rows, args.rounds = 20_000, 1
@@ -376,7 +446,7 @@ def main(argv=None) -> int:
         if "add" in only:
             bench_add(pa, lance, loaderx, table, root, args.rounds, out)
         if "add_s3" in only:
-            bench_add_s3(pa, lance, loaderx, table, root, args.rounds, out)
+            bench_add_s3(pa, lance, loaderx, table, root, args.rounds, out, args.s3)
         if "delete" in only:
             bench_delete(pa, lance, loaderx, table, root, args.rounds, out)
         if "versions" in only:

@@ -144,6 +144,9 @@ def add_columns(table, columns, read_columns, codec: str, workers: int | None) -
             source = as_table(columns, table.num_rows, "columns")
             parts = enumerate(_cut(source, [live for _, _, live in shards]))
             pool = workers or (os.cpu_count() or 1)
+            if workers is None and table.remote:
+                # Uploads wait on the network: every shard's at once (up to 8).
+                pool = max(pool, min(len(shards), 8))
         schema = None
         deferred = []
         # Each shard is written as soon as its part is made; a shard without

@@ -423,7 +423,8 @@ class Table(Mapping, Closing):
         of its own; nothing an earlier version names is rewritten or
         re-uploaded. Text, binary and nullable columns map as in
         :func:`loaderx.arrow.ingest`. ``workers`` threads write the shards'
-        groups (default: the CPU count for data, 1 for a function). A name
+        groups (default: the CPU count for data, or in a bucket up to one
+        per shard, at most 8; 1 for a function). A name
         the table has already, or a wrong row count, is a ValueError naming
         the column; a concurrent commit that changed the shards raises
         :class:`loaderx.CommitConflict`. Needs ``readonly=False``."""
