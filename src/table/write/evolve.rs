@@ -310,11 +310,12 @@ impl ColumnsWrite {
                 )
             }
         };
-        self.finished
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(i, (schema, objects));
+        self.finished().insert(i, (schema, objects));
         Ok(())
+    }
+
+    fn finished(&self) -> std::sync::MutexGuard<'_, BTreeMap<usize, Finished>> {
+        self.finished.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn check_group(&self, shard: &ShardEntry, schema: &ShardSchema) -> Result<()> {
@@ -341,17 +342,11 @@ impl ColumnsWrite {
     }
 
     /// Shard `i`'s group as committed: its schema and (remote) objects.
-    /// A group this process finished is taken as it checked it (its
-    /// objects were uploaded by one request each, whose length the server
-    /// checks); another process's is read from the bucket: its listing and
-    /// each `meta.zr`.
+    /// A group this process finished is taken as it checked and uploaded
+    /// it ([`Finished`]); another process's is read from the bucket: its
+    /// listing and each `meta.zr`.
     fn read_group(&self, root: &Root, i: usize) -> Result<Finished> {
-        if let Some(done) = self
-            .finished
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&i)
-        {
+        if let Some(done) = self.finished().get(&i) {
             return Ok(done.clone());
         }
         let shard = &self.base.shards[i];

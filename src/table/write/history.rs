@@ -408,14 +408,13 @@ pub fn cleanup(at: &Location, older_than_ms: u64, keep_last: u64) -> Result<u64>
     }
     // In the shards that stay: the column groups and deletion files that
     // only removed versions list.
-    let rel = in_shard_dir;
     let listed = |rs: &[Resolved]| -> (BTreeSet<String>, BTreeSet<String>) {
         let mut groups = BTreeSet::new();
         let mut deletions = BTreeSet::new();
         for r in rs {
             for s in &r.manifest.shards {
-                groups.extend(s.groups.iter().map(|g| rel(&s.name, &g.dir)));
-                deletions.extend(s.deleted.iter().map(|d| rel(&s.name, &d.file)));
+                groups.extend(s.groups.iter().map(|g| in_shard_dir(&s.name, &g.dir)));
+                deletions.extend(s.deleted.iter().map(|d| in_shard_dir(&s.name, &d.file)));
             }
         }
         (groups, deletions)

@@ -85,10 +85,10 @@ pub struct TableWrite {
 }
 
 /// A shard or group as its writer checked it: its schema and, in a
-/// bucket, its objects (relative to it) and their sizes. Objects up to
-/// [`crate::io::remote`]'s part size go up in one request whose length the
-/// server checks, larger ones are checked for their size once assembled,
-/// so this is what the bucket holds.
+/// bucket, its objects (relative to it) and their sizes. An object up to
+/// 32 MiB goes up in one request whose length the server checks, a larger
+/// one is checked for its size once assembled, so this is what the bucket
+/// holds.
 pub(super) type Finished = (ShardSchema, Option<BTreeMap<String, u64>>);
 
 impl TableWrite {
