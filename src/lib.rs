@@ -53,6 +53,7 @@ compile_error!("loaderx stores are little-endian; big-endian hosts are not suppo
 #[cfg(feature = "arrow")]
 pub mod arrow;
 mod codec;
+pub mod columnar;
 pub mod error;
 pub mod executor;
 mod format;

@@ -309,11 +309,14 @@ impl Location {
                 for k in r.known_keys(&prefix) {
                     let name = k.rsplit('/').next().unwrap_or("");
                     if matches!(name, "meta.zr" | "dict.zr" | "table.json") {
-                        wanted.push(k);
+                        wanted.push((k, None));
+                    } else if name == crate::columnar::COLUMN_FILE {
+                        // A column file's footer, not its chunks.
+                        wanted.push((k, Some(crate::columnar::OPEN_TAIL_BYTES)));
                     }
                 }
             }
-            setup(at, r.prefetch(&wanted))?;
+            setup(at, r.prefetch_parts(&wanted))?;
         }
         Ok(())
     }

@@ -78,6 +78,7 @@ fn write_shard(dir: &Path, lo: u64, hi: u64, codec: Codec, nulls: bool) {
         ColumnType {
             logical: Logical::Utf8,
             nullable: false,
+            ..Default::default()
         },
     )];
     if nulls {
@@ -96,6 +97,7 @@ fn write_shard(dir: &Path, lo: u64, hi: u64, codec: Codec, nulls: bool) {
             ColumnType {
                 logical: Logical::Tensor,
                 nullable: true,
+                ..Default::default()
             },
         ));
     }
@@ -255,7 +257,7 @@ fn plain_tables_open_through_the_same_call() {
     assert!(missing.to_string().contains("does not exist"));
     std::fs::create_dir(tmp.path().join("empty")).unwrap();
     let empty = Table::open(tmp.path().join("empty"), true).unwrap_err();
-    assert!(empty.to_string().contains("holds no stores"), "{empty}");
+    assert!(empty.to_string().contains("holds no columns"), "{empty}");
 }
 
 #[test]
@@ -346,7 +348,15 @@ fn broken_manifests_fail_to_open_naming_the_rule() {
     let cases: Vec<(Vec<u8>, String)> = vec![
         (b"{not json".to_vec(), "not valid JSON".into()),
         (with("format", "other".into()), "'format'".into()),
-        (with("version", 2.into()), "version must be 1, got 2".into()),
+        (
+            with("version", 3.into()),
+            "version must be 1 or 2 (this release reads those), got 3".into(),
+        ),
+        (
+            // Columnar layouts need a version 2 manifest.
+            with("layouts", serde_json::json!({"id": "columnar"})),
+            "'layouts' must map column names to 'columnar'".into(),
+        ),
         (with("columns", "id".into()), "'columns' must be a list".into()),
         (
             with("columns", serde_json::json!(["id", "id"])),

@@ -123,7 +123,9 @@ def _empty(pa, schema):
     return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
 
 
-def add_columns(table, columns, read_columns, codec: str, workers: int | None) -> int:
+def add_columns(
+    table, columns, read_columns, codec: str, workers: int | None, layout=None
+) -> int:
     """Writes the new columns of every shard of the sharded ``table`` (a
     :class:`loaderx.Table` at its latest version) and commits them as one
     version; returns it."""
@@ -159,14 +161,14 @@ def add_columns(table, columns, read_columns, codec: str, workers: int | None) -
                     continue
                 schema = run[0].schema
                 if pool == 1:
-                    write_group(write, shards, i, run, codec)
+                    write_group(write, shards, i, run, codec, layout)
                 else:
-                    futures.append(ex.submit(write_group, write, shards, i, run, codec))
+                    futures.append(ex.submit(write_group, write, shards, i, run, codec, layout))
             for f in futures:
                 f.result()
         if schema is None and hasattr(columns, "schema"):
             schema = columns.schema
-        write_empty(write, shards, deferred, schema, codec)
+        write_empty(write, shards, deferred, schema, codec, layout)
         return write.commit()
     except BaseException:
         write.discard()
@@ -178,16 +180,16 @@ def live_starts(shards) -> list[int]:
     return [0, *np.cumsum([live for _, _, live in shards]).tolist()]
 
 
-def write_group(write, shards, i: int, run, codec: str) -> None:
+def write_group(write, shards, i: int, run, codec: str, layout=None) -> None:
     """Writes the batches ``run`` (the new values of shard ``i``'s live
     rows) as the shard's new column group: one native call."""
     rows, live = shards[i][1], shards[i][2]
     if rows != live:
         run = _with_deleted_rows(run, write.deleted(i), rows)
-    write.write_group(i, run, codec)
+    write.write_group(i, run, codec, layout)
 
 
-def write_empty(write, shards, empty: list[int], schema, codec: str) -> None:
+def write_empty(write, shards, empty: list[int], schema, codec: str, layout=None) -> None:
     """Writes the groups of the shards ``empty`` (without live rows) with
     the new columns' ``schema``."""
     if not empty:
@@ -198,7 +200,7 @@ def write_empty(write, shards, empty: list[int], schema, codec: str) -> None:
         )
     pa = require_pyarrow()
     for i in empty:
-        write_group(write, shards, i, [_empty(pa, schema)], codec)
+        write_group(write, shards, i, [_empty(pa, schema)], codec, layout)
 
 
 def _with_deleted_rows(run, deleted: np.ndarray, rows: int):

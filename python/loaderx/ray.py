@@ -451,11 +451,19 @@ def _sink_class():
         the one :func:`loaderx.arrow.ingest` uses. Other types (structs,
         nested lists, timestamps, ...) raise TypeError naming the column
         and its Arrow type, as do dtypes or logical types that differ
-        between blocks.
+        between blocks. ``layout`` says how columns are stored, as for
+        :func:`loaderx.ingest_sharded` (numbers, booleans and text are
+        columnar by default).
         """
 
         def __init__(
-            self, path, codec: str = "zstd", *, storage_options=None, mode: str = "create"
+            self,
+            path,
+            codec: str = "zstd",
+            *,
+            storage_options=None,
+            mode: str = "create",
+            layout=None,
         ):
             from ._streams import check_codec
 
@@ -468,7 +476,7 @@ def _sink_class():
             # The core's write: it names, checks, uploads, commits and
             # cleans up this write's shards (FileExistsError here unless
             # the target is new or empty, for a new table).
-            self._write = _native.TableWrite(path, options, mode == "create")
+            self._write = _native.TableWrite(path, options, mode == "create", layout)
             self._rows = None
 
         @property
@@ -524,6 +532,7 @@ def write_table(
     codec: str = "zstd",
     storage_options: dict[str, str] | None = None,
     mode: str = "create",
+    layout=None,
 ) -> str:
     """Writes the ``ray.data.Dataset`` ``dataset`` as a new sharded table at
     ``path`` (``mode="append"``: appends it to the sharded table there, as
@@ -552,7 +561,9 @@ def write_table(
     ray = _require_ray()
     if not isinstance(dataset, ray.data.Dataset):
         raise TypeError(f"dataset must be a ray.data.Dataset, got {type(dataset).__name__}")
-    sink = _sink_class()(path, codec=codec, storage_options=storage_options, mode=mode)
+    sink = _sink_class()(
+        path, codec=codec, storage_options=storage_options, mode=mode, layout=layout
+    )
     options = dataset.context.execution_options
     saved = options.preserve_order
     options.preserve_order = True
@@ -572,6 +583,7 @@ def add_columns(
     codec: str = "zstd",
     num_cpus: float = 1,
     num_gpus: float = 0,
+    layout=None,
 ) -> int:
     """Adds the columns ``fn`` computes to the sharded table at ``path``
     with one Ray task per shard (on any node), committed as one new version
@@ -615,20 +627,22 @@ def add_columns(
     try:
         schemas = ray.get(
             [
-                task.remote(write, path, options, pinned, fn, read_columns, i, lo, hi, codec)
+                task.remote(
+                    write, path, options, pinned, fn, read_columns, i, lo, hi, codec, layout
+                )
                 for i, (lo, hi) in enumerate(zip(starts, starts[1:]))
             ]
         )
         schema = next((s for s in schemas if s is not None), None)
         empty = [i for i, s in enumerate(schemas) if s is None]
-        _evolve.write_empty(write, shards, empty, schema, codec)
+        _evolve.write_empty(write, shards, empty, schema, codec, layout)
         return write.commit()
     except BaseException:
         write.discard()
         raise
 
 
-def _add_columns_task(write, path, options, pinned, fn, read_columns, i, lo, hi, codec):
+def _add_columns_task(write, path, options, pinned, fn, read_columns, i, lo, hi, codec, layout):
     """One shard's new columns (a Ray task): computed from its live rows of
     the pinned version and written as its group; the new columns' Arrow
     schema, or None for a shard without live rows (the driver writes it)."""
@@ -638,7 +652,7 @@ def _add_columns_task(write, path, options, pinned, fn, read_columns, i, lo, hi,
         run = _evolve.function_run(table, fn, read_columns, lo, hi)
     if not run:
         return None
-    _evolve.write_group(write, write.shards(), i, run, codec)
+    _evolve.write_group(write, write.shards(), i, run, codec, layout)
     return run[0].schema
 
 

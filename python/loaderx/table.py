@@ -372,15 +372,17 @@ class Table(Mapping, Closing):
         self._version = fresh._version
         self._num_rows = fresh._num_rows
 
-    def append(self, source, *, codec: str = "zstd") -> int:
+    def append(self, source, *, codec: str = "zstd", layout=None) -> int:
         """Appends the rows of ``source`` as new shards, committed as one
         new version, and shows it; returns the new ``num_rows``.
 
         ``source`` is a pyarrow Table or RecordBatchReader, a Parquet file
         path, a polars DataFrame, or a dict of equal-length NumPy arrays or
         lists; its columns must be the table's (ValueError naming the
-        column otherwise). Concurrent appends from other processes are
-        retried, never lost. Needs ``readonly=False``."""
+        column otherwise). Each column keeps the layout it has in the table
+        (``layout``, as for :func:`ingest_sharded`, may only ask for that
+        one). Concurrent appends from other processes are retried, never
+        lost. Needs ``readonly=False``."""
         from ._evolve import as_table
 
         self._begin_evolution("append")
@@ -394,6 +396,7 @@ class Table(Mapping, Closing):
                 workers=1,
                 shards=1,
                 storage_options=self._storage_options,
+                layout=layout,
             ) as after:
                 version, rows = after.version, after.num_rows
         except BaseException:
@@ -409,6 +412,7 @@ class Table(Mapping, Closing):
         read_columns: list[str] | None = None,
         codec: str = "zstd",
         workers: int | None = None,
+        layout=None,
     ) -> None:
         """Adds columns without rewriting any existing one, committed as one
         new version, and shows it.
@@ -422,7 +426,9 @@ class Table(Mapping, Closing):
         in row order. Each shard gets its new columns as a group of stores
         of its own; nothing an earlier version names is rewritten or
         re-uploaded. Text, binary and nullable columns map as in
-        :func:`loaderx.arrow.ingest`. ``workers`` threads write the shards'
+        :func:`loaderx.arrow.ingest`; ``layout`` chooses how each new
+        column is stored, as for :func:`ingest_sharded` (numbers, booleans
+        and text columnar by default). ``workers`` threads write the shards'
         groups (default: the CPU count for data, or in a bucket up to one
         per shard, at most 8; 1 for a function). A name
         the table has already, or a wrong row count, is a ValueError naming
@@ -434,7 +440,7 @@ class Table(Mapping, Closing):
         if workers is not None and (type(workers) is not int or workers < 1):
             raise ValueError(f"workers must be a positive int or None, got {workers!r}")
         try:
-            version = add_columns(self, columns, read_columns, codec, workers)
+            version = add_columns(self, columns, read_columns, codec, workers, layout)
         except BaseException:
             self._reopen()
             raise
@@ -812,6 +818,7 @@ def ingest_sharded(
     workers: int | None = None,
     shards: int | None = None,
     storage_options: dict[str, str] | None = None,
+    layout=None,
 ) -> Table:
     """Ingests ``source`` into a sharded table at ``path`` on ``workers``
     threads, each writing its own shards, then commits them all at once;
@@ -828,6 +835,17 @@ def ingest_sharded(
     be new or an existing sharded table (the shards are appended). On any
     error every shard this call wrote is removed and nothing is committed.
     Needs pyarrow.
+
+    ``layout`` says how columns are stored: ``None`` (a new column of
+    numbers, booleans or text is *columnar*, chunks of many values with
+    statistics, Parquet's size and speed for SQL, polars and pandas; tensor
+    and bytes columns are *records*, one frame per row; a column the table
+    has keeps its layout), ``"columnar"`` (every column that can be),
+    ``"records"`` (every column, as stores), or a dict of column name to
+    either. ``codec="raw"`` leaves columnar chunks uncompressed; the zstd
+    codecs compress them with zstd (a dictionary serves records columns
+    only). A layout a column cannot have, or one that differs from the
+    table's, is a ValueError naming the column.
 
     ``path`` may be a URI (``s3://``, ``gs://``, ``az://``, with
     ``storage_options`` as for :func:`open_table`): the shards are written
@@ -849,7 +867,9 @@ def ingest_sharded(
         raise ValueError(f"shards must be a positive int or None, got {shards!r}")
     # The core writes the shards on its own threads, commits them at once
     # and on any error removes every shard it wrote.
-    write = functools.partial(_native.ingest_sharded, path, options, codec, blob, workers)
+    write = functools.partial(
+        _native.ingest_sharded, path, options, codec, blob, workers, layout=layout
+    )
     if isinstance(source, (str, os.PathLike)):
         source = check_path(source)
         if not os.path.isfile(source):

@@ -213,21 +213,24 @@ impl ColumnsWriteHandle {
 
     /// Writes the Arrow streams `sources`, in order, as the new columns of
     /// shard `shard` (as many rows as the shard has).
+    #[pyo3(signature = (shard, sources, codec, layout=None))]
     fn write_group(
         &self,
         py: Python<'_>,
         shard: usize,
         sources: Vec<AnyRecordBatch>,
         codec: &str,
+        layout: Option<Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let codec = crate::store::parse_codec(codec)?;
+        let layouts = crate::write::parse_layouts(layout.as_ref())?;
         let readers = sources
             .into_iter()
             .map(|s| s.into_reader())
             .collect::<PyResult<Vec<_>>>()?;
         py.detach(|| {
             let dir = self.inner.new_group(shard)?;
-            la::ingest_streams(readers, &dir, codec, None, false, &mut |_| {})?;
+            la::ingest_streams(readers, &dir, codec, None, &layouts, false, &mut |_| {})?;
             self.inner.finish_group(shard, &dir)
         })
         .py()

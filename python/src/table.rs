@@ -7,24 +7,17 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use loaderx::table::{self, Column, Stream, Table, VersionRef};
+use loaderx::table::{self, Column, Table, VersionRef};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::errors::IntoPyResult;
-use crate::store::{Source, Store};
+use crate::store::Store;
 
 /// `[(name, Store)]`: a table's columns as handles, in order.
 type Columns = Vec<(String, Store)>;
 /// `[(directory, rows)]`: a sharded table's shards, in order.
 type Shards = Vec<(PathBuf, u64)>;
-
-fn source(stream: Stream) -> Source {
-    match stream {
-        Stream::Store(s) => Source::One(s),
-        Stream::Concat(c) => Source::Many(c),
-    }
-}
 
 /// `[(name, Store)]` of `columns`, in order; on failure every column is
 /// closed.
@@ -32,8 +25,8 @@ fn handles(py: Python<'_>, columns: Vec<Column>) -> PyResult<Columns> {
     let mut out = Vec::with_capacity(columns.len());
     let mut rest = columns.into_iter();
     for column in rest.by_ref() {
-        let (name, data, logical, validity) = column.into_parts();
-        match Store::wrap(py, source(data), logical, validity.map(source)) {
+        let name = column.name().to_owned();
+        match Store::wrap(py, column) {
             Ok(handle) => out.push((name, handle)),
             Err(e) => {
                 for c in rest {

@@ -7,13 +7,48 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use loaderx::arrow as la;
-use loaderx::table::{TableWrite, WriteMode, WrittenShard};
+use loaderx::table::{ColumnLayout, Layouts, TableWrite, WriteMode, WrittenShard};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3_arrow::input::AnyRecordBatch;
 
 use crate::errors::IntoPyResult;
 use crate::remote::location;
+
+/// The layouts `layout=` asks for: None, "columnar", "records" or a dict
+/// of column name to one of those.
+pub(crate) fn parse_layouts(layout: Option<&Bound<'_, PyAny>>) -> PyResult<Layouts> {
+    let bad = |got: &Bound<'_, PyAny>| -> PyResult<PyErr> {
+        Ok(pyo3::exceptions::PyValueError::new_err(format!(
+            "layout must be None, 'columnar', 'records' or a dict of column name to 'columnar' or 'records', got {}",
+            got.repr()?
+        )))
+    };
+    let one = |v: &Bound<'_, PyAny>| -> PyResult<ColumnLayout> {
+        match v.extract::<String>().ok().and_then(|s| ColumnLayout::from_name(&s)) {
+            Some(l) => Ok(l),
+            None => Err(bad(v)?),
+        }
+    };
+    let mut out = Layouts::default();
+    let Some(layout) = layout.filter(|l| !l.is_none()) else {
+        return Ok(out);
+    };
+    if let Ok(d) = layout.cast::<pyo3::types::PyDict>() {
+        for (k, v) in d.iter() {
+            let Ok(name) = k.extract::<String>() else {
+                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                    "layout's keys must be column names (str), got {}",
+                    k.repr()?
+                )));
+            };
+            out.columns.insert(name, one(&v)?);
+        }
+        return Ok(out);
+    }
+    out.all = Some(one(layout)?);
+    Ok(out)
+}
 
 fn mode(create: bool) -> WriteMode {
     if create {
@@ -32,44 +67,65 @@ pub struct TableWriteHandle {
     uri: String,
     options: Option<HashMap<String, String>>,
     create: bool,
+    /// `layout=` as given (pickled with the write) and resolved against
+    /// the table.
+    layout: Py<PyAny>,
+    layouts: Layouts,
 }
 
 #[pymethods]
 impl TableWriteHandle {
     #[new]
-    #[pyo3(signature = (uri, storage_options=None, create=true))]
+    #[pyo3(signature = (uri, storage_options=None, create=true, layout=None))]
     fn new(
         py: Python<'_>,
         uri: String,
         storage_options: Option<HashMap<String, String>>,
         create: bool,
+        layout: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let asked = parse_layouts(layout.as_ref())?;
         let at = location(&uri, storage_options.clone(), None, None)?;
-        let inner = py.detach(|| TableWrite::begin(&at, mode(create))).py()?;
+        let (inner, layouts) = py
+            .detach(|| {
+                let w = TableWrite::begin(&at, mode(create))?;
+                let l = w.layouts(&asked)?;
+                Ok((w, l))
+            })
+            .py()?;
         Ok(TableWriteHandle {
             inner,
             uri,
             options: storage_options,
             create,
+            layout: layout.map_or_else(|| py.None(), Bound::unbind),
+            layouts,
         })
     }
 
     /// The write `token` begun elsewhere (what unpickling calls).
     #[staticmethod]
+    #[pyo3(signature = (uri, storage_options, create, token, existed, layout=None))]
     fn _resume(
+        py: Python<'_>,
         uri: String,
         storage_options: Option<HashMap<String, String>>,
         create: bool,
         token: &str,
         existed: bool,
+        layout: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let asked = parse_layouts(layout.as_ref())?;
         let at = location(&uri, storage_options.clone(), None, None)?;
         let inner = TableWrite::resume(&at, mode(create), token, existed).py()?;
+        let layouts = py.detach(|| inner.layouts(&asked)).py()?;
         Ok(TableWriteHandle {
             inner,
             uri,
             options: storage_options,
             create,
+            layout: layout.map_or_else(|| py.None(), Bound::unbind),
+            layouts,
         })
     }
 
@@ -83,6 +139,7 @@ impl TableWriteHandle {
             me.create,
             me.inner.token().to_owned(),
             me.inner.existed(),
+            me.layout.clone_ref(py),
         )
             .into_pyobject(py)?;
         PyTuple::new(py, [resume.into_any(), args.into_any()])
@@ -110,7 +167,7 @@ impl TableWriteHandle {
         let (shard, _) = py
             .detach(|| {
                 self.inner.write_shard(|dir| {
-                    la::ingest_streams(readers, dir, codec, None, false, &mut |_| {})
+                    la::ingest_streams(readers, dir, codec, None, &self.layouts, false, &mut |_| {})
                 })
             })
             .py()?;
@@ -139,7 +196,7 @@ impl TableWriteHandle {
 /// streams (one shard each), or one stream cut into runs of `run_bytes`.
 /// Returns the table's rows; on error nothing is committed or left.
 #[pyfunction]
-#[pyo3(signature = (uri, storage_options, codec, dict_bytes, workers, shards=None, parquet=None, sources=None, run_bytes=None))]
+#[pyo3(signature = (uri, storage_options, codec, dict_bytes, workers, shards=None, parquet=None, sources=None, run_bytes=None, layout=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn ingest_sharded(
     py: Python<'_>,
@@ -152,8 +209,10 @@ pub fn ingest_sharded(
     parquet: Option<PathBuf>,
     sources: Option<Vec<AnyRecordBatch>>,
     run_bytes: Option<usize>,
+    layout: Option<Bound<'_, PyAny>>,
 ) -> PyResult<u64> {
     let codec = crate::store::parse_codec(codec)?;
+    let asked = parse_layouts(layout.as_ref())?;
     let at = location(&uri, storage_options, None, None)?;
     let readers = sources
         .unwrap_or_default()
@@ -163,12 +222,15 @@ pub fn ingest_sharded(
     py.detach(|| {
         let write = TableWrite::begin(&at, WriteMode::Append)?;
         let dict = dict_bytes.as_deref();
-        let written: loaderx::Result<Vec<WrittenShard>> = match &parquet {
-            Some(path) => {
-                loaderx_parquet::ingest_sharded(&write, path, shards, workers, codec, dict)
-            }
-            None => la::ingest_shards(&write, readers, run_bytes, workers, codec, dict),
-        };
+        let written: loaderx::Result<Vec<WrittenShard>> =
+            write.layouts(&asked).and_then(|layouts| match &parquet {
+                Some(path) => loaderx_parquet::ingest_sharded(
+                    &write, path, shards, workers, codec, dict, &layouts,
+                ),
+                None => {
+                    la::ingest_shards(&write, readers, run_bytes, workers, codec, dict, &layouts)
+                }
+            });
         let names: Vec<String> = match written {
             Ok(w) => w.into_iter().map(|s| s.name).collect(),
             Err(e) => {

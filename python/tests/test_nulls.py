@@ -132,22 +132,30 @@ def test_the_loader_masks_dense_columns_and_puts_none_in_lists(table_dir):
             assert b["label"].to_pylist() == [0, None, 20]
 
 
-def test_sharded_tables_keep_nulls_and_fill_missing_validity(root):
+@pytest.mark.parametrize("layout", ["records", None])
+def test_sharded_tables_keep_nulls_and_fill_missing_validity(root, layout):
+    """Records columns keep their nulls in validity streams (every shard
+    gets one); columnar columns (the default for label and caption) in
+    their column files."""
     table, _, valid = source()
     # Three shards: only some of them hold nulls in each column.
-    with loaderx.ingest_sharded(table, root / "s", workers=2, shards=3) as tab:
+    with loaderx.ingest_sharded(table, root / "s", workers=2, shards=3, layout=layout) as tab:
         assert tab["label"][:].mask.tolist() == (~valid).tolist()
         assert tab["caption"][:] == table["caption"].to_pylist()
         got = loaderx.arrow.table(tab, index_column=None).read_all()
         assert got["label"].to_pylist() == table["label"].to_pylist()
     manifest = json.loads((root / "s" / "manifest.json").read_text())
     assert manifest["nullable"] == ["caption", "img", "label", "tokens"]
+    columnar = set(manifest.get("layouts", {}))
+    assert columnar == (set() if layout == "records" else {"caption", "id", "label"})
     for shard in manifest["shards"]:
-        assert os.path.isdir(root / "s" / shard["name"] / ".validity" / "label")
+        has = os.path.isdir(root / "s" / shard["name"] / ".validity" / "label")
+        assert has == (layout == "records")
     # A later shard without nulls joins the nullable table as all-valid.
     clean = table.slice(0, 1)
     with loaderx.ingest_sharded(clean, root / "s", workers=1, shards=1) as tab:
         assert tab.num_rows == N + 1 and tab["label"][N] == 0
+        assert tab["label"][[N]].mask.tolist() == [False]
 
 
 def test_nullable_columns_refuse_writes_and_bad_nulls_are_refused(table_dir, root):

@@ -256,7 +256,7 @@ def test_bad_input(tables, tmp_path):
         loaderx.polars.scan_table(tmp_path / "nope")
     with pytest.raises(FileNotFoundError):
         loaderx.polars.scan_table(os.path.join(paths["plain"], "label", "meta.zr"))
-    with pytest.raises(ValueError, match="no stores"):
+    with pytest.raises(ValueError, match="no columns"):
         loaderx.polars.scan_table(tmp_path)
     lf = loaderx.polars.scan_table(paths["plain"])
     with pytest.raises(pl.exceptions.ColumnNotFoundError, match="nope"):

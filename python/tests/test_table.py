@@ -83,7 +83,7 @@ def test_bad_tables(table_dir, root):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         loaderx.open_table(root / "missing")
     (root / "empty").mkdir()
-    with pytest.raises(ValueError, match="holds no stores"):
+    with pytest.raises(ValueError, match="holds no columns"):
         loaderx.open_table(root / "empty")
     with RaggedStore.open(t / "tok") as s:
         s.append([np.ones(2, np.int16)] * 3)

@@ -21,16 +21,16 @@ use super::types::{logical_of, schema_for_field};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::schema::Layout;
-use crate::table::ColumnSpec;
+use crate::table::{ColumnSpec, Layouts};
 
 /// The store the Arrow field `field` becomes (Ray's tensor types
 /// included); `InvalidType` naming the column for a type with none.
 pub fn spec_of_field(field: &FieldRef) -> Result<ColumnSpec> {
     let field = canonical_field(field)?;
-    Ok(ColumnSpec {
-        schema: schema_for_field(&field)?,
-        logical: logical_of(field.data_type()),
-    })
+    Ok(ColumnSpec::records(
+        schema_for_field(&field)?,
+        logical_of(field.data_type()),
+    ))
 }
 
 fn is_scalar(spec: &ColumnSpec) -> bool {
@@ -41,15 +41,16 @@ fn is_scalar(spec: &ColumnSpec) -> bool {
 /// (one new store per column, as [`super::ingest`] does), each column's
 /// store merged over every reader's schema ([`ColumnSpec::merge`]). Columns are
 /// matched by name (the first reader's order is the table's); every reader
-/// must have the same names. Unless `tensor_nulls`, a null row in a column
-/// that is not a scalar, text or bytes column is refused. On any error
-/// nothing this call created is left. Returns the rows written and each
-/// column's spec.
+/// must have the same names. Each column is laid out as `layouts`
+/// resolves it. Unless `tensor_nulls`, a null row in a column that is not
+/// a scalar, text or bytes column is refused. On any error nothing this
+/// call created is left. Returns the rows written and each column's spec.
 pub fn ingest_streams(
     readers: Vec<Box<dyn RecordBatchReader + Send>>,
     root: &Path,
     codec: Codec,
     dict: Option<&[u8]>,
+    layouts: &Layouts,
     tensor_nulls: bool,
     progress: &mut dyn FnMut(u64),
 ) -> Result<(u64, Vec<(String, ColumnSpec)>)> {
@@ -85,11 +86,15 @@ pub fn ingest_streams(
         }
         order.push(at);
     }
-    let merged: Vec<ColumnSpec> = names
+    layouts.check_names(&names)?;
+    let mut merged: Vec<ColumnSpec> = names
         .iter()
         .zip(&specs)
         .map(|(n, s)| ColumnSpec::merge(n, s))
         .collect::<Result<_>>()?;
+    for (name, spec) in names.iter().zip(merged.iter_mut()) {
+        spec.layout = layouts.resolve(name, spec.value_kind())?;
+    }
     let plan: Vec<Planned> = names
         .iter()
         .zip(&merged)
@@ -97,6 +102,7 @@ pub fn ingest_streams(
             name: name.clone(),
             logical: spec.logical,
             schema: spec.schema.clone(),
+            layout: spec.layout,
         })
         .collect();
     let check_nulls: Vec<bool> = merged

@@ -41,7 +41,7 @@ pub(super) fn into_arrow_buffer(buf: crate::Buffer) -> ArrowBuffer {
 }
 
 /// `elements` values of `dtype` held in `buf` as one primitive array.
-pub(super) fn values_array(dtype: DType, buf: ArrowBuffer, elements: usize) -> ArrayRef {
+pub(crate) fn values_array(dtype: DType, buf: ArrowBuffer, elements: usize) -> ArrayRef {
     macro_rules! prim {
         ($t:ty) => {
             Arc::new(PrimitiveArray::<$t>::new(
@@ -87,6 +87,11 @@ pub(super) fn to_i32(v: usize, what: &str) -> Result<i32> {
 /// Gathers records `idx` of `store` as one Arrow array of [`field_for`](super::field_for)'s type.
 pub fn gather_array<'i>(store: &dyn Records, idx: impl Into<Indices<'i>>) -> Result<ArrayRef> {
     let idx = idx.into().resolve(store.len())?;
+    if let Some(c) = store.columnar() {
+        // Rows in order are a scan (nothing kept); rows at random keep
+        // their chunks decoded within the budget.
+        return c.take_array(idx);
+    }
     let array = gather_values(store, idx)?;
     match gather_nulls(store, idx)? {
         Some(nulls) if nulls.null_count() > 0 => {

@@ -9,13 +9,17 @@ use arrow_buffer::NullBuffer;
 use arrow_schema::{ArrowError, DataType, Field};
 
 use crate::codec::Codec;
+use crate::columnar::{ColumnWriter, ValueKind, COLUMN_FILE};
 use crate::error::{Error, Result};
+use crate::table::{ColumnLayout, ColumnSpec, Layouts};
 use crate::schema::Kind;
 use crate::schema::{DType, Logical, Schema};
 use crate::store::Store;
 
 use super::gather::arrow_err;
-use super::packing::{bytes_pack, pack_list, ragged_pack, struct_shapes, with_dense_bytes};
+use super::packing::{
+    bytes_pack, element_bytes, pack_list, ragged_pack, struct_shapes, with_dense_bytes,
+};
 use super::types::{logical_of, schema_for_field};
 
 /// The loaderx error an Arrow error carries (a store read failing inside a
@@ -72,12 +76,33 @@ pub fn ingest(
     dict: Option<&[u8]>,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Vec<(String, Kind)>> {
+    ingest_table(reader, root, codec, dict, &Layouts::records(), progress)
+}
+
+/// [`ingest`] as a table writer does it: each column in the layout that
+/// `layouts` resolves for it ([`Layouts::resolve`]): a columnar column is
+/// one `column.zc` (recorded in the table file), the others stores.
+pub fn ingest_table(
+    reader: impl RecordBatchReader,
+    root: &Path,
+    codec: Codec,
+    dict: Option<&[u8]>,
+    layouts: &Layouts,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Vec<(String, Kind)>> {
+    let schema = reader.schema();
+    let names: Vec<&String> = schema.fields().iter().map(|f| f.name()).collect();
+    layouts.check_names(&names)?;
     let mut plan = Vec::new();
-    for field in reader.schema().fields() {
+    for field in schema.fields() {
+        let logical = logical_of(field.data_type());
+        let schema = schema_for_field(field)?;
+        let spec = ColumnSpec::records(schema.clone(), logical);
         plan.push(Planned {
             name: field.name().clone(),
-            logical: logical_of(field.data_type()),
-            schema: schema_for_field(field)?,
+            layout: layouts.resolve(field.name(), spec.value_kind())?,
+            logical,
+            schema,
         });
     }
     let batches = reader.map(|b| b.map_err(|e| from_arrow_error(e, "reading the source: ")));
@@ -88,18 +113,41 @@ pub fn ingest(
         .collect())
 }
 
-/// One column of an ingest: its name, its logical type and the store it
-/// becomes.
+/// One column of an ingest: its name, its logical type, the schema its
+/// records have and its layout.
 pub(super) struct Planned {
     pub name: String,
     pub logical: Logical,
     pub schema: Schema,
+    pub layout: ColumnLayout,
 }
 
-/// The body of every ingest: creates one store per planned column under
-/// `root` and appends each of `batches` (whose columns come in plan order;
-/// each batch's own fields say how its arrays are laid out) to them. On any
-/// error the stores created here are removed. Returns the rows written.
+impl Planned {
+    /// What the column holds as a columnar column.
+    fn value_kind(&self) -> Result<ValueKind> {
+        ColumnSpec::records(self.schema.clone(), self.logical)
+            .value_kind()
+            .ok_or_else(|| {
+                Error::InvalidValue(format!(
+                    "column {:?} holds tensors, which cannot be columnar",
+                    self.name
+                ))
+            })
+    }
+}
+
+/// Where one column's rows go.
+enum Sink {
+    /// A store, and its validity stream from the first null on.
+    Records(Store, Option<Store>),
+    Columnar(ColumnWriter),
+}
+
+/// The body of every ingest: creates one column per planned column under
+/// `root` (a store, or a columnar column) and appends each of `batches`
+/// (whose columns come in plan order; each batch's own fields say how its
+/// arrays are laid out) to them. On any error the columns created here are
+/// removed. Returns the rows written.
 pub(super) fn write_columns(
     plan: &[Planned],
     batches: impl Iterator<Item = Result<RecordBatch>>,
@@ -114,10 +162,10 @@ pub(super) fn write_columns(
     for p in plan {
         let dir = column_dir(root, &p.name)?;
         for d in [dir.clone(), table::validity_dir(root, &p.name)] {
-            if d.join(crate::format::META_FILE).exists() {
+            if d.join(crate::format::META_FILE).exists() || d.join(COLUMN_FILE).exists() {
                 return Err(Error::AlreadyExists {
                     path: d,
-                    reason: format!("a store already exists here (column {:?})", p.name),
+                    reason: format!("a column already exists here (column {:?})", p.name),
                 });
             }
         }
@@ -127,11 +175,12 @@ pub(super) fn write_columns(
     // never lacks its type; validity streams are recorded as they appear.
     let mut recorded: Vec<(String, ColumnType)> = plan
         .iter()
-        .filter(|p| p.logical.is_bytes())
+        .filter(|p| p.logical.is_bytes() || p.layout == ColumnLayout::Columnar)
         .map(|p| {
             let t = ColumnType {
                 logical: p.logical,
                 nullable: false,
+                layout: p.layout,
             };
             (p.name.clone(), t)
         })
@@ -145,30 +194,46 @@ pub(super) fn write_columns(
     } else {
         Codec::Zstd
     };
-    let mut stores: Vec<Store> = Vec::with_capacity(plan.len());
-    let mut validity: Vec<Option<Store>> = plan.iter().map(|_| None).collect();
+    let mut sinks: Vec<Sink> = Vec::with_capacity(plan.len());
     let mut rows = 0u64;
     let written = || -> Result<()> {
         for (p, dir) in plan.iter().zip(&dirs) {
-            stores.push(Store::create(dir, p.schema.clone(), codec, dict)?);
+            sinks.push(match p.layout {
+                ColumnLayout::Records => {
+                    Sink::Records(Store::create(dir, p.schema.clone(), codec, dict)?, None)
+                }
+                ColumnLayout::Columnar => Sink::Columnar(ColumnWriter::create(
+                    dir,
+                    p.value_kind()?,
+                    codec != Codec::Raw,
+                )?),
+            });
         }
         for batch in batches {
             let batch = batch?;
             let fields = batch.schema();
-            for (c, ((p, field), (store, column))) in plan
+            for ((p, field), (sink, column)) in plan
                 .iter()
                 .zip(fields.fields())
-                .zip(stores.iter_mut().zip(batch.columns()))
-                .enumerate()
+                .zip(sinks.iter_mut().zip(batch.columns()))
             {
                 let nulls = column.logical_nulls().filter(|n| n.null_count() > 0);
-                if nulls.is_some() && validity[c].is_none() {
+                let (store, validity) = match sink {
+                    Sink::Columnar(w) => {
+                        push_columnar(w, field, column, nulls.as_ref())
+                            .map_err(|e| in_column(e, &p.name))?;
+                        continue;
+                    }
+                    Sink::Records(store, validity) => (store, validity),
+                };
+                if nulls.is_some() && validity.is_none() {
                     // The first null of this column: its validity stream
                     // starts with every earlier row valid.
                     let name = p.name.clone();
                     let t = ColumnType {
                         logical: p.logical,
                         nullable: true,
+                        layout: ColumnLayout::Records,
                     };
                     std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
                     table::write_types(root, &[(name.clone(), t)])?;
@@ -182,9 +247,9 @@ pub(super) fn write_columns(
                         None,
                     )?;
                     v.append_dense(&vec![1u8; rows as usize])?;
-                    validity[c] = Some(v);
+                    *validity = Some(v);
                 }
-                if let Some(v) = validity[c].as_mut() {
+                if let Some(v) = validity.as_mut() {
                     let bits: Vec<u8> = match &nulls {
                         Some(n) => n.iter().map(u8::from).collect(),
                         None => vec![1u8; column.len()],
@@ -199,28 +264,17 @@ pub(super) fn write_columns(
         }
         Ok(())
     };
-    match written() {
-        Ok(()) => {
-            for s in stores {
-                s.close()?;
-            }
-            for v in validity.into_iter().flatten() {
-                v.close()?;
-            }
-            Ok(rows)
-        }
+    let done = written().and_then(|()| close_sinks(std::mem::take(&mut sinks)));
+    drop(sinks);
+    match done {
+        Ok(()) => Ok(rows),
         Err(e) => {
             // Nothing half-written: drop what this call created.
-            let created = stores.len();
-            drop(stores);
-            for dir in dirs.iter().take(created) {
+            for dir in &dirs {
                 let _ = std::fs::remove_dir_all(dir);
             }
-            for (p, v) in plan.iter().zip(validity) {
-                if let Some(v) = v {
-                    drop(v);
-                    let _ = std::fs::remove_dir_all(table::validity_dir(root, &p.name));
-                }
+            for p in plan {
+                let _ = std::fs::remove_dir_all(table::validity_dir(root, &p.name));
             }
             let _ = std::fs::remove_dir(root.join(table::VALIDITY_DIR));
             if !recorded.is_empty() {
@@ -231,6 +285,68 @@ pub(super) fn write_columns(
                 let _ = table::write_types(root, &plain);
             }
             Err(e)
+        }
+    }
+}
+
+/// Closes every sink: stores synced, columnar columns finished.
+fn close_sinks(sinks: Vec<Sink>) -> Result<()> {
+    for sink in sinks {
+        match sink {
+            Sink::Records(s, v) => {
+                s.close()?;
+                if let Some(v) = v {
+                    v.close()?;
+                }
+            }
+            Sink::Columnar(w) => {
+                w.finish()?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Appends one batch's `column` to the columnar column `w`; `nulls` marks
+/// its null rows.
+fn push_columnar(
+    w: &mut ColumnWriter,
+    field: &Field,
+    column: &ArrayRef,
+    nulls: Option<&NullBuffer>,
+) -> Result<()> {
+    let valid = nulls.map(|n| move |i: usize| n.is_valid(i));
+    let valid = valid.as_ref().map(|f| f as &dyn Fn(usize) -> bool);
+    match w.kind() {
+        ValueKind::Fixed(dtype) => {
+            let stripped = match nulls {
+                Some(n) => strip_row_nulls(column.as_ref(), n)?,
+                None => Arc::clone(column),
+            };
+            let bytes = element_bytes(stripped.as_ref(), dtype, "the array")?;
+            w.push_fixed(&bytes, valid)
+        }
+        ValueKind::Utf8 | ValueKind::Binary => {
+            let n = column.len();
+            macro_rules! push {
+                ($arr:expr) => {{
+                    let a = $arr;
+                    w.push_bytes(n, &|i| a.value(i).as_ref(), valid)
+                }};
+            }
+            match column.data_type() {
+                DataType::Utf8 => push!(column.as_string::<i32>()),
+                DataType::LargeUtf8 => push!(column.as_string::<i64>()),
+                DataType::Utf8View => push!(column.as_string_view()),
+                DataType::Binary => push!(column.as_binary::<i32>()),
+                DataType::LargeBinary => push!(column.as_binary::<i64>()),
+                DataType::BinaryView => push!(column.as_binary_view()),
+                DataType::FixedSizeBinary(_) => push!(column.as_fixed_size_binary()),
+                other => Err(Error::InvalidType(format!(
+                    "column {:?}: expected a string or binary array, got {other}",
+                    field.name()
+                ))),
+            }
         }
     }
 }

@@ -24,8 +24,9 @@ mod sharded;
 mod types;
 
 pub use blocks::{ingest_streams, spec_of_field};
+pub(crate) use gather::values_array;
 pub use gather::{gather_array, gather_nulls, gather_variable_shape_tensor};
-pub use ingest::{from_arrow_error, ingest};
+pub use ingest::{from_arrow_error, ingest, ingest_table};
 pub use packing::{bytes_pack, check_utf8, ragged_pack, with_dense_bytes};
 pub use readers::{record_batch, table_schema, ColumnReader, TableReader};
 pub use scan::{Filter, Scan, FILTER_ROWS};
@@ -41,6 +42,15 @@ pub const FIXED_SHAPE_TENSOR: &str = "arrow.fixed_shape_tensor";
 pub const VARIABLE_SHAPE_TENSOR: &str = "arrow.variable_shape_tensor";
 /// Default bound of one batch of a reader.
 pub const DEFAULT_BATCH_BYTES: usize = 16 << 20;
+
+/// Whether a predicate on `records` is cheap to evaluate before anything
+/// else is read (the one rule of the SQL provider and the polars scan): a
+/// columnar column, a column of scalars, or a text or binary column.
+pub fn is_cheap(records: &dyn Records) -> bool {
+    records.columnar().is_some()
+        || records.logical().is_bytes()
+        || records.schema().item_shape().is_some_and(|s| s.is_empty())
+}
 
 #[cfg(test)]
 mod tests {

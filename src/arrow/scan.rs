@@ -76,7 +76,15 @@ pub struct Scan<S> {
     at: usize,
     pos: u64,
     filter: Option<Filtering>,
+    /// Whether every column the scan reads is columnar (or the index):
+    /// then it reads stripes of rows as whole arrays (see `next_stripe`).
+    columnar: bool,
+    /// Estimated output bytes of a row of the projected columns (stripes).
+    row_bytes: usize,
 }
+
+/// Rows of a stripe at most (a few columnar chunks of each column).
+const STRIPE_ROWS: u64 = 1 << 16;
 
 fn to_arrow(e: Error) -> ArrowError {
     ArrowError::ExternalError(Box::new(e))
@@ -128,6 +136,8 @@ impl<S: StoreAccess> Scan<S> {
             at: 0,
             pos: 0,
             filter: None,
+            columnar: false,
+            row_bytes: 8,
         };
         scan.set_projection(all)?;
         Ok(scan)
@@ -197,6 +207,36 @@ impl<S: StoreAccess> Scan<S> {
         self.projection = columns;
         self.fixed_bytes = fixed_bytes;
         self.ragged = ragged;
+        self.plan_stripes()
+    }
+
+    /// Whether every column read is columnar (or the index), and the bytes
+    /// a row of the projection is expected to take then.
+    fn plan_stripes(&mut self) -> Result<()> {
+        let offset = usize::from(self.index);
+        let mut columns: Vec<usize> = self.projection.clone();
+        if let Some(f) = &self.filter {
+            columns.extend(f.columns.iter().copied());
+        }
+        let mut all = true;
+        let mut bytes = 8usize;
+        for &c in &columns {
+            if c < offset {
+                continue;
+            }
+            let (is, per_row) = self.streams[c - offset].1.with(|s| {
+                Ok(match s.columnar() {
+                    Some(col) => (true, col.mean_value_bytes()),
+                    None => (false, 0),
+                })
+            })?;
+            all &= is;
+            if self.projection.contains(&c) {
+                bytes += per_row;
+            }
+        }
+        self.columnar = all;
+        self.row_bytes = bytes.max(1);
         Ok(())
     }
 
@@ -264,7 +304,146 @@ impl<S: StoreAccess> Scan<S> {
             chunks: VecDeque::new(),
             first_chunk: 0,
         });
+        self.plan_stripes()?;
         Ok(self)
+    }
+
+    /// The next stripe of the row ranges: at most `rows` rows, within one
+    /// range; None at the end.
+    fn take_stripe(&mut self, rows: u64) -> Option<Range<u64>> {
+        while self.at < self.ranges.len() {
+            let end = self.ranges[self.at].end;
+            if self.pos < end {
+                let lo = self.pos;
+                let hi = end.min(lo + rows.max(1));
+                self.pos = hi;
+                return Some(lo..hi);
+            }
+            self.at += 1;
+            if let Some(r) = self.ranges.get(self.at) {
+                self.pos = r.start;
+            }
+        }
+        None
+    }
+
+    /// Column `c` (an index into the schema) of rows `rows` as one array.
+    fn stripe_column(&self, c: usize, rows: &Range<u64>) -> Result<ArrayRef> {
+        let offset = usize::from(self.index);
+        if c < offset {
+            return Ok(Arc::new(UInt64Array::from_iter_values(rows.clone())));
+        }
+        self.streams[c - offset].1.with(|s| {
+            let col = s.columnar().expect("a columnar scan reads columnar columns");
+            match col.selection() {
+                None => crate::columnar::concat_arrays(&col.range_arrays(
+                    rows.start,
+                    rows.end,
+                    false,
+                )?),
+                Some(_) => {
+                    let ids: Vec<u64> = rows.clone().collect();
+                    col.take_array(&ids)
+                }
+            }
+        })
+    }
+
+    /// The next batch of a scan of columnar columns: stripes of rows read
+    /// as whole arrays (slices of the decoded chunks), filtered by the
+    /// filter's mask when there is one; empty stripes are skipped.
+    fn next_stripe(&mut self) -> std::result::Result<Option<RecordBatch>, ArrowError> {
+        let bound = (self.max_bytes / self.row_bytes).max(1) as u64;
+        loop {
+            if self.remaining == 0 {
+                return Ok(None);
+            }
+            let mut rows = STRIPE_ROWS.min(bound).min(self.max_rows as u64);
+            if self.filter.is_none() {
+                rows = rows.min(self.remaining as u64);
+            }
+            let Some(stripe) = self.take_stripe(rows) else {
+                return Ok(None);
+            };
+            let n = (stripe.end - stripe.start) as usize;
+            let mut filtered: Vec<(usize, ArrayRef)> = Vec::new();
+            let mask = match self.filter.as_ref().map(|f| f.columns.clone()) {
+                None => None,
+                Some(columns) => {
+                    for &c in &columns {
+                        filtered.push((c, self.stripe_column(c, &stripe).map_err(to_arrow)?));
+                    }
+                    let f = self.filter.as_mut().expect("a filter");
+                    let batch = RecordBatch::try_new_with_options(
+                        Arc::clone(&f.schema),
+                        filtered.iter().map(|(_, a)| Arc::clone(a)).collect(),
+                        &RecordBatchOptions::new().with_row_count(Some(n)),
+                    )?;
+                    let mask = (f.keep)(&batch)?;
+                    if mask.len() != n {
+                        return Err(ArrowError::ComputeError(format!(
+                            "the scan's filter gave {} values for a batch of {n} rows",
+                            mask.len()
+                        )));
+                    }
+                    // Null counts as false.
+                    let mask = match mask.nulls() {
+                        Some(nulls) => BooleanArray::new(
+                            mask.values() & nulls.inner(),
+                            None,
+                        ),
+                        None => mask,
+                    };
+                    Some(mask)
+                }
+            };
+            let kept = mask.as_ref().map_or(n, |m| m.true_count());
+            if kept == 0 {
+                continue;
+            }
+            let mut arrays = Vec::with_capacity(self.projection.len());
+            for &c in &self.projection {
+                let a = match filtered.iter().find(|(fc, _)| *fc == c) {
+                    Some((_, a)) => Arc::clone(a),
+                    None if mask.is_some() && kept < n / 8 => {
+                        // Few rows pass: gather just those.
+                        let m = mask.as_ref().expect("a mask");
+                        let ids: Vec<u64> = (0..n)
+                            .filter(|&i| m.value(i))
+                            .map(|i| stripe.start + i as u64)
+                            .collect();
+                        arrays.push(self.gather_one(c, &ids).map_err(to_arrow)?);
+                        continue;
+                    }
+                    None => self.stripe_column(c, &stripe).map_err(to_arrow)?,
+                };
+                arrays.push(match &mask {
+                    Some(m) if kept < n => arrow_select::filter::filter(a.as_ref(), m)?,
+                    _ => a,
+                });
+            }
+            let batch = RecordBatch::try_new_with_options(
+                Arc::clone(&self.out_schema),
+                arrays,
+                &RecordBatchOptions::new().with_row_count(Some(kept)),
+            )?;
+            let batch = if kept > self.remaining {
+                batch.slice(0, self.remaining)
+            } else {
+                batch
+            };
+            self.remaining -= batch.num_rows();
+            return Ok(Some(batch));
+        }
+    }
+
+    /// Column `c` of the rows `ids` (record ids, ascending).
+    fn gather_one(&self, c: usize, ids: &[u64]) -> Result<ArrayRef> {
+        let offset = usize::from(self.index);
+        if c < offset {
+            return Ok(Arc::new(UInt64Array::from(ids.to_vec())));
+        }
+        self.streams[c - offset].1.with(|s| gather_array(s, ids))
     }
 
     /// Gathers the columns at `columns` at rows `ids` as a batch of `schema`.
@@ -437,6 +616,9 @@ impl<S: StoreAccess> Scan<S> {
     pub fn next_batch(&mut self) -> std::result::Result<Option<RecordBatch>, ArrowError> {
         if self.remaining == 0 {
             return Ok(None);
+        }
+        if self.columnar {
+            return self.next_stripe();
         }
         let max_rows = self.max_rows.min(self.remaining);
         let ids = if self.filter.is_none() {

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use arrow_array::{RecordBatch, RecordBatchIterator, RecordBatchReader};
 use arrow_schema::SchemaRef;
 
-use super::ingest::{from_arrow_error, ingest};
+use super::ingest::{from_arrow_error, ingest_table};
 use crate::codec::Codec;
 use crate::error::Result;
-use crate::table::{TableWrite, WrittenShard};
+use crate::table::{Layouts, TableWrite, WrittenShard};
 
 /// A source of one shard.
 type Source = Box<dyn RecordBatchReader + Send>;
@@ -19,8 +19,8 @@ type Source = Box<dyn RecordBatchReader + Send>;
 /// [`ingest`] for the column mapping): one shard per source, or, with
 /// `run_bytes` and one source, one shard per run of consecutive batches of
 /// about that many bytes (at least one shard, maybe empty; at most
-/// `workers` runs in memory). Returns the shards in source order; on error
-/// none is left.
+/// `workers` runs in memory), each column laid out as `layouts` resolves
+/// it. Returns the shards in source order; on error none is left.
 pub fn ingest_shards(
     write: &TableWrite,
     sources: Vec<Source>,
@@ -28,9 +28,10 @@ pub fn ingest_shards(
     workers: usize,
     codec: Codec,
     dict: Option<&[u8]>,
+    layouts: &Layouts,
 ) -> Result<Vec<WrittenShard>> {
     let fill = |reader: Source, dir: &std::path::Path| {
-        ingest(reader, dir, codec, dict, &mut |_| {}).map(|_| ())
+        ingest_table(reader, dir, codec, dict, layouts, &mut |_| {}).map(|_| ())
     };
     match (run_bytes, sources.len()) {
         (Some(run_bytes), 1) => {

@@ -188,6 +188,11 @@ pub trait Records: Send + Sync {
     fn validity(&self) -> Option<&dyn Records> {
         None
     }
+    /// The column itself when it is a columnar column (chunks of many
+    /// values), for readers with a faster path for those.
+    fn columnar(&self) -> Option<&crate::columnar::Columnar> {
+        None
+    }
 }
 
 /// Records presented as a table's logical type (text or binary values of a
@@ -289,7 +294,10 @@ impl Records for Typed<'_> {
         self.logical
     }
     fn validity(&self) -> Option<&dyn Records> {
-        self.validity
+        self.validity.or_else(|| self.records.validity())
+    }
+    fn columnar(&self) -> Option<&crate::columnar::Columnar> {
+        self.records.columnar()
     }
 }
 

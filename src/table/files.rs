@@ -53,15 +53,21 @@ pub(crate) fn exists(fs: &Fs, path: &Path) -> bool {
     kind(fs, path).is_some()
 }
 
-/// The names of the store subdirectories of `dir`, sorted (by bytes, as
-/// Python sorts `str`).
-pub(crate) fn store_names(fs: &Fs, dir: &Path) -> Result<Vec<String>> {
+/// Whether `dir` holds a column of either layout: a store (`meta.zr`) or
+/// a columnar column (`column.zc`).
+pub(crate) fn is_column(fs: &Fs, dir: &Path) -> bool {
+    is_store(fs, dir) || crate::columnar::is_column_dir(fs, dir)
+}
+
+/// The names of the column subdirectories of `dir` (stores and columnar
+/// columns), sorted (by bytes, as Python sorts `str`).
+pub(crate) fn column_dirs(fs: &Fs, dir: &Path) -> Result<Vec<String>> {
     let mut names = Vec::new();
     for name in fs.list(dir).map_err(|e| io_error(dir, e))? {
         let Ok(name) = name.into_string() else {
             continue; // not a name a column can have
         };
-        if is_store(fs, &dir.join(&name)) {
+        if is_column(fs, &dir.join(&name)) {
             names.push(name);
         }
     }

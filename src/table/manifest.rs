@@ -20,7 +20,10 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 pub const MANIFEST_LOCK: &str = ".manifest.lock";
 /// What the manifest's `format` key holds.
 pub const MANIFEST_FORMAT: &str = "loaderx.sharded_table";
+/// The manifest's version when every column is stored as records.
 const VERSION: u64 = 1;
+/// Its version when some column is columnar (older releases refuse it).
+const VERSION_COLUMNAR: u64 = 2;
 
 /// One committed shard: a plain table directly inside the table directory.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -123,8 +126,13 @@ pub struct Manifest {
     pub shards: Vec<ShardEntry>,
     /// The text and binary columns (every other column holds tensors).
     pub types: Vec<(String, Logical)>,
-    /// The columns with a validity stream in every shard, sorted.
+    /// The columns that may hold nulls, sorted: a records column has a
+    /// validity stream in every shard, a columnar one keeps them in its
+    /// files.
     pub nullable: Vec<String>,
+    /// The columnar columns, sorted (every other column is stored as
+    /// records).
+    pub columnar: Vec<String>,
     /// The table version this manifest is (1, 2, ...); None in a manifest
     /// written before tables had versions, which is version 1.
     pub table_version: Option<u64>,
@@ -146,6 +154,20 @@ impl Manifest {
 
     pub fn is_nullable(&self, column: &str) -> bool {
         self.nullable.iter().any(|c| c == column)
+    }
+
+    /// How `column` is stored.
+    pub fn layout(&self, column: &str) -> super::ColumnLayout {
+        if self.columnar.iter().any(|c| c == column) {
+            super::ColumnLayout::Columnar
+        } else {
+            super::ColumnLayout::Records
+        }
+    }
+
+    /// Whether `column` has validity streams: a nullable records column.
+    pub fn has_validity(&self, column: &str) -> bool {
+        self.is_nullable(column) && self.layout(column) == super::ColumnLayout::Records
     }
 
     /// The table version (a manifest from before versions is version 1).
@@ -170,6 +192,8 @@ impl Manifest {
             types: serde_json::Map<String, Value>,
             #[serde(skip_serializing_if = "<[String]>::is_empty")]
             nullable: &'a [String],
+            #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+            layouts: serde_json::Map<String, Value>,
             #[serde(skip_serializing_if = "Option::is_none")]
             table_version: Option<u64>,
             #[serde(skip_serializing_if = "Option::is_none")]
@@ -179,7 +203,11 @@ impl Manifest {
         }
         let doc = Doc {
             format: MANIFEST_FORMAT,
-            version: VERSION,
+            version: if self.columnar.is_empty() {
+                VERSION
+            } else {
+                VERSION_COLUMNAR
+            },
             columns: &self.columns,
             shards: &self.shards,
             types: self
@@ -188,6 +216,11 @@ impl Manifest {
                 .map(|(c, l)| (c.clone(), Value::String(l.name().into())))
                 .collect(),
             nullable: &self.nullable,
+            layouts: self
+                .columnar
+                .iter()
+                .map(|c| (c.clone(), Value::String("columnar".into())))
+                .collect(),
             table_version: self.table_version,
             timestamp: self.timestamp_ms,
             operation: self.operation.as_deref(),
@@ -273,7 +306,7 @@ pub(crate) fn check_shards_present(fs: &Fs, dir: &Path, manifest: &Manifest) -> 
             ));
         }
     }
-    for column in &manifest.nullable {
+    for column in manifest.nullable.iter().filter(|c| manifest.has_validity(c)) {
         for shard in &manifest.shards {
             if !files::is_store(fs, &shard.validity_path(dir, column)) {
                 return Err(bad(
@@ -310,10 +343,14 @@ pub(crate) fn parse_manifest(file: &Path, raw: &[u8]) -> Result<Manifest> {
         ));
     }
     let version = doc.get("version").unwrap_or(&Value::Null);
-    if !is_one(version) {
+    let columnar_version = version.as_u64() == Some(VERSION_COLUMNAR);
+    if !is_one(version) && !columnar_version {
         return Err(bad(
             &file,
-            format!("version must be {VERSION}, got {}", py_repr(version)),
+            format!(
+                "version must be {VERSION} or {VERSION_COLUMNAR} (this release reads those), got {}",
+                py_repr(version)
+            ),
         ));
     }
     let columns: Vec<String> = match doc.get("columns") {
@@ -364,6 +401,17 @@ pub(crate) fn parse_manifest(file: &Path, raw: &[u8]) -> Result<Manifest> {
             .ok_or_else(|| bad(&file, "'nullable' must list column names"))?,
         Some(_) => return Err(bad(&file, "'nullable' must list column names")),
     };
+    let layouts_rule = "'layouts' must map column names to 'columnar' (in a version 2 manifest)";
+    let mut columnar: Vec<String> = match doc.get("layouts") {
+        None => Vec::new(),
+        Some(Value::Object(m)) if columnar_version => m
+            .iter()
+            .map(|(c, l)| (known(c) && l.as_str() == Some("columnar")).then(|| c.clone()))
+            .collect::<Option<_>>()
+            .ok_or_else(|| bad(&file, layouts_rule))?,
+        Some(_) => return Err(bad(&file, layouts_rule)),
+    };
+    columnar.sort();
     let table_version = match doc.get("table_version") {
         None => None,
         Some(v) => Some(v.as_u64().filter(|&n| n >= 1).ok_or_else(|| {
@@ -483,6 +531,7 @@ pub(crate) fn parse_manifest(file: &Path, raw: &[u8]) -> Result<Manifest> {
         shards: out,
         types,
         nullable,
+        columnar,
         table_version,
         timestamp_ms,
         operation,

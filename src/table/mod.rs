@@ -37,6 +37,7 @@ mod write;
 
 #[cfg(feature = "remote")]
 pub use copy::{copy_table, Progress};
+pub(crate) use files::random_hex;
 pub(crate) use files::read_whole as read_file;
 pub use files::INCOMPLETE;
 pub use manifest::{
@@ -45,7 +46,10 @@ pub use manifest::{
 };
 pub use open::{open_columns, Column, Shard, Stream, Table};
 pub use shard::{column_names, commit_shards, new_shard, shard_schema, ColumnSpec, ShardSchema};
-pub use types::{read_types, validity_dir, write_types, ColumnType, TABLE_FILE, VALIDITY_DIR};
+pub use types::{
+    read_types, validity_dir, write_types, ColumnLayout, ColumnType, Layouts, TABLE_FILE,
+    VALIDITY_DIR,
+};
 pub use versions::{VersionRef, View, TAGS_DIR, VERSIONS_DIR, VIEWS_DIR};
 #[cfg(feature = "remote")]
 pub(crate) use write::publish_at;

@@ -10,6 +10,8 @@ use super::repr::{py_list, py_str};
 use super::shard::column_names_in;
 use super::types::{read_types_in, validity_dir};
 use super::versions::VersionRef;
+use super::ColumnLayout;
+use crate::columnar::{ColumnFile, Columnar};
 use crate::io::Fs;
 use crate::schema::Kind;
 use crate::schema::Logical;
@@ -28,6 +30,8 @@ use crate::{RaggedBatch, ReadCounters, Stats};
 pub enum Stream {
     Store(Store),
     Concat(Concat),
+    /// A columnar column (one file per shard, end to end).
+    Columnar(Columnar),
 }
 
 impl Stream {
@@ -36,6 +40,25 @@ impl Stream {
         match self {
             Stream::Store(s) => s,
             Stream::Concat(c) => c,
+            Stream::Columnar(c) => c,
+        }
+    }
+
+    /// The store, for writing (a plain table's writable column); None for
+    /// the read-only kinds.
+    pub fn store_mut(&mut self) -> Option<&mut Store> {
+        match self {
+            Stream::Store(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Each part's rows (a store's length, or every shard's).
+    pub fn part_lengths(&self) -> Vec<u64> {
+        match self {
+            Stream::Store(s) => vec![s.len()],
+            Stream::Concat(c) => c.parts().iter().map(Store::len).collect(),
+            Stream::Columnar(c) => c.parts().iter().map(ColumnFile::rows).collect(),
         }
     }
 
@@ -43,6 +66,7 @@ impl Stream {
         match self {
             Stream::Store(s) => s.close(),
             Stream::Concat(c) => c.close(),
+            Stream::Columnar(c) => c.close(),
         }
     }
 }
@@ -100,6 +124,11 @@ impl Column {
     /// the nulls).
     pub fn data(&self) -> &Stream {
         &self.data
+    }
+
+    /// The records, for a write (a plain table's writable store).
+    pub fn data_mut(&mut self) -> &mut Stream {
+        &mut self.data
     }
 
     pub fn validity_stream(&self) -> Option<&Stream> {
@@ -166,7 +195,13 @@ impl Records for Column {
         self.logical
     }
     fn validity(&self) -> Option<&dyn Records> {
-        self.validity.as_ref().map(Stream::records)
+        match &self.validity {
+            Some(v) => Some(v.records()),
+            None => self.data.records().validity(),
+        }
+    }
+    fn columnar(&self) -> Option<&crate::columnar::Columnar> {
+        self.data.records().columnar()
     }
 }
 
@@ -354,10 +389,13 @@ impl Table {
             for g in &shard.groups {
                 present.extend(column_names_in(&fs, &dir.join(&g.dir))?);
             }
-            let missing = manifest
-                .columns
-                .iter()
-                .any(|c| !files::is_store(&fs, &shard.column_path(path, c)));
+            let missing = manifest.columns.iter().any(|c| {
+                let at = shard.column_path(path, c);
+                match manifest.layout(c) {
+                    ColumnLayout::Records => !files::is_store(&fs, &at),
+                    ColumnLayout::Columnar => !crate::columnar::is_column_dir(&fs, &at),
+                }
+            });
             if missing {
                 present.sort();
                 present.dedup();
@@ -377,14 +415,26 @@ impl Table {
         for name in &manifest.columns {
             let opened = (|| {
                 let col = path.join(name);
-                let data = concat(
-                    &fs,
-                    &col,
-                    manifest.shards.iter().map(|s| s.column_path(path, name)),
-                    None,
-                    selection.as_ref(),
-                )?;
-                let validity = if manifest.is_nullable(name) {
+                let parts = manifest.shards.iter().map(|s| s.column_path(path, name));
+                let data = match manifest.layout(name) {
+                    ColumnLayout::Records => concat(&fs, &col, parts, None, selection.as_ref())?,
+                    ColumnLayout::Columnar => {
+                        let c = Columnar::open(&fs, &col, parts, selection.clone())?;
+                        if c.logical() != manifest.logical(name) {
+                            return Err(Error::corrupted(
+                                &file,
+                                format!(
+                                    "it says column {} is {}, but its column files hold {:?} values",
+                                    py_str(name),
+                                    manifest.logical(name),
+                                    c.kind()
+                                ),
+                            ));
+                        }
+                        Stream::Columnar(c)
+                    }
+                };
+                let validity = if manifest.has_validity(name) {
                     let mut vname = col.clone().into_os_string();
                     vname.push(".validity");
                     match concat(
@@ -403,10 +453,7 @@ impl Table {
                 } else {
                     None
                 };
-                let parts = match &data {
-                    Stream::Concat(c) => c.parts().iter().map(Store::len).collect::<Vec<_>>(),
-                    Stream::Store(s) => vec![s.len()],
-                };
+                let parts = data.part_lengths();
                 let column = Column::new(name, data, manifest.logical(name), validity)?;
                 for (shard, n) in manifest.shards.iter().zip(parts) {
                     if n != shard.rows {
@@ -633,6 +680,22 @@ fn open_columns_in(
                     path: at,
                     reason: "the path does not exist".into(),
                 });
+            }
+            if t.layout == ColumnLayout::Columnar {
+                let c = Columnar::open(fs, &at, std::iter::once(at.clone()), None)?;
+                if c.logical() != t.logical {
+                    return Err(Error::corrupted(
+                        &dir.join(super::TABLE_FILE),
+                        format!(
+                            "it says column {} is {}, but {} holds {:?} values",
+                            py_str(&name),
+                            t.logical,
+                            at.display(),
+                            c.kind()
+                        ),
+                    ));
+                }
+                return Column::new(name.clone(), Stream::Columnar(c), t.logical, None);
             }
             let data = Store::open_with(fs, &at, readonly)?;
             let validity = if t.nullable {

@@ -7,32 +7,71 @@ use std::path::{Component, Path, PathBuf};
 use super::files;
 use super::manifest::{is_shard_name, MANIFEST_FILE, MANIFEST_LOCK};
 use super::repr::{py_list, py_str, py_tuple};
-use super::types::validity_dir;
+use super::types::{validity_dir, ColumnLayout};
+use crate::columnar::{ColumnFile, ValueKind};
 use crate::io::Fs;
 use crate::schema::Kind;
 use crate::schema::Logical;
 use crate::{Codec, DType, Error, Records, Result, Schema, Store};
 
-/// What every shard of a column must agree on: its store's schema (kind,
-/// dtype, item shape) and the logical type its table records. Codecs may
-/// differ.
+/// What every shard of a column must agree on: its schema as records
+/// read it (kind, dtype, item shape), the logical type its table records
+/// and its layout. Codecs may differ.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ColumnSpec {
     pub schema: Schema,
     pub logical: Logical,
+    pub layout: ColumnLayout,
+}
+
+impl ColumnSpec {
+    /// A records-layout column of `schema` presented as `logical`.
+    pub fn records(schema: Schema, logical: Logical) -> ColumnSpec {
+        ColumnSpec {
+            schema,
+            logical,
+            layout: ColumnLayout::Records,
+        }
+    }
+
+    /// The columnar column of `kind`.
+    pub fn columnar(kind: ValueKind) -> ColumnSpec {
+        ColumnSpec {
+            schema: crate::columnar::schema_of(kind),
+            logical: crate::columnar::logical_of(kind),
+            layout: ColumnLayout::Columnar,
+        }
+    }
+
+    /// What a columnar column of this spec holds, if it can be one: dense
+    /// scalars, text or bytes.
+    pub fn value_kind(&self) -> Option<ValueKind> {
+        match (&self.logical, self.schema.item_shape()) {
+            (Logical::Utf8, _) => Some(ValueKind::Utf8),
+            (Logical::Binary, _) => Some(ValueKind::Binary),
+            (Logical::Tensor, Some([])) => Some(ValueKind::Fixed(self.schema.dtype)),
+            _ => None,
+        }
+    }
 }
 
 impl std::fmt::Display for ColumnSpec {
-    /// `utf8 values`, `dense <f4 item_shape (2, 3)` or `ragged <i2`.
+    /// `utf8 values`, `dense <f4 item_shape (2, 3)` or `ragged <i2`, and
+    /// `(columnar)` after a columnar column's.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.logical != Logical::Tensor {
-            return write!(f, "{} values", self.logical);
-        }
         let dtype = self.schema.dtype.numpy_str();
-        match self.schema.item_shape() {
-            Some(shape) => write!(f, "dense {dtype} item_shape {}", py_tuple(shape)),
-            None => write!(f, "ragged {dtype}"),
+        if self.logical != Logical::Tensor {
+            write!(f, "{} values", self.logical)?;
+        } else {
+            match self.schema.item_shape() {
+                Some(shape) => write!(f, "dense {dtype} item_shape {}", py_tuple(shape))?,
+                None => write!(f, "ragged {dtype}")?,
+            }
         }
+        if self.layout == ColumnLayout::Columnar {
+            f.write_str(" (columnar)")?;
+        }
+        Ok(())
     }
 }
 
@@ -41,6 +80,9 @@ impl std::fmt::Display for ColumnSpec {
 pub struct ShardSchema {
     pub columns: Vec<(String, ColumnSpec)>,
     pub rows: u64,
+    /// The columnar columns whose files hold nulls (a records column's
+    /// nulls are its validity stream, which the shard's listing shows).
+    pub nulls: BTreeSet<String>,
 }
 
 impl ShardSchema {
@@ -64,10 +106,10 @@ pub(crate) fn column_names_in(fs: &Fs, dir: &Path) -> Result<Vec<String>> {
             message: format!("table directory {} does not exist", dir.display()),
         });
     }
-    let names = files::store_names(fs, dir)?;
+    let names = files::column_dirs(fs, dir)?;
     if names.is_empty() {
         return Err(Error::InvalidValue(format!(
-            "table directory {} holds no stores (no subdirectory with meta.zr)",
+            "table directory {} holds no columns (no subdirectory with meta.zr or column.zc)",
             dir.display()
         )));
     }
@@ -88,26 +130,25 @@ pub(crate) fn shard_schema_in(fs: &Fs, shard: &Path) -> Result<ShardSchema> {
             message: format!("shard directory {} does not exist", shard.display()),
         });
     }
-    let names = files::store_names(fs, shard)?;
+    let names = files::column_dirs(fs, shard)?;
     if names.is_empty() {
         return Err(Error::InvalidValue(format!(
-            "shard {} holds no stores (no subdirectory with meta.zr)",
+            "shard {} holds no columns (no subdirectory with meta.zr or column.zc)",
             shard.display()
         )));
     }
     let types = super::types::read_types_in(fs, shard)?;
     let mut columns = Vec::with_capacity(names.len());
     let mut lengths = Vec::with_capacity(names.len());
+    let mut nulls = BTreeSet::new();
     for name in names {
-        let logical = types.get(&name).map_or(Logical::Tensor, |t| t.logical);
-        let store = Store::open_with(fs, &shard.join(&name), true)?;
-        let schema = store.schema().clone();
-        lengths.push(store.len());
-        store.close()?;
-        logical
-            .check(&schema)
-            .map_err(|e| Error::InvalidValue(format!("{}: {e}", shard.join(&name).display())))?;
-        columns.push((name, ColumnSpec { schema, logical }));
+        let t = types.get(&name).copied().unwrap_or_default();
+        let (spec, rows, has_nulls) = column_spec_in(fs, shard, &name, t)?;
+        lengths.push(rows);
+        if has_nulls {
+            nulls.insert(name.clone());
+        }
+        columns.push((name, spec));
     }
     for ((name, _), &n) in columns.iter().zip(&lengths) {
         if n != lengths[0] {
@@ -123,7 +164,68 @@ pub(crate) fn shard_schema_in(fs: &Fs, shard: &Path) -> Result<ShardSchema> {
     Ok(ShardSchema {
         columns,
         rows: lengths[0],
+        nulls,
     })
+}
+
+/// The spec and rows of column `name` of the plain table `dir`, stored as
+/// its table file's `t` says (metadata only), and whether it is a columnar
+/// column whose file holds nulls. `Corrupted` naming the table file when
+/// the column's directory holds the other layout.
+pub(crate) fn column_spec_in(
+    fs: &Fs,
+    dir: &Path,
+    name: &str,
+    t: super::ColumnType,
+) -> Result<(ColumnSpec, u64, bool)> {
+    let at = dir.join(name);
+    match t.layout {
+        ColumnLayout::Columnar => {
+            if !crate::columnar::is_column_dir(fs, &at) {
+                return Err(Error::corrupted(
+                    &dir.join(super::TABLE_FILE),
+                    format!(
+                        "it records column {} as columnar, but {} holds no column.zc",
+                        py_str(name),
+                        at.display()
+                    ),
+                ));
+            }
+            let file = ColumnFile::open(fs, &at)?;
+            let spec = ColumnSpec::columnar(file.footer().kind);
+            if spec.logical != t.logical {
+                return Err(Error::corrupted(
+                    file.path(),
+                    format!(
+                        "it holds {:?} values, but the table file says the column is {}",
+                        file.footer().kind,
+                        t.logical
+                    ),
+                ));
+            }
+            Ok((spec, file.rows(), file.footer().nullable))
+        }
+        ColumnLayout::Records => {
+            if !files::is_store(fs, &at) {
+                return Err(Error::corrupted(
+                    &dir.join(super::TABLE_FILE),
+                    format!(
+                        "column {} is stored as records, but {} holds no meta.zr (a columnar column's directory is recorded as such in the table file)",
+                        py_str(name),
+                        at.display()
+                    ),
+                ));
+            }
+            let store = Store::open_with(fs, &at, true)?;
+            let schema = store.schema().clone();
+            let rows = store.len();
+            store.close()?;
+            t.logical
+                .check(&schema)
+                .map_err(|e| Error::InvalidValue(format!("{}: {e}", at.display())))?;
+            Ok((ColumnSpec::records(schema, t.logical), rows, false))
+        }
+    }
 }
 
 /// Checks that the shard `name` (of `schema`) agrees with the shard
@@ -374,6 +476,12 @@ impl ColumnSpec {
             }
         };
         for spec in &specs[1..] {
+            if spec.layout != first.layout {
+                return Err(Error::InvalidValue(format!(
+                    "column {column:?}: stored as {} (the first block's) and as {} in a later block; a column has one layout",
+                    first.layout, spec.layout
+                )));
+            }
             if spec.logical != first.logical
                 && (spec.logical.is_bytes() || first.logical.is_bytes())
             {
@@ -398,6 +506,7 @@ impl ColumnSpec {
         Ok(ColumnSpec {
             schema: Schema::ragged(first.schema.dtype),
             logical: first.logical,
+            layout: first.layout,
         })
     }
 }

@@ -10,10 +10,13 @@
 //!  "columns": {"caption": {"type": "utf8"}, "label": {"type": "tensor", "nullable": true}}}
 //! ```
 //!
-//! Columns it does not name are tensors without nulls. A nullable column's
-//! validity (one `bool` per row, false for null) is the dense store
-//! `.validity/<column>` beside the columns. The file is replaced atomically
-//! (written beside, fsynced, renamed, directory fsynced).
+//! Columns it does not name are tensors without nulls, stored as records.
+//! A nullable column's validity (one `bool` per row, false for null) is
+//! the dense store `.validity/<column>` beside the columns. A columnar
+//! column (`"layout": "columnar"`, version 2 of the file) is the directory
+//! `<column>/` holding one `column.zc`, which carries its own nulls. The
+//! file is replaced atomically (written beside, fsynced, renamed, directory
+//! fsynced).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -28,7 +31,10 @@ use crate::{Error, Result};
 /// The table file's name inside a table directory.
 pub const TABLE_FILE: &str = "table.json";
 const FORMAT: &str = "loaderx.table";
+/// The file's version when every column is stored as records.
 const VERSION: u64 = 1;
+/// The file's version when a column is columnar (older releases refuse it).
+const VERSION_COLUMNAR: u64 = 2;
 
 #[derive(Serialize, Deserialize)]
 struct ColumnEntry {
@@ -36,14 +42,131 @@ struct ColumnEntry {
     logical: String,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     nullable: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    layout: Option<String>,
+}
+
+/// How a table stores a column.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ColumnLayout {
+    /// A Zrecord store: one frame per row (tensors, large binary values).
+    #[default]
+    Records,
+    /// One `column.zc`: chunks of many values (scalars, text, small bytes).
+    Columnar,
+}
+
+impl ColumnLayout {
+    pub fn name(self) -> &'static str {
+        match self {
+            ColumnLayout::Records => "records",
+            ColumnLayout::Columnar => "columnar",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ColumnLayout> {
+        match name {
+            "records" => Some(ColumnLayout::Records),
+            "columnar" => Some(ColumnLayout::Columnar),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ColumnLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a write asks of its columns' layouts (the `layout=` of the table
+/// writers), resolved per column by [`Layouts::resolve`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Layouts {
+    /// One layout for every column that can have it (None: the default).
+    pub all: Option<ColumnLayout>,
+    /// Layouts asked for by column name (over `all`).
+    pub columns: BTreeMap<String, ColumnLayout>,
+    /// The layouts of the table's columns already (an existing column
+    /// keeps its own).
+    pub existing: BTreeMap<String, ColumnLayout>,
+}
+
+impl Layouts {
+    /// Every column as records (the ingests that return stores).
+    pub fn records() -> Layouts {
+        Layouts {
+            all: Some(ColumnLayout::Records),
+            ..Layouts::default()
+        }
+    }
+
+    /// `InvalidValue` naming a column asked for that the write does not
+    /// have (`names`: the write's columns).
+    pub fn check_names<S: AsRef<str>>(&self, names: &[S]) -> Result<()> {
+        if let Some(odd) = self
+            .columns
+            .keys()
+            .find(|c| !names.iter().any(|n| n.as_ref() == c.as_str()))
+        {
+            let all: Vec<&str> = names.iter().map(AsRef::as_ref).collect();
+            return Err(Error::InvalidValue(format!(
+                "layout names column {odd:?}, which the data does not have (its columns: {all:?})"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The layout of column `name`, whose values are `kind` (None for
+    /// tensors, which are always records). Unless asked otherwise, a
+    /// column the table has keeps its layout, and a new column of numbers,
+    /// booleans or text is columnar (bytes stay records: they are mostly
+    /// encoded images and audio, read one by one). `InvalidValue` naming
+    /// the column when a layout asked for by name cannot hold its values,
+    /// or when a layout asked for differs from the table's.
+    pub fn resolve(
+        &self,
+        name: &str,
+        kind: Option<crate::columnar::ValueKind>,
+    ) -> Result<ColumnLayout> {
+        use crate::columnar::ValueKind;
+        let named = self.columns.get(name).copied();
+        let asked = named.or(self.all);
+        let existing = self.existing.get(name).copied();
+        let fits = |l: ColumnLayout| l == ColumnLayout::Records || kind.is_some();
+        match (asked, existing) {
+            (Some(a), Some(e)) if a != e && (named.is_some() || fits(a)) => {
+                Err(Error::InvalidValue(format!(
+                    "column {name:?} is stored as {e} in the table, but layout asks for {a}; a column keeps its layout (Table.compact() converts records columns to columnar)"
+                )))
+            }
+            (_, Some(e)) => Ok(e),
+            (Some(ColumnLayout::Columnar), None) if kind.is_none() => {
+                if named.is_some() {
+                    Err(Error::InvalidValue(format!(
+                        "layout asks for column {name:?} to be columnar, but it holds tensors; columnar columns hold numbers, booleans, text or bytes, one per row"
+                    )))
+                } else {
+                    Ok(ColumnLayout::Records)
+                }
+            }
+            (Some(a), None) => Ok(a),
+            (None, None) => Ok(match kind {
+                Some(ValueKind::Fixed(_) | ValueKind::Utf8) => ColumnLayout::Columnar,
+                _ => ColumnLayout::Records,
+            }),
+        }
+    }
 }
 
 /// What the table file records of a column.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ColumnType {
     pub logical: Logical,
-    /// Whether the column has a validity stream (`.validity/<column>`).
+    /// Whether the column has a validity stream (`.validity/<column>`; a
+    /// columnar column keeps its nulls in its file and records false).
     pub nullable: bool,
+    pub layout: ColumnLayout,
 }
 
 impl ColumnType {
@@ -86,29 +209,55 @@ pub(crate) fn read_types_in(fs: &Fs, dir: &Path) -> Result<BTreeMap<String, Colu
             format!("'format' must be {FORMAT:?}, got {:?}", file.format),
         ));
     }
-    if file.version != VERSION {
+    if file.version != VERSION && file.version != VERSION_COLUMNAR {
         return Err(Error::corrupted(
             &path,
-            format!("version must be {VERSION}, got {}", file.version),
+            format!(
+                "version must be {VERSION} or {VERSION_COLUMNAR} (this release reads those), got {}",
+                file.version
+            ),
         ));
     }
     file.columns
         .into_iter()
-        .map(|(name, entry)| match Logical::from_name(&entry.logical) {
-            Some(logical) => Ok((
+        .map(|(name, entry)| {
+            let Some(logical) = Logical::from_name(&entry.logical) else {
+                return Err(Error::corrupted(
+                    &path,
+                    format!(
+                        "column {name:?} has type {:?}; expected \"tensor\", \"utf8\" or \"binary\"",
+                        entry.logical
+                    ),
+                ));
+            };
+            let layout = match entry.layout.as_deref() {
+                None => ColumnLayout::Records,
+                Some(l) => match ColumnLayout::from_name(l) {
+                    Some(l) if file.version == VERSION_COLUMNAR => l,
+                    _ => {
+                        return Err(Error::corrupted(
+                            &path,
+                            format!(
+                                "column {name:?} has layout {l:?}; expected \"records\" or \"columnar\" (in a version {VERSION_COLUMNAR} file)"
+                            ),
+                        ))
+                    }
+                },
+            };
+            if layout == ColumnLayout::Columnar && entry.nullable {
+                return Err(Error::corrupted(
+                    &path,
+                    format!("column {name:?} is columnar, which keeps its nulls in its file, but is marked nullable"),
+                ));
+            }
+            Ok((
                 name,
                 ColumnType {
                     logical,
                     nullable: entry.nullable,
+                    layout,
                 },
-            )),
-            None => Err(Error::corrupted(
-                &path,
-                format!(
-                    "column {name:?} has type {:?}; expected \"tensor\", \"utf8\" or \"binary\"",
-                    entry.logical
-                ),
-            )),
+            ))
         })
         .collect()
 }
@@ -128,9 +277,10 @@ pub fn write_types(dir: &Path, types: &[(String, ColumnType)]) -> Result<()> {
     if all.is_empty() {
         return files::remove_file_synced(&path, dir);
     }
+    let columnar = all.values().any(|t| t.layout == ColumnLayout::Columnar);
     let file = TableFile {
         format: FORMAT.into(),
-        version: VERSION,
+        version: if columnar { VERSION_COLUMNAR } else { VERSION },
         columns: all
             .into_iter()
             .map(|(n, t)| {
@@ -139,6 +289,8 @@ pub fn write_types(dir: &Path, types: &[(String, ColumnType)]) -> Result<()> {
                     ColumnEntry {
                         logical: t.logical.name().into(),
                         nullable: t.nullable,
+                        layout: (t.layout == ColumnLayout::Columnar)
+                            .then(|| ColumnLayout::Columnar.name().to_owned()),
                     },
                 )
             })
@@ -159,7 +311,11 @@ mod tests {
     fn types_round_trip_and_merge() {
         let tmp = tempfile::tempdir().unwrap();
         assert!(read_types(tmp.path()).unwrap().is_empty());
-        let t = |logical, nullable| ColumnType { logical, nullable };
+        let t = |logical, nullable| ColumnType {
+            logical,
+            nullable,
+            layout: ColumnLayout::Records,
+        };
         write_types(
             tmp.path(),
             &[

@@ -16,6 +16,7 @@
 //! Output batches are bounded in bytes, and partitions scan disjoint row
 //! ranges in parallel.
 
+mod prune;
 mod rows;
 mod scan;
 
@@ -57,7 +58,7 @@ struct Table<S> {
     index_column: Option<String>,
     schema: SchemaRef,
     len: u64,
-    /// Per stream: a dense scalar store (cheap to read for a predicate).
+    /// Per stream: cheap to read for a predicate ([`la::is_cheap`]).
     cheap: Vec<bool>,
     options: Options,
 }
@@ -101,12 +102,7 @@ impl<S: StoreAccess + 'static> StoreTable<S> {
                     "stream {name:?} collides with the index column"
                 )));
             }
-            let (n, scalar) = s.with(|s| {
-                Ok((
-                    s.len(),
-                    s.schema().item_shape().is_some_and(|sh| sh.is_empty()),
-                ))
-            })?;
+            let (n, scalar) = s.with(|s| Ok((s.len(), la::is_cheap(s))))?;
             cheap.push(scalar);
             match len {
                 None => len = Some(n),
@@ -233,7 +229,13 @@ impl<S: StoreAccess + 'static> TableProvider for StoreTable<S> {
                 .and_then(|ix| index_rows(f, ix, t.len))
             {
                 Some(r) => rows = rows.intersect(&r),
-                None => rest.push(f.clone()),
+                None => {
+                    // Chunks whose statistics rule the predicate out.
+                    if let Some(r) = prune::rows(f, &t.streams, t.len).map_err(external)? {
+                        rows = rows.intersect(&r);
+                    }
+                    rest.push(f.clone())
+                }
             }
         }
         let predicate = match rest.into_iter().reduce(|a, b| a.and(b)) {
@@ -279,14 +281,24 @@ impl<S: StoreAccess + 'static> TableProvider for StoreTable<S> {
         } else {
             partitions
         };
-        Ok(Arc::new(StreamingTableExec::try_new(
+        let exec = Arc::new(StreamingTableExec::try_new(
             out_schema,
             partitions,
             None,
             Vec::new(),
             false,
             limit,
-        )?))
+        )?);
+        if !filters.is_empty() {
+            return Ok(exec);
+        }
+        // Without filters the rows are known: DataFusion answers count(*)
+        // from them.
+        let rows = match limit {
+            Some(l) => (l as u64).min(t.len),
+            None => t.len,
+        };
+        Ok(Arc::new(scan::Counted::new(exec, rows as usize)))
     }
 }
 

@@ -10,9 +10,14 @@ use arrow_schema::{ArrowError, SchemaRef};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::PhysicalExpr;
+use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::Statistics;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::streaming::PartitionStream;
-use datafusion::physical_plan::SendableRecordBatchStream;
+use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, SendableRecordBatchStream,
+};
 use loaderx::arrow::{Filter, Scan, StoreAccess, FILTER_ROWS};
 
 use crate::rows::Rows;
@@ -103,5 +108,79 @@ impl<S: StoreAccess + 'static> PartitionStream for Partition<S> {
             Arc::clone(&self.plan.out_schema),
             futures::stream::iter(batches),
         ))
+    }
+}
+
+/// A scan whose row count is known exactly (no filters): the streaming
+/// scan itself, with statistics that say so.
+#[derive(Debug)]
+pub(crate) struct Counted {
+    inner: Arc<StreamingTableExec>,
+    rows: usize,
+}
+
+impl Counted {
+    pub(crate) fn new(inner: Arc<StreamingTableExec>, rows: usize) -> Counted {
+        Counted { inner, rows }
+    }
+}
+
+impl DisplayAs for Counted {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        self.inner.fmt_as(t, f)?;
+        write!(f, ", rows={}", self.rows)
+    }
+}
+
+impl ExecutionPlan for Counted {
+    fn name(&self) -> &str {
+        "LoaderxScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.inner.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.is_empty() {
+            Ok(self)
+        } else {
+            Err(DataFusionError::Internal(
+                "a loaderx scan has no children".into(),
+            ))
+        }
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        self.inner.execute(partition, context)
+    }
+
+    fn partition_statistics(&self, partition: Option<usize>) -> Result<Arc<Statistics>> {
+        let schema = self.inner.schema();
+        Ok(Arc::new(match partition {
+            None => Statistics {
+                num_rows: Precision::Exact(self.rows),
+                ..Statistics::new_unknown(&schema)
+            },
+            Some(_) => Statistics::new_unknown(&schema),
+        }))
     }
 }

@@ -61,7 +61,11 @@ fn write_shard(dir: &std::path::Path, lo: u64, hi: u64) {
     }
     text.append_ragged(&packed).unwrap();
     text.close().unwrap();
-    let t = |logical, nullable| ColumnType { logical, nullable };
+    let t = |logical, nullable| ColumnType {
+        logical,
+        nullable,
+        ..Default::default()
+    };
     table::write_types(
         dir,
         &[

@@ -13,7 +13,7 @@ use arrow_schema::ArrowError;
 use loaderx::arrow::{self as la};
 use loaderx::error::Cause;
 use loaderx::schema::Kind;
-use loaderx::table::{TableWrite, WrittenShard};
+use loaderx::table::{Layouts, TableWrite, WrittenShard};
 use loaderx::{Codec, Error, Result};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::reader::{ChunkReader, Length};
@@ -158,15 +158,24 @@ pub fn ingest(
     let format = sniff(path)?;
     let file = open(path)?;
     match format {
-        Format::Parquet => ingest_parquet(file, path, root, codec, dict, batch_rows, progress),
+        Format::Parquet => ingest_parquet(
+            file,
+            path,
+            root,
+            codec,
+            dict,
+            batch_rows,
+            &Layouts::records(),
+            progress,
+        ),
         Format::IpcFile => {
             let reader = FileReader::try_new(BufReader::new(file), None).map_err(ipc_err(path))?;
-            ingest_ipc(reader, path, root, codec, dict, progress)
+            ingest_ipc(reader, path, root, codec, dict, &Layouts::records(), progress)
         }
         Format::IpcStream => {
             let reader =
                 StreamReader::try_new(BufReader::new(file), None).map_err(ipc_err(path))?;
-            ingest_ipc(reader, path, root, codec, dict, progress)
+            ingest_ipc(reader, path, root, codec, dict, &Layouts::records(), progress)
         }
     }
 }
@@ -175,7 +184,8 @@ pub fn ingest(
 /// threads: its row groups in `shards` runs of consecutive groups (default
 /// two per worker, fewer when the file has fewer groups), each read by the
 /// worker that writes its shard. An Arrow IPC file is one shard. Returns
-/// the shards in file order; on error none is left.
+/// the shards in file order, each column laid out as `layouts` resolves
+/// it; on error none is left.
 pub fn ingest_sharded(
     write: &TableWrite,
     path: &Path,
@@ -183,11 +193,24 @@ pub fn ingest_sharded(
     workers: usize,
     codec: Codec,
     dict: Option<&[u8]>,
+    layouts: &Layouts,
 ) -> Result<Vec<WrittenShard>> {
-    if sniff(path)? != Format::Parquet {
-        return write.write_shards(std::iter::once(()), 1, |(), dir| {
-            ingest(path, dir, codec, dict, BATCH_ROWS, &mut |_| {}).map(|_| ())
-        });
+    match sniff(path)? {
+        Format::Parquet => {}
+        Format::IpcFile => {
+            return write.write_shards(std::iter::once(()), 1, |(), dir| {
+                let reader = FileReader::try_new(BufReader::new(open(path)?), None)
+                    .map_err(ipc_err(path))?;
+                ingest_ipc(reader, path, dir, codec, dict, layouts, &mut |_| {}).map(|_| ())
+            })
+        }
+        Format::IpcStream => {
+            return write.write_shards(std::iter::once(()), 1, |(), dir| {
+                let reader = StreamReader::try_new(BufReader::new(open(path)?), None)
+                    .map_err(ipc_err(path))?;
+                ingest_ipc(reader, path, dir, codec, dict, layouts, &mut |_| {}).map(|_| ())
+            })
+        }
     }
     let groups = ParquetRecordBatchReaderBuilder::try_new(open(path)?)
         .map_err(parquet_err(path))?
@@ -218,7 +241,7 @@ pub fn ingest_sharded(
             failed: Some(failed),
             ..SourceBatches::new(reader, path)
         };
-        la::ingest(source, dir, codec, dict, &mut |_| {}).map(|_| ())
+        la::ingest_table(source, dir, codec, dict, layouts, &mut |_| {}).map(|_| ())
     })
 }
 
@@ -232,14 +255,16 @@ fn ingest_ipc<R: RecordBatchReader>(
     root: &Path,
     codec: Codec,
     dict: Option<&[u8]>,
+    layouts: &Layouts,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Vec<(String, Kind)>> {
     make_root(root)?;
-    la::ingest(
+    la::ingest_table(
         SourceBatches::new(reader, path),
         root,
         codec,
         dict,
+        layouts,
         progress,
     )
 }
@@ -259,6 +284,7 @@ pub(crate) fn ingest_parquet<C: ChunkReader + 'static>(
     codec: Codec,
     dict: Option<&[u8]>,
     batch_rows: usize,
+    layouts: &Layouts,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Vec<(String, Kind)>> {
     let failed = Arc::new(ReadFailure::default());
@@ -276,5 +302,5 @@ pub(crate) fn ingest_parquet<C: ChunkReader + 'static>(
         failed: Some(failed),
         ..SourceBatches::new(reader, path)
     };
-    la::ingest(source, root, codec, dict, progress)
+    la::ingest_table(source, root, codec, dict, layouts, progress)
 }

@@ -12,10 +12,10 @@ use std::sync::{RwLock, RwLockWriteGuard};
 
 use loaderx::schema::Kind;
 use loaderx::schema::Logical;
-use loaderx::Concat;
+use loaderx::table::Stream;
 use loaderx::Packed;
 use loaderx::{Codec, DType, Error, Schema};
-use loaderx::{Indices, Records, Typed};
+use loaderx::{Indices, Records};
 use numpy::{PyArrayDescr, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -32,58 +32,9 @@ pub use pack::PackedRecords;
 pub(crate) use parse::parse_codec;
 use parse::{parse_dtype, parse_kind, parse_logical};
 
-/// What a handle reads: one store, or read-only stores end to end (a
-/// sharded table's column).
-// One per handle, for its life: boxing the store would buy nothing but an
-// indirection on every gather.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum Source {
-    One(loaderx::Store),
-    Many(Concat),
-}
-
-impl Source {
-    pub(crate) fn records(&self) -> &dyn Records {
-        match self {
-            Source::One(e) => e,
-            Source::Many(c) => c,
-        }
-    }
-
-    /// The store, for writing; a concatenation refuses every write.
-    fn core_mut(&mut self) -> Result<&mut loaderx::Store, Error> {
-        match self {
-            Source::One(e) => Ok(e),
-            Source::Many(c) => Err(Error::ShardedReadOnly {
-                op: "write",
-                path: c.path().to_path_buf(),
-            }),
-        }
-    }
-
-    fn close(self) -> Result<(), Error> {
-        match self {
-            Source::One(e) => e.close(),
-            Source::Many(c) => c.close(),
-        }
-    }
-}
-
-/// A column: its records and, for a nullable column, its validity stream.
-pub(crate) struct Column {
-    data: Source,
-    validity: Option<Source>,
-}
-
-impl Column {
-    fn close(self) -> Result<(), Error> {
-        let first = self.data.close();
-        match self.validity {
-            Some(v) => first.and(v.close()),
-            None => first,
-        }
-    }
-}
+/// What a handle reads: the core's column (its records, how the table
+/// presents them, its validity stream).
+pub(crate) type Column = loaderx::table::Column;
 
 /// Fork safety: a `fork()`ed child inherits the lock's state but none of
 /// the threads that held it, so in a child every read goes straight to the
@@ -109,37 +60,25 @@ pub struct Store {
     writer: Writer,
 }
 
+/// A column's name: its directory's.
+fn name_of(path: &std::path::Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 fn closed_error(path: &std::path::Path) -> PyErr {
     PyValueError::new_err(format!("store {} is closed", path.display()))
 }
 
 impl Store {
-    pub(crate) fn wrap(
-        py: Python<'_>,
-        source: Source,
-        logical: Logical,
-        validity: Option<Source>,
-    ) -> PyResult<Store> {
-        let mut engine = Box::new(Column {
-            data: source,
-            validity,
-        });
-        let schema = engine.data.records().schema().clone();
-        let checked = logical.check(&schema).map_err(|e| {
-            let path = engine.data.records().path().display().to_string();
-            PyValueError::new_err(format!("{path}: {e}"))
-        });
-        let checked = checked.and_then(|()| match &engine.validity {
-            Some(v) => loaderx::check_validity(engine.data.records(), v.records()).py(),
-            None => Ok(()),
-        });
-        if let Err(e) = checked {
-            // A failed open releases what it opened.
-            let _ = engine.close();
-            return Err(e);
-        }
-        let path = engine.data.records().path().to_path_buf();
-        let codec = engine.data.records().codec();
+    /// The handle of `column` (checked by [`Column::new`]).
+    pub(crate) fn wrap(py: Python<'_>, column: Column) -> PyResult<Store> {
+        let mut engine = Box::new(column);
+        let schema = engine.schema().clone();
+        let logical = engine.logical();
+        let path = engine.path().to_path_buf();
+        let codec = engine.codec();
         let engine_ptr: *mut Column = &mut *engine;
         let descr = PyArrayDescr::new(py, schema.dtype.numpy_str())?.unbind();
         Ok(Store {
@@ -185,20 +124,15 @@ impl Store {
         &self,
         f: impl FnOnce(&dyn Records) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        let logical = self.logical;
-        self.column_read(|c| match (logical, &c.validity) {
-            (Logical::Tensor, None) => f(c.data.records()),
-            (l, None) => f(&Typed::new(c.data.records(), l)?),
-            (l, Some(v)) => f(&Typed::new(c.data.records(), l)?.with_validity(v.records())?),
-        })
+        self.column_read(|c| f(c))
     }
 
-    /// [`Store::engine_read`], lending the records' source itself.
+    /// [`Store::engine_read`], lending the column's records themselves.
     pub(crate) fn source_read<T>(
         &self,
-        f: impl FnOnce(&Source) -> Result<T, Error>,
+        f: impl FnOnce(&loaderx::table::Stream) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        self.column_read(|c| f(&c.data))
+        self.column_read(|c| f(c.data()))
     }
 
     /// [`Store::engine_read`], lending the whole column.
@@ -242,13 +176,7 @@ impl Store {
         py.detach(|| {
             let mut guard = self.write()?;
             let column = guard.as_mut().unwrap();
-            if column.validity.is_some() {
-                return Err(crate::errors::to_py(Error::NullableReadOnly {
-                    op: "write",
-                    path: self.path.clone(),
-                }));
-            }
-            f(column.data.core_mut().py()?).py()
+            f(writable(column, &self.path, "write").py()?).py()
         })
     }
 
@@ -259,13 +187,7 @@ impl Store {
         let column = guard.as_mut().ok_or_else(|| {
             Error::InvalidState(format!("store {} is closed", self.path.display()))
         })?;
-        if column.validity.is_some() {
-            return Err(Error::NullableReadOnly {
-                op: "write",
-                path: self.path.clone(),
-            });
-        }
-        column.data.core_mut()?.append_ragged(packed)
+        writable(column, &self.path, "write")?.append_ragged(packed)
     }
 
     pub(crate) fn dense_array<'py>(
@@ -380,6 +302,28 @@ impl Store {
     }
 }
 
+/// The store of `column` for a write `op`: refused for a nullable column
+/// (its validity is not kept in step), a sharded or columnar one.
+fn writable<'c>(
+    column: &'c mut Column,
+    path: &std::path::Path,
+    op: &'static str,
+) -> Result<&'c mut loaderx::Store, Error> {
+    if column.validity_stream().is_some() {
+        return Err(Error::NullableReadOnly {
+            op,
+            path: path.to_path_buf(),
+        });
+    }
+    column
+        .data_mut()
+        .store_mut()
+        .ok_or_else(|| Error::ShardedReadOnly {
+            op,
+            path: path.to_path_buf(),
+        })
+}
+
 /// The validity of a nullable column's records at `idx` (None otherwise).
 fn validity_at(s: &dyn Records, idx: &[i64]) -> Result<Option<loaderx::Buffer>, Error> {
     s.validity()
@@ -419,7 +363,7 @@ impl Store {
                 )
             })
             .py()?;
-        Store::wrap(py, Source::One(engine), Logical::Tensor, None)
+        Store::wrap(py, Column::new(name_of(&path), Stream::Store(engine), Logical::Tensor, None).py()?)
     }
 
     /// Opens a store; `kind` ("dense" / "ragged") insists on one contract.
@@ -473,7 +417,7 @@ impl Store {
             Some(v) => match py.detach(|| {
                 loaderx::Store::open_readonly(&v).and_then(|s| s.require_kind(Kind::Dense))
             }) {
-                Ok(v) => Some(Source::One(v)),
+                Ok(v) => Some(Stream::Store(v)),
                 Err(e) => {
                     let _ = engine.close();
                     return Err(crate::errors::to_py(e));
@@ -481,61 +425,8 @@ impl Store {
             },
             None => None,
         };
-        Store::wrap(py, Source::One(engine), logical, validity)
-    }
-
-    /// Opens the stores `parts` read-only and joins them end to end as one
-    /// read-only handle named `path` (a sharded table's column); every part
-    /// must share one schema, and `kind` insists on one contract.
-    #[staticmethod]
-    #[pyo3(signature = (path, parts, kind=None, logical=None, validity=None))]
-    fn concat(
-        py: Python<'_>,
-        path: PathBuf,
-        parts: Vec<PathBuf>,
-        kind: Option<&str>,
-        logical: Option<&str>,
-        validity: Option<Vec<PathBuf>>,
-    ) -> PyResult<Store> {
-        let kind = parse_kind(kind)?;
-        let logical = parse_logical(logical)?;
-        let joined = py
-            .detach(|| {
-                let stores = parts
-                    .iter()
-                    .map(|p| match kind {
-                        Some(k) => loaderx::Store::open_readonly(p).and_then(|s| s.require_kind(k)),
-                        None => loaderx::Store::open_readonly(p),
-                    })
-                    .collect::<Result<Vec<_>, Error>>()?;
-                Concat::new(&path, stores)
-            })
-            .py()?;
-        let validity = match validity {
-            Some(parts) => {
-                let joined_validity = py.detach(|| {
-                    let stores = parts
-                        .iter()
-                        .map(|p| {
-                            loaderx::Store::open_readonly(p)
-                                .and_then(|s| s.require_kind(Kind::Dense))
-                        })
-                        .collect::<Result<Vec<_>, Error>>()?;
-                    let mut name = path.clone().into_os_string();
-                    name.push(".validity");
-                    Concat::new(PathBuf::from(name), stores)
-                });
-                match joined_validity {
-                    Ok(v) => Some(Source::Many(v)),
-                    Err(e) => {
-                        let _ = joined.close();
-                        return Err(crate::errors::to_py(e));
-                    }
-                }
-            }
-            None => None,
-        };
-        Store::wrap(py, Source::Many(joined), logical, validity)
+        let column = Column::new(name_of(&path), Stream::Store(engine), logical, validity);
+        Store::wrap(py, column.py()?)
     }
 
     #[getter]
@@ -599,15 +490,15 @@ impl Store {
                 )))
             }
         };
-        self.column_read(|c| match &c.data {
-            _ if c.validity.is_some() => Err(Error::NullableReadOnly {
+        self.column_read(|c| match c.data() {
+            _ if c.validity_stream().is_some() => Err(Error::NullableReadOnly {
                 op,
                 path: self.path.clone(),
             }),
-            Source::One(e) => e.check_not_readonly(op),
-            Source::Many(c) => Err(Error::ShardedReadOnly {
+            Stream::Store(e) => e.check_not_readonly(op),
+            _ => Err(Error::ShardedReadOnly {
                 op,
-                path: c.path().to_path_buf(),
+                path: self.path.clone(),
             }),
         })
         .py()
@@ -621,11 +512,7 @@ impl Store {
     /// The record count of each joined store (one entry for a plain store).
     #[getter]
     fn part_lengths(&self) -> PyResult<Vec<u64>> {
-        self.source_read(|s| match s {
-            Source::One(e) => Ok(vec![e.len()]),
-            Source::Many(c) => Ok(c.parts().iter().map(loaderx::Store::len).collect()),
-        })
-        .py()
+        self.source_read(|s| Ok(s.part_lengths())).py()
     }
 
     fn __len__(&self) -> PyResult<usize> {

@@ -82,6 +82,9 @@ struct Known {
     /// are all in `objects`.
     covered: Vec<String>,
     bodies: HashMap<String, Bytes>,
+    /// The last bytes of larger objects fetched at open (a column file's
+    /// footer): where they start, and the bytes.
+    tails: HashMap<String, (u64, Bytes)>,
     absent: HashSet<String>,
 }
 
@@ -334,13 +337,36 @@ impl Remote {
     /// opening reads them from memory. Keys a listing says are absent cost
     /// nothing; a missing one is remembered as absent.
     pub(crate) fn prefetch(&self, keys: &[String]) -> io::Result<()> {
+        let keys: Vec<(String, Option<u64>)> = keys.iter().map(|k| (k.clone(), None)).collect();
+        self.prefetch_parts(&keys)
+    }
+
+    /// [`Remote::prefetch`] of whole objects (`None`) and of the last `n`
+    /// bytes of others (`Some(n)`: the whole object when it is no larger,
+    /// else one ranged request of an object whose size is known), all in
+    /// one concurrent round. Reads of a tail's range are then served from
+    /// memory.
+    pub(crate) fn prefetch_parts(&self, keys: &[(String, Option<u64>)]) -> io::Result<()> {
         let store = self.store()?;
-        let todo: Vec<(String, Option<Seen>)> = {
+        let todo: Vec<(String, Option<Seen>, Option<u64>)> = {
             let known = self.known();
             keys.iter()
-                .filter(|k| !known.bodies.contains_key(*k) && !known.absent.contains(*k))
-                .filter(|k| known.objects.contains_key(*k) || !known.is_covered(k))
-                .map(|k| (k.clone(), known.objects.get(k).cloned()))
+                .filter(|(k, _)| {
+                    !known.bodies.contains_key(k)
+                        && !known.tails.contains_key(k)
+                        && !known.absent.contains(k)
+                })
+                .filter(|(k, _)| known.objects.contains_key(k) || !known.is_covered(k))
+                .map(|(k, n)| {
+                    let seen = known.objects.get(k).cloned();
+                    // A tail of an object whose size is unknown, or that
+                    // covers it whole, is the whole object.
+                    let start = match (n, &seen) {
+                        (Some(n), Some(seen)) if seen.size > *n => Some(seen.size - n),
+                        _ => None,
+                    };
+                    (k.clone(), seen, start)
+                })
                 .collect()
         };
         if todo.is_empty() {
@@ -349,12 +375,19 @@ impl Remote {
         let io = runtime::io()?;
         let futs: Vec<_> = todo
             .into_iter()
-            .map(|(k, listed)| {
+            .map(|(k, listed, start)| {
                 let store = store.clone();
+                let size = listed.as_ref().map(|l| l.size);
                 async move {
                     let listed = listed.map(|l| Pin::new(&l));
                     let opts = GetOptions {
                         if_match: listed.as_ref().and_then(Pin::if_match),
+                        range: match (start, size) {
+                            (Some(from), Some(end)) => {
+                                Some(object_store::GetRange::Bounded(from..end))
+                            }
+                            _ => None,
+                        },
                         ..Default::default()
                     };
                     let r = match store.get_opts(&Key::from(k.as_str()), opts).await {
@@ -364,13 +397,13 @@ impl Remote {
                         }
                         Err(e) => Err(e),
                     };
-                    (k, listed, r)
+                    (k, listed, start, r)
                 }
             })
             .collect();
         let results = io.all(futs);
         let mut known = self.known();
-        for (k, listed, r) in results {
+        for (k, listed, start, r) in results {
             let k = &k;
             fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
             match r {
@@ -379,12 +412,29 @@ impl Remote {
                         .bytes
                         .fetch_add(body.len() as u64, Ordering::Relaxed);
                     let seen = Seen {
-                        size: body.len() as u64,
+                        size: match start {
+                            Some(_) => meta.size,
+                            None => body.len() as u64,
+                        },
                         ..Seen::of(&meta)
                     };
                     if let Some(Err(d)) = listed.as_ref().map(|l| l.check(&seen)) {
                         drop(known);
                         return Err(changed(version::describe(&self.path_of(k), &d)));
+                    }
+                    if let Some(from) = start {
+                        if from + body.len() as u64 != seen.size {
+                            drop(known);
+                            return Err(changed(format!(
+                                "{}: a read of its last {} bytes returned {}",
+                                self.path_of(k).display(),
+                                seen.size - from,
+                                body.len()
+                            )));
+                        }
+                        known.objects.insert(k.clone(), seen);
+                        known.tails.insert(k.clone(), (from, body));
+                        continue;
                     }
                     known.objects.insert(k.clone(), seen);
                     known.bodies.insert(k.clone(), body);
@@ -450,7 +500,10 @@ impl Remote {
     /// Opens the object `key` (read-only).
     fn open_key(&self, key: &str) -> io::Result<RemoteFile> {
         let meta = self.meta(key)?;
-        let body = self.known().bodies.get(key).cloned();
+        let (body, tail) = {
+            let known = self.known();
+            (known.bodies.get(key).cloned(), known.tails.get(key).cloned())
+        };
         let store = self.store()?;
         Ok(RemoteFile(Arc::new(Object {
             store,
@@ -458,6 +511,7 @@ impl Remote {
             key: Key::from(key),
             pin: Pin::new(&meta),
             body,
+            tail,
             cache: self.cache.clone(),
             secrets: self.client.config.secrets.clone(),
             reads: self.client.config.reads,

@@ -32,6 +32,9 @@ pub(crate) struct Object {
     pub(super) pin: Pin,
     /// The whole object, when it was fetched at open (meta.zr, dict.zr).
     pub(super) body: Option<Bytes>,
+    /// Its last bytes, when they were fetched at open (a column file's
+    /// footer): where they start, and the bytes.
+    pub(super) tail: Option<(u64, Bytes)>,
     pub(super) cache: Option<Arc<BlockCache>>,
     pub(super) secrets: client::Secrets,
     /// How its ranges are read (hedging, the timeout).
@@ -165,6 +168,12 @@ impl StorageFile for RemoteFile {
         if let Some(body) = &self.0.body {
             buf.copy_from_slice(&body[at as usize..end as usize]);
             return Ok(());
+        }
+        if let Some((from, tail)) = &self.0.tail {
+            if at >= *from {
+                buf.copy_from_slice(&tail[(at - from) as usize..(end - from) as usize]);
+                return Ok(());
+            }
         }
         let runs = self.fetch(std::slice::from_ref(&(at..end)))?;
         let bytes = runs

@@ -392,15 +392,20 @@ pub(super) fn listed_schema(
     use crate::table::shard::ColumnSpec;
     use crate::{Codec, Logical, Schema};
     let size = |name: &str| objects.iter().find(|(n, _)| n == name).map(|(_, s)| *s);
-    let mut names: Vec<&str> = objects
-        .iter()
-        .filter_map(|(n, _)| n.strip_suffix("/meta.zr"))
-        .filter(|n| !n.contains('/') && !n.starts_with('.'))
-        .collect();
+    let top = |suffix: &str| -> Vec<&str> {
+        objects
+            .iter()
+            .filter_map(|(n, _)| n.strip_suffix(suffix))
+            .filter(|n| !n.contains('/') && !n.starts_with('.'))
+            .collect()
+    };
+    let mut names: Vec<&str> = top("/meta.zr");
+    let columnar: Vec<&str> = top(&format!("/{}", crate::columnar::COLUMN_FILE));
+    names.extend(columnar.iter().copied());
     names.sort_unstable();
     if names.is_empty() {
         return Err(Error::InvalidValue(format!(
-            "shard {} holds no stores (no subdirectory with meta.zr)",
+            "shard {} holds no columns (no subdirectory with meta.zr or column.zc)",
             dir.display()
         )));
     }
@@ -411,7 +416,34 @@ pub(super) fn listed_schema(
     };
     let mut columns = Vec::with_capacity(names.len());
     let mut rows = None;
+    let mut nulls = std::collections::BTreeSet::new();
+    let mut check_rows = |name: &str, n: u64| -> Result<()> {
+        match rows {
+            None => rows = Some(n),
+            Some(r) if r != n => {
+                return Err(Error::InvalidValue(format!(
+                    "shard {}: columns must have equal lengths, but column {} has {n} rows \
+                     where another has {r}",
+                    dir.display(),
+                    py_str(name),
+                )))
+            }
+            Some(_) => {}
+        }
+        Ok(())
+    };
     for name in names {
+        let t = types.get(name).copied().unwrap_or_default();
+        if columnar.contains(&name) || t.layout == crate::table::ColumnLayout::Columnar {
+            let (spec, n, has_nulls) =
+                crate::table::shard::column_spec_in(root.at.fs(), dir, name, t)?;
+            check_rows(name, n)?;
+            if has_nulls {
+                nulls.insert(name.to_owned());
+            }
+            columns.push((name.to_owned(), spec));
+            continue;
+        }
         let meta_path = dir.join(name).join("meta.zr");
         let corrupt = |msg: String| Error::corrupted(&meta_path, msg);
         let meta = read(root, &key(rel, &format!("{name}/meta.zr")))?
@@ -454,23 +486,12 @@ pub(super) fn listed_schema(
         logical
             .check(&schema)
             .map_err(|e| Error::InvalidValue(format!("{}: {e}", dir.join(name).display())))?;
-        match rows {
-            None => rows = Some(header.length),
-            Some(r) if r != header.length => {
-                return Err(Error::InvalidValue(format!(
-                    "shard {}: columns must have equal lengths, but column {} has {} rows \
-                     where another has {r}",
-                    dir.display(),
-                    py_str(name),
-                    header.length
-                )))
-            }
-            Some(_) => {}
-        }
-        columns.push((name.to_owned(), ColumnSpec { schema, logical }));
+        check_rows(name, header.length)?;
+        columns.push((name.to_owned(), ColumnSpec::records(schema, logical)));
     }
     Ok(ShardSchema {
         columns,
         rows: rows.unwrap_or(0),
+        nulls,
     })
 }

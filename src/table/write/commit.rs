@@ -168,6 +168,12 @@ pub(super) fn next_manifest(
         },
     };
     let mut nullable: BTreeSet<String> = current.nullable.iter().cloned().collect();
+    let columnar: Vec<String> = reference
+        .columns
+        .iter()
+        .filter(|(_, s)| s.layout == crate::table::ColumnLayout::Columnar)
+        .map(|(c, _)| c.clone())
+        .collect();
     let mut validity: Vec<BTreeSet<String>> = vec![BTreeSet::new(); old];
     for (name, schema) in new {
         if current.shards.iter().any(|s| &s.name == name) {
@@ -178,7 +184,8 @@ pub(super) fn next_manifest(
             )));
         }
         check_shard_agrees(name, schema, &ref_name, &reference)?;
-        let (objects, has) = root.shard_contents(name, &reference, known.get(name))?;
+        let (objects, mut has) = root.shard_contents(name, &reference, known.get(name))?;
+        has.extend(schema.nulls.iter().cloned());
         nullable.extend(has.iter().cloned());
         validity.push(has);
         entries.push(ShardEntry {
@@ -196,7 +203,12 @@ pub(super) fn next_manifest(
         } else {
             &validity[i]
         };
-        let missing: Vec<&String> = nullable.iter().filter(|c| !has.contains(*c)).collect();
+        // Records columns need a validity stream in every shard; columnar
+        // ones keep their nulls in their files.
+        let missing: Vec<&String> = nullable
+            .iter()
+            .filter(|c| !has.contains(*c) && !columnar.contains(*c))
+            .collect();
         if !missing.is_empty() {
             root.add_validity(entry, &missing)?;
         }
@@ -217,6 +229,7 @@ pub(super) fn next_manifest(
             .map(|(c, s)| (c.clone(), s.logical))
             .collect(),
         nullable: nullable.into_iter().collect(),
+        columnar,
         ..Manifest::default()
     })
 }

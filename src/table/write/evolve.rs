@@ -44,7 +44,10 @@ pub fn make_versioned(at: &Location) -> Result<Manifest> {
         let nullable: Vec<String> = schema
             .columns
             .iter()
-            .filter(|(c, _)| files::is_store(root.at.fs(), &validity_dir(root.path(), c)))
+            .filter(|(c, _)| {
+                schema.nulls.contains(c)
+                    || files::is_store(root.at.fs(), &validity_dir(root.path(), c))
+            })
             .map(|(c, _)| c.clone())
             .collect();
         Ok(Manifest {
@@ -56,6 +59,7 @@ pub fn make_versioned(at: &Location) -> Result<Manifest> {
                 .map(|(c, s)| (c.clone(), s.logical))
                 .collect(),
             nullable,
+            columnar: columnar_of(&schema),
             shards: vec![ShardEntry {
                 name: SELF_SHARD.into(),
                 rows: schema.rows,
@@ -68,6 +72,18 @@ pub fn make_versioned(at: &Location) -> Result<Manifest> {
             ..Manifest::default()
         })
     })
+}
+
+/// The columnar columns of `schema`, sorted.
+pub(super) fn columnar_of(schema: &ShardSchema) -> Vec<String> {
+    let mut out: Vec<String> = schema
+        .columns
+        .iter()
+        .filter(|(_, s)| s.layout == crate::table::ColumnLayout::Columnar)
+        .map(|(c, _)| c.clone())
+        .collect();
+    out.sort();
+    out
 }
 
 /// The version `version` (None: the latest) of the sharded table at `at`,
@@ -160,6 +176,12 @@ pub fn drop_columns(at: &Location, names: &[String], version: Option<u64>) -> Re
                 .filter(|c| keep(c))
                 .cloned()
                 .collect(),
+            columnar: current
+                .columnar
+                .iter()
+                .filter(|c| keep(c))
+                .cloned()
+                .collect(),
             // A column group left with no column is no longer listed, nor
             // are a bucket shard's objects of what the version no longer
             // reads (a dropped column's store in the shard's own directory,
@@ -207,9 +229,36 @@ pub struct ColumnsWrite {
     /// objects uploaded (a bucket's), known without asking the bucket again
     /// at the commit.
     finished: Mutex<BTreeMap<usize, Finished>>,
+    /// Whether the groups hold columns the table has (compaction's
+    /// columnar copies of records columns) rather than new ones.
+    replaces: bool,
 }
 
 impl ColumnsWrite {
+    /// Groups of columnar copies of columns of `base` (the version a
+    /// compaction is planned on): each group holds columns the table has.
+    pub(super) fn replacing(at: &Location, base: Manifest) -> Result<ColumnsWrite> {
+        Ok(ColumnsWrite {
+            root: Root::of(at)?,
+            base,
+            token: files::random_hex(6),
+            finished: Mutex::default(),
+            replaces: true,
+        })
+    }
+
+    /// Shard `i`'s group as written: its schema and (remote) objects,
+    /// relative to the shard.
+    pub(super) fn written_group(&self, i: usize) -> Result<Finished> {
+        let fresh = Root::of(&self.root.at.fresh())?;
+        self.read_group(&fresh, i)
+    }
+
+    /// The group's directory name (inside each shard).
+    pub(super) fn group_dir(&self) -> String {
+        self.group()
+    }
+
     /// Plans new columns on version `version` (None: the latest) of the
     /// sharded table at `at`.
     pub fn begin(at: &Location, version: Option<u64>) -> Result<ColumnsWrite> {
@@ -231,6 +280,7 @@ impl ColumnsWrite {
             base,
             token: token.to_owned(),
             finished: Mutex::default(),
+            replaces: false,
         })
     }
 
@@ -327,7 +377,19 @@ impl ColumnsWrite {
                 shard.rows
             )));
         }
-        if let Some((c, _)) = schema
+        if self.replaces {
+            if let Some((c, _)) = schema
+                .columns
+                .iter()
+                .find(|(c, _)| !self.base.columns.contains(c))
+            {
+                return Err(Error::InvalidValue(format!(
+                    "column {} is not in table {}",
+                    py_str(c),
+                    self.root.path().display()
+                )));
+            }
+        } else if let Some((c, _)) = schema
             .columns
             .iter()
             .find(|(c, _)| self.base.columns.contains(c))
@@ -447,14 +509,20 @@ impl ColumnsWrite {
                         None => files::is_store(root.at.fs(), &entry.validity_path(root.path(), c)),
                     })
                     .map(|(c, _)| c.clone())
+                    .chain(schema.nulls.iter().cloned())
                     .collect();
                 nullable.extend(valid.iter().cloned());
                 has.push(valid);
             }
+            let added_columnar = columnar_of(&groups[0].0);
             for (entry, valid) in shards.iter_mut().zip(&has) {
                 let missing: Vec<&String> = new
                     .iter()
-                    .filter(|c| nullable.contains(*c) && !valid.contains(*c))
+                    .filter(|c| {
+                        nullable.contains(*c)
+                            && !valid.contains(*c)
+                            && !added_columnar.contains(*c)
+                    })
                     .collect();
                 if !missing.is_empty() {
                     root.add_validity(entry, &missing)?;
@@ -471,10 +539,14 @@ impl ColumnsWrite {
             );
             let mut columns = current.columns.clone();
             columns.extend(new.iter().cloned());
+            let mut columnar = current.columnar.clone();
+            columnar.extend(added_columnar.iter().cloned());
+            columnar.sort();
             Ok(Manifest {
                 columns,
                 types,
                 nullable: nullable.into_iter().collect(),
+                columnar,
                 shards,
                 ..Manifest::default()
             })

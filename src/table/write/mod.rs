@@ -133,6 +133,18 @@ impl TableWrite {
         })
     }
 
+    /// `asked` with the layouts of the columns the table has already (its
+    /// latest version's), which those columns keep.
+    pub fn layouts(&self, asked: &super::Layouts) -> Result<super::Layouts> {
+        let mut out = asked.clone();
+        let at = self.root.at.fresh();
+        if let Some(latest) = super::versions::latest(at.fs(), at.path())? {
+            let m = &latest.manifest;
+            out.existing = m.columns.iter().map(|c| (c.clone(), m.layout(c))).collect();
+        }
+        Ok(out)
+    }
+
     /// The token naming this write's shards.
     pub fn token(&self) -> &str {
         &self.token

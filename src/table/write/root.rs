@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::io::Fs;
 use crate::table::files;
 use crate::table::manifest::{shard_dir, Manifest, ShardEntry};
-use crate::table::shard::{ensure_validity, shard_schema_in, ColumnSpec, ShardSchema};
+use crate::table::shard::{column_spec_in, ensure_validity, shard_schema_in, ShardSchema};
 use crate::table::types::validity_dir;
 use crate::{Location, Records, Result, Schema, Store};
 
@@ -112,7 +112,7 @@ impl Root {
     pub(super) fn holds_stores(&self) -> Result<bool> {
         match &self.kind {
             RootKind::Local(dir) => {
-                Ok(dir.is_dir() && !files::store_names(&Fs::Local, dir)?.is_empty())
+                Ok(dir.is_dir() && !files::column_dirs(&Fs::Local, dir)?.is_empty())
             }
             #[cfg(feature = "remote")]
             RootKind::Bucket { .. } => Ok(bucket::files(self)?
@@ -153,16 +153,20 @@ impl Root {
         names.sort();
         let mut columns = Vec::with_capacity(names.len());
         for name in names {
-            let store =
-                Store::open_with(self.at.fs(), &first.column_path(self.path(), &name), true)?;
-            let schema = store.schema().clone();
-            store.close()?;
-            let logical = m.logical(&name);
-            columns.push((name, ColumnSpec { schema, logical }));
+            let t = crate::table::ColumnType {
+                logical: m.logical(&name),
+                nullable: false,
+                layout: m.layout(&name),
+            };
+            let home = first.column_path(self.path(), &name);
+            let dir = home.parent().unwrap_or(self.path());
+            let (spec, _, _) = column_spec_in(self.at.fs(), dir, &name, t)?;
+            columns.push((name, spec));
         }
         Ok(Some(ShardSchema {
             columns,
             rows: first.rows,
+            nulls: Default::default(),
         }))
     }
 
@@ -200,7 +204,8 @@ impl Root {
         }
     }
 
-    /// Gives the shard `entry` all-valid validity streams for `columns`.
+    /// Gives the shard `entry` all-valid validity streams for `columns`
+    /// (records columns: a columnar column keeps its nulls in its file).
     pub(super) fn add_validity(&self, entry: &mut ShardEntry, columns: &[&String]) -> Result<()> {
         match &self.kind {
             RootKind::Local(dir) => {

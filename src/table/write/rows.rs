@@ -6,17 +6,24 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use std::collections::BTreeMap;
+
 use super::commit::publish;
-use super::evolve::{base_version, conflict};
+use super::evolve::{base_version, conflict, ColumnsWrite};
 use super::root::{Root, RootKind};
+use crate::columnar::{write_records, Columnar, ValueKind};
 use crate::io::Fs;
 use crate::read::ragged::Packed;
 use crate::schema::{Kind, Logical};
 use crate::table::files;
-use crate::table::manifest::{deletion_bytes, read_deleted, Deleted, Manifest, ShardEntry};
+use crate::table::manifest::{
+    deletion_bytes, read_deleted, ColumnGroup, Deleted, Manifest, ShardEntry,
+};
+use crate::table::open::{Column, Stream};
 use crate::table::repr::py_str;
-use crate::table::types::{validity_dir, write_types, ColumnType};
-use crate::{Error, Location, Records, Result, Store};
+use crate::table::shard::ColumnSpec;
+use crate::table::types::{validity_dir, write_types, ColumnLayout, ColumnType};
+use crate::{Codec, Error, Location, Records, Result, Store};
 
 #[cfg(feature = "remote")]
 use super::bucket;
@@ -154,9 +161,11 @@ fn physical(gone: &[u64], live: impl Iterator<Item = u64>) -> Vec<u64> {
 /// Rewrites every shard of the latest version of the sharded table at `at`
 /// whose deleted fraction is at least `min_deleted` (and above zero) as a
 /// new shard of its live rows, same order, every column in the shard's own
-/// directory: one new version, or None when no shard qualifies.
+/// directory, and stores every records column of numbers, booleans or text
+/// as a columnar column (a group of columnar copies in each shard kept):
+/// one new version, or None when there is nothing to do.
 /// `CommitConflict` when a version committed meanwhile deleted rows of a
-/// rewritten shard or replaced it.
+/// rewritten shard, replaced it, or dropped a column being converted.
 pub fn compact(at: &Location, min_deleted: f64) -> Result<Option<Manifest>> {
     if !(0.0..=1.0).contains(&min_deleted) {
         return Err(Error::InvalidValue(format!(
@@ -174,19 +183,33 @@ pub fn compact(at: &Location, min_deleted: f64) -> Result<Option<Manifest>> {
         })
         .map(|(i, _)| i)
         .collect();
-    if doomed.is_empty() {
+    let fs = at.fresh().fs().clone();
+    let convert = convertible(&fs, at.path(), &base)?;
+    if doomed.is_empty() && convert.is_empty() {
         return Ok(None);
     }
     let root = Root::of(at)?;
     let write = super::TableWrite::begin(at, super::WriteMode::Append)?;
-    let fs = at.fresh().fs().clone();
+    let groups = if convert.is_empty() {
+        None
+    } else {
+        Some(ColumnsWrite::replacing(at, base.clone())?)
+    };
+    let discard = || {
+        let _ = write.discard();
+        if let Some(g) = &groups {
+            let _ = g.discard();
+        }
+    };
     let mut rewritten: Vec<(usize, ShardEntry)> = Vec::new();
+    let mut converted: Vec<(usize, Option<BTreeMap<String, u64>>)> = Vec::new();
     let done = (|| -> Result<()> {
         for &i in &doomed {
             let old = &base.shards[i];
             let gone = read_deleted(&fs, at.path(), old)?;
-            let (shard, ()) =
-                write.write_shard(|dir| copy_live(&fs, at.path(), &base, old, &gone, dir))?;
+            let (shard, ()) = write.write_shard(|dir| {
+                copy_live(&fs, at.path(), &base, old, &gone, dir, &convert)
+            })?;
             let (objects, _) = match write.written(&shard.name) {
                 Some((schema, known)) => {
                     root.shard_contents(&shard.name, &schema, known.as_ref())?
@@ -204,14 +227,38 @@ pub fn compact(at: &Location, min_deleted: f64) -> Result<Option<Manifest>> {
                 },
             ));
         }
+        if let Some(g) = &groups {
+            for (i, shard) in base.shards.iter().enumerate() {
+                if doomed.contains(&i) {
+                    continue;
+                }
+                let dir = g.new_group(i)?;
+                convert_into(&fs, at.path(), &base, shard, &convert, &dir)?;
+                g.finish_group(i, &dir)?;
+                converted.push((i, g.written_group(i)?.1));
+            }
+        }
         Ok(())
     })();
     if let Err(e) = done {
-        let _ = write.discard();
+        discard();
         return Err(e);
     }
+    let names: Vec<String> = convert.iter().map(|(c, _)| c.clone()).collect();
+    let group_dir = groups.as_ref().map(ColumnsWrite::group_dir);
     let committed = publish(&root, "compact", &mut |root, current| {
         let current = current.expect("a sharded table has a version");
+        if let Some(c) = names
+            .iter()
+            .find(|c| !current.columns.contains(c) || current.layout(c) != ColumnLayout::Records)
+        {
+            return Err(conflict(
+                root.path(),
+                &base,
+                current,
+                format!("dropped or changed column {}", py_str(c)),
+            ));
+        }
         let mut shards = current.shards.clone();
         for (i, new) in &rewritten {
             let old = &base.shards[*i];
@@ -236,23 +283,127 @@ pub fn compact(at: &Location, min_deleted: f64) -> Result<Option<Manifest>> {
             }
             shards[at] = new.clone();
         }
+        for (i, objects) in &converted {
+            let old = &base.shards[*i];
+            let Some(entry) = shards.iter_mut().find(|s| s.name == old.name) else {
+                return Err(conflict(
+                    root.path(),
+                    &base,
+                    current,
+                    format!("no longer holds shard {}", py_str(&old.name)),
+                ));
+            };
+            let dir = group_dir.clone().expect("groups were written");
+            if let (Some(all), Some(mine)) = (entry.objects.as_mut(), objects) {
+                all.extend(mine.iter().map(|(k, v)| (k.clone(), *v)));
+            }
+            entry.groups.push(ColumnGroup {
+                dir,
+                columns: names.clone(),
+            });
+        }
+        let mut columnar = current.columnar.clone();
+        columnar.extend(names.iter().cloned());
+        columnar.sort();
         Ok(Manifest {
             shards,
+            columnar,
             ..current.clone()
         })
     });
     match committed {
         Ok(m) => Ok(Some(m)),
         Err(e) => {
-            let _ = write.discard();
+            discard();
             Err(e)
         }
     }
 }
 
+/// The records columns of version `m` that compaction makes columnar
+/// (numbers, booleans and text; bytes stay records), with what they hold.
+fn convertible(fs: &Fs, table: &Path, m: &Manifest) -> Result<Vec<(String, ValueKind)>> {
+    let Some(first) = m.shards.first() else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for column in &m.columns {
+        if m.layout(column) != ColumnLayout::Records || m.logical(column) == Logical::Binary {
+            continue;
+        }
+        let store = Store::open_with(fs, &first.column_path(table, column), true)?;
+        let spec = ColumnSpec::records(store.schema().clone(), m.logical(column));
+        store.close()?;
+        if let Some(kind) = spec.value_kind() {
+            out.push((column.clone(), kind));
+        }
+    }
+    Ok(out)
+}
+
+/// Column `column` of shard `shard` (of version `m`), as a table reads it.
+fn shard_column(
+    fs: &Fs,
+    table: &Path,
+    m: &Manifest,
+    shard: &ShardEntry,
+    column: &str,
+) -> Result<Column> {
+    let at = shard.column_path(table, column);
+    let data = match m.layout(column) {
+        ColumnLayout::Columnar => {
+            Stream::Columnar(Columnar::open(fs, &at, std::iter::once(at.clone()), None)?)
+        }
+        ColumnLayout::Records => Stream::Store(Store::open_with(fs, &at, true)?),
+    };
+    let validity = if m.has_validity(column) {
+        match Store::open_with(fs, &shard.validity_path(table, column), true) {
+            Ok(v) => Some(Stream::Store(v)),
+            Err(e) => {
+                let _ = data.close();
+                return Err(e);
+            }
+        }
+    } else {
+        None
+    };
+    Column::new(column, data, m.logical(column), validity)
+}
+
+/// Writes the columns `convert` of shard `shard` (every row) as columnar
+/// columns into the plain table `dir` (a group), with its table file.
+fn convert_into(
+    fs: &Fs,
+    table: &Path,
+    m: &Manifest,
+    shard: &ShardEntry,
+    convert: &[(String, ValueKind)],
+    dir: &Path,
+) -> Result<()> {
+    let all: Vec<u64> = (0..shard.rows).collect();
+    let mut types = Vec::with_capacity(convert.len());
+    for (column, kind) in convert {
+        let src = shard_column(fs, table, m, shard, column)?;
+        let compress = src.codec() != Codec::Raw;
+        let written = write_records(&src, *kind, &all, &dir.join(column), compress);
+        let closed = src.close();
+        written.and(closed)?;
+        types.push((
+            column.clone(),
+            ColumnType {
+                logical: m.logical(column),
+                nullable: false,
+                layout: ColumnLayout::Columnar,
+            },
+        ));
+    }
+    write_types(dir, &types)
+}
+
 /// Writes the live rows of shard `old` (version `m` of the table `table`
 /// on `fs`; `gone` its deleted rows) into the plain table `dir`: every
-/// column of the version, with its validity stream and type.
+/// column of the version with its type, nulls and layout (the columns of
+/// `convert` made columnar).
 fn copy_live(
     fs: &Fs,
     table: &Path,
@@ -260,6 +411,7 @@ fn copy_live(
     old: &ShardEntry,
     gone: &[u64],
     dir: &Path,
+    convert: &[(String, ValueKind)],
 ) -> Result<()> {
     let mut next = gone.iter().peekable();
     let live: Vec<u64> = (0..old.rows)
@@ -267,13 +419,39 @@ fn copy_live(
         .collect();
     let mut types = Vec::new();
     for column in &m.columns {
+        let logical = m.logical(column);
+        let target = convert
+            .iter()
+            .find(|(c, _)| c == column)
+            .map(|(_, k)| *k);
+        if m.layout(column) == ColumnLayout::Columnar || target.is_some() {
+            let src = shard_column(fs, table, m, old, column)?;
+            let kind = match (target, src.columnar()) {
+                (Some(k), _) => k,
+                (None, Some(c)) => c.kind(),
+                (None, None) => unreachable!("a columnar layout opens a columnar column"),
+            };
+            let compress = src.codec() != Codec::Raw;
+            let written = write_records(&src, kind, &live, &dir.join(column), compress);
+            let closed = src.close();
+            written.and(closed)?;
+            types.push((
+                column.clone(),
+                ColumnType {
+                    logical,
+                    nullable: false,
+                    layout: ColumnLayout::Columnar,
+                },
+            ));
+            continue;
+        }
         copy_rows(
             fs,
             &old.column_path(table, column),
             &live,
             &dir.join(column),
         )?;
-        if m.is_nullable(column) {
+        if m.has_validity(column) {
             copy_rows(
                 fs,
                 &old.validity_path(table, column),
@@ -281,13 +459,13 @@ fn copy_live(
                 &validity_dir(dir, column),
             )?;
         }
-        let logical = m.logical(column);
         if logical != Logical::Tensor || m.is_nullable(column) {
             types.push((
                 column.clone(),
                 ColumnType {
                     logical,
                     nullable: m.is_nullable(column),
+                    layout: ColumnLayout::Records,
                 },
             ));
         }

@@ -1,0 +1,536 @@
+//! A columnar column of a table: the column files of its shards end to end
+//! (as [`crate::Concat`] joins stores), optionally restricted to a
+//! selection of rows (deletions, a view), read through [`Records`] like any
+//! other column: numbers as dense scalars, text and bytes as ragged `uint8`
+//! records, nulls through a validity view.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::decode::Decoded;
+use super::file::{ChunkRef, ColumnFile};
+use super::format::ValueKind;
+use crate::codec::Codec;
+use crate::error::{Error, Result};
+use crate::io::Fs;
+use crate::read::buffer::Buffer;
+use crate::read::ragged::{encoded_len, write_prefix, RaggedBatch};
+use crate::read::records::{ReadCounters, Records, Stats};
+use crate::schema::{DType, Logical, Schema};
+use crate::store::gather::{check_indices, Counters};
+
+/// What a columnar column and its validity view share.
+pub(crate) struct Inner {
+    path: PathBuf,
+    parts: Vec<ColumnFile>,
+    /// Global row of each part's first row, then the total.
+    starts: Vec<u64>,
+    kind: ValueKind,
+    /// Physical rows presented (None: all, in order).
+    rows: Option<Arc<[u64]>>,
+    counters: Counters,
+}
+
+/// A columnar column (see the module documentation).
+pub struct Columnar {
+    inner: Arc<Inner>,
+    schema: Schema,
+    logical: Logical,
+    validity: Option<ValidityView>,
+}
+
+impl std::fmt::Debug for Columnar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Columnar")
+            .field("path", &self.inner.path)
+            .field("parts", &self.inner.parts.len())
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+/// The Records schema of a column of `kind`.
+pub fn schema_of(kind: ValueKind) -> Schema {
+    match kind {
+        ValueKind::Fixed(d) => Schema::dense(d, &[]).expect("a scalar schema"),
+        ValueKind::Utf8 | ValueKind::Binary => Schema::ragged(DType::U8),
+    }
+}
+
+/// How a table presents a column of `kind`.
+pub fn logical_of(kind: ValueKind) -> Logical {
+    match kind {
+        ValueKind::Fixed(_) => Logical::Tensor,
+        ValueKind::Utf8 => Logical::Utf8,
+        ValueKind::Binary => Logical::Binary,
+    }
+}
+
+impl Columnar {
+    /// The column files in `dirs` on `fs`, end to end, presented as `path`
+    /// (at least one; all of one kind), restricted to the physical rows
+    /// `rows` when given.
+    pub(crate) fn open(
+        fs: &Fs,
+        path: &Path,
+        dirs: impl Iterator<Item = PathBuf>,
+        rows: Option<Arc<[u64]>>,
+    ) -> Result<Columnar> {
+        let parts = dirs
+            .map(|d| ColumnFile::open(fs, &d))
+            .collect::<Result<Vec<_>>>()?;
+        Columnar::from_parts(path, parts, rows)
+    }
+
+    pub(crate) fn from_parts(
+        path: &Path,
+        parts: Vec<ColumnFile>,
+        rows: Option<Arc<[u64]>>,
+    ) -> Result<Columnar> {
+        let Some(first) = parts.first() else {
+            return Err(Error::InvalidValue(format!(
+                "{}: a column needs at least one part",
+                path.display()
+            )));
+        };
+        let kind = first.footer().kind;
+        if let Some(odd) = parts.iter().find(|p| p.footer().kind != kind) {
+            return Err(Error::InvalidValue(format!(
+                "{}: column file {} holds {:?} values, but {} holds {:?}",
+                path.display(),
+                odd.path().display(),
+                odd.footer().kind,
+                first.path().display(),
+                kind
+            )));
+        }
+        let mut starts = Vec::with_capacity(parts.len() + 1);
+        let mut at = 0u64;
+        for p in &parts {
+            starts.push(at);
+            at += p.rows();
+        }
+        starts.push(at);
+        if let Some(bad) = rows.as_ref().and_then(|r| r.iter().find(|&&r| r >= at)) {
+            return Err(Error::InvalidValue(format!(
+                "{}: a selection names row {bad}, but the column holds {at}",
+                path.display()
+            )));
+        }
+        let nullable = parts.iter().any(|p| p.footer().nullable);
+        let inner = Arc::new(Inner {
+            path: path.to_path_buf(),
+            parts,
+            starts,
+            kind,
+            rows,
+            counters: Counters::default(),
+        });
+        Ok(Columnar {
+            validity: nullable.then(|| ValidityView {
+                inner: Arc::clone(&inner),
+                schema: Schema::dense(DType::Bool, &[]).expect("a scalar schema"),
+            }),
+            schema: schema_of(kind),
+            logical: logical_of(kind),
+            inner,
+        })
+    }
+
+    /// What the column holds.
+    pub fn kind(&self) -> ValueKind {
+        self.inner.kind
+    }
+
+    /// The column files, one per shard, in order.
+    pub fn parts(&self) -> &[ColumnFile] {
+        &self.inner.parts
+    }
+
+    /// Global row of each part's first row, then the total.
+    pub fn starts(&self) -> &[u64] {
+        &self.inner.starts
+    }
+
+    /// The physical rows presented, when not all of them.
+    pub fn selection(&self) -> Option<&Arc<[u64]>> {
+        self.inner.rows.as_ref()
+    }
+
+    /// Mean bytes of a value as Arrow holds it (text: its bytes and
+    /// offset), from the footers.
+    pub fn mean_value_bytes(&self) -> usize {
+        match self.inner.kind {
+            ValueKind::Fixed(d) => d.itemsize(),
+            _ => {
+                let (bytes, rows) = self.inner.parts.iter().fold((0u64, 0u64), |(b, r), p| {
+                    let vb: u64 = p.footer().entries.iter().map(|e| e.values_size as u64).sum();
+                    (b + vb, r + p.rows())
+                });
+                (bytes / rows.max(1)) as usize + 4
+            }
+        }
+    }
+
+    /// Whether some row may be null.
+    pub fn nullable(&self) -> bool {
+        self.validity.is_some()
+    }
+
+    /// Nothing to release: the files close with the column.
+    pub fn close(self) -> Result<()> {
+        Ok(())
+    }
+
+    pub(crate) fn inner(&self) -> &Inner {
+        &self.inner
+    }
+}
+
+impl Inner {
+    pub(crate) fn len(&self) -> u64 {
+        match &self.rows {
+            Some(r) => r.len() as u64,
+            None => self.starts[self.parts.len()],
+        }
+    }
+
+    pub(crate) fn parts(&self) -> &[ColumnFile] {
+        &self.parts
+    }
+
+    pub(crate) fn kind(&self) -> ValueKind {
+        self.kind
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The physical row of row `i`.
+    #[inline]
+    pub(crate) fn selection(&self) -> Option<&Arc<[u64]>> {
+        self.rows.as_ref()
+    }
+
+    #[inline]
+    pub(crate) fn physical(&self, i: u64) -> u64 {
+        match &self.rows {
+            Some(r) => r[i as usize],
+            None => i,
+        }
+    }
+
+    /// The part, chunk and place in the chunk of physical row `p`.
+    #[inline]
+    pub(crate) fn locate(&self, p: u64) -> (usize, usize, usize) {
+        let part = self.starts.partition_point(|&s| s <= p) - 1;
+        let (chunk, at) = self.parts[part].locate(p - self.starts[part]);
+        (part, chunk, at)
+    }
+
+    /// Finds every row `idx` (in `0..len`): its chunk, decoded at most
+    /// once per call (kept ones not at all; newly decoded ones kept when
+    /// `keep` and the budget allows), and its place there.
+    pub(crate) fn resolve(&self, idx: &[u64], keep: bool) -> Result<Resolved<'_>> {
+        check_indices(idx, self.len())?;
+        let mut owned: Vec<Arc<Decoded>> = Vec::new();
+        let mut seen: HashMap<(usize, usize), u32> = HashMap::new();
+        let mut rows = Vec::with_capacity(idx.len());
+        for &i in idx {
+            let (part, chunk, at) = self.locate(self.physical(i));
+            let file = &self.parts[part];
+            let at = at as u32;
+            if let Some(d) = file.kept_chunk(chunk) {
+                rows.push((Where::Kept(d), at));
+                continue;
+            }
+            let slot = match seen.entry((part, chunk)) {
+                std::collections::hash_map::Entry::Occupied(o) => *o.get(),
+                std::collections::hash_map::Entry::Vacant(v) => match file.chunk(chunk, keep)? {
+                    ChunkRef::Kept(d) => {
+                        rows.push((Where::Kept(d), at));
+                        continue;
+                    }
+                    ChunkRef::Owned(d) => {
+                        owned.push(d);
+                        *v.insert(owned.len() as u32 - 1)
+                    }
+                },
+            };
+            rows.push((Where::Owned(slot), at));
+        }
+        Ok(Resolved { owned, rows })
+    }
+
+    /// Calls `f(position, chunk, row in chunk)` for every row `idx`
+    /// ([`Inner::resolve`]).
+    pub(crate) fn for_each(
+        &self,
+        idx: &[u64],
+        keep: bool,
+        mut f: impl FnMut(usize, &Decoded, usize),
+    ) -> Result<()> {
+        let r = self.resolve(idx, keep)?;
+        for pos in 0..r.len() {
+            let (d, at) = r.get(pos);
+            f(pos, d, at);
+        }
+        Ok(())
+    }
+
+    fn gather_fixed(&self, idx: &[u64], dst: &mut [u8]) -> Result<()> {
+        let ValueKind::Fixed(dtype) = self.kind else {
+            return Err(not_dense(&self.path));
+        };
+        let w = dtype.itemsize();
+        if dst.len() != idx.len() * w {
+            return Err(Error::InvalidValue(format!(
+                "a gather of {} records of {w} bytes needs {} bytes, got {}",
+                idx.len(),
+                idx.len() * w,
+                dst.len()
+            )));
+        }
+        self.for_each(idx, true, |pos, d, at| {
+            d.copy_fixed(at, w, &mut dst[pos * w..(pos + 1) * w])
+        })?;
+        self.counters.add(idx.len(), dst.len());
+        Ok(())
+    }
+
+    fn validity_into(&self, idx: &[u64], dst: &mut [u8]) -> Result<()> {
+        self.for_each(idx, true, |pos, d, at| dst[pos] = u8::from(d.is_valid(at)))
+    }
+}
+
+/// Where a resolved row's chunk is.
+enum Where<'a> {
+    Kept(&'a Decoded),
+    Owned(u32),
+}
+
+/// Rows of a read, each with its decoded chunk and its place there.
+pub(crate) struct Resolved<'a> {
+    owned: Vec<Arc<Decoded>>,
+    rows: Vec<(Where<'a>, u32)>,
+}
+
+impl Resolved<'_> {
+    pub(crate) fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Row `pos`'s chunk and its place there.
+    #[inline]
+    pub(crate) fn get(&self, pos: usize) -> (&Decoded, usize) {
+        let (w, at) = &self.rows[pos];
+        let d = match w {
+            Where::Kept(d) => d,
+            Where::Owned(s) => &*self.owned[*s as usize],
+        };
+        (d, *at as usize)
+    }
+}
+
+fn not_dense(path: &Path) -> Error {
+    Error::InvalidValue(format!(
+        "{} is a column of text or bytes (a ragged store), not a dense store",
+        path.display()
+    ))
+}
+
+/// A text or bytes value as a ragged record's logical bytes: the 1-D
+/// record of its bytes, or the 0-d record `0` for an empty value.
+fn record_len(v: &[u8]) -> usize {
+    if v.is_empty() {
+        encoded_len(0, 1)
+    } else {
+        encoded_len(1, v.len())
+    }
+}
+
+fn write_record(v: &[u8], out: &mut [u8]) {
+    if v.is_empty() {
+        write_prefix(&[], &mut out[..8]);
+        out[8] = 0;
+    } else {
+        write_prefix(&[v.len() as u64], &mut out[..16]);
+        out[16..].copy_from_slice(v);
+    }
+}
+
+impl Records for Columnar {
+    fn path(&self) -> &Path {
+        &self.inner.path
+    }
+    fn schema(&self) -> &Schema {
+        &self.schema
+    }
+    fn codec(&self) -> Codec {
+        match self.inner.parts.first() {
+            Some(p) if p.footer().compressed => Codec::Zstd,
+            _ => Codec::Raw,
+        }
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn logical_len(&self, i: u64) -> Option<usize> {
+        if i >= self.len() {
+            return None;
+        }
+        match self.inner.kind {
+            ValueKind::Fixed(d) => Some(d.itemsize()),
+            _ => {
+                let mut n = None;
+                self.inner
+                    .for_each(&[i], true, |_, d, at| n = Some(record_len(d.value(at))))
+                    .ok()?;
+                n
+            }
+        }
+    }
+    fn stats(&self) -> Stats {
+        let data: u64 = self.inner.parts.iter().map(ColumnFile::data_bytes).sum();
+        Stats {
+            records: self.len(),
+            live_bytes: data,
+            data_bytes: data,
+            reclaimable: 0,
+        }
+    }
+    fn read_counters(&self) -> ReadCounters {
+        self.inner.counters.get()
+    }
+    fn is_readonly(&self) -> bool {
+        true
+    }
+    fn checksum(&self) -> bool {
+        true
+    }
+    fn gather_dense_into(&self, idx: &[u64], dst: &mut [u8]) -> Result<()> {
+        self.inner.gather_fixed(idx, dst)
+    }
+    fn gather_ragged(&self, idx: &[u64]) -> Result<RaggedBatch> {
+        if !self.inner.kind.is_bytes() {
+            return Err(Error::InvalidValue(format!(
+                "{} is a column of numbers (a dense store), not a ragged store",
+                self.inner.path.display()
+            )));
+        }
+        let r = self.inner.resolve(idx, true)?;
+        let mut spans = Vec::with_capacity(idx.len());
+        let mut total = 0usize;
+        for pos in 0..r.len() {
+            let (d, at) = r.get(pos);
+            let n = record_len(d.value(at));
+            spans.push((total, n));
+            total += n.next_multiple_of(8);
+        }
+        let mut buf = Buffer::try_new(total).ok_or_else(|| Error::OutOfMemory {
+            bytes: total as u64,
+            what: format!("a gather of {} records", idx.len()),
+        })?;
+        let out = buf.as_mut_slice();
+        for (pos, &(start, n)) in spans.iter().enumerate() {
+            let (d, at) = r.get(pos);
+            write_record(d.value(at), &mut out[start..start + n]);
+        }
+        let bytes = spans.iter().map(|s| s.1).sum();
+        self.inner.counters.add(idx.len(), bytes);
+        Ok(RaggedBatch::new(buf, spans, 1))
+    }
+    fn read_record(&self, i: u64) -> Result<Vec<u8>> {
+        match self.inner.kind {
+            ValueKind::Fixed(d) => {
+                let mut out = vec![0u8; d.itemsize()];
+                self.inner.gather_fixed(&[i], &mut out)?;
+                Ok(out)
+            }
+            _ => {
+                let mut out = Vec::new();
+                self.inner.for_each(&[i], true, |_, d, at| {
+                    let v = d.value(at);
+                    out = vec![0u8; record_len(v)];
+                    write_record(v, &mut out);
+                })?;
+                Ok(out)
+            }
+        }
+    }
+    fn logical(&self) -> Logical {
+        self.logical
+    }
+    fn validity(&self) -> Option<&dyn Records> {
+        self.validity.as_ref().map(|v| v as &dyn Records)
+    }
+    fn columnar(&self) -> Option<&Columnar> {
+        Some(self)
+    }
+}
+
+/// The validity of a nullable columnar column, as a validity stream: dense
+/// `bool` scalars, false for a null row.
+pub struct ValidityView {
+    inner: Arc<Inner>,
+    schema: Schema,
+}
+
+impl Records for ValidityView {
+    fn path(&self) -> &Path {
+        &self.inner.path
+    }
+    fn schema(&self) -> &Schema {
+        &self.schema
+    }
+    fn codec(&self) -> Codec {
+        Codec::Zstd
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn logical_len(&self, i: u64) -> Option<usize> {
+        (i < self.len()).then_some(1)
+    }
+    fn stats(&self) -> Stats {
+        Stats {
+            records: self.len(),
+            live_bytes: 0,
+            data_bytes: 0,
+            reclaimable: 0,
+        }
+    }
+    fn read_counters(&self) -> ReadCounters {
+        ReadCounters::default()
+    }
+    fn is_readonly(&self) -> bool {
+        true
+    }
+    fn checksum(&self) -> bool {
+        true
+    }
+    fn gather_dense_into(&self, idx: &[u64], dst: &mut [u8]) -> Result<()> {
+        if dst.len() != idx.len() {
+            return Err(Error::InvalidValue(format!(
+                "a gather of {} validity bits needs {} bytes, got {}",
+                idx.len(),
+                idx.len(),
+                dst.len()
+            )));
+        }
+        self.inner.validity_into(idx, dst)
+    }
+    fn gather_ragged(&self, _idx: &[u64]) -> Result<RaggedBatch> {
+        Err(Error::InvalidValue(format!(
+            "the validity of {} is dense, not ragged",
+            self.inner.path.display()
+        )))
+    }
+    fn read_record(&self, i: u64) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; 1];
+        self.inner.validity_into(&[i], &mut out)?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,395 @@
+//! Decoding one chunk from its stored bytes, checking everything its entry
+//! promises: the checksum, each stream's size, the null count, UTF-8, and
+//! that the values' minimum and maximum are exactly the statistics'.
+
+use std::cell::RefCell;
+
+use super::format::{
+    Bound, Broken, Encoding, Entry, ValueKind, FLAG_LENGTHS_ZSTD, FLAG_VALIDITY_ZSTD,
+    FLAG_VALUES_ZSTD,
+};
+use super::num::{self, Num};
+use crate::codec::{self, Codec};
+use crate::schema::DType;
+
+/// Bytes aligned for every dtype (8 bytes), as Arrow's typed buffers need.
+pub struct Aligned {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl Aligned {
+    /// `len` zero bytes; None when they cannot be allocated.
+    fn zeroed(len: usize) -> Option<Aligned> {
+        let n = len.div_ceil(8);
+        let mut words = Vec::new();
+        words.try_reserve_exact(n).ok()?;
+        words.resize(n, 0);
+        Some(Aligned { words, len })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the words are initialised and hold at least `len` bytes;
+        // u8 has no alignment or validity requirement.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), self.len) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`, and `&mut self` makes the slice unique.
+        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<u8>(), self.len) }
+    }
+}
+
+/// One chunk's rows, decoded.
+pub struct Decoded {
+    pub rows: usize,
+    pub kind: ValueKind,
+    /// Numbers: `rows * itemsize` bytes, null rows zero (booleans: bits,
+    /// least significant first). Text and bytes: the values, end to end.
+    pub values: Aligned,
+    /// Text and bytes: `rows + 1` offsets into `values`.
+    pub offsets: Vec<i32>,
+    /// Validity bits (least significant first), None when no row is null.
+    pub validity: Option<Vec<u8>>,
+    pub null_count: usize,
+}
+
+impl std::fmt::Debug for Decoded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decoded")
+            .field("rows", &self.rows)
+            .field("kind", &self.kind)
+            .field("null_count", &self.null_count)
+            .finish()
+    }
+}
+
+impl Decoded {
+    /// Memory it holds.
+    pub fn memory(&self) -> usize {
+        self.values.len() + 4 * self.offsets.len() + self.validity.as_ref().map_or(0, Vec::len) + 64
+    }
+
+    #[inline]
+    pub fn is_valid(&self, i: usize) -> bool {
+        self.validity
+            .as_ref()
+            .is_none_or(|v| v[i / 8] & (1 << (i % 8)) != 0)
+    }
+
+    /// Text or bytes value `i` (empty for a null row).
+    #[inline]
+    pub fn value(&self, i: usize) -> &[u8] {
+        &self.values.as_slice()[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+
+    /// Number `i`'s bytes (booleans: one byte, 0 or 1, written to `out`).
+    #[inline]
+    pub fn copy_fixed(&self, i: usize, w: usize, out: &mut [u8]) {
+        match self.kind {
+            ValueKind::Fixed(DType::Bool) => {
+                out[0] = (self.values.as_slice()[i / 8] >> (i % 8)) & 1;
+            }
+            _ => out.copy_from_slice(&self.values.as_slice()[i * w..(i + 1) * w]),
+        }
+    }
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Decodes a stream of `size` bytes stored as `src` (a zstd frame when
+/// `zstd`) into `dst`.
+fn stream_into(src: &[u8], zstd: bool, dst: &mut [u8], what: &str) -> Result<(), Broken> {
+    if zstd {
+        codec::decode_slice(Codec::Zstd, None, src, dst).map_err(|e| format!("its {what}: {e}"))
+    } else {
+        dst.copy_from_slice(src);
+        Ok(())
+    }
+}
+
+fn alloc(len: usize) -> Result<Aligned, Broken> {
+    Aligned::zeroed(len).ok_or_else(|| format!("cannot allocate {len} bytes to decode it"))
+}
+
+/// Decodes the chunk described by `e` from its stored bytes `stored`.
+pub fn decode_chunk(kind: ValueKind, e: &Entry, stored: &[u8]) -> Result<Decoded, Broken> {
+    if stored.len() as u64 != e.stored_len() {
+        return Err(format!(
+            "{} stored bytes, expected {}",
+            stored.len(),
+            e.stored_len()
+        ));
+    }
+    if crc32fast::hash(stored) != e.crc {
+        return Err("its CRC-32 does not match its bytes".into());
+    }
+    let rows = e.rows as usize;
+    let (validity_src, rest) = stored.split_at(e.validity_len as usize);
+    let (values_src, lengths_src) = rest.split_at(e.values_len as usize);
+    let validity = if e.null_count > 0 {
+        let mut bits = vec![0u8; rows.div_ceil(8)];
+        stream_into(
+            validity_src,
+            e.flags & FLAG_VALIDITY_ZSTD != 0,
+            &mut bits,
+            "validity bits",
+        )?;
+        let valid: u64 = bits.iter().map(|b| b.count_ones() as u64).sum();
+        let tail_clear = rows % 8 == 0 || bits[rows / 8] >> (rows % 8) == 0;
+        if !tail_clear || valid != (rows - e.null_count as usize) as u64 {
+            return Err(format!(
+                "its validity bits mark {} null rows, but its entry says {}",
+                rows as u64 - valid,
+                e.null_count
+            ));
+        }
+        Some(bits)
+    } else {
+        None
+    };
+    let valid_bools: Option<Vec<bool>> = validity
+        .as_ref()
+        .map(|b| (0..rows).map(|i| b[i / 8] & (1 << (i % 8)) != 0).collect());
+    let values_zstd = e.flags & FLAG_VALUES_ZSTD != 0;
+    match kind {
+        ValueKind::Fixed(dtype) => {
+            let w = dtype.itemsize();
+            let out_len = if dtype == DType::Bool {
+                rows.div_ceil(8)
+            } else {
+                rows * w
+            };
+            let mut out = alloc(out_len)?;
+            let size = e.values_size as usize;
+            let mut narrowed = None;
+            match e.encoding() {
+                Encoding::Plain | Encoding::Bits => {
+                    stream_into(values_src, values_zstd, out.as_mut_slice(), "values")?
+                }
+                enc => SCRATCH.with(|s| -> Result<(), Broken> {
+                    let mut s = s.borrow_mut();
+                    let src: &[u8] = if values_zstd {
+                        if s.len() < size {
+                            s.resize(size, 0);
+                        }
+                        stream_into(values_src, true, &mut s[..size], "values")?;
+                        &s[..size]
+                    } else {
+                        values_src
+                    };
+                    if enc == Encoding::Shuffled {
+                        num::unshuffle(src, w, rows, out.as_mut_slice());
+                    } else {
+                        let lo = Num::from_bytes(dtype, e.min.number_bytes());
+                        narrowed = Some(num::widen(
+                            dtype,
+                            src,
+                            e.width as usize,
+                            rows,
+                            lo,
+                            out.as_mut_slice(),
+                        ));
+                    }
+                    Ok(())
+                })?,
+            }
+            if let Some(valid) = &valid_bools {
+                // Null rows read as zeros whatever was stored.
+                if dtype == DType::Bool {
+                    let bits = out.as_mut_slice();
+                    for (i, _) in valid.iter().enumerate().filter(|(_, v)| !**v) {
+                        bits[i / 8] &= !(1 << (i % 8));
+                    }
+                } else {
+                    let o = out.as_mut_slice();
+                    for (i, _) in valid.iter().enumerate().filter(|(_, v)| !**v) {
+                        o[i * w..(i + 1) * w].fill(0);
+                    }
+                }
+            }
+            if dtype == DType::Bool {
+                let bits = out.as_slice();
+                if rows % 8 != 0 && bits[rows / 8] >> (rows % 8) != 0 {
+                    return Err("its value bits past the last row are not zero".into());
+                }
+            }
+            check_numbers(dtype, e, out.as_slice(), rows, valid_bools.as_deref(), narrowed)?;
+            Ok(Decoded {
+                rows,
+                kind,
+                values: out,
+                offsets: Vec::new(),
+                validity,
+                null_count: e.null_count as usize,
+            })
+        }
+        ValueKind::Utf8 | ValueKind::Binary => {
+            let k = e.lengths_width as usize;
+            let mut lengths = vec![0u8; rows * k];
+            SCRATCH.with(|s| -> Result<(), Broken> {
+                let mut s = s.borrow_mut();
+                if s.len() < lengths.len() {
+                    s.resize(lengths.len(), 0);
+                }
+                let tmp = &mut s[..lengths.len()];
+                stream_into(lengths_src, e.flags & FLAG_LENGTHS_ZSTD != 0, tmp, "lengths")?;
+                if k > 1 {
+                    num::unshuffle(tmp, k, rows, &mut lengths);
+                } else {
+                    lengths.copy_from_slice(tmp);
+                }
+                Ok(())
+            })?;
+            let mut offsets = Vec::with_capacity(rows + 1);
+            offsets.push(0i32);
+            let mut at = 0u64;
+            for (i, c) in lengths.chunks_exact(k).enumerate() {
+                let mut b = [0u8; 4];
+                b[..k].copy_from_slice(c);
+                let n = u32::from_le_bytes(b) as u64;
+                if n > 0 && valid_bools.as_ref().is_some_and(|v| !v[i]) {
+                    return Err(format!("its null row {i} has a value of {n} bytes"));
+                }
+                at += n;
+                if at > e.values_size as u64 {
+                    return Err(format!(
+                        "its lengths add up to more than its {} value bytes",
+                        e.values_size
+                    ));
+                }
+                offsets.push(at as i32);
+            }
+            if at != e.values_size as u64 {
+                return Err(format!(
+                    "its lengths add up to {at} bytes, but its values take {}",
+                    e.values_size
+                ));
+            }
+            let mut values = alloc(e.values_size as usize)?;
+            stream_into(values_src, values_zstd, values.as_mut_slice(), "values")?;
+            let d = Decoded {
+                rows,
+                kind,
+                values,
+                offsets,
+                validity,
+                null_count: e.null_count as usize,
+            };
+            if kind == ValueKind::Utf8 {
+                check_utf8(&d)?;
+            }
+            check_bytes(&d, e)?;
+            Ok(d)
+        }
+    }
+}
+
+/// Every value of a text chunk is UTF-8.
+fn check_utf8(d: &Decoded) -> Result<(), Broken> {
+    let all = d.values.as_slice();
+    if let Err(err) = std::str::from_utf8(all) {
+        let at = err.valid_up_to() as i32;
+        let row = d.offsets.partition_point(|&o| o <= at).saturating_sub(1);
+        return Err(format!("its row {row} is not valid UTF-8"));
+    }
+    for (row, &o) in d.offsets.iter().enumerate() {
+        if all.get(o as usize).is_some_and(|&b| b & 0xC0 == 0x80) {
+            return Err(format!("its row {row} starts inside a UTF-8 character"));
+        }
+    }
+    Ok(())
+}
+
+fn bound_name(b: Option<&Bound>) -> String {
+    match b {
+        None => "none".into(),
+        Some(b) => format!("{:?}", String::from_utf8_lossy(b.bytes())),
+    }
+}
+
+/// A text or bytes chunk's bounds are the ones its values give.
+fn check_bytes(d: &Decoded, e: &Entry) -> Result<(), Broken> {
+    let mut lo: Option<&[u8]> = None;
+    let mut hi: Option<&[u8]> = None;
+    for i in (0..d.rows).filter(|&i| d.is_valid(i)) {
+        let v = d.value(i);
+        if lo.is_none_or(|m| v < m) {
+            lo = Some(v);
+        }
+        if hi.is_none_or(|m| v > m) {
+            hi = Some(v);
+        }
+    }
+    let want_lo = lo.map(Bound::lower);
+    let want_hi = hi.and_then(Bound::upper);
+    if want_lo.as_ref() != e.min() || want_hi.as_ref() != e.max() {
+        return Err(format!(
+            "its values lie in [{}, {}], but its statistics say [{}, {}]",
+            bound_name(want_lo.as_ref()),
+            bound_name(want_hi.as_ref()),
+            bound_name(e.min()),
+            bound_name(e.max())
+        ));
+    }
+    Ok(())
+}
+
+/// A chunk of numbers' minimum and maximum are its statistics.
+fn check_numbers(
+    dtype: DType,
+    e: &Entry,
+    out: &[u8],
+    rows: usize,
+    valid: Option<&[bool]>,
+    narrowed: Option<(u64, u64)>,
+) -> Result<(), Broken> {
+    let stats = e
+        .min()
+        .map(|lo| (Num::from_bytes(dtype, lo.number_bytes()), Num::from_bytes(dtype, e.max.number_bytes())));
+    if let (Some((dmin, dmax)), None, Some((lo, hi))) = (narrowed, valid, stats) {
+        // Narrowed without nulls: the span seen is the span recorded.
+        let span = match (lo, hi) {
+            (Num::I(a), Num::I(b)) => Some((b as i128 - a as i128) as u128),
+            (Num::U(a), Num::U(b)) => (b as u128).checked_sub(a as u128),
+            _ => None,
+        };
+        if dmin == 0 && span == Some(dmax as u128) {
+            return Ok(());
+        }
+    }
+    let actual = if dtype == DType::Bool {
+        let bytes: Vec<u8> = (0..rows).map(|i| (out[i / 8] >> (i % 8)) & 1).collect();
+        num::min_max(dtype, &bytes, valid)
+    } else {
+        num::min_max(dtype, out, valid)
+    };
+    let same = match (actual, stats) {
+        (None, None) => true,
+        (Some((a, b)), Some((c, d))) => a.same(&c) && b.same(&d),
+        _ => false,
+    };
+    if !same {
+        let show = |v: Option<(Num, Num)>| match v {
+            None => "none".to_string(),
+            Some((a, b)) => format!("[{a:?}, {b:?}]"),
+        };
+        return Err(format!(
+            "its values lie in {}, but its statistics say {}",
+            show(actual),
+            show(stats)
+        ));
+    }
+    Ok(())
+}
+

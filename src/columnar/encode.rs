@@ -1,0 +1,250 @@
+//! Encoding one chunk: statistics, the values stream's layout (plain,
+//! shuffled, narrowed or bits), the lengths of text and bytes, and each
+//! stream compressed with zstd where that makes it smaller.
+
+use super::format::{
+    Bound, Encoding, Entry, ValueKind, FLAG_LENGTHS_ZSTD, FLAG_MAX, FLAG_MIN, FLAG_VALIDITY_ZSTD,
+    FLAG_VALUES_ZSTD,
+};
+use super::num::{self, Num};
+use crate::codec::{self, Codec};
+use crate::error::{Error, Result};
+use crate::schema::DType;
+
+/// The bytes `b` of every value of width `w`, stream by stream: byte 0 of
+/// each value, then byte 1, ...
+pub(crate) fn shuffle(src: &[u8], w: usize, out: &mut Vec<u8>) {
+    let n = src.len() / w;
+    let start = out.len();
+    out.resize(start + src.len(), 0);
+    let dst = &mut out[start..];
+    for (i, v) in src.chunks_exact(w).enumerate() {
+        for (b, &x) in v.iter().enumerate() {
+            dst[b * n + i] = x;
+        }
+    }
+}
+
+/// The values of a chunk as the writer hands them over.
+pub(crate) enum Values<'a> {
+    /// `rows * width` bytes, little-endian (bool: one byte each, 0 or 1).
+    Fixed(&'a [u8]),
+    /// Each row's value: `data[offsets[i]..offsets[i + 1]]`.
+    Bytes { offsets: &'a [u64], data: &'a [u8] },
+}
+
+/// Null rows of a chunk: one bool per row (true: valid), or None when
+/// every row is valid.
+pub(crate) type Validity<'a> = Option<&'a [bool]>;
+
+/// Appends `bytes` to `out`, compressed when `compress` and zstd makes it
+/// smaller; returns (stored length, whether compressed).
+fn put_stream(out: &mut Vec<u8>, bytes: &[u8], compress: bool) -> Result<(u32, bool)> {
+    let len32 = |n: usize| {
+        u32::try_from(n).map_err(|_| {
+            Error::InvalidValue(format!(
+                "a columnar chunk's stream of {n} bytes exceeds 4 GiB"
+            ))
+        })
+    };
+    if compress && !bytes.is_empty() {
+        let done = codec::compress_with(Codec::Zstd, None, false, bytes, |frame| {
+            if frame.len() < bytes.len() {
+                out.extend_from_slice(frame);
+                Some(frame.len())
+            } else {
+                None
+            }
+        })
+        .map_err(|e| Error::InvalidValue(format!("compressing a columnar chunk: {e}")))?;
+        if let Some(n) = done {
+            return Ok((len32(n)?, true));
+        }
+    }
+    out.extend_from_slice(bytes);
+    Ok((len32(bytes.len())?, false))
+}
+
+/// Packs `rows` bools (one byte each, nonzero true) into bits, least
+/// significant first.
+pub(crate) fn pack_bits(rows: usize, bit: impl Fn(usize) -> bool) -> Vec<u8> {
+    let mut out = vec![0u8; rows.div_ceil(8)];
+    for i in 0..rows {
+        if bit(i) {
+            out[i / 8] |= 1 << (i % 8);
+        }
+    }
+    out
+}
+
+/// Encodes one chunk of `rows` rows of `kind`: appends its stored bytes to
+/// `out` and returns its entry (`offset` left for the caller). Null rows'
+/// values are ignored (stored as zeros, or as empty values).
+pub(crate) fn encode_chunk(
+    kind: ValueKind,
+    rows: usize,
+    values: Values<'_>,
+    valid: Validity<'_>,
+    compress: bool,
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+) -> Result<Entry> {
+    debug_assert!(rows > 0 && rows <= u32::MAX as usize);
+    let null_count = valid.map_or(0, |v| v.iter().filter(|&&x| !x).count());
+    let is_valid = |i: usize| valid.is_none_or(|v| v[i]);
+    let start = out.len();
+    let mut e = Entry {
+        rows: rows as u32,
+        null_count: null_count as u32,
+        ..Entry::default()
+    };
+    if null_count > 0 {
+        let bits = pack_bits(rows, is_valid);
+        let (n, z) = put_stream(out, &bits, compress)?;
+        e.validity_len = n;
+        if z {
+            e.flags |= FLAG_VALIDITY_ZSTD;
+        }
+    }
+    scratch.clear();
+    match (kind, values) {
+        (ValueKind::Fixed(dtype), Values::Fixed(bytes)) => {
+            let w = dtype.itemsize();
+            debug_assert_eq!(bytes.len(), rows * w);
+            // Null rows hold zeros.
+            let owned;
+            let bytes = if null_count > 0 {
+                let mut b = bytes.to_vec();
+                for i in (0..rows).filter(|&i| !is_valid(i)) {
+                    b[i * w..(i + 1) * w].fill(0);
+                }
+                owned = b;
+                &owned[..]
+            } else {
+                bytes
+            };
+            let stats = num::min_max(dtype, bytes, valid);
+            if let Some((lo, hi)) = stats {
+                e.min = Bound::number(lo.to_bytes());
+                e.max = Bound::number(hi.to_bytes());
+                e.flags |= FLAG_MIN | FLAG_MAX;
+            }
+            let (encoding, width) = match dtype {
+                DType::Bool => {
+                    scratch.extend(pack_bits(rows, |i| bytes[i] != 0));
+                    (Encoding::Bits, 0)
+                }
+                _ if w == 1 => {
+                    scratch.extend_from_slice(bytes);
+                    (Encoding::Plain, 1)
+                }
+                _ => match stats.and_then(|(lo, hi)| narrow_width(dtype, lo, hi)) {
+                    Some(k) if k < w => {
+                        let (lo, _) = stats.expect("narrowing needs the minimum");
+                        num::narrow(dtype, bytes, lo, k, valid, scratch);
+                        (Encoding::Narrowed, k)
+                    }
+                    _ => {
+                        shuffle(bytes, w, scratch);
+                        (Encoding::Shuffled, w)
+                    }
+                },
+            };
+            e.encoding = encoding as u8;
+            e.width = width as u8;
+            e.values_size = scratch.len() as u32;
+            let (n, z) = put_stream(out, scratch, compress)?;
+            e.values_len = n;
+            if z {
+                e.flags |= FLAG_VALUES_ZSTD;
+            }
+        }
+        (ValueKind::Utf8 | ValueKind::Binary, Values::Bytes { offsets, data }) => {
+            debug_assert_eq!(offsets.len(), rows + 1);
+            let value = |i: usize| &data[offsets[i] as usize..offsets[i + 1] as usize];
+            let mut lo: Option<&[u8]> = None;
+            let mut hi: Option<&[u8]> = None;
+            let mut total = 0usize;
+            let mut longest = 0usize;
+            for i in (0..rows).filter(|&i| is_valid(i)) {
+                let v = value(i);
+                total += v.len();
+                longest = longest.max(v.len());
+                if lo.is_none_or(|m| v < m) {
+                    lo = Some(v);
+                }
+                if hi.is_none_or(|m| v > m) {
+                    hi = Some(v);
+                }
+            }
+            if total > i32::MAX as usize {
+                return Err(Error::InvalidValue(format!(
+                    "a columnar chunk's values take {total} bytes, more than 2 GiB"
+                )));
+            }
+            if let Some(lo) = lo {
+                e.min = Bound::lower(lo);
+                e.flags |= FLAG_MIN;
+            }
+            if let Some(b) = hi.and_then(Bound::upper) {
+                e.max = b;
+                e.flags |= FLAG_MAX;
+            }
+            let k = match longest {
+                0..=0xFF => 1,
+                0x100..=0xFFFF => 2,
+                _ => 4,
+            };
+            let mut lengths = Vec::with_capacity(rows * k);
+            for i in 0..rows {
+                let n = if is_valid(i) { value(i).len() } else { 0 } as u32;
+                lengths.extend_from_slice(&n.to_le_bytes()[..k]);
+            }
+            if k > 1 {
+                shuffle(&lengths, k, scratch);
+                std::mem::swap(&mut lengths, scratch);
+                scratch.clear();
+            }
+            for i in (0..rows).filter(|&i| is_valid(i)) {
+                scratch.extend_from_slice(value(i));
+            }
+            e.encoding = Encoding::Plain as u8;
+            e.values_size = scratch.len() as u32;
+            let (n, z) = put_stream(out, scratch, compress)?;
+            e.values_len = n;
+            if z {
+                e.flags |= FLAG_VALUES_ZSTD;
+            }
+            e.lengths_width = k as u8;
+            e.lengths_size = lengths.len() as u32;
+            let (n, z) = put_stream(out, &lengths, compress)?;
+            e.lengths_len = n;
+            if z {
+                e.flags |= FLAG_LENGTHS_ZSTD;
+            }
+        }
+        _ => {
+            return Err(Error::InvalidValue(
+                "a columnar chunk's values do not match its column's kind".into(),
+            ))
+        }
+    }
+    e.crc = crc32fast::hash(&out[start..]);
+    Ok(e)
+}
+
+/// The narrowest width (1, 2 or 4 bytes) that holds `hi - lo` of an
+/// integer column; None when it needs 8.
+fn narrow_width(dtype: DType, lo: Num, hi: Num) -> Option<usize> {
+    let span = match (lo, hi) {
+        (Num::I(a), Num::I(b)) => (b as i128 - a as i128) as u128,
+        (Num::U(a), Num::U(b)) => (b - a) as u128,
+        _ => return None,
+    };
+    if !super::format::is_integer(dtype) {
+        return None;
+    }
+    [1usize, 2, 4]
+        .into_iter()
+        .find(|&k| span < 1u128 << (8 * k))
+}
