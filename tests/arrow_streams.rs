@@ -83,8 +83,16 @@ fn shapes_that_differ_between_streams_make_a_ragged_store_of_each_rows_shape() {
         stream(vec![fi1, fa, fx1], vec![i1, a, x1]),
         stream(vec![fx2, fb, fi2], vec![x2, b, i2]),
     ];
-    let (rows, specs) =
-        ingest_streams(readers, &root, Codec::Raw, None, &loaderx::table::Layouts::records(), false, &mut |_| {}).unwrap();
+    let (rows, specs) = ingest_streams(
+        readers,
+        &root,
+        Codec::Raw,
+        None,
+        &loaderx::table::Layouts::records(),
+        false,
+        &mut |_| {},
+    )
+    .unwrap();
     assert_eq!(rows, 5);
     let names: Vec<&str> = specs.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["id", "v", "x"]);
@@ -128,7 +136,16 @@ fn streams_that_disagree_are_refused_before_anything_is_written() {
         stream(vec![fi.clone()], vec![i.clone()]),
         stream(vec![Field::new("id", DataType::Utf8, false)], vec![text]),
     ];
-    let err = ingest_streams(readers, &root, Codec::Raw, None, &loaderx::table::Layouts::records(), false, &mut |_| {}).unwrap_err();
+    let err = ingest_streams(
+        readers,
+        &root,
+        Codec::Raw,
+        None,
+        &loaderx::table::Layouts::records(),
+        false,
+        &mut |_| {},
+    )
+    .unwrap_err();
     let Error::InvalidType(msg) = &err else {
         panic!("expected InvalidType, got {err:?}")
     };
@@ -146,7 +163,16 @@ fn streams_that_disagree_are_refused_before_anything_is_written() {
             vec![floats],
         ),
     ];
-    let err = ingest_streams(readers, &root, Codec::Raw, None, &loaderx::table::Layouts::records(), false, &mut |_| {}).unwrap_err();
+    let err = ingest_streams(
+        readers,
+        &root,
+        Codec::Raw,
+        None,
+        &loaderx::table::Layouts::records(),
+        false,
+        &mut |_| {},
+    )
+    .unwrap_err();
     assert!(
         matches!(&err, Error::InvalidType(m) if m.contains("expected dtype int64") && m.contains("found float32")),
         "{err:?}"
@@ -155,7 +181,16 @@ fn streams_that_disagree_are_refused_before_anything_is_written() {
     let (fo, o) = ids(0..3);
     let fo = Field::new("other", fo.data_type().clone(), false);
     let readers = vec![stream(vec![fi], vec![i]), stream(vec![fo], vec![o])];
-    let err = ingest_streams(readers, &root, Codec::Raw, None, &loaderx::table::Layouts::records(), false, &mut |_| {}).unwrap_err();
+    let err = ingest_streams(
+        readers,
+        &root,
+        Codec::Raw,
+        None,
+        &loaderx::table::Layouts::records(),
+        false,
+        &mut |_| {},
+    )
+    .unwrap_err();
     assert!(
         matches!(&err, Error::InvalidValue(m) if m.contains("same columns")),
         "{err:?}"
@@ -179,14 +214,32 @@ fn a_null_row_in_a_tensor_column_is_refused_unless_allowed_and_nothing_is_left()
     ));
     let field = Field::new("y", DataType::List(item), true);
     let readers = || vec![stream(vec![field.clone()], vec![Arc::clone(&list)])];
-    let err = ingest_streams(readers(), &root, Codec::Raw, None, &loaderx::table::Layouts::records(), false, &mut |_| {}).unwrap_err();
+    let err = ingest_streams(
+        readers(),
+        &root,
+        Codec::Raw,
+        None,
+        &loaderx::table::Layouts::records(),
+        false,
+        &mut |_| {},
+    )
+    .unwrap_err();
     assert!(
         matches!(&err, Error::InvalidValue(m) if m.contains("column \"y\": expected no nulls") && m.contains("found 1")),
         "{err:?}"
     );
     assert!(entries(&root).is_empty(), "left {:?}", entries(&root));
     // Allowed, the null row gets a validity stream as in any ingest.
-    let (rows, _) = ingest_streams(readers(), &root, Codec::Raw, None, &loaderx::table::Layouts::records(), true, &mut |_| {}).unwrap();
+    let (rows, _) = ingest_streams(
+        readers(),
+        &root,
+        Codec::Raw,
+        None,
+        &loaderx::table::Layouts::records(),
+        true,
+        &mut |_| {},
+    )
+    .unwrap();
     assert_eq!(rows, 3);
     assert!(entries(&root).contains(&".validity".to_string()));
 }

@@ -123,9 +123,7 @@ def _empty(pa, schema):
     return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
 
 
-def add_columns(
-    table, columns, read_columns, codec: str, workers: int | None, layout=None
-) -> int:
+def add_columns(table, columns, read_columns, codec: str, workers: int | None, layout=None) -> int:
     """Writes the new columns of every shard of the sharded ``table`` (a
     :class:`loaderx.Table` at its latest version) and commits them as one
     version; returns it."""

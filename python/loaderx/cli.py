@@ -10,11 +10,13 @@
     loaderx versions TABLE                  a sharded table's versions and tags
     loaderx tag TABLE NAME [--version N]    name a version (--delete removes the tag)
     loaderx cleanup TABLE [--older-than D]  remove old versions and what only they need
+    loaderx compact TABLE [--min-deleted F] scalar and text columns to columnar, shards rewritten
     loaderx bench [--plot FILE.svg]         a quick gather and sampler benchmark (and its chart)
 
 A table ``DIR`` is anything :func:`loaderx.open_table` opens: a plain table
-(a directory whose subdirectories holding ``meta.zr`` are its columns, named
-after the subdirectories) or a sharded one. ``DIR@VERSION`` (``sql``'s
+(a directory whose subdirectories holding ``meta.zr``, or ``column.zc`` for a
+columnar column, are its columns, named after the subdirectories) or a
+sharded one. ``DIR@VERSION`` (``sql``'s
 ``--table NAME=DIR@VERSION`` and ``export --table``) opens a sharded table
 at a version number or tag; the text after the last ``@`` is taken as the
 version when it holds no ``/``. ``info``, ``stats``, ``verify``,
@@ -109,8 +111,11 @@ def _open_any(path: str, options: dict | None = None):
     """Opens the store at ``path`` (local or remote) with the class of its
     kind, read-only, so that inspecting a store works while others read it
     (a training job's read-only handles)."""
-    from .table import open_store
+    from .table import _wrap, open_store
 
+    if not _is_remote(path) and os.path.isfile(os.path.join(path, "column.zc")):
+        # A columnar column's directory: the same read-only handle.
+        return _wrap(_native.open_columnar(path), path)
     return open_store(path, True, storage_options=options)
 
 
@@ -156,6 +161,8 @@ def cmd_info(args) -> int:
             "item_shape": shape,
             "codec": s.codec,
         }
+        if s._native.layout == "columnar":
+            data["layout"] = "columnar"
     text = "\n".join(
         f"{k}: {tuple(v) if k == 'item_shape' and v is not None else v}" for k, v in data.items()
     )
@@ -373,6 +380,25 @@ def cmd_cleanup(args) -> int:
     return 0
 
 
+def cmd_compact(args) -> int:
+    from .table import open_table
+
+    if not 0.0 <= args.min_deleted <= 1.0:
+        raise CliError(f"--min-deleted must be a fraction in [0, 1], got {args.min_deleted}")
+    with open_table(args.table, readonly=False, storage_options=_options(args)) as t:
+        before = t.version
+        version = t.compact(min_deleted=args.min_deleted)
+        layouts = {name: t[name]._native.layout for name in t}
+    data = {"version": version, "previous_version": before, "layouts": layouts}
+    if version is None:
+        text = f"nothing to compact in {args.table} (version {before})"
+    else:
+        columnar = sorted(n for n, layout in layouts.items() if layout == "columnar")
+        text = f"committed version {version}; columnar columns: {', '.join(columnar) or '-'}"
+    _emit(args, data, text)
+    return 0
+
+
 def _steps(text: str) -> range:
     """``A:B`` (steps A to B-1) or ``A`` (that step) as a range."""
     try:
@@ -555,6 +581,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="remove versions committed more than DAYS ago (default 7)",
     )
     sp.add_argument("--keep-last", type=int, default=1, metavar="N", help="always keep the last N")
+    sp = add(
+        "compact",
+        cmd_compact,
+        "make a table's scalar and text columns columnar and rewrite shards with many deleted "
+        "rows, as one new version",
+    )
+    sp.add_argument("table")
+    sp.add_argument(
+        "--min-deleted",
+        type=float,
+        default=0.1,
+        metavar="F",
+        help="rewrite the shards with at least this fraction of rows deleted (default 0.1)",
+    )
     sp = add(
         "provenance",
         cmd_provenance,

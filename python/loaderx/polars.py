@@ -54,7 +54,6 @@ from ._streams import (
     drain_streams,
     is_ragged_struct,
     is_remote,
-    is_text,
     require,
     require_pyarrow,
     scan,
@@ -65,6 +64,9 @@ if TYPE_CHECKING:
     import polars
 
 __all__ = ["scan_table"]
+
+#: Bytes of a frame of columnar columns read whole (polars filters it).
+BULK_BYTES = 32 << 20
 
 
 class _Column:
@@ -83,8 +85,9 @@ class _Column:
             self.item_shape = (t.list_size,)
         elif is_ragged_struct(pa, t):
             self.ragged = True
-        # Cheap: scalars and text, read whole to evaluate a predicate.
-        self.cheap = is_text(pa, t) or pa.types.is_primitive(t)
+        # Cheap: read whole to evaluate a predicate (the core's rule).
+        self.cheap = store._native.cheap
+        self.columnar = store._native.layout == "columnar"
         self.dtype = self.series(pa, pl, store.to_arrow(np.empty(0, np.int64))).dtype
 
     def gather(self, pa, pl, idx: np.ndarray):
@@ -227,9 +230,8 @@ class _Scan:
                 raise ValueError(f"column {name!r} has {n} rows, expected {num_rows}")
 
         def read(names, **kw) -> Iterator:
-            _, batches = scan(
-                pa, streams, index_column, columns=names, max_rows=self.batch_rows, **kw
-            )
+            kw.setdefault("max_rows", self.batch_rows)
+            _, batches = scan(pa, streams, index_column, columns=names, **kw)
             for batch in batches:
                 yield self.frame(columns, batch)
 
@@ -251,9 +253,23 @@ class _Scan:
                 if n_rows is not None and out_rows >= n_rows:
                     return
         elif predicate is None:
-            for df in read(wanted, limit=n_rows):
+            for df in read(wanted, limit=n_rows, **self.bulk(columns, wanted)):
                 yielded = True
                 yield df
+        elif self.bulk(columns, wanted + predicate.meta.root_names()):
+            # Columnar columns only: whole arrays (every chunk decoded in
+            # parallel straight into them), filtered by polars itself.
+            names = list(dict.fromkeys(predicate.meta.root_names()))
+            need = wanted + [c for c in names if c not in wanted]
+            remaining = num_rows if n_rows is None else n_rows
+            for df in read(need, **self.bulk(columns, need)):
+                df = df.filter(predicate).select(wanted).head(remaining)
+                remaining -= df.height
+                if df.height:
+                    yielded = True
+                    yield df
+                if remaining <= 0:
+                    break
         else:
             names = list(dict.fromkeys(predicate.meta.root_names()))
             cheap = bool(names) and all(
@@ -283,6 +299,15 @@ class _Scan:
                         break
         if not yielded:
             yield _empty(pa, pl, columns, index_column, wanted)
+
+    def bulk(self, columns, names) -> dict:
+        """The scan arguments that read ``names`` in frames of up to
+        :data:`BULK_BYTES` when every one is columnar (or the index column)
+        and no ``batch_rows`` was asked for; none otherwise."""
+        columnar = all(c == self.index_column or columns[c].columnar for c in names)
+        if columnar and self.batch_rows is None:
+            return {"max_bytes": BULK_BYTES}
+        return {}
 
     def frame(self, columns, batch):
         """A scan batch as a frame, each column typed as :class:`_Column` says."""

@@ -488,9 +488,12 @@ class Table(Mapping, Closing):
     def compact(self, *, min_deleted: float = 0.1) -> int | None:
         """Rewrites every shard whose deleted fraction is at least
         ``min_deleted`` as a new shard of its live rows (same rows, same
-        order, added columns folded in), committed as one new version;
-        returns it, or None when no shard qualifies. Older versions keep
-        reading the old shards until :meth:`cleanup`. Needs
+        order, added columns folded in), and stores every records column of
+        numbers, booleans or text as a columnar column (whatever
+        ``min_deleted`` is; tensor and bytes files are not touched: the
+        other shards get a group of columnar copies), committed as one new
+        version; returns it, or None when there is nothing to do. Older
+        versions keep reading the old files until :meth:`cleanup`. Needs
         ``readonly=False``."""
         self._begin_evolution("compact")
         if isinstance(min_deleted, bool) or not isinstance(min_deleted, (int, float)):

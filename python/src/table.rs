@@ -143,7 +143,7 @@ pub fn table_tags(
     path: String,
     storage_options: Option<HashMap<String, String>>,
 ) -> PyResult<Vec<(String, u64)>> {
-    crate::remote::on(py, &path, storage_options, |at| table::tags(at))
+    crate::remote::on(py, &path, storage_options, table::tags)
 }
 
 /// Tags version `version` (None: the latest) of the sharded table at
@@ -206,7 +206,26 @@ pub fn open_columns(
     handles(py, columns)
 }
 
-/// The store subdirectories of a table directory, sorted.
+/// The columnar column in the local directory `path` (holding
+/// `column.zc`) as a read-only handle: what `loaderx info`, `stats` and
+/// `verify` open there.
+#[pyfunction]
+pub fn open_columnar(py: Python<'_>, path: PathBuf) -> PyResult<Store> {
+    let column = py
+        .detach(|| {
+            let c = loaderx::columnar::Columnar::open_dir(&path)?;
+            let logical = loaderx::columnar::logical_of(c.kind());
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            Column::new(name, table::Stream::Columnar(c), logical, None)
+        })
+        .py()?;
+    Store::wrap(py, column)
+}
+
+/// The column subdirectories of a table directory, sorted.
 #[pyfunction]
 pub fn column_names(py: Python<'_>, path: PathBuf) -> PyResult<Vec<String>> {
     py.detach(|| table::column_names(&path)).py()
@@ -267,6 +286,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(table_cleanup, m)?)?;
     m.add_function(wrap_pyfunction!(open_columns, m)?)?;
     m.add_function(wrap_pyfunction!(column_names, m)?)?;
+    m.add_function(wrap_pyfunction!(open_columnar, m)?)?;
     m.add_function(wrap_pyfunction!(is_sharded, m)?)?;
     m.add_function(wrap_pyfunction!(read_manifest, m)?)?;
     m.add_function(wrap_pyfunction!(new_shard, m)?)?;

@@ -25,7 +25,11 @@ pub(crate) fn parse_layouts(layout: Option<&Bound<'_, PyAny>>) -> PyResult<Layou
         )))
     };
     let one = |v: &Bound<'_, PyAny>| -> PyResult<ColumnLayout> {
-        match v.extract::<String>().ok().and_then(|s| ColumnLayout::from_name(&s)) {
+        match v
+            .extract::<String>()
+            .ok()
+            .and_then(|s| ColumnLayout::from_name(&s))
+        {
             Some(l) => Ok(l),
             None => Err(bad(v)?),
         }

@@ -587,9 +587,7 @@ def test_cleanup_removes_the_groups_and_deletion_files_only_removed_versions_nam
     assert deleted_gone and deleted_left
     # No JSON file goes but version files and those inside removed groups
     # (a columnar group's table.json).
-    assert not any(
-        g.endswith(".json") and "_versions" not in g and "/_g-" not in g for g in gone
-    )
+    assert not any(g.endswith(".json") and "_versions" not in g and "/_g-" not in g for g in gone)
     with loaderx.open_table(path, **kw) as t:
         assert t["b"][np.arange(t.num_rows)].tolist() == want
         assert sorted(t) == ["b", "caption", "id", "img"]

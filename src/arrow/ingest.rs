@@ -11,10 +11,10 @@ use arrow_schema::{ArrowError, DataType, Field};
 use crate::codec::Codec;
 use crate::columnar::{ColumnWriter, ValueKind, COLUMN_FILE};
 use crate::error::{Error, Result};
-use crate::table::{ColumnLayout, ColumnSpec, Layouts};
 use crate::schema::Kind;
 use crate::schema::{DType, Logical, Schema};
 use crate::store::Store;
+use crate::table::{ColumnLayout, ColumnSpec, Layouts};
 
 use super::gather::arrow_err;
 use super::packing::{
@@ -137,6 +137,8 @@ impl Planned {
 }
 
 /// Where one column's rows go.
+// One per column of an ingest: boxing the stores would buy nothing.
+#[allow(clippy::large_enum_variant)]
 enum Sink {
     /// A store, and its validity stream from the first null on.
     Records(Store, Option<Store>),

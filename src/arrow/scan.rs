@@ -83,8 +83,11 @@ pub struct Scan<S> {
     row_bytes: usize,
 }
 
-/// Rows of a stripe at most (a few columnar chunks of each column).
+/// Rows of a filtered stripe at most (a few columnar chunks of each
+/// column: the filter sees batches of this size).
 const STRIPE_ROWS: u64 = 1 << 16;
+/// Rows of any stripe at most (the byte bound usually ends it first).
+const STRIPE_MAX_ROWS: u64 = 1 << 22;
 
 fn to_arrow(e: Error) -> ArrowError {
     ArrowError::ExternalError(Box::new(e))
@@ -334,13 +337,11 @@ impl<S: StoreAccess> Scan<S> {
             return Ok(Arc::new(UInt64Array::from_iter_values(rows.clone())));
         }
         self.streams[c - offset].1.with(|s| {
-            let col = s.columnar().expect("a columnar scan reads columnar columns");
+            let Some(col) = s.columnar() else {
+                return gather_array(s, &rows.clone().collect::<Vec<u64>>());
+            };
             match col.selection() {
-                None => crate::columnar::concat_arrays(&col.range_arrays(
-                    rows.start,
-                    rows.end,
-                    false,
-                )?),
+                None => col.read_range(rows.start, rows.end),
                 Some(_) => {
                     let ids: Vec<u64> = rows.clone().collect();
                     col.take_array(&ids)
@@ -358,7 +359,12 @@ impl<S: StoreAccess> Scan<S> {
             if self.remaining == 0 {
                 return Ok(None);
             }
-            let mut rows = STRIPE_ROWS.min(bound).min(self.max_rows as u64);
+            let cap = if self.filter.is_some() {
+                STRIPE_ROWS
+            } else {
+                STRIPE_MAX_ROWS
+            };
+            let mut rows = cap.min(bound).min(self.max_rows as u64);
             if self.filter.is_none() {
                 rows = rows.min(self.remaining as u64);
             }
@@ -388,10 +394,7 @@ impl<S: StoreAccess> Scan<S> {
                     }
                     // Null counts as false.
                     let mask = match mask.nulls() {
-                        Some(nulls) => BooleanArray::new(
-                            mask.values() & nulls.inner(),
-                            None,
-                        ),
+                        Some(nulls) => BooleanArray::new(mask.values() & nulls.inner(), None),
                         None => mask,
                     };
                     Some(mask)
@@ -408,8 +411,9 @@ impl<S: StoreAccess> Scan<S> {
                     None if mask.is_some() && kept < n / 8 => {
                         // Few rows pass: gather just those.
                         let m = mask.as_ref().expect("a mask");
-                        let ids: Vec<u64> = (0..n)
-                            .filter(|&i| m.value(i))
+                        let ids: Vec<u64> = m
+                            .values()
+                            .set_indices()
                             .map(|i| stripe.start + i as u64)
                             .collect();
                         arrays.push(self.gather_one(c, &ids).map_err(to_arrow)?);

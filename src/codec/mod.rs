@@ -215,6 +215,21 @@ fn decode_frame(
     })
 }
 
+/// Decodes the zstd frame `src` (no dictionary) into `dst`'s spare
+/// capacity with the calling thread's context; it must decode to exactly
+/// `expected` bytes.
+pub fn decode_into_buf<B: zstd_safe::WriteBuf + ?Sized>(
+    src: &[u8],
+    dst: &mut B,
+    expected: usize,
+) -> Result<(), String> {
+    LANE.with(|lane| {
+        let mut lane = lane.borrow_mut();
+        let dctx = lane.dctx.get_or_insert_with(DCtx::create);
+        frame_result(dctx.decompress(dst, src), expected)
+    })
+}
+
 fn frame_result(result: Result<usize, usize>, expected: usize) -> Result<(), String> {
     match result {
         Ok(n) if n == expected => Ok(()),

@@ -83,6 +83,12 @@ impl Columnar {
         Columnar::from_parts(path, parts, rows)
     }
 
+    /// The columnar column in the local directory `dir` (one file).
+    pub fn open_dir(dir: impl AsRef<Path>) -> Result<Columnar> {
+        let dir = dir.as_ref();
+        Columnar::open(&Fs::Local, dir, std::iter::once(dir.to_path_buf()), None)
+    }
+
     pub(crate) fn from_parts(
         path: &Path,
         parts: Vec<ColumnFile>,
@@ -165,7 +171,12 @@ impl Columnar {
             ValueKind::Fixed(d) => d.itemsize(),
             _ => {
                 let (bytes, rows) = self.inner.parts.iter().fold((0u64, 0u64), |(b, r), p| {
-                    let vb: u64 = p.footer().entries.iter().map(|e| e.values_size as u64).sum();
+                    let vb: u64 = p
+                        .footer()
+                        .entries
+                        .iter()
+                        .map(|e| e.values_size as u64)
+                        .sum();
                     (b + vb, r + p.rows())
                 });
                 (bytes / rows.max(1)) as usize + 4

@@ -28,6 +28,34 @@ impl Aligned {
         Some(Aligned { words, len })
     }
 
+    /// The zstd frame `src`, which must decode to exactly `size` bytes,
+    /// decoded into new bytes (not zeroed first: the frame fills them).
+    fn decompress(src: &[u8], size: usize) -> Result<Aligned, Broken> {
+        let n = size.div_ceil(8);
+        let mut words: Vec<u64> = Vec::new();
+        words
+            .try_reserve_exact(n)
+            .map_err(|_| format!("cannot allocate {size} bytes to decode it"))?;
+        if n > 0 {
+            // The last word may be partly past `size`: zero it so that
+            // every word is initialised once the frame has filled the rest.
+            // SAFETY: `n <= capacity`, so index `n - 1` is inside the
+            // allocation.
+            unsafe { words.as_mut_ptr().add(n - 1).write(0) };
+        }
+        let mut out = WordBuf {
+            words: &mut words,
+            cap: size,
+            filled: 0,
+        };
+        codec::decode_into_buf(src, &mut out, size).map_err(|e| format!("its values: {e}"))?;
+        // SAFETY: the frame wrote exactly `size` bytes from the start
+        // (checked by decode_into_buf) and the last word was zeroed, so the
+        // first `n` words are initialised.
+        unsafe { words.set_len(n) };
+        Ok(Aligned { words, len: size })
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -103,6 +131,32 @@ impl Decoded {
     }
 }
 
+/// The spare capacity of a word vector as zstd's output (bytes `0..cap`).
+struct WordBuf<'a> {
+    words: &'a mut Vec<u64>,
+    cap: usize,
+    filled: usize,
+}
+
+// SAFETY: `as_slice` covers only bytes zstd reported written; the pointer
+// and capacity describe memory of the vector's allocation (at least `cap`
+// bytes, since the vector reserved `cap.div_ceil(8)` words).
+unsafe impl zstd::zstd_safe::WriteBuf for WordBuf<'_> {
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: the first `filled` bytes were written by zstd.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), self.filled) }
+    }
+    fn capacity(&self) -> usize {
+        self.cap
+    }
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.words.as_mut_ptr().cast::<u8>()
+    }
+    unsafe fn filled_until(&mut self, n: usize) {
+        self.filled = n;
+    }
+}
+
 thread_local! {
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
@@ -122,8 +176,26 @@ fn alloc(len: usize) -> Result<Aligned, Broken> {
     Aligned::zeroed(len).ok_or_else(|| format!("cannot allocate {len} bytes to decode it"))
 }
 
-/// Decodes the chunk described by `e` from its stored bytes `stored`.
-pub fn decode_chunk(kind: ValueKind, e: &Entry, stored: &[u8]) -> Result<Decoded, Broken> {
+/// A chunk's stored bytes checked against its entry and split into its
+/// validity, values and lengths streams; the validity decoded.
+struct Streams<'a> {
+    rows: usize,
+    values: &'a [u8],
+    lengths: &'a [u8],
+    validity: Option<Vec<u8>>,
+}
+
+impl Streams<'_> {
+    fn valid_bools(&self) -> Option<Vec<bool>> {
+        self.validity.as_ref().map(|b| {
+            (0..self.rows)
+                .map(|i| b[i / 8] & (1 << (i % 8)) != 0)
+                .collect()
+        })
+    }
+}
+
+fn split<'a>(e: &Entry, stored: &'a [u8]) -> Result<Streams<'a>, Broken> {
     if stored.len() as u64 != e.stored_len() {
         return Err(format!(
             "{} stored bytes, expected {}",
@@ -136,7 +208,7 @@ pub fn decode_chunk(kind: ValueKind, e: &Entry, stored: &[u8]) -> Result<Decoded
     }
     let rows = e.rows as usize;
     let (validity_src, rest) = stored.split_at(e.validity_len as usize);
-    let (values_src, lengths_src) = rest.split_at(e.values_len as usize);
+    let (values, lengths) = rest.split_at(e.values_len as usize);
     let validity = if e.null_count > 0 {
         let mut bits = vec![0u8; rows.div_ceil(8)];
         stream_into(
@@ -146,7 +218,7 @@ pub fn decode_chunk(kind: ValueKind, e: &Entry, stored: &[u8]) -> Result<Decoded
             "validity bits",
         )?;
         let valid: u64 = bits.iter().map(|b| b.count_ones() as u64).sum();
-        let tail_clear = rows % 8 == 0 || bits[rows / 8] >> (rows % 8) == 0;
+        let tail_clear = rows.is_multiple_of(8) || bits[rows / 8] >> (rows % 8) == 0;
         if !tail_clear || valid != (rows - e.null_count as usize) as u64 {
             return Err(format!(
                 "its validity bits mark {} null rows, but its entry says {}",
@@ -158,73 +230,26 @@ pub fn decode_chunk(kind: ValueKind, e: &Entry, stored: &[u8]) -> Result<Decoded
     } else {
         None
     };
-    let valid_bools: Option<Vec<bool>> = validity
-        .as_ref()
-        .map(|b| (0..rows).map(|i| b[i / 8] & (1 << (i % 8)) != 0).collect());
-    let values_zstd = e.flags & FLAG_VALUES_ZSTD != 0;
+    Ok(Streams {
+        rows,
+        values,
+        lengths,
+        validity,
+    })
+}
+
+/// Decodes the chunk described by `e` from its stored bytes `stored`.
+pub fn decode_chunk(kind: ValueKind, e: &Entry, stored: &[u8]) -> Result<Decoded, Broken> {
+    let rows = e.rows as usize;
     match kind {
         ValueKind::Fixed(dtype) => {
-            let w = dtype.itemsize();
             let out_len = if dtype == DType::Bool {
                 rows.div_ceil(8)
             } else {
-                rows * w
+                rows * dtype.itemsize()
             };
             let mut out = alloc(out_len)?;
-            let size = e.values_size as usize;
-            let mut narrowed = None;
-            match e.encoding() {
-                Encoding::Plain | Encoding::Bits => {
-                    stream_into(values_src, values_zstd, out.as_mut_slice(), "values")?
-                }
-                enc => SCRATCH.with(|s| -> Result<(), Broken> {
-                    let mut s = s.borrow_mut();
-                    let src: &[u8] = if values_zstd {
-                        if s.len() < size {
-                            s.resize(size, 0);
-                        }
-                        stream_into(values_src, true, &mut s[..size], "values")?;
-                        &s[..size]
-                    } else {
-                        values_src
-                    };
-                    if enc == Encoding::Shuffled {
-                        num::unshuffle(src, w, rows, out.as_mut_slice());
-                    } else {
-                        let lo = Num::from_bytes(dtype, e.min.number_bytes());
-                        narrowed = Some(num::widen(
-                            dtype,
-                            src,
-                            e.width as usize,
-                            rows,
-                            lo,
-                            out.as_mut_slice(),
-                        ));
-                    }
-                    Ok(())
-                })?,
-            }
-            if let Some(valid) = &valid_bools {
-                // Null rows read as zeros whatever was stored.
-                if dtype == DType::Bool {
-                    let bits = out.as_mut_slice();
-                    for (i, _) in valid.iter().enumerate().filter(|(_, v)| !**v) {
-                        bits[i / 8] &= !(1 << (i % 8));
-                    }
-                } else {
-                    let o = out.as_mut_slice();
-                    for (i, _) in valid.iter().enumerate().filter(|(_, v)| !**v) {
-                        o[i * w..(i + 1) * w].fill(0);
-                    }
-                }
-            }
-            if dtype == DType::Bool {
-                let bits = out.as_slice();
-                if rows % 8 != 0 && bits[rows / 8] >> (rows % 8) != 0 {
-                    return Err("its value bits past the last row are not zero".into());
-                }
-            }
-            check_numbers(dtype, e, out.as_slice(), rows, valid_bools.as_deref(), narrowed)?;
+            let validity = decode_fixed_into(dtype, e, stored, out.as_mut_slice())?;
             Ok(Decoded {
                 rows,
                 kind,
@@ -235,75 +260,196 @@ pub fn decode_chunk(kind: ValueKind, e: &Entry, stored: &[u8]) -> Result<Decoded
             })
         }
         ValueKind::Utf8 | ValueKind::Binary => {
-            let k = e.lengths_width as usize;
-            let mut lengths = vec![0u8; rows * k];
-            SCRATCH.with(|s| -> Result<(), Broken> {
-                let mut s = s.borrow_mut();
-                if s.len() < lengths.len() {
-                    s.resize(lengths.len(), 0);
-                }
-                let tmp = &mut s[..lengths.len()];
-                stream_into(lengths_src, e.flags & FLAG_LENGTHS_ZSTD != 0, tmp, "lengths")?;
-                if k > 1 {
-                    num::unshuffle(tmp, k, rows, &mut lengths);
-                } else {
-                    lengths.copy_from_slice(tmp);
-                }
-                Ok(())
-            })?;
-            let mut offsets = Vec::with_capacity(rows + 1);
-            offsets.push(0i32);
-            let mut at = 0u64;
-            for (i, c) in lengths.chunks_exact(k).enumerate() {
-                let mut b = [0u8; 4];
-                b[..k].copy_from_slice(c);
-                let n = u32::from_le_bytes(b) as u64;
-                if n > 0 && valid_bools.as_ref().is_some_and(|v| !v[i]) {
-                    return Err(format!("its null row {i} has a value of {n} bytes"));
-                }
-                at += n;
-                if at > e.values_size as u64 {
-                    return Err(format!(
-                        "its lengths add up to more than its {} value bytes",
-                        e.values_size
-                    ));
-                }
-                offsets.push(at as i32);
-            }
-            if at != e.values_size as u64 {
-                return Err(format!(
-                    "its lengths add up to {at} bytes, but its values take {}",
-                    e.values_size
-                ));
-            }
-            let mut values = alloc(e.values_size as usize)?;
-            stream_into(values_src, values_zstd, values.as_mut_slice(), "values")?;
-            let d = Decoded {
+            let st = split(e, stored)?;
+            let mut offsets = vec![0i32; rows + 1];
+            let values = if e.flags & FLAG_VALUES_ZSTD != 0 {
+                Aligned::decompress(st.values, e.values_size as usize)?
+            } else {
+                let mut v = alloc(e.values_size as usize)?;
+                v.as_mut_slice().copy_from_slice(st.values);
+                v
+            };
+            bytes_offsets(e, &st, &mut offsets, 0)?;
+            check_values(kind, e, values.as_slice(), &offsets, st.validity.as_deref())?;
+            Ok(Decoded {
                 rows,
                 kind,
                 values,
                 offsets,
-                validity,
+                validity: st.validity,
                 null_count: e.null_count as usize,
-            };
-            if kind == ValueKind::Utf8 {
-                check_utf8(&d)?;
-            }
-            check_bytes(&d, e)?;
-            Ok(d)
+            })
         }
     }
 }
 
+/// Decodes the chunk `e` of numbers of `dtype` from `stored` into `out`
+/// (exactly its rows' bytes; booleans: bits), null rows zero, everything
+/// its entry promises checked; returns its validity bits (None without
+/// nulls).
+pub fn decode_fixed_into(
+    dtype: DType,
+    e: &Entry,
+    stored: &[u8],
+    out: &mut [u8],
+) -> Result<Option<Vec<u8>>, Broken> {
+    let st = split(e, stored)?;
+    let rows = st.rows;
+    let w = dtype.itemsize();
+    let size = e.values_size as usize;
+    let values_zstd = e.flags & FLAG_VALUES_ZSTD != 0;
+    let mut narrowed = None;
+    match e.encoding() {
+        Encoding::Plain | Encoding::Bits => stream_into(st.values, values_zstd, out, "values")?,
+        enc => SCRATCH.with(|s| -> Result<(), Broken> {
+            let mut s = s.borrow_mut();
+            let src: &[u8] = if values_zstd {
+                if s.len() < size {
+                    s.resize(size, 0);
+                }
+                stream_into(st.values, true, &mut s[..size], "values")?;
+                &s[..size]
+            } else {
+                st.values
+            };
+            if enc == Encoding::Shuffled {
+                num::unshuffle(src, w, rows, out);
+            } else {
+                let lo = Num::from_bytes(dtype, e.min.number_bytes());
+                narrowed = Some(num::widen(dtype, src, e.width as usize, rows, lo, out));
+            }
+            Ok(())
+        })?,
+    }
+    let valid_bools = st.valid_bools();
+    if let Some(valid) = &valid_bools {
+        // Null rows read as zeros whatever was stored.
+        if dtype == DType::Bool {
+            for (i, _) in valid.iter().enumerate().filter(|(_, v)| !**v) {
+                out[i / 8] &= !(1 << (i % 8));
+            }
+        } else {
+            for (i, _) in valid.iter().enumerate().filter(|(_, v)| !**v) {
+                out[i * w..(i + 1) * w].fill(0);
+            }
+        }
+    }
+    if dtype == DType::Bool && !rows.is_multiple_of(8) && out[rows / 8] >> (rows % 8) != 0 {
+        return Err("its value bits past the last row are not zero".into());
+    }
+    check_numbers(dtype, e, out, rows, valid_bools.as_deref(), narrowed)?;
+    Ok(st.validity)
+}
+
+/// Decodes the chunk `e` of text or bytes from `stored`: its values into
+/// `values` (exactly its values' bytes) and the end of each row's value,
+/// plus `base`, into `ends` (one per row), everything its entry promises
+/// checked; returns its validity bits (None without nulls).
+pub fn decode_bytes_into(
+    kind: ValueKind,
+    e: &Entry,
+    stored: &[u8],
+    values: &mut [u8],
+    ends: &mut [i32],
+    base: i32,
+) -> Result<Option<Vec<u8>>, Broken> {
+    let st = split(e, stored)?;
+    stream_into(st.values, e.flags & FLAG_VALUES_ZSTD != 0, values, "values")?;
+    let mut offsets = vec![0i32; st.rows + 1];
+    bytes_offsets(e, &st, &mut offsets, 0)?;
+    check_values(kind, e, values, &offsets, st.validity.as_deref())?;
+    for (o, &rel) in ends.iter_mut().zip(&offsets[1..]) {
+        *o = base + rel;
+    }
+    Ok(st.validity)
+}
+
+/// A text or bytes chunk's offsets (`rows + 1`, plus `base`) from its
+/// lengths stream, checked to add up to its values and to give null rows
+/// no bytes.
+fn bytes_offsets(
+    e: &Entry,
+    st: &Streams<'_>,
+    offsets: &mut [i32],
+    base: i32,
+) -> Result<(), Broken> {
+    let rows = st.rows;
+    let k = e.lengths_width as usize;
+    let mut lengths = vec![0u8; rows * k];
+    SCRATCH.with(|s| -> Result<(), Broken> {
+        let mut s = s.borrow_mut();
+        if s.len() < lengths.len() {
+            s.resize(lengths.len(), 0);
+        }
+        let tmp = &mut s[..lengths.len()];
+        stream_into(st.lengths, e.flags & FLAG_LENGTHS_ZSTD != 0, tmp, "lengths")?;
+        if k > 1 {
+            num::unshuffle(tmp, k, rows, &mut lengths);
+        } else {
+            lengths.copy_from_slice(tmp);
+        }
+        Ok(())
+    })?;
+    // A running sum of the lengths (each below 2^32; the sum is checked
+    // against the values' size, below 2^31, before it is used).
+    let mut at = 0u64;
+    offsets[0] = base;
+    match k {
+        1 => {
+            for (o, &n) in offsets[1..].iter_mut().zip(&lengths) {
+                at += n as u64;
+                *o = base.wrapping_add(at as i32);
+            }
+        }
+        _ => {
+            for (o, c) in offsets[1..].iter_mut().zip(lengths.chunks_exact(k)) {
+                let mut b = [0u8; 4];
+                b[..k].copy_from_slice(c);
+                at += u32::from_le_bytes(b) as u64;
+                *o = base.wrapping_add(at as i32);
+            }
+        }
+    }
+    if at != e.values_size as u64 {
+        return Err(format!(
+            "its lengths add up to {at} bytes, but its values take {}",
+            e.values_size
+        ));
+    }
+    if let Some(valid) = st.valid_bools() {
+        if let Some(i) = (0..rows).find(|&i| !valid[i] && offsets[i + 1] != offsets[i]) {
+            return Err(format!(
+                "its null row {i} has a value of {} bytes",
+                offsets[i + 1] - offsets[i]
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The checks of a decoded text or bytes chunk: UTF-8 (text), and bounds
+/// exactly as its values give them. `offsets` start at 0.
+fn check_values(
+    kind: ValueKind,
+    e: &Entry,
+    values: &[u8],
+    offsets: &[i32],
+    validity: Option<&[u8]>,
+) -> Result<(), Broken> {
+    if kind == ValueKind::Utf8 {
+        check_utf8(values, offsets)?;
+    }
+    check_bytes(values, offsets, validity, e)
+}
+
 /// Every value of a text chunk is UTF-8.
-fn check_utf8(d: &Decoded) -> Result<(), Broken> {
-    let all = d.values.as_slice();
+fn check_utf8(all: &[u8], offsets: &[i32]) -> Result<(), Broken> {
     if let Err(err) = std::str::from_utf8(all) {
         let at = err.valid_up_to() as i32;
-        let row = d.offsets.partition_point(|&o| o <= at).saturating_sub(1);
+        let row = offsets.partition_point(|&o| o <= at).saturating_sub(1);
         return Err(format!("its row {row} is not valid UTF-8"));
     }
-    for (row, &o) in d.offsets.iter().enumerate() {
+    for (row, &o) in offsets.iter().enumerate() {
         if all.get(o as usize).is_some_and(|&b| b & 0xC0 == 0x80) {
             return Err(format!("its row {row} starts inside a UTF-8 character"));
         }
@@ -318,21 +464,42 @@ fn bound_name(b: Option<&Bound>) -> String {
     }
 }
 
+/// The first 8 bytes of `v` (zero-padded) as a big-endian integer: when
+/// two keys differ they order as the values do.
+#[inline]
+fn prefix_key(v: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = v.len().min(8);
+    b[..n].copy_from_slice(&v[..n]);
+    u64::from_be_bytes(b)
+}
+
 /// A text or bytes chunk's bounds are the ones its values give.
-fn check_bytes(d: &Decoded, e: &Entry) -> Result<(), Broken> {
-    let mut lo: Option<&[u8]> = None;
-    let mut hi: Option<&[u8]> = None;
-    for i in (0..d.rows).filter(|&i| d.is_valid(i)) {
-        let v = d.value(i);
-        if lo.is_none_or(|m| v < m) {
-            lo = Some(v);
+fn check_bytes(
+    values: &[u8],
+    offsets: &[i32],
+    validity: Option<&[u8]>,
+    e: &Entry,
+) -> Result<(), Broken> {
+    let mut lo: Option<(u64, &[u8])> = None;
+    let mut hi: Option<(u64, &[u8])> = None;
+    for i in 0..offsets.len() - 1 {
+        if validity.is_some_and(|v| v[i / 8] & (1 << (i % 8)) == 0) {
+            continue;
         }
-        if hi.is_none_or(|m| v > m) {
-            hi = Some(v);
+        let v = &values[offsets[i] as usize..offsets[i + 1] as usize];
+        let k = prefix_key(v);
+        match lo {
+            Some((lk, lv)) if k > lk || (k == lk && v >= lv) => {}
+            _ => lo = Some((k, v)),
+        }
+        match hi {
+            Some((hk, hv)) if k < hk || (k == hk && v <= hv) => {}
+            _ => hi = Some((k, v)),
         }
     }
-    let want_lo = lo.map(Bound::lower);
-    let want_hi = hi.and_then(Bound::upper);
+    let want_lo = lo.map(|(_, v)| Bound::lower(v));
+    let want_hi = hi.and_then(|(_, v)| Bound::upper(v));
     if want_lo.as_ref() != e.min() || want_hi.as_ref() != e.max() {
         return Err(format!(
             "its values lie in [{}, {}], but its statistics say [{}, {}]",
@@ -354,9 +521,12 @@ fn check_numbers(
     valid: Option<&[bool]>,
     narrowed: Option<(u64, u64)>,
 ) -> Result<(), Broken> {
-    let stats = e
-        .min()
-        .map(|lo| (Num::from_bytes(dtype, lo.number_bytes()), Num::from_bytes(dtype, e.max.number_bytes())));
+    let stats = e.min().map(|lo| {
+        (
+            Num::from_bytes(dtype, lo.number_bytes()),
+            Num::from_bytes(dtype, e.max.number_bytes()),
+        )
+    });
     if let (Some((dmin, dmax)), None, Some((lo, hi))) = (narrowed, valid, stats) {
         // Narrowed without nulls: the span seen is the span recorded.
         let span = match (lo, hi) {
@@ -392,4 +562,3 @@ fn check_numbers(
     }
     Ok(())
 }
-

@@ -40,7 +40,10 @@ pub fn keep_budget() -> u64 {
 /// `123`, `64K`, `256M`, `2G` (also `KiB`, `MiB`, `GiB`, any case).
 fn parse_size(v: &str) -> Option<u64> {
     let v = v.trim().to_ascii_uppercase();
-    let v = v.strip_suffix("IB").or_else(|| v.strip_suffix('B')).unwrap_or(&v);
+    let v = v
+        .strip_suffix("IB")
+        .or_else(|| v.strip_suffix('B'))
+        .unwrap_or(&v);
     let (num, shift) = match v.chars().last()? {
         'K' => (&v[..v.len() - 1], 10),
         'M' => (&v[..v.len() - 1], 20),
@@ -166,7 +169,10 @@ impl Drop for ColumnFile {
 
 /// Whether `dir` is a columnar column's directory (holds `column.zc`).
 pub(crate) fn is_column_dir(fs: &Fs, dir: &Path) -> bool {
-    matches!(fs.kind(&dir.join(COLUMN_FILE)), Ok(Some(crate::io::EntryKind::File)))
+    matches!(
+        fs.kind(&dir.join(COLUMN_FILE)),
+        Ok(Some(crate::io::EntryKind::File))
+    )
 }
 
 impl ColumnFile {
@@ -320,8 +326,12 @@ impl ColumnFile {
         let base = if first == 0 { 0 } else { entries[first].offset };
         let e = &entries[c];
         let at = (e.offset - base) as usize;
-        decode_chunk(self.footer.kind, e, &bytes[at..at + e.stored_len() as usize])
-            .map_err(|why| Error::corrupted(&self.path, format!("chunk {c}: {why}")))
+        decode_chunk(
+            self.footer.kind,
+            e,
+            &bytes[at..at + e.stored_len() as usize],
+        )
+        .map_err(|why| Error::corrupted(&self.path, format!("chunk {c}: {why}")))
     }
 
     /// Chunk `c` decoded: the kept one, else read and decoded now (and
@@ -341,7 +351,9 @@ impl ColumnFile {
     pub fn chunks_arc(&self, first: usize, last: usize, keep: bool) -> Result<Vec<Arc<Decoded>>> {
         let mut out: Vec<Option<Arc<Decoded>>> =
             (first..last).map(|c| self.slots[c].get_arc()).collect();
-        let missing: Vec<usize> = (first..last).filter(|&c| out[c - first].is_none()).collect();
+        let missing: Vec<usize> = (first..last)
+            .filter(|&c| out[c - first].is_none())
+            .collect();
         if let (Some(&lo), Some(&hi)) = (missing.first(), missing.last()) {
             let bytes = self.stored(lo, hi + 1)?;
             for c in missing {
@@ -352,7 +364,24 @@ impl ColumnFile {
                 out[c - first] = Some(d);
             }
         }
-        Ok(out.into_iter().map(|d| d.expect("every chunk decoded")).collect())
+        Ok(out
+            .into_iter()
+            .map(|d| d.expect("every chunk decoded"))
+            .collect())
+    }
+
+    /// Chunk `c` as a shared handle: the kept one, else read and decoded
+    /// now (not kept).
+    pub fn chunk_arc(&self, c: usize) -> Result<Arc<Decoded>> {
+        Ok(self
+            .chunks_arc(c, c + 1, false)?
+            .pop()
+            .expect("one chunk asked for"))
+    }
+
+    /// Chunk `c` as a shared handle, if it is kept.
+    pub fn kept_arc(&self, c: usize) -> Option<Arc<Decoded>> {
+        self.slots[c].get_arc()
     }
 
     /// Chunk `c` if it is kept.

@@ -27,6 +27,13 @@ pub const HEADER_LEN: usize = 32;
 pub const ENTRY_LEN: usize = 96;
 /// Bytes of the trailer (footer length, footer CRC, end magic).
 pub const TRAILER_LEN: usize = 16;
+/// The most rows a chunk may hold (writers cut at 64 Ki rows).
+pub const MAX_CHUNK_ROWS: u32 = 1 << 20;
+/// The most a zstd frame decodes to per stored byte (4 bytes hold a
+/// 128 KiB run-length block): a larger claim is corrupt, and refusing it
+/// bounds what a damaged file can make a reader allocate.
+const MAX_RATIO: u64 = 32768;
+
 /// Bytes of one statistics bound.
 pub const BOUND_LEN: usize = 24;
 /// Bytes a bound holds (a text value's prefix, or a number's 8 bytes).
@@ -77,7 +84,10 @@ impl ValueKind {
 
 /// The dtype's code in the header: its place in [`DType::ALL`].
 pub(crate) fn dtype_code(d: DType) -> u8 {
-    DType::ALL.iter().position(|&x| x == d).expect("every dtype is listed") as u8
+    DType::ALL
+        .iter()
+        .position(|&x| x == d)
+        .expect("every dtype is listed") as u8
 }
 
 /// How a chunk's values stream is laid out (entry byte 40).
@@ -342,7 +352,7 @@ impl Footer {
         }
         let len = u32::from_le_bytes(trailer[0..4].try_into().expect("4 bytes")) as usize;
         let crc = u32::from_le_bytes(trailer[4..8].try_into().expect("4 bytes"));
-        if len < HEADER_LEN || (len - HEADER_LEN) % ENTRY_LEN != 0 {
+        if len < HEADER_LEN || !(len - HEADER_LEN).is_multiple_of(ENTRY_LEN) {
             return Err(format!(
                 "the trailer records a footer of {len} bytes, which is not 32 + 96 * chunks"
             ));
@@ -399,8 +409,9 @@ impl Footer {
         let mut total = 0u64;
         for i in 0..n as usize {
             let b = &bytes[HEADER_LEN + ENTRY_LEN * i..HEADER_LEN + ENTRY_LEN * (i + 1)];
-            let e = Entry::read(b)
-                .ok_or_else(|| format!("chunk {i}'s entry has invalid flags, encoding or bounds"))?;
+            let e = Entry::read(b).ok_or_else(|| {
+                format!("chunk {i}'s entry has invalid flags, encoding or bounds")
+            })?;
             footer
                 .check_entry(&e)
                 .map_err(|why| format!("chunk {i}: {why}"))?;
@@ -429,14 +440,14 @@ impl Footer {
 
     /// The rules of one entry that hold whatever its bytes are.
     fn check_entry(&self, e: &Entry) -> Result<(), Broken> {
-        if e.rows == 0 {
-            return Err("it holds no rows".into());
+        if e.rows == 0 || e.rows > MAX_CHUNK_ROWS {
+            return Err(format!(
+                "it holds {} rows; a chunk holds 1 to {MAX_CHUNK_ROWS}",
+                e.rows
+            ));
         }
         if e.null_count > e.rows {
-            return Err(format!(
-                "{} nulls in {} rows",
-                e.null_count, e.rows
-            ));
+            return Err(format!("{} nulls in {} rows", e.null_count, e.rows));
         }
         if e.null_count > 0 && !self.nullable {
             return Err("it holds nulls, but the column is not nullable".into());
@@ -458,10 +469,20 @@ impl Footer {
             if zstd && stored == 0 {
                 return Err(format!("its compressed {what} are empty"));
             }
+            if zstd && size > stored as u64 * MAX_RATIO {
+                return Err(format!(
+                    "its {what} claim to decode to {size} bytes from {stored}, more than zstd can"
+                ));
+            }
             Ok(())
         };
         if e.null_count > 0 {
-            stream(e.validity_len, validity_size, FLAG_VALIDITY_ZSTD, "validity bits")?;
+            stream(
+                e.validity_len,
+                validity_size,
+                FLAG_VALIDITY_ZSTD,
+                "validity bits",
+            )?;
         } else if e.flags & FLAG_VALIDITY_ZSTD != 0 {
             return Err("it has no validity stream, but flags one as compressed".into());
         }
@@ -507,7 +528,8 @@ impl Footer {
                             .into(),
                     );
                 }
-                if has_stats != 0 && (e.min.len != 8 || e.max.len != 8 || !e.min.exact || !e.max.exact)
+                if has_stats != 0
+                    && (e.min.len != 8 || e.max.len != 8 || !e.min.exact || !e.max.exact)
                 {
                     return Err("a number's bounds are its 8 exact bytes".into());
                 }
@@ -530,7 +552,12 @@ impl Footer {
                         e.values_size
                     ));
                 }
-                stream(e.lengths_len, e.lengths_size as u64, FLAG_LENGTHS_ZSTD, "lengths")?;
+                stream(
+                    e.lengths_len,
+                    e.lengths_size as u64,
+                    FLAG_LENGTHS_ZSTD,
+                    "lengths",
+                )?;
                 if e.null_count == e.rows && has_stats != 0 {
                     return Err("a chunk of nulls has no bounds".into());
                 }
@@ -539,7 +566,12 @@ impl Footer {
                 }
             }
         }
-        stream(e.values_len, e.values_size as u64, FLAG_VALUES_ZSTD, "values")?;
+        stream(
+            e.values_len,
+            e.values_size as u64,
+            FLAG_VALUES_ZSTD,
+            "values",
+        )?;
         Ok(())
     }
 }

@@ -32,10 +32,10 @@ mod writer;
 pub use arrow::{chunk_array, concat as concat_arrays};
 pub use column::{logical_of, schema_of, Columnar, ValidityView};
 pub use decode::Decoded;
+pub(crate) use file::is_column_dir;
 pub use file::{
     keep_budget, kept_bytes, ChunkRef, ColumnFile, DEFAULT_KEEP_BYTES, KEEP_ENV, OPEN_TAIL_BYTES,
 };
-pub(crate) use file::is_column_dir;
 pub use format::{Bound, Entry, Footer, ValueKind, COLUMN_FILE};
 pub use num::Num;
 pub(crate) use writer::write_records;

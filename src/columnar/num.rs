@@ -35,16 +35,6 @@ impl Num {
         }
     }
 
-    /// Total order within one kind (floats: IEEE total order).
-    pub fn cmp(&self, other: &Num) -> std::cmp::Ordering {
-        match (self, other) {
-            (Num::I(a), Num::I(b)) => a.cmp(b),
-            (Num::U(a), Num::U(b)) => a.cmp(b),
-            (Num::F(a), Num::F(b)) => a.total_cmp(b),
-            _ => std::cmp::Ordering::Equal,
-        }
-    }
-
     /// Whether the two are the same number (floats: the same bits).
     pub fn same(&self, other: &Num) -> bool {
         self.to_bytes() == other.to_bytes()
@@ -61,7 +51,8 @@ pub fn f16_to_f64(h: u16) -> f64 {
         0x1F if frac == 0.0 => sign * f64::INFINITY,
         0x1F => {
             // NaN: keep the sign and the payload's top bits.
-            let bits = ((h as u64 & 0x8000) << 48) | 0x7FF8_0000_0000_0000 | ((h as u64 & 0x1FF) << 42);
+            let bits =
+                ((h as u64 & 0x8000) << 48) | 0x7FF8_0000_0000_0000 | ((h as u64 & 0x1FF) << 42);
             f64::from_bits(bits)
         }
         _ => sign * (1.0 + frac / 1024.0) * 2f64.powi(exp - 15),
@@ -93,71 +84,133 @@ pub fn value(dtype: DType, bytes: &[u8], i: usize) -> Num {
     }
 }
 
+/// An f32's bits as an i32 that orders as IEEE total order.
+#[inline]
+fn key32(bits: u32) -> i32 {
+    let x = bits as i32;
+    x ^ (((x >> 31) as u32) >> 1) as i32
+}
+
+#[inline]
+fn unkey32(k: i32) -> u32 {
+    (k ^ (((k >> 31) as u32) >> 1) as i32) as u32
+}
+
+#[inline]
+fn key64(bits: u64) -> i64 {
+    let x = bits as i64;
+    x ^ (((x >> 63) as u64) >> 1) as i64
+}
+
+#[inline]
+fn unkey64(k: i64) -> u64 {
+    (k ^ (((k >> 63) as u64) >> 1) as i64) as u64
+}
+
+#[inline]
+fn key16(bits: u16) -> i16 {
+    let x = bits as i16;
+    x ^ (((x >> 15) as u16) >> 1) as i16
+}
+
+#[inline]
+fn unkey16(k: i16) -> u16 {
+    (k ^ (((k >> 15) as u16) >> 1) as i16) as u16
+}
+
+/// The smallest and largest of `keys(i)` for the valid rows (`valid`, or
+/// every row), None when none is: a plain loop over every row when all are
+/// valid (which vectorises), the valid ones otherwise.
+#[inline]
+fn fold<K: Ord + Copy>(
+    rows: usize,
+    valid: Option<&[bool]>,
+    key: impl Fn(usize) -> K,
+) -> Option<(K, K)> {
+    match valid {
+        None => {
+            if rows == 0 {
+                return None;
+            }
+            let first = key(0);
+            let (mut lo, mut hi) = (first, first);
+            for i in 1..rows {
+                let k = key(i);
+                lo = lo.min(k);
+                hi = hi.max(k);
+            }
+            Some((lo, hi))
+        }
+        Some(valid) => {
+            let mut acc: Option<(K, K)> = None;
+            for i in (0..rows).filter(|&i| valid[i]) {
+                let k = key(i);
+                acc = Some(match acc {
+                    None => (k, k),
+                    Some((lo, hi)) => (lo.min(k), hi.max(k)),
+                });
+            }
+            acc
+        }
+    }
+}
+
 /// The minimum and maximum of the valid values of `bytes` (`rows` values
 /// of `dtype`), None when no row is valid.
 pub fn min_max(dtype: DType, bytes: &[u8], valid: Option<&[bool]>) -> Option<(Num, Num)> {
     let rows = bytes.len() / dtype.itemsize();
-    macro_rules! ints {
-        ($t:ty, $wrap:expr) => {{
+    macro_rules! typed {
+        ($t:ty, $key:expr, $num:expr) => {{
             const W: usize = std::mem::size_of::<$t>();
-            let get = |i: usize| <$t>::from_le_bytes(bytes[i * W..(i + 1) * W].try_into().unwrap());
-            let mut acc: Option<($t, $t)> = None;
-            match valid {
-                None if rows > 0 => {
-                    let (mut lo, mut hi) = (get(0), get(0));
-                    for c in bytes.chunks_exact(W) {
-                        let v = <$t>::from_le_bytes(c.try_into().unwrap());
-                        lo = lo.min(v);
-                        hi = hi.max(v);
-                    }
-                    acc = Some((lo, hi));
-                }
-                None => {}
-                Some(valid) => {
-                    for i in (0..rows).filter(|&i| valid[i]) {
-                        let v = get(i);
-                        acc = Some(match acc {
-                            None => (v, v),
-                            Some((lo, hi)) => (lo.min(v), hi.max(v)),
-                        });
-                    }
-                }
-            }
-            acc.map(|(lo, hi)| ($wrap(lo), $wrap(hi)))
+            // SAFETY: every bit pattern is a valid value of these integer
+            // types; the middle part is aligned for them.
+            let (head, mid, tail) = unsafe { bytes.align_to::<$t>() };
+            let copied: Vec<$t>;
+            let words: &[$t] = if head.is_empty() && tail.is_empty() {
+                mid
+            } else {
+                copied = bytes
+                    .chunks_exact(W)
+                    .map(|c| <$t>::from_le_bytes(c.try_into().expect("width")))
+                    .collect();
+                &copied
+            };
+            fold(rows, valid, |i| $key(<$t>::from_le(words[i])))
+                .map(|(lo, hi)| ($num(lo), $num(hi)))
         }};
     }
     match dtype {
-        DType::Bool => ints!(u8, |v: u8| Num::U(u64::from(v != 0))),
-        DType::U8 => ints!(u8, |v: u8| Num::U(v as u64)),
-        DType::I8 => ints!(i8, |v: i8| Num::I(v as i64)),
-        DType::I16 => ints!(i16, |v: i16| Num::I(v as i64)),
-        DType::I32 => ints!(i32, |v: i32| Num::I(v as i64)),
-        DType::I64 => ints!(i64, Num::I),
-        DType::U16 => ints!(u16, |v: u16| Num::U(v as u64)),
-        DType::U32 => ints!(u32, |v: u32| Num::U(v as u64)),
-        DType::U64 => ints!(u64, Num::U),
-        DType::F16 | DType::F32 | DType::F64 => {
-            let mut acc: Option<(f64, f64)> = None;
-            for i in (0..rows).filter(|&i| valid.is_none_or(|v| v[i])) {
-                let Num::F(v) = value(dtype, bytes, i) else {
-                    unreachable!("a float column's values are floats")
-                };
-                acc = Some(match acc {
-                    None => (v, v),
-                    Some((lo, hi)) => (
-                        if v.total_cmp(&lo).is_lt() { v } else { lo },
-                        if v.total_cmp(&hi).is_gt() { v } else { hi },
-                    ),
-                });
-            }
-            acc.map(|(lo, hi)| (Num::F(lo), Num::F(hi)))
+        DType::Bool => fold(rows, valid, |i| u8::from(bytes[i] != 0))
+            .map(|(lo, hi)| (Num::U(lo as u64), Num::U(hi as u64))),
+        DType::U8 => {
+            fold(rows, valid, |i| bytes[i]).map(|(lo, hi)| (Num::U(lo as u64), Num::U(hi as u64)))
         }
+        DType::I8 => fold(rows, valid, |i| bytes[i] as i8)
+            .map(|(lo, hi)| (Num::I(lo as i64), Num::I(hi as i64))),
+        DType::I16 => typed!(i16, |v| v, |k: i16| Num::I(k as i64)),
+        DType::I32 => typed!(i32, |v| v, |k: i32| Num::I(k as i64)),
+        DType::I64 => typed!(i64, |v| v, Num::I),
+        DType::U16 => typed!(u16, |v| v, |k: u16| Num::U(k as u64)),
+        DType::U32 => typed!(u32, |v| v, |k: u32| Num::U(k as u64)),
+        DType::U64 => typed!(u64, |v| v, Num::U),
+        DType::F16 => typed!(u16, key16, |k: i16| Num::F(f16_to_f64(unkey16(k)))),
+        DType::F32 => typed!(u32, key32, |k: i32| Num::F(
+            f32::from_bits(unkey32(k)) as f64
+        )),
+        DType::F64 => typed!(u64, key64, |k: i64| Num::F(f64::from_bits(unkey64(k)))),
     }
 }
 
 /// Appends `bytes` (integers of `dtype`) minus `lo` as unsigned integers
 /// of `k` bytes, shuffled when `k > 1`; null rows as 0.
-pub fn narrow(dtype: DType, bytes: &[u8], lo: Num, k: usize, valid: Option<&[bool]>, out: &mut Vec<u8>) {
+pub fn narrow(
+    dtype: DType,
+    bytes: &[u8],
+    lo: Num,
+    k: usize,
+    valid: Option<&[bool]>,
+    out: &mut Vec<u8>,
+) {
     let w = dtype.itemsize();
     let n = bytes.len() / w;
     let start = out.len();
@@ -178,6 +231,61 @@ pub fn narrow(dtype: DType, bytes: &[u8], lo: Num, k: usize, valid: Option<&[boo
     }
 }
 
+/// The `k` byte streams of `n` shuffled values, as one unsigned integer
+/// each, handed to `put(i, value)` in order. One loop per width, each over
+/// plain slices, so that it vectorises.
+#[inline(always)]
+fn gather_streams(src: &[u8], k: usize, n: usize, mut put: impl FnMut(usize, u64)) {
+    match k {
+        1 => {
+            for (i, &b) in src[..n].iter().enumerate() {
+                put(i, b as u64);
+            }
+        }
+        2 => {
+            let (s0, s1) = (&src[..n], &src[n..2 * n]);
+            for i in 0..n {
+                put(i, s0[i] as u64 | (s1[i] as u64) << 8);
+            }
+        }
+        4 => {
+            let (s0, s1, s2, s3) = (
+                &src[..n],
+                &src[n..2 * n],
+                &src[2 * n..3 * n],
+                &src[3 * n..4 * n],
+            );
+            for i in 0..n {
+                put(
+                    i,
+                    s0[i] as u64
+                        | (s1[i] as u64) << 8
+                        | (s2[i] as u64) << 16
+                        | (s3[i] as u64) << 24,
+                );
+            }
+        }
+        _ => {
+            let s: [&[u8]; 8] = std::array::from_fn(|b| &src[b * n..(b + 1) * n]);
+            for i in 0..n {
+                let mut v = 0u64;
+                for (b, sb) in s.iter().enumerate() {
+                    v |= (sb[i] as u64) << (8 * b);
+                }
+                put(i, v);
+            }
+        }
+    }
+}
+
+/// `out` as values of `T` when it is aligned for them (decode buffers are).
+fn as_words<T>(out: &mut [u8]) -> Option<&mut [T]> {
+    // SAFETY: only integer types are asked for, for which every bit
+    // pattern is valid; the middle part is aligned for `T`.
+    let (head, mid, tail) = unsafe { out.align_to_mut::<T>() };
+    (head.is_empty() && tail.is_empty()).then_some(mid)
+}
+
 /// Undoes [`narrow`]: `n` shuffled unsigned integers of `k` bytes in `src`
 /// plus `lo`, written as `dtype` into `out` (`n * width` bytes). Returns the
 /// smallest and largest narrowed value (over every row).
@@ -188,49 +296,103 @@ pub fn widen(dtype: DType, src: &[u8], k: usize, n: usize, lo: Num, out: &mut [u
         Num::U(v) => v,
         Num::F(_) => 0,
     };
-    let (mut dmin, mut dmax) = (u64::MAX, 0u64);
+    // The span seen, in a loop of its own (which vectorises).
+    let (dmin, dmax) = match k {
+        1 => src[..n]
+            .iter()
+            .fold((u8::MAX, 0u8), |(a, b), &v| (a.min(v), b.max(v))),
+        _ => (0, 0),
+    };
+    let span = match k {
+        1 => (dmin as u64, dmax as u64),
+        2 => {
+            let (s0, s1) = (&src[..n], &src[n..2 * n]);
+            let (mut a, mut b) = (u16::MAX, 0u16);
+            for (&x0, &x1) in s0.iter().zip(s1) {
+                let d = x0 as u16 | (x1 as u16) << 8;
+                a = a.min(d);
+                b = b.max(d);
+            }
+            (a as u64, b as u64)
+        }
+        _ => {
+            let (s0, s1) = (&src[..n], &src[n..2 * n]);
+            let (s2, s3) = (&src[2 * n..3 * n], &src[3 * n..4 * n]);
+            let (mut a, mut b) = (u32::MAX, 0u32);
+            for (((&x0, &x1), &x2), &x3) in s0.iter().zip(s1).zip(s2).zip(s3) {
+                let d = x0 as u32 | (x1 as u32) << 8 | (x2 as u32) << 16 | (x3 as u32) << 24;
+                a = a.min(d);
+                b = b.max(d);
+            }
+            (a as u64, b as u64)
+        }
+    };
     macro_rules! run {
-        ($k:expr, $w:expr) => {{
-            let streams: [&[u8]; $k] = std::array::from_fn(|b| &src[b * n..(b + 1) * n]);
-            for (i, o) in out.chunks_exact_mut($w).enumerate() {
-                let mut d = 0u64;
-                for (b, s) in streams.iter().enumerate() {
-                    d |= (s[i] as u64) << (8 * b);
-                }
-                dmin = dmin.min(d);
-                dmax = dmax.max(d);
-                o.copy_from_slice(&base.wrapping_add(d).to_le_bytes()[..$w]);
+        ($t:ty) => {{
+            let base = base as $t;
+            match as_words::<$t>(out) {
+                Some(words) => match k {
+                    1 => {
+                        for (o, &v) in words.iter_mut().zip(&src[..n]) {
+                            *o = base.wrapping_add(v as $t).to_le();
+                        }
+                    }
+                    2 => {
+                        let (s0, s1) = (&src[..n], &src[n..2 * n]);
+                        for ((o, &a), &b) in words.iter_mut().zip(s0).zip(s1) {
+                            *o = base.wrapping_add(a as $t | (b as $t) << 8).to_le();
+                        }
+                    }
+                    _ => gather_streams(src, k, n, |i, d| {
+                        words[i] = base.wrapping_add(d as $t).to_le()
+                    }),
+                },
+                None => gather_streams(src, k, n, |i, d| {
+                    out[i * w..(i + 1) * w]
+                        .copy_from_slice(&(base.wrapping_add(d as $t)).to_le_bytes()[..w]);
+                }),
             }
         }};
     }
-    match (k, w) {
-        (1, 2) => run!(1, 2),
-        (1, 4) => run!(1, 4),
-        (1, 8) => run!(1, 8),
-        (2, 4) => run!(2, 4),
-        (2, 8) => run!(2, 8),
-        (4, 8) => run!(4, 8),
-        _ => unreachable!("the footer check allows only narrower widths"),
+    match w {
+        2 => run!(u16),
+        4 => run!(u32),
+        _ => run!(u64),
     }
-    (dmin, dmax)
+    span
 }
 
 /// Undoes the byte shuffle: `n` values of `w` bytes from `src` into `out`.
 pub fn unshuffle(src: &[u8], w: usize, n: usize, out: &mut [u8]) {
     macro_rules! run {
-        ($w:expr) => {{
-            let streams: [&[u8]; $w] = std::array::from_fn(|b| &src[b * n..(b + 1) * n]);
-            for (i, o) in out.chunks_exact_mut($w).enumerate() {
-                for b in 0..$w {
-                    o[b] = streams[b][i];
-                }
+        ($t:ty) => {{
+            match as_words::<$t>(out) {
+                Some(words) => gather_streams(src, w, n, |i, v| words[i] = (v as $t).to_le()),
+                None => gather_streams(src, w, n, |i, v| {
+                    out[i * w..(i + 1) * w].copy_from_slice(&v.to_le_bytes()[..w])
+                }),
             }
         }};
     }
     match w {
-        2 => run!(2),
-        4 => run!(4),
-        8 => run!(8),
+        2 => run!(u16),
+        4 => {
+            // Four streams into u32 words, without a closure in the loop.
+            match as_words::<u32>(out) {
+                Some(words) => {
+                    let s: [&[u8]; 4] = std::array::from_fn(|j| &src[j * n..(j + 1) * n]);
+                    for (i, o) in words.iter_mut().enumerate().take(n) {
+                        *o = (s[0][i] as u32
+                            | (s[1][i] as u32) << 8
+                            | (s[2][i] as u32) << 16
+                            | (s[3][i] as u32) << 24)
+                            .to_le();
+                    }
+                }
+                None => run!(u32),
+            }
+        }
+        8 => run!(u64),
         _ => {
             for i in 0..n {
                 for b in 0..w {
@@ -278,6 +440,9 @@ mod tests {
         assert!(matches!(hi, Num::F(v) if v.is_nan()));
         let valid = [true, false, true, true, false];
         let (lo, hi) = min_max(DType::F32, &bytes, Some(&valid)).unwrap();
-        assert_eq!((lo.to_bytes(), hi.to_bytes()), (Num::F(-0.0).to_bytes(), Num::F(1.0).to_bytes()));
+        assert_eq!(
+            (lo.to_bytes(), hi.to_bytes()),
+            (Num::F(-0.0).to_bytes(), Num::F(1.0).to_bytes())
+        );
     }
 }

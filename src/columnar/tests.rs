@@ -13,11 +13,17 @@ fn write_fixed(dir: &Path, dtype: DType, bytes: &[u8], valid: Option<&[bool]>, c
     let n = bytes.len() / wd;
     let half = n / 3;
     let v0 = valid.map(|v| move |i: usize| v[i]);
-    w.push_fixed(&bytes[..half * wd], v0.as_ref().map(|f| f as &dyn Fn(usize) -> bool))
-        .unwrap();
+    w.push_fixed(
+        &bytes[..half * wd],
+        v0.as_ref().map(|f| f as &dyn Fn(usize) -> bool),
+    )
+    .unwrap();
     let v1 = valid.map(|v| move |i: usize| v[half + i]);
-    w.push_fixed(&bytes[half * wd..], v1.as_ref().map(|f| f as &dyn Fn(usize) -> bool))
-        .unwrap();
+    w.push_fixed(
+        &bytes[half * wd..],
+        v1.as_ref().map(|f| f as &dyn Fn(usize) -> bool),
+    )
+    .unwrap();
     assert_eq!(w.finish().unwrap(), n as u64);
 }
 
@@ -28,7 +34,9 @@ fn open(dir: &Path) -> Columnar {
 fn lcg(seed: u64) -> impl FnMut() -> u64 {
     let mut s = seed;
     move || {
-        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         s >> 17
     }
 }
@@ -59,7 +67,10 @@ fn numbers_round_trip_with_nulls() {
                 let col = open(&dir);
                 assert_eq!(col.len(), n as u64);
                 assert_eq!(col.validity().is_some(), nulls);
-                let idx: Vec<u64> = (0..500).map(|_| r() % n as u64).chain([0, n as u64 - 1]).collect();
+                let idx: Vec<u64> = (0..500)
+                    .map(|_| r() % n as u64)
+                    .chain([0, n as u64 - 1])
+                    .collect();
                 let got = col.gather_dense(&idx).unwrap();
                 for (pos, &i) in idx.iter().enumerate() {
                     let i = i as usize;
@@ -68,7 +79,11 @@ fn numbers_round_trip_with_nulls() {
                     } else {
                         bytes[i * w..(i + 1) * w].to_vec()
                     };
-                    assert_eq!(&got.as_slice()[pos * w..(pos + 1) * w], &want[..], "{dtype} row {i}");
+                    assert_eq!(
+                        &got.as_slice()[pos * w..(pos + 1) * w],
+                        &want[..],
+                        "{dtype} row {i}"
+                    );
                 }
                 if nulls {
                     let bits = col.validity().unwrap().gather_dense(&idx).unwrap();
@@ -94,7 +109,11 @@ fn text_round_trip() {
     let n = 30_000;
     let values: Vec<Vec<u8>> = (0..n)
         .map(|i| {
-            let len = if i % 11 == 0 { 0 } else { (r() % 40) as usize + if i % 997 == 0 { 300 } else { 0 } };
+            let len = if i % 11 == 0 {
+                0
+            } else {
+                (r() % 40) as usize + if i % 997 == 0 { 300 } else { 0 }
+            };
             (0..len).map(|_| b'a' + (r() % 26) as u8).collect()
         })
         .collect();
@@ -133,7 +152,10 @@ fn corruption_is_detected() {
     let good = std::fs::read(&file).unwrap();
     let all: Vec<u64> = (0..20_000).collect();
     // Every flipped byte either fails to open or fails to read: never wrong rows.
-    for at in (0..good.len()).step_by(97).chain([0, good.len() - 1, good.len() - 20]) {
+    for at in (0..good.len())
+        .step_by(97)
+        .chain([0, good.len() - 1, good.len() - 20])
+    {
         let mut bad = good.clone();
         bad[at] ^= 0x5A;
         std::fs::write(&file, &bad).unwrap();

@@ -123,7 +123,11 @@ impl ColumnWriter {
     /// Appends numbers: `bytes` holds whole values of the column's dtype,
     /// little-endian (booleans one byte each, nonzero true); `valid(i)` is
     /// false for a null row (its value is ignored).
-    pub fn push_fixed(&mut self, bytes: &[u8], valid: Option<&dyn Fn(usize) -> bool>) -> Result<()> {
+    pub fn push_fixed(
+        &mut self,
+        bytes: &[u8],
+        valid: Option<&dyn Fn(usize) -> bool>,
+    ) -> Result<()> {
         let ValueKind::Fixed(dtype) = self.kind else {
             return Err(Error::InvalidType(format!(
                 "column {} holds {:?} values, not numbers",

@@ -306,7 +306,11 @@ pub(crate) fn check_shards_present(fs: &Fs, dir: &Path, manifest: &Manifest) -> 
             ));
         }
     }
-    for column in manifest.nullable.iter().filter(|c| manifest.has_validity(c)) {
+    for column in manifest
+        .nullable
+        .iter()
+        .filter(|c| manifest.has_validity(c))
+    {
         for shard in &manifest.shards {
             if !files::is_store(fs, &shard.validity_path(dir, column)) {
                 return Err(bad(

@@ -44,12 +44,12 @@ fn literal(e: &Expr) -> Option<Lit> {
         ScalarValue::Float32(Some(x)) => Lit::Float(*x as f64),
         ScalarValue::Float64(Some(x)) => Lit::Float(*x),
         ScalarValue::Boolean(Some(x)) => Lit::Int(*x as i128),
-        ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => {
-            Lit::Bytes(s.as_bytes().to_vec())
-        }
-        ScalarValue::Binary(Some(b)) | ScalarValue::LargeBinary(Some(b)) | ScalarValue::BinaryView(Some(b)) => {
-            Lit::Bytes(b.clone())
-        }
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => Lit::Bytes(s.as_bytes().to_vec()),
+        ScalarValue::Binary(Some(b))
+        | ScalarValue::LargeBinary(Some(b))
+        | ScalarValue::BinaryView(Some(b)) => Lit::Bytes(b.clone()),
         _ => return None,
     })
 }
@@ -78,10 +78,14 @@ fn compare(kind: ValueKind, b: &Bound, lit: &Lit) -> Option<Ordering> {
                 (Num::F(v), Lit::Int(l)) if l.unsigned_abs() < 1 << 53 => {
                     Some(v.total_cmp(&(*l as f64)))
                 }
-                (Num::I(v), Lit::Float(l)) if !l.is_nan() && (v as i128).unsigned_abs() < 1 << 53 => {
+                (Num::I(v), Lit::Float(l))
+                    if !l.is_nan() && (v as i128).unsigned_abs() < 1 << 53 =>
+                {
                     (v as f64).partial_cmp(l)
                 }
-                (Num::U(v), Lit::Float(l)) if !l.is_nan() && v < 1 << 53 => (v as f64).partial_cmp(l),
+                (Num::U(v), Lit::Float(l)) if !l.is_nan() && v < 1 << 53 => {
+                    (v as f64).partial_cmp(l)
+                }
                 _ => None,
             }
             .filter(|_| d != DType::F16 || matches!(lit, Lit::Float(_) | Lit::Int(_)))
@@ -120,8 +124,11 @@ fn may(kind: ValueKind, e: &Entry, op: Operator, lit: &Lit) -> bool {
 /// it may hold a matching row.
 enum Test {
     Keep,
-    Chunks(Box<dyn Fn(ValueKind, &Entry) -> bool>),
+    Chunks(ChunkTest),
 }
+
+/// Whether a chunk (of a column of the kind) may hold a matching row.
+type ChunkTest = Box<dyn Fn(ValueKind, &Entry) -> bool>;
 
 /// Per chunk of `col`, whether a row of it may satisfy `expr` (a predicate
 /// on that one column); None when `expr` is not one understood.
@@ -135,7 +142,12 @@ fn test(expr: &Expr) -> Option<(String, Test)> {
             };
             if !matches!(
                 op,
-                Operator::Eq | Operator::NotEq | Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq
+                Operator::Eq
+                    | Operator::NotEq
+                    | Operator::Lt
+                    | Operator::LtEq
+                    | Operator::Gt
+                    | Operator::GtEq
             ) {
                 return None;
             }
@@ -144,7 +156,12 @@ fn test(expr: &Expr) -> Option<(String, Test)> {
                 Test::Chunks(Box::new(move |k, e| may(k, e, op, &lit))),
             ))
         }
-        Expr::Between(Between { expr, negated: false, low, high }) => {
+        Expr::Between(Between {
+            expr,
+            negated: false,
+            low,
+            high,
+        }) => {
             let name = column(expr)?;
             let (lo, hi) = (literal(low)?, literal(high)?);
             Some((
@@ -159,20 +176,27 @@ fn test(expr: &Expr) -> Option<(String, Test)> {
             let lits: Vec<Lit> = list.list.iter().map(literal).collect::<Option<_>>()?;
             Some((
                 name.to_owned(),
-                Test::Chunks(Box::new(move |k, e| lits.iter().any(|l| may(k, e, Operator::Eq, l)))),
+                Test::Chunks(Box::new(move |k, e| {
+                    lits.iter().any(|l| may(k, e, Operator::Eq, l))
+                })),
             ))
         }
         Expr::IsNull(inner) => {
             let name = column(inner)?;
-            Some((name.to_owned(), Test::Chunks(Box::new(|_, e| e.null_count > 0))))
+            Some((
+                name.to_owned(),
+                Test::Chunks(Box::new(|_, e| e.null_count > 0)),
+            ))
         }
         Expr::IsNotNull(inner) => {
             let name = column(inner)?;
-            Some((name.to_owned(), Test::Chunks(Box::new(|_, e| e.null_count < e.rows))))
+            Some((
+                name.to_owned(),
+                Test::Chunks(Box::new(|_, e| e.null_count < e.rows)),
+            ))
         }
         _ => None,
     }
-    .map(|(n, t)| (n, t))
     .or(Some((String::new(), Test::Keep)))
     .filter(|(n, _)| !n.is_empty())
 }
@@ -235,7 +259,11 @@ pub(crate) fn rows<S: StoreAccess>(
     len: u64,
 ) -> loaderx::Result<Option<Rows>> {
     match expr {
-        Expr::BinaryExpr(BinaryExpr { left, op: Operator::And, right }) => {
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::And,
+            right,
+        }) => {
             let a = rows(left, streams, len)?;
             let b = rows(right, streams, len)?;
             return Ok(match (a, b) {
@@ -243,7 +271,11 @@ pub(crate) fn rows<S: StoreAccess>(
                 (a, b) => a.or(b),
             });
         }
-        Expr::BinaryExpr(BinaryExpr { left, op: Operator::Or, right }) => {
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Or,
+            right,
+        }) => {
             let a = rows(left, streams, len)?;
             let b = rows(right, streams, len)?;
             return Ok(match (a, b) {

@@ -170,12 +170,28 @@ pub fn ingest(
         ),
         Format::IpcFile => {
             let reader = FileReader::try_new(BufReader::new(file), None).map_err(ipc_err(path))?;
-            ingest_ipc(reader, path, root, codec, dict, &Layouts::records(), progress)
+            ingest_ipc(
+                reader,
+                path,
+                root,
+                codec,
+                dict,
+                &Layouts::records(),
+                progress,
+            )
         }
         Format::IpcStream => {
             let reader =
                 StreamReader::try_new(BufReader::new(file), None).map_err(ipc_err(path))?;
-            ingest_ipc(reader, path, root, codec, dict, &Layouts::records(), progress)
+            ingest_ipc(
+                reader,
+                path,
+                root,
+                codec,
+                dict,
+                &Layouts::records(),
+                progress,
+            )
         }
     }
 }
@@ -277,6 +293,7 @@ fn make_root(root: &Path) -> Result<()> {
 }
 
 /// [`ingest`] of the Parquet data `chunks`, read from the file `path`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn ingest_parquet<C: ChunkReader + 'static>(
     chunks: C,
     path: &Path,

@@ -260,8 +260,17 @@ mod tests {
         };
         let src = dir.path().join("src.parquet");
         let root = dir.path().join("out");
-        let err =
-            ingest_parquet(chunks, &src, &root, Codec::Zstd, None, 1024, &loaderx::table::Layouts::records(), &mut |_| {}).unwrap_err();
+        let err = ingest_parquet(
+            chunks,
+            &src,
+            &root,
+            Codec::Zstd,
+            None,
+            1024,
+            &loaderx::table::Layouts::records(),
+            &mut |_| {},
+        )
+        .unwrap_err();
         assert_io_error(err, &src, 5);
         assert!(
             std::fs::read_dir(&root).map_or(true, |mut d| d.next().is_none()),

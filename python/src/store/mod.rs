@@ -363,7 +363,10 @@ impl Store {
                 )
             })
             .py()?;
-        Store::wrap(py, Column::new(name_of(&path), Stream::Store(engine), Logical::Tensor, None).py()?)
+        Store::wrap(
+            py,
+            Column::new(name_of(&path), Stream::Store(engine), Logical::Tensor, None).py()?,
+        )
     }
 
     /// Opens a store; `kind` ("dense" / "ragged") insists on one contract.
@@ -607,6 +610,27 @@ impl Store {
     #[getter]
     fn nullable(&self) -> PyResult<bool> {
         self.read_engine(|e| Ok(e.validity().is_some()))
+    }
+
+    /// "columnar" for a columnar column (chunks of many values), else
+    /// "records".
+    #[getter]
+    fn layout(&self) -> PyResult<&'static str> {
+        self.read_engine(|e| {
+            Ok(if e.columnar().is_some() {
+                "columnar"
+            } else {
+                "records"
+            })
+        })
+    }
+
+    /// Whether a predicate on the column is cheap to evaluate before the
+    /// other columns are read (the core's one rule: columnar, scalar, text
+    /// and binary columns).
+    #[getter]
+    fn cheap(&self) -> PyResult<bool> {
+        self.read_engine(|e| Ok(loaderx::arrow::is_cheap(e)))
     }
 
     /// One record: dense → an `item_shape` array, ragged → one array; a

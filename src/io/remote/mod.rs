@@ -502,7 +502,10 @@ impl Remote {
         let meta = self.meta(key)?;
         let (body, tail) = {
             let known = self.known();
-            (known.bodies.get(key).cloned(), known.tails.get(key).cloned())
+            (
+                known.bodies.get(key).cloned(),
+                known.tails.get(key).cloned(),
+            )
         };
         let store = self.store()?;
         Ok(RemoteFile(Arc::new(Object {

@@ -519,9 +519,7 @@ impl ColumnsWrite {
                 let missing: Vec<&String> = new
                     .iter()
                     .filter(|c| {
-                        nullable.contains(*c)
-                            && !valid.contains(*c)
-                            && !added_columnar.contains(*c)
+                        nullable.contains(*c) && !valid.contains(*c) && !added_columnar.contains(*c)
                     })
                     .collect();
                 if !missing.is_empty() {

@@ -207,9 +207,8 @@ pub fn compact(at: &Location, min_deleted: f64) -> Result<Option<Manifest>> {
         for &i in &doomed {
             let old = &base.shards[i];
             let gone = read_deleted(&fs, at.path(), old)?;
-            let (shard, ()) = write.write_shard(|dir| {
-                copy_live(&fs, at.path(), &base, old, &gone, dir, &convert)
-            })?;
+            let (shard, ()) = write
+                .write_shard(|dir| copy_live(&fs, at.path(), &base, old, &gone, dir, &convert))?;
             let (objects, _) = match write.written(&shard.name) {
                 Some((schema, known)) => {
                     root.shard_contents(&shard.name, &schema, known.as_ref())?
@@ -420,10 +419,7 @@ fn copy_live(
     let mut types = Vec::new();
     for column in &m.columns {
         let logical = m.logical(column);
-        let target = convert
-            .iter()
-            .find(|(c, _)| c == column)
-            .map(|(_, k)| *k);
+        let target = convert.iter().find(|(c, _)| c == column).map(|(_, k)| *k);
         if m.layout(column) == ColumnLayout::Columnar || target.is_some() {
             let src = shard_column(fs, table, m, old, column)?;
             let kind = match (target, src.columnar()) {

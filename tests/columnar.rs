@@ -1,0 +1,297 @@
+//! Columnar columns (`column.zc`, docs/format.md "Columnar columns"): the
+//! exact bytes of a small file, reads of every kind of column through
+//! gathers and Arrow, and bounded fuzzing of corrupt files: no file,
+//! however damaged, panics, aborts or returns rows that are not its own;
+//! each fails with `Corrupted` naming `column.zc`, or reads its true rows.
+
+use std::path::{Path, PathBuf};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::Array;
+use loaderx::columnar::{ColumnWriter, Columnar, ValueKind, COLUMN_FILE};
+use loaderx::table::{self, ColumnLayout, ColumnType, Table};
+use loaderx::{DType, Error, Logical, Records};
+use proptest::prelude::*;
+
+/// The golden file: int16 values 1, 2, 3 written raw: one chunk, narrowed
+/// to one byte per value (minus the minimum 1), its entry with CRC and
+/// bounds, then the trailer.
+const GOLDEN: &str = concat!(
+    "4c58434f4c554d4e", // "LXCOLUMN"
+    "000102",           // chunk 0: values 1, 2, 3 minus 1, one byte each
+    // Footer header: version 1, numbers, dtype code 2 (<i2), raw, not
+    // nullable, 3 rows, 1 chunk, chunks end at byte 11.
+    "0100020000000000",
+    "0300000000000000",
+    "0100000000000000",
+    "0b00000000000000",
+    // Entry: offset 8, 3 rows, 0 nulls, CRC-32 of 00 01 02, no validity,
+    // 3 stored value bytes, no lengths, 3 decoded value bytes.
+    "0800000000000000",
+    "03000000",
+    "00000000",
+    "7f895408",
+    "00000000",
+    "03000000",
+    "00000000",
+    "03000000",
+    "00000000",
+    // Narrowed (2), width 1, no lengths, flags: min and max (0x18).
+    "02010018",
+    "00000000",
+    // Min: 8 bytes, exact, 1 as i64; max: 3.
+    "0801",
+    "0100000000000000",
+    "0000000000000000000000000000",
+    "0801",
+    "0300000000000000",
+    "0000000000000000000000000000",
+    // Trailer: footer of 128 bytes, its CRC-32, "LXCOLEND".
+    "80000000",
+    "ba2a52c8",
+    "4c58434f4c454e44",
+);
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn open(dir: &Path) -> Result<Columnar, Error> {
+    Columnar::open_dir(dir)
+}
+
+#[test]
+fn golden_bytes_of_a_small_column() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("c");
+    let mut w = ColumnWriter::create(&dir, ValueKind::Fixed(DType::I16), false).unwrap();
+    let values: Vec<u8> = [1i16, 2, 3].iter().flat_map(|v| v.to_le_bytes()).collect();
+    w.push_fixed(&values, None).unwrap();
+    assert_eq!(w.finish().unwrap(), 3);
+    let bytes = std::fs::read(dir.join(COLUMN_FILE)).unwrap();
+    assert_eq!(hex(&bytes), GOLDEN);
+    // Nothing else is left in the column's directory.
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, [COLUMN_FILE]);
+    let c = open(&dir).unwrap();
+    assert_eq!(c.gather_dense(&[2, 0]).unwrap().as_slice(), [3, 0, 1, 0]);
+}
+
+/// Columns of every kind, compressed and raw, with and without nulls.
+fn columns(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let n = 20_000usize;
+    for (k, compress) in [(0, true), (1, false)] {
+        let valid: Vec<bool> = (0..n).map(|i| i % 9 != 4).collect();
+        let ok = |i: usize| valid[i];
+        let dir = root.join(format!("i64-{k}"));
+        let mut w = ColumnWriter::create(&dir, ValueKind::Fixed(DType::I64), compress).unwrap();
+        let v: Vec<u8> = (0..n as i64)
+            .flat_map(|i| (i * 7 % 1000).to_le_bytes())
+            .collect();
+        w.push_fixed(&v, Some(&ok)).unwrap();
+        w.finish().unwrap();
+        out.push(dir);
+        let dir = root.join(format!("f32-{k}"));
+        let mut w = ColumnWriter::create(&dir, ValueKind::Fixed(DType::F32), compress).unwrap();
+        let v: Vec<u8> = (0..n)
+            .flat_map(|i| (i as f32 * 0.37).sin().to_le_bytes())
+            .collect();
+        w.push_fixed(&v, None).unwrap();
+        w.finish().unwrap();
+        out.push(dir);
+        let dir = root.join(format!("bool-{k}"));
+        let mut w = ColumnWriter::create(&dir, ValueKind::Fixed(DType::Bool), compress).unwrap();
+        let v: Vec<u8> = (0..n).map(|i| (i % 3 == 0) as u8).collect();
+        w.push_fixed(&v, Some(&ok)).unwrap();
+        w.finish().unwrap();
+        out.push(dir);
+        let dir = root.join(format!("text-{k}"));
+        let mut w = ColumnWriter::create(&dir, ValueKind::Utf8, compress).unwrap();
+        let text: Vec<String> = (0..n)
+            .map(|i| "ab".repeat(i % 17) + &i.to_string())
+            .collect();
+        w.push_bytes(n, &|i| text[i].as_bytes(), Some(&ok)).unwrap();
+        w.finish().unwrap();
+        out.push(dir);
+    }
+    out
+}
+
+/// Every row of `c`, as Arrow reads it (the check of everything a read
+/// promises: decoded, checksummed, bounds as recorded).
+fn read_all(c: &Columnar) -> Result<arrow_array::ArrayRef, Error> {
+    let all: Vec<u64> = (0..c.len()).collect();
+    c.take_array(&all)
+}
+
+#[test]
+fn every_kind_reads_back_through_gathers_and_arrow() {
+    let tmp = tempfile::tempdir().unwrap();
+    for dir in columns(tmp.path()) {
+        let c = open(&dir).unwrap();
+        let all = read_all(&c).unwrap();
+        assert_eq!(all.len(), 20_000);
+        // Random rows read the same through Arrow and the records API.
+        let idx: Vec<u64> = (0..300).map(|i| (i * 7919) % 20_000).collect();
+        let some = c.take_array(&idx).unwrap();
+        for (pos, &i) in idx.iter().enumerate() {
+            let a = some.slice(pos, 1);
+            let b = all.slice(i as usize, 1);
+            assert_eq!(a.to_data(), b.to_data(), "{} row {i}", dir.display());
+        }
+        if let ValueKind::Fixed(DType::I64) = c.kind() {
+            let got = c.gather_dense(&idx).unwrap();
+            let a = all.as_primitive::<Int64Type>();
+            for (pos, &i) in idx.iter().enumerate() {
+                let v =
+                    i64::from_le_bytes(got.as_slice()[pos * 8..pos * 8 + 8].try_into().unwrap());
+                let want = if a.is_null(i as usize) {
+                    0
+                } else {
+                    a.value(i as usize)
+                };
+                assert_eq!(v, want);
+            }
+        }
+    }
+}
+
+/// What a damaged column may do: fail naming its file, or read exactly
+/// its true rows.
+fn check_damaged(dir: &Path, want: &arrow_array::ArrayRef) {
+    let named = |e: &Error| {
+        let s = e.to_string();
+        assert!(
+            matches!(e, Error::Corrupted { .. } | Error::Io { .. }) && s.contains(COLUMN_FILE),
+            "{s}"
+        );
+    };
+    let c = match open(dir) {
+        Ok(c) => c,
+        Err(e) => return named(&e),
+    };
+    match read_all(&c) {
+        Ok(got) => assert_eq!(
+            got.to_data(),
+            want.to_data(),
+            "a damaged file read other rows"
+        ),
+        Err(e) => named(&e),
+    }
+    // Random reads through the other paths fail the same way or agree.
+    let idx: Vec<u64> = (0..c.len()).step_by(97).collect();
+    match c.kind() {
+        ValueKind::Fixed(_) => {
+            if let Err(e) = c.gather_dense(&idx) {
+                named(&e);
+            }
+        }
+        _ => {
+            if let Err(e) = c.gather_ragged(&idx) {
+                named(&e);
+            }
+        }
+    }
+    if let Some(v) = c.validity() {
+        if let Err(e) = v.gather_dense(&idx) {
+            named(&e);
+        }
+    }
+}
+
+#[test]
+fn every_flipped_byte_of_a_small_file_is_caught() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("c");
+    let mut w = ColumnWriter::create(&dir, ValueKind::Utf8, true).unwrap();
+    let text: Vec<String> = (0..300).map(|i| format!("value {i}")).collect();
+    w.push_bytes(300, &|i| text[i].as_bytes(), Some(&|i| i % 5 != 0))
+        .unwrap();
+    w.finish().unwrap();
+    let file = dir.join(COLUMN_FILE);
+    let good = std::fs::read(&file).unwrap();
+    let want = read_all(&open(&dir).unwrap()).unwrap();
+    for at in 0..good.len() {
+        for flip in [0x01u8, 0x80, 0xFF] {
+            let mut bad = good.clone();
+            bad[at] ^= flip;
+            std::fs::write(&file, &bad).unwrap();
+            check_damaged(&dir, &want);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
+
+    /// Random damage (bytes overwritten, the file cut short or grown) to
+    /// files of every kind.
+    #[test]
+    fn damaged_files_fail_cleanly(
+        which in 0usize..8,
+        edits in proptest::collection::vec((any::<proptest::sample::Index>(), any::<u8>()), 1..6),
+        cut in proptest::option::of(any::<proptest::sample::Index>()),
+    ) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dirs = columns(tmp.path());
+        let dir = &dirs[which];
+        let want = read_all(&open(dir).unwrap()).unwrap();
+        let file = dir.join(COLUMN_FILE);
+        let mut bytes = std::fs::read(&file).unwrap();
+        for (at, v) in &edits {
+            let i = at.index(bytes.len());
+            bytes[i] = *v;
+        }
+        if let Some(c) = cut {
+            bytes.truncate(c.index(bytes.len()));
+        }
+        std::fs::write(&file, &bytes).unwrap();
+        check_damaged(dir, &want);
+    }
+}
+
+#[test]
+fn a_plain_table_reads_its_columnar_columns_and_refuses_a_wrong_layout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    let mut w =
+        ColumnWriter::create(&dir.join("label"), ValueKind::Fixed(DType::I64), true).unwrap();
+    let v: Vec<u8> = (0..10i64).flat_map(i64::to_le_bytes).collect();
+    w.push_fixed(&v, None).unwrap();
+    w.finish().unwrap();
+    // Without the table file saying so, the column is not a store.
+    let err = Table::open(&dir, true).unwrap_err().to_string();
+    assert!(err.contains("meta.zr"), "{err}");
+    let t = ColumnType {
+        logical: Logical::Tensor,
+        nullable: false,
+        layout: ColumnLayout::Columnar,
+    };
+    table::write_types(&dir, &[("label".into(), t)]).unwrap();
+    let text = std::fs::read_to_string(dir.join(table::TABLE_FILE)).unwrap();
+    assert!(
+        text.contains("\"version\": 2") && text.contains("\"layout\": \"columnar\""),
+        "{text}"
+    );
+    let t = Table::open(&dir, true).unwrap();
+    let label = t.column("label").unwrap();
+    assert!(label.columnar().is_some());
+    assert_eq!(
+        label.gather_dense(&[9, 3]).unwrap().as_slice()[..8],
+        9i64.to_le_bytes()
+    );
+    t.close().unwrap();
+    // A version 1 table file cannot say columnar.
+    let bad = text.replace("\"version\": 2", "\"version\": 1");
+    std::fs::write(dir.join(table::TABLE_FILE), bad).unwrap();
+    let err = Table::open(&dir, true).unwrap_err();
+    assert!(
+        matches!(err, Error::Corrupted { .. }) && err.to_string().contains("layout"),
+        "{err}"
+    );
+}
