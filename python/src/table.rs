@@ -225,6 +225,13 @@ pub fn open_columnar(py: Python<'_>, path: PathBuf) -> PyResult<Store> {
     Store::wrap(py, column)
 }
 
+/// Bytes of decoded columnar chunks this process keeps now (within
+/// `LOADERX_COLUMN_CACHE`).
+#[pyfunction]
+pub fn columnar_kept_bytes() -> u64 {
+    loaderx::columnar::kept_bytes()
+}
+
 /// The column subdirectories of a table directory, sorted.
 #[pyfunction]
 pub fn column_names(py: Python<'_>, path: PathBuf) -> PyResult<Vec<String>> {
@@ -287,6 +294,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open_columns, m)?)?;
     m.add_function(wrap_pyfunction!(column_names, m)?)?;
     m.add_function(wrap_pyfunction!(open_columnar, m)?)?;
+    m.add_function(wrap_pyfunction!(columnar_kept_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(is_sharded, m)?)?;
     m.add_function(wrap_pyfunction!(read_manifest, m)?)?;
     m.add_function(wrap_pyfunction!(new_shard, m)?)?;

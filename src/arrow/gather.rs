@@ -32,7 +32,7 @@ pub fn gather_nulls(records: &dyn Records, idx: &[u64]) -> Result<Option<NullBuf
 }
 
 /// Hands an engine buffer to Arrow without copying it.
-pub(super) fn into_arrow_buffer(buf: crate::Buffer) -> ArrowBuffer {
+pub(crate) fn into_arrow_buffer(buf: crate::Buffer) -> ArrowBuffer {
     let len = buf.len();
     let ptr = NonNull::new(buf.as_ptr() as *mut u8).expect("buffers are never null");
     // SAFETY: `ptr` is valid for `len` bytes for as long as `buf` lives, and

@@ -24,8 +24,8 @@ mod sharded;
 mod types;
 
 pub use blocks::{ingest_streams, spec_of_field};
-pub(crate) use gather::values_array;
 pub use gather::{gather_array, gather_nulls, gather_variable_shape_tensor};
+pub(crate) use gather::{into_arrow_buffer, values_array};
 pub use ingest::{from_arrow_error, ingest, ingest_table};
 pub use packing::{bytes_pack, check_utf8, ragged_pack, with_dense_bytes};
 pub use readers::{record_batch, table_schema, ColumnReader, TableReader};

@@ -254,9 +254,12 @@ impl Columnar {
             }
             ValueKind::Fixed(dtype) => {
                 let w = dtype.itemsize();
-                let mut out = MutableBuffer::from_len_zeroed(n * w);
+                // A batch buffer (recycled through the engine's pool, so a
+                // scan's next batch lands in warm memory), every byte of
+                // which the pieces below write.
+                let mut out = alloc_batch(n * w)?;
                 let mut jobs: Vec<FixedJob<'_>> = Vec::with_capacity(pieces.len());
-                let mut rest = out.as_slice_mut();
+                let mut rest = out.as_mut_slice();
                 for (p, src) in pieces.iter().zip(&sources) {
                     let (dst, tail) = rest.split_at_mut((p.b - p.a) * w);
                     jobs.push((*p, *src, dst));
@@ -285,7 +288,8 @@ impl Columnar {
                     jobs.into_iter().map(run).collect()
                 };
                 let validity = validity.into_iter().collect::<Result<Vec<_>>>()?;
-                let array = crate::arrow::values_array(dtype, out.into(), n);
+                let array =
+                    crate::arrow::values_array(dtype, crate::arrow::into_arrow_buffer(out), n);
                 with_nulls(array, nulls_of(&pieces, &validity, n))
             }
             kind => {
@@ -316,10 +320,10 @@ impl Columnar {
                         inner.path().display()
                     )));
                 }
-                let mut values = MutableBuffer::from_len_zeroed(total);
+                let mut values = alloc_batch(total)?;
                 let mut offsets = vec![0i32; n + 1];
                 let mut jobs = Vec::with_capacity(pieces.len());
-                let (mut vrest, mut orest) = (values.as_slice_mut(), &mut offsets[1..]);
+                let (mut vrest, mut orest) = (values.as_mut_slice(), &mut offsets[1..]);
                 let mut base = 0i32;
                 for (((p, size), d), src) in pieces.iter().zip(&sizes).zip(partial).zip(&sources) {
                     let (vdst, vtail) = vrest.split_at_mut(*size);
@@ -366,7 +370,7 @@ impl Columnar {
                 // values' size, and its values to be UTF-8 on character
                 // boundaries (text); joined end to end they stay so.
                 let offsets = unsafe { OffsetBuffer::new_unchecked(ScalarBuffer::from(offsets)) };
-                let values: Buffer = values.into();
+                let values = crate::arrow::into_arrow_buffer(values);
                 Ok(if kind == ValueKind::Utf8 {
                     // SAFETY: as above.
                     Arc::new(unsafe { StringArray::new_unchecked(offsets, values, nulls) })
@@ -385,6 +389,14 @@ enum Source<'a> {
     Stored(&'a [u8]),
     /// A chunk decoded already (kept, or a partial one), copied.
     Decoded(Arc<Decoded>),
+}
+
+/// A buffer of `len` bytes for a read's output.
+fn alloc_batch(len: usize) -> Result<crate::Buffer> {
+    crate::Buffer::try_new(len).ok_or_else(|| Error::OutOfMemory {
+        bytes: len as u64,
+        what: "a read of a columnar column".into(),
+    })
 }
 
 /// Bits `a..b` of `bits` as bits of their own.

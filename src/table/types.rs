@@ -24,6 +24,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::files;
+use super::repr::{py_list, py_str};
 use crate::io::Fs;
 use crate::schema::Logical;
 use crate::{Error, Result};
@@ -111,7 +112,9 @@ impl Layouts {
         {
             let all: Vec<&str> = names.iter().map(AsRef::as_ref).collect();
             return Err(Error::InvalidValue(format!(
-                "layout names column {odd:?}, which the data does not have (its columns: {all:?})"
+                "layout names column {}, which the data does not have (its columns: {})",
+                py_str(odd),
+                py_list(&all)
             )));
         }
         Ok(())
@@ -137,14 +140,16 @@ impl Layouts {
         match (asked, existing) {
             (Some(a), Some(e)) if a != e && (named.is_some() || fits(a)) => {
                 Err(Error::InvalidValue(format!(
-                    "column {name:?} is stored as {e} in the table, but layout asks for {a}; a column keeps its layout (Table.compact() converts records columns to columnar)"
+                    "column {} is stored as {e} in the table, but layout asks for {a}; a column keeps its layout (Table.compact() converts records columns to columnar)",
+                    py_str(name)
                 )))
             }
             (_, Some(e)) => Ok(e),
             (Some(ColumnLayout::Columnar), None) if kind.is_none() => {
                 if named.is_some() {
                     Err(Error::InvalidValue(format!(
-                        "layout asks for column {name:?} to be columnar, but it holds tensors; columnar columns hold numbers, booleans, text or bytes, one per row"
+                        "layout asks for column {} to be columnar, but it holds tensors; columnar columns hold numbers, booleans, text or bytes, one per row",
+                        py_str(name)
                     )))
                 } else {
                     Ok(ColumnLayout::Records)

@@ -35,6 +35,10 @@ use loaderx::arrow::{self as la, StoreAccess};
 /// Default byte bound of one output batch: the core readers' bound.
 pub const BATCH_BYTES: usize = la::DEFAULT_BATCH_BYTES;
 
+/// Rows of an output batch, in DataFusion's `batch_size`s: its operators
+/// (hash aggregates, joins) work best on batches of about that many rows.
+pub const BATCH_SIZE_FACTOR: usize = 8;
+
 /// Scan behaviour switches (all on by default; benchmarks turn them off).
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
@@ -42,6 +46,9 @@ pub struct Options {
     pub pushdown: bool,
     /// Upper bound of one output batch, in logical bytes.
     pub batch_bytes: usize,
+    /// Upper bound of one output batch, in rows (None: the session's
+    /// `batch_size` times [`BATCH_SIZE_FACTOR`]).
+    pub batch_rows: Option<usize>,
 }
 
 impl Default for Options {
@@ -49,6 +56,7 @@ impl Default for Options {
         Options {
             pushdown: true,
             batch_bytes: BATCH_BYTES,
+            batch_rows: None,
         }
     }
 }
@@ -259,6 +267,10 @@ impl<S: StoreAccess + 'static> TableProvider for StoreTable<S> {
             projection,
             out_schema: Arc::clone(&out_schema),
             predicate,
+            batch_rows: t
+                .options
+                .batch_rows
+                .unwrap_or(state.config().batch_size() * BATCH_SIZE_FACTOR),
         });
         let parts = state.config().target_partitions().max(1);
         let partitions: Vec<Arc<dyn PartitionStream>> = rows

@@ -32,6 +32,8 @@ pub(crate) struct ScanPlan<S> {
     /// Predicate over `filter_columns` (table schema indices), evaluated on
     /// a batch of exactly those columns.
     pub(crate) predicate: Option<(Arc<dyn PhysicalExpr>, Vec<usize>)>,
+    /// Rows of an output batch at most.
+    pub(crate) batch_rows: usize,
 }
 
 /// The predicate as the core scan's filter.
@@ -69,7 +71,8 @@ impl<S: StoreAccess + 'static> ScanPlan<S> {
         let mut scan = Scan::new(Arc::clone(&t.streams), t.index_column.clone())?
             .project(self.projection.clone())?
             .rows(rows.0.clone())?
-            .max_bytes(t.options.batch_bytes);
+            .max_bytes(t.options.batch_bytes)
+            .max_rows(self.batch_rows);
         if let Some(limit) = limit {
             scan = scan.limit(limit);
         }
