@@ -378,7 +378,10 @@ def test_a_columnar_table_in_the_s3_server(s3, tmp_path):
             loaderx.open_table(target, storage_options=opts) as rt,
             loaderx.open_table(local) as lt,
         ):
-            q = "SELECT label, count(*) AS n, avg(score) AS s FROM t WHERE label < 10 GROUP BY label ORDER BY label"
+            q = (
+                "SELECT label, count(*) AS n, avg(score) AS s FROM t WHERE label < 10 "
+                "GROUP BY label ORDER BY label"
+            )
             assert loaderx.sql(q, t=rt).equals(loaderx.sql(q, t=lt))
             idx = np.random.default_rng(0).integers(0, n, 300)
             assert (rt["label"][idx] == lt["label"][idx]).all()
