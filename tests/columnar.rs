@@ -10,7 +10,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::Array;
 use loaderx::columnar::{ColumnWriter, Columnar, ValueKind, COLUMN_FILE};
-use loaderx::table::{self, ColumnLayout, ColumnType, Table};
+use loaderx::table::{self, ColumnType, Table};
 use loaderx::{DType, Error, Logical, Records};
 use proptest::prelude::*;
 
@@ -256,7 +256,7 @@ proptest! {
 }
 
 #[test]
-fn a_plain_table_reads_its_columnar_columns_and_refuses_a_wrong_layout() {
+fn a_plain_table_reads_its_columnar_columns_and_refuses_contradictions() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("t");
     let mut w =
@@ -264,20 +264,13 @@ fn a_plain_table_reads_its_columnar_columns_and_refuses_a_wrong_layout() {
     let v: Vec<u8> = (0..10i64).flat_map(i64::to_le_bytes).collect();
     w.push_fixed(&v, None).unwrap();
     w.finish().unwrap();
-    // Without the table file saying so, the column is not a store.
-    let err = Table::open(&dir, true).unwrap_err().to_string();
-    assert!(err.contains("meta.zr"), "{err}");
-    let t = ColumnType {
-        logical: Logical::Tensor,
-        nullable: false,
-        layout: ColumnLayout::Columnar,
-    };
-    table::write_types(&dir, &[("label".into(), t)]).unwrap();
-    let text = std::fs::read_to_string(dir.join(table::TABLE_FILE)).unwrap();
-    assert!(
-        text.contains("\"version\": 2") && text.contains("\"layout\": \"columnar\""),
-        "{text}"
-    );
+    let mut w = ColumnWriter::create(&dir.join("caption"), ValueKind::Utf8, true).unwrap();
+    let text: Vec<String> = (0..10).map(|i| format!("c{i}")).collect();
+    w.push_bytes(10, &|i| text[i].as_bytes(), Some(&|i| i != 3))
+        .unwrap();
+    w.finish().unwrap();
+    // The column files say what they hold: no table file is needed.
+    assert!(!dir.join(table::TABLE_FILE).exists());
     let t = Table::open(&dir, true).unwrap();
     let label = t.column("label").unwrap();
     assert!(label.columnar().is_some());
@@ -285,13 +278,26 @@ fn a_plain_table_reads_its_columnar_columns_and_refuses_a_wrong_layout() {
         label.gather_dense(&[9, 3]).unwrap().as_slice()[..8],
         9i64.to_le_bytes()
     );
+    let caption = t.column("caption").unwrap();
+    assert_eq!(caption.logical(), Logical::Utf8);
+    assert!(caption.validity().is_some());
     t.close().unwrap();
-    // A version 1 table file cannot say columnar.
-    let bad = text.replace("\"version\": 2", "\"version\": 1");
-    std::fs::write(dir.join(table::TABLE_FILE), bad).unwrap();
-    let err = Table::open(&dir, true).unwrap_err();
-    assert!(
-        matches!(err, Error::Corrupted { .. }) && err.to_string().contains("layout"),
-        "{err}"
-    );
+    // A table file that contradicts a column file is refused naming it.
+    for (logical, nullable) in [(Logical::Binary, false), (Logical::Utf8, true)] {
+        let t = ColumnType { logical, nullable };
+        table::write_types(&dir, &[("caption".into(), t)]).unwrap();
+        let err = Table::open(&dir, true).unwrap_err();
+        assert!(matches!(err, Error::Corrupted { .. }), "{err}");
+        assert!(
+            err.to_string().contains("caption") && err.to_string().contains(COLUMN_FILE),
+            "{err}"
+        );
+    }
+    // Agreeing with it is fine.
+    let t = ColumnType {
+        logical: Logical::Utf8,
+        nullable: false,
+    };
+    table::write_types(&dir, &[("caption".into(), t)]).unwrap();
+    Table::open(&dir, true).unwrap().close().unwrap();
 }

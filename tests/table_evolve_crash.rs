@@ -74,18 +74,12 @@ fn int64_store(dir: &Path, values: &[i64]) {
 }
 
 /// Writes a columnar column of int64 `values` named `name` in the plain
-/// table `dir` (recorded in its table file).
+/// table `dir` (its file says what it is: no table file needed).
 fn int64_columnar(dir: &Path, name: &str, values: &[i64]) {
     let mut w = ColumnWriter::create(&dir.join(name), ValueKind::Fixed(DType::I64), true).unwrap();
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
     w.push_fixed(&bytes, None).unwrap();
     w.finish().unwrap();
-    let t = table::ColumnType {
-        logical: loaderx::Logical::Tensor,
-        nullable: false,
-        layout: table::ColumnLayout::Columnar,
-    };
-    table::write_types(dir, &[(name.into(), t)]).unwrap();
 }
 
 /// Adds the column `name` (each row's `x` times `k`) to the latest version.

@@ -214,8 +214,9 @@ def test_opening_the_latest_costs_one_request_more_than_the_manifest_alone(s3):
             loaderx.open_table(path, version=version, storage_options=opts).close()
             shard_reads = proxy.count("GET", base + "shard-")
             table_level[version] = proxy.count() - shard_reads
-            # Each shard: its table.json and each column's meta.zr (2).
-            assert shard_reads == 3 * shards
+            # Each shard: the footer of each column's file (2 columnar
+            # columns: no table file is needed).
+            assert shard_reads == 2 * shards
         assert proxy.count("GET", base + "_versions/00000000000000000001.json") == 1
         # manifest.json + the look for version 4; version 1's file alone.
         assert table_level == {None: 2, 1: 1}
@@ -237,9 +238,9 @@ def test_bucket_commits_do_not_ask_again_for_what_this_process_uploaded(s3):
         opts = s3.options(endpoint=proxy.url)
         loaderx.ingest_sharded(batch(0, 40), path, shards=3, storage_options=opts).close()
         assert proxy.count("HEAD") == 0
-        # Only the opening of the table it returns reads its shards: each
-        # one's table.json and each column's meta.zr.
-        assert proxy.count("GET", base + "shard-") == 3 * 3
+        # Only the opening of the table it returns reads its shards: the
+        # footer of each column's file.
+        assert proxy.count("GET", base + "shard-") == 3 * 2
         for r in proxy.requests:
             assert "list-type" not in r.path or "shard-" not in r.path, r.path
         shard_puts = proxy.count("PUT", base + "shard-")
@@ -247,8 +248,8 @@ def test_bucket_commits_do_not_ask_again_for_what_this_process_uploaded(s3):
             proxy.reset_counts()
             t.add_columns({"y": np.arange(40, dtype=np.int64)})
             puts = proxy.count("PUT", base + "shard-")
-            # One group per shard: one store (data.zr, meta.zr) each.
-            assert puts == 3 * 2
+            # One group per shard: one columnar column (column.zc) each.
+            assert puts == 3
             assert proxy.count("HEAD") == 0
             assert proxy.count("GET", base + "shard-") == 0
             assert all("list-type" not in r.path for r in proxy.requests)
@@ -259,7 +260,7 @@ def test_bucket_commits_do_not_ask_again_for_what_this_process_uploaded(s3):
             assert proxy.count() - puts == 6
         objects = {k.removeprefix(f"{s3.prefix}/t/") for k in s3.keys(f"{s3.prefix}/t/")}
         groups = {k for k in objects if "/_g-" in k}
-        assert len(groups) == 3 * 2
+        assert len(groups) == 3
         assert shard_puts == len({k for k in objects if k.startswith("shard-")} - groups)
         manifest = json.loads(
             s3.client()

@@ -175,14 +175,14 @@ pub(super) fn write_columns(
     }
     // Column types go to the table file first, so a column that exists
     // never lacks its type; validity streams are recorded as they appear.
+    // (A columnar column needs no entry: its file says what it holds.)
     let mut recorded: Vec<(String, ColumnType)> = plan
         .iter()
-        .filter(|p| p.logical.is_bytes() || p.layout == ColumnLayout::Columnar)
+        .filter(|p| p.logical.is_bytes() && p.layout == ColumnLayout::Records)
         .map(|p| {
             let t = ColumnType {
                 logical: p.logical,
                 nullable: false,
-                layout: p.layout,
             };
             (p.name.clone(), t)
         })
@@ -235,7 +235,6 @@ pub(super) fn write_columns(
                     let t = ColumnType {
                         logical: p.logical,
                         nullable: true,
-                        layout: ColumnLayout::Records,
                     };
                     std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
                     table::write_types(root, &[(name.clone(), t)])?;

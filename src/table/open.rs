@@ -681,21 +681,11 @@ fn open_columns_in(
                     reason: "the path does not exist".into(),
                 });
             }
-            if t.layout == ColumnLayout::Columnar {
+            if super::shard::layout_of(fs, &at, None)? == ColumnLayout::Columnar {
                 let c = Columnar::open(fs, &at, std::iter::once(at.clone()), None)?;
-                if c.logical() != t.logical {
-                    return Err(Error::corrupted(
-                        &dir.join(super::TABLE_FILE),
-                        format!(
-                            "it says column {} is {}, but {} holds {:?} values",
-                            py_str(&name),
-                            t.logical,
-                            at.display(),
-                            c.kind()
-                        ),
-                    ));
-                }
-                return Column::new(name.clone(), Stream::Columnar(c), t.logical, None);
+                super::shard::check_columnar(&c.parts()[0], t)?;
+                let logical = c.logical();
+                return Column::new(name.clone(), Stream::Columnar(c), logical, None);
             }
             let data = Store::open_with(fs, &at, readonly)?;
             let validity = if t.nullable {

@@ -143,7 +143,7 @@ pub(crate) fn shard_schema_in(fs: &Fs, shard: &Path) -> Result<ShardSchema> {
     let mut nulls = BTreeSet::new();
     for name in names {
         let t = types.get(&name).copied().unwrap_or_default();
-        let (spec, rows, has_nulls) = column_spec_in(fs, shard, &name, t)?;
+        let (spec, rows, has_nulls) = column_spec_in(fs, shard, &name, t, None)?;
         lengths.push(rows);
         if has_nulls {
             nulls.insert(name.clone());
@@ -168,54 +168,29 @@ pub(crate) fn shard_schema_in(fs: &Fs, shard: &Path) -> Result<ShardSchema> {
     })
 }
 
-/// The spec and rows of column `name` of the plain table `dir`, stored as
+/// The spec and rows of column `name` of the plain table `dir`, typed as
 /// its table file's `t` says (metadata only), and whether it is a columnar
-/// column whose file holds nulls. `Corrupted` naming the table file when
-/// the column's directory holds the other layout.
+/// column whose file holds nulls. The layout is the directory's: a
+/// columnar column holds `column.zc` (its file says what it holds), a
+/// store `meta.zr`; `expect` (a manifest's) must match it. `Corrupted`
+/// naming the column's file when it contradicts `expect` or `t`.
 pub(crate) fn column_spec_in(
     fs: &Fs,
     dir: &Path,
     name: &str,
     t: super::ColumnType,
+    expect: Option<ColumnLayout>,
 ) -> Result<(ColumnSpec, u64, bool)> {
     let at = dir.join(name);
-    match t.layout {
+    let layout = layout_of(fs, &at, expect)?;
+    match layout {
         ColumnLayout::Columnar => {
-            if !crate::columnar::is_column_dir(fs, &at) {
-                return Err(Error::corrupted(
-                    &dir.join(super::TABLE_FILE),
-                    format!(
-                        "it records column {} as columnar, but {} holds no column.zc",
-                        py_str(name),
-                        at.display()
-                    ),
-                ));
-            }
             let file = ColumnFile::open(fs, &at)?;
             let spec = ColumnSpec::columnar(file.footer().kind);
-            if spec.logical != t.logical {
-                return Err(Error::corrupted(
-                    file.path(),
-                    format!(
-                        "it holds {:?} values, but the table file says the column is {}",
-                        file.footer().kind,
-                        t.logical
-                    ),
-                ));
-            }
+            check_columnar(&file, t)?;
             Ok((spec, file.rows(), file.footer().nullable))
         }
         ColumnLayout::Records => {
-            if !files::is_store(fs, &at) {
-                return Err(Error::corrupted(
-                    &dir.join(super::TABLE_FILE),
-                    format!(
-                        "column {} is stored as records, but {} holds no meta.zr (a columnar column's directory is recorded as such in the table file)",
-                        py_str(name),
-                        at.display()
-                    ),
-                ));
-            }
             let store = Store::open_with(fs, &at, true)?;
             let schema = store.schema().clone();
             let rows = store.len();
@@ -226,6 +201,56 @@ pub(crate) fn column_spec_in(
             Ok((ColumnSpec::records(schema, t.logical), rows, false))
         }
     }
+}
+
+/// The layout of the column directory `at`: what it holds, which must be
+/// `expect` when given (`Corrupted` naming the missing file otherwise).
+pub(crate) fn layout_of(fs: &Fs, at: &Path, expect: Option<ColumnLayout>) -> Result<ColumnLayout> {
+    let columnar = crate::columnar::is_column_dir(fs, at);
+    let found = if columnar {
+        ColumnLayout::Columnar
+    } else {
+        ColumnLayout::Records
+    };
+    match expect {
+        Some(want) if want != found => {
+            let missing = match want {
+                ColumnLayout::Columnar => crate::columnar::COLUMN_FILE,
+                ColumnLayout::Records => "meta.zr",
+            };
+            Err(Error::corrupted(
+                &at.join(missing),
+                format!(
+                    "the table stores column {} as {want}, but this file is missing",
+                    at.display()
+                ),
+            ))
+        }
+        _ => Ok(found),
+    }
+}
+
+/// A columnar column agrees with its table file's entry `t`: the same
+/// logical type when the entry names one, never nullable (a columnar
+/// column keeps its nulls in its file).
+pub(crate) fn check_columnar(file: &ColumnFile, t: super::ColumnType) -> Result<()> {
+    let logical = crate::columnar::logical_of(file.footer().kind);
+    if t.nullable || (t.logical != Logical::Tensor && t.logical != logical) {
+        return Err(Error::corrupted(
+            file.path(),
+            format!(
+                "it holds {} values, but the table file says the column is {}{}",
+                logical,
+                t.logical,
+                if t.nullable {
+                    " with a validity stream"
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Checks that the shard `name` (of `schema`) agrees with the shard

@@ -10,13 +10,12 @@
 //!  "columns": {"caption": {"type": "utf8"}, "label": {"type": "tensor", "nullable": true}}}
 //! ```
 //!
-//! Columns it does not name are tensors without nulls, stored as records.
-//! A nullable column's validity (one `bool` per row, false for null) is
-//! the dense store `.validity/<column>` beside the columns. A columnar
-//! column (`"layout": "columnar"`, version 2 of the file) is the directory
-//! `<column>/` holding one `column.zc`, which carries its own nulls. The
-//! file is replaced atomically (written beside, fsynced, renamed, directory
-//! fsynced).
+//! Columns it does not name are tensors without nulls. A nullable column's
+//! validity (one `bool` per row, false for null) is the dense store
+//! `.validity/<column>` beside the columns. A columnar column (a directory
+//! holding `column.zc`) needs no entry: its file says what it holds and
+//! keeps its own nulls. The file is replaced atomically (written beside,
+//! fsynced, renamed, directory fsynced).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -32,10 +31,7 @@ use crate::{Error, Result};
 /// The table file's name inside a table directory.
 pub const TABLE_FILE: &str = "table.json";
 const FORMAT: &str = "loaderx.table";
-/// The file's version when every column is stored as records.
 const VERSION: u64 = 1;
-/// The file's version when a column is columnar (older releases refuse it).
-const VERSION_COLUMNAR: u64 = 2;
 
 #[derive(Serialize, Deserialize)]
 struct ColumnEntry {
@@ -43,8 +39,6 @@ struct ColumnEntry {
     logical: String,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     nullable: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    layout: Option<String>,
 }
 
 /// How a table stores a column.
@@ -168,10 +162,8 @@ impl Layouts {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ColumnType {
     pub logical: Logical,
-    /// Whether the column has a validity stream (`.validity/<column>`; a
-    /// columnar column keeps its nulls in its file and records false).
+    /// Whether the column has a validity stream (`.validity/<column>`).
     pub nullable: bool,
-    pub layout: ColumnLayout,
 }
 
 impl ColumnType {
@@ -214,55 +206,29 @@ pub(crate) fn read_types_in(fs: &Fs, dir: &Path) -> Result<BTreeMap<String, Colu
             format!("'format' must be {FORMAT:?}, got {:?}", file.format),
         ));
     }
-    if file.version != VERSION && file.version != VERSION_COLUMNAR {
+    if file.version != VERSION {
         return Err(Error::corrupted(
             &path,
-            format!(
-                "version must be {VERSION} or {VERSION_COLUMNAR} (this release reads those), got {}",
-                file.version
-            ),
+            format!("version must be {VERSION}, got {}", file.version),
         ));
     }
     file.columns
         .into_iter()
-        .map(|(name, entry)| {
-            let Some(logical) = Logical::from_name(&entry.logical) else {
-                return Err(Error::corrupted(
-                    &path,
-                    format!(
-                        "column {name:?} has type {:?}; expected \"tensor\", \"utf8\" or \"binary\"",
-                        entry.logical
-                    ),
-                ));
-            };
-            let layout = match entry.layout.as_deref() {
-                None => ColumnLayout::Records,
-                Some(l) => match ColumnLayout::from_name(l) {
-                    Some(l) if file.version == VERSION_COLUMNAR => l,
-                    _ => {
-                        return Err(Error::corrupted(
-                            &path,
-                            format!(
-                                "column {name:?} has layout {l:?}; expected \"records\" or \"columnar\" (in a version {VERSION_COLUMNAR} file)"
-                            ),
-                        ))
-                    }
-                },
-            };
-            if layout == ColumnLayout::Columnar && entry.nullable {
-                return Err(Error::corrupted(
-                    &path,
-                    format!("column {name:?} is columnar, which keeps its nulls in its file, but is marked nullable"),
-                ));
-            }
-            Ok((
+        .map(|(name, entry)| match Logical::from_name(&entry.logical) {
+            Some(logical) => Ok((
                 name,
                 ColumnType {
                     logical,
                     nullable: entry.nullable,
-                    layout,
                 },
-            ))
+            )),
+            None => Err(Error::corrupted(
+                &path,
+                format!(
+                    "column {name:?} has type {:?}; expected \"tensor\", \"utf8\" or \"binary\"",
+                    entry.logical
+                ),
+            )),
         })
         .collect()
 }
@@ -282,10 +248,9 @@ pub fn write_types(dir: &Path, types: &[(String, ColumnType)]) -> Result<()> {
     if all.is_empty() {
         return files::remove_file_synced(&path, dir);
     }
-    let columnar = all.values().any(|t| t.layout == ColumnLayout::Columnar);
     let file = TableFile {
         format: FORMAT.into(),
-        version: if columnar { VERSION_COLUMNAR } else { VERSION },
+        version: VERSION,
         columns: all
             .into_iter()
             .map(|(n, t)| {
@@ -294,8 +259,6 @@ pub fn write_types(dir: &Path, types: &[(String, ColumnType)]) -> Result<()> {
                     ColumnEntry {
                         logical: t.logical.name().into(),
                         nullable: t.nullable,
-                        layout: (t.layout == ColumnLayout::Columnar)
-                            .then(|| ColumnLayout::Columnar.name().to_owned()),
                     },
                 )
             })
@@ -316,11 +279,7 @@ mod tests {
     fn types_round_trip_and_merge() {
         let tmp = tempfile::tempdir().unwrap();
         assert!(read_types(tmp.path()).unwrap().is_empty());
-        let t = |logical, nullable| ColumnType {
-            logical,
-            nullable,
-            layout: ColumnLayout::Records,
-        };
+        let t = |logical, nullable| ColumnType { logical, nullable };
         write_types(
             tmp.path(),
             &[

@@ -434,9 +434,14 @@ pub(super) fn listed_schema(
     };
     for name in names {
         let t = types.get(name).copied().unwrap_or_default();
-        if columnar.contains(&name) || t.layout == crate::table::ColumnLayout::Columnar {
-            let (spec, n, has_nulls) =
-                crate::table::shard::column_spec_in(root.at.fs(), dir, name, t)?;
+        if columnar.contains(&name) {
+            let (spec, n, has_nulls) = crate::table::shard::column_spec_in(
+                root.at.fs(),
+                dir,
+                name,
+                t,
+                Some(crate::table::ColumnLayout::Columnar),
+            )?;
             check_rows(name, n)?;
             if has_nulls {
                 nulls.insert(name.to_owned());

@@ -156,11 +156,10 @@ impl Root {
             let t = crate::table::ColumnType {
                 logical: m.logical(&name),
                 nullable: false,
-                layout: m.layout(&name),
             };
             let home = first.column_path(self.path(), &name);
             let dir = home.parent().unwrap_or(self.path());
-            let (spec, _, _) = column_spec_in(self.at.fs(), dir, &name, t)?;
+            let (spec, _, _) = column_spec_in(self.at.fs(), dir, &name, t, Some(m.layout(&name)))?;
             columns.push((name, spec));
         }
         Ok(Some(ShardSchema {

@@ -370,7 +370,7 @@ fn shard_column(
 }
 
 /// Writes the columns `convert` of shard `shard` (every row) as columnar
-/// columns into the plain table `dir` (a group), with its table file.
+/// columns into the plain table `dir` (a group).
 fn convert_into(
     fs: &Fs,
     table: &Path,
@@ -380,23 +380,14 @@ fn convert_into(
     dir: &Path,
 ) -> Result<()> {
     let all: Vec<u64> = (0..shard.rows).collect();
-    let mut types = Vec::with_capacity(convert.len());
     for (column, kind) in convert {
         let src = shard_column(fs, table, m, shard, column)?;
         let compress = src.codec() != Codec::Raw;
         let written = write_records(&src, *kind, &all, &dir.join(column), compress);
         let closed = src.close();
         written.and(closed)?;
-        types.push((
-            column.clone(),
-            ColumnType {
-                logical: m.logical(column),
-                nullable: false,
-                layout: ColumnLayout::Columnar,
-            },
-        ));
     }
-    write_types(dir, &types)
+    Ok(())
 }
 
 /// Writes the live rows of shard `old` (version `m` of the table `table`
@@ -431,14 +422,6 @@ fn copy_live(
             let written = write_records(&src, kind, &live, &dir.join(column), compress);
             let closed = src.close();
             written.and(closed)?;
-            types.push((
-                column.clone(),
-                ColumnType {
-                    logical,
-                    nullable: false,
-                    layout: ColumnLayout::Columnar,
-                },
-            ));
             continue;
         }
         copy_rows(
@@ -461,7 +444,6 @@ fn copy_live(
                 ColumnType {
                     logical,
                     nullable: m.is_nullable(column),
-                    layout: ColumnLayout::Records,
                 },
             ));
         }
