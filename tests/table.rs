@@ -78,7 +78,6 @@ fn write_shard(dir: &Path, lo: u64, hi: u64, codec: Codec, nulls: bool) {
         ColumnType {
             logical: Logical::Utf8,
             nullable: false,
-            ..Default::default()
         },
     )];
     if nulls {
@@ -97,7 +96,6 @@ fn write_shard(dir: &Path, lo: u64, hi: u64, codec: Codec, nulls: bool) {
             ColumnType {
                 logical: Logical::Tensor,
                 nullable: true,
-                ..Default::default()
             },
         ));
     }

@@ -168,7 +168,6 @@ pub fn int64_shard(dir: &Path, from: i64, rows: i64, nullable: bool) {
         let t = ColumnType {
             logical: Logical::Tensor,
             nullable: true,
-            ..Default::default()
         };
         table::write_types(dir, &[("x".into(), t)]).unwrap();
     }

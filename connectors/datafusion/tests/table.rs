@@ -61,11 +61,7 @@ fn write_shard(dir: &std::path::Path, lo: u64, hi: u64) {
     }
     text.append_ragged(&packed).unwrap();
     text.close().unwrap();
-    let t = |logical, nullable| ColumnType {
-        logical,
-        nullable,
-        ..Default::default()
-    };
+    let t = |logical, nullable| ColumnType { logical, nullable };
     table::write_types(
         dir,
         &[
