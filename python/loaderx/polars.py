@@ -30,13 +30,17 @@ Column types, known without reading a record:
   every record's exact shape (the Arrow mapping, as ``pl.Series(store)``);
 * a column whose Arrow type is utf8 or binary → ``String`` / ``Binary``.
 
-Pushdown: only the projected columns are gathered. ``record_id``, scalar
-and text columns are *cheap*: a predicate that reads only cheap columns is
-evaluated on them first, batch by batch, and the other projected columns
-are then gathered for the surviving rows only (one gather per column per
-batch). A predicate that reads a heavy column is evaluated after gathering
-what it needs. ``head(n)`` / ``limit(n)`` stops the scan after ``n`` rows;
-other slices stop early under polars' streaming engine.
+Pushdown: only the projected columns are gathered. ``record_id``,
+columnar, scalar and text columns are *cheap*: a predicate that reads only
+cheap columns is evaluated on them first, batch by batch, and the other
+projected columns are then gathered for the surviving rows only (one gather
+per column per batch). When every column a collect reads is columnar (or
+``record_id``), they are read as whole arrays in frames of up to 32 MiB
+(every chunk decoded on the core's threads straight into them) and polars
+applies the predicate itself. A predicate that reads a heavy column is
+evaluated after gathering what it needs. ``head(n)`` / ``limit(n)`` stops
+the scan after ``n`` rows; other slices stop early under polars' streaming
+engine.
 """
 
 from __future__ import annotations
