@@ -223,6 +223,7 @@ def table_scan(
     filter_columns: list[str] | None = None,
     filter: Callable[[Any], Any] | None = None,
     filter_rows: int = ...,
+    predicate: str | None = None,
 ) -> BatchReader: ...
 def pack(
     records: list[npt.NDArray[Any]],

@@ -263,6 +263,7 @@ def scan(
     filter=None,
     filter_columns: list[str] | None = None,
     filter_rows: int = SCAN_FILTER_ROWS,
+    predicate: str | None = None,
 ):
     """The core's table scan over ``streams`` (a Table or dict of stores),
     as ``(schema, batches)``: the ``pyarrow.Schema`` of the batches and an
@@ -271,6 +272,9 @@ def scan(
     of ``filter_columns`` (``filter_rows`` rows at most) and returns a
     boolean Arrow array; the scan reads the other columns only for the rows
     it keeps. ``max_bytes=None`` reads everything in one batch.
+    ``predicate`` (JSON, the core's ``columnar::Pred``) is evaluated on the
+    stored chunks of columnar columns, when every column read is one: the
+    rows it rejects are not read (the caller filters what comes back).
 
     The batches come through ``read_next``, not the C stream interface:
     that carries only an errno and a message, so a ``Corrupted`` or
@@ -296,6 +300,7 @@ def scan(
         filter_columns,
         keep,
         filter_rows,
+        predicate,
     )
 
     def batches():

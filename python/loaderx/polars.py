@@ -266,7 +266,11 @@ class _Scan:
             names = list(dict.fromkeys(predicate.meta.root_names()))
             need = wanted + [c for c in names if c not in wanted]
             remaining = num_rows if n_rows is None else n_rows
-            for df in read(need, **self.bulk(columns, need)):
+            # The parts of the predicate the core evaluates on the stored
+            # chunks (the rows they reject are never read); polars applies
+            # the whole of it to what comes back.
+            native = native_predicate(predicate, {c for c in columns if columns[c].columnar})
+            for df in read(need, predicate=native, **self.bulk(columns, need)):
                 df = df.filter(predicate).select(wanted).head(remaining)
                 remaining -= df.height
                 if df.height:
@@ -323,6 +327,78 @@ class _Scan:
             else:
                 out.append(columns[name].series(self.pa, pl, arr))
         return pl.DataFrame(out, height=batch.num_rows)
+
+
+_CMP = {"Eq": "eq", "NotEq": "ne", "Lt": "lt", "LtEq": "le", "Gt": "gt", "GtEq": "ge"}
+_SWAP = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+
+
+def _literal(node):
+    """A polars literal node as the core's literal, or None."""
+    lit = node.get("Literal") if isinstance(node, dict) else None
+    if not isinstance(lit, dict) or len(lit) != 1:
+        return None
+    ((kind, body),) = lit.items()
+    if not isinstance(body, dict) or len(body) != 1:
+        return None
+    ((tag, value),) = body.items()
+    if isinstance(value, bool):
+        return {"int": int(value)} if tag == "Boolean" else None
+    if isinstance(value, int) and tag.startswith(("Int", "UInt")):
+        return {"int": value}
+    if isinstance(value, float) and tag.startswith("Float"):
+        return {"float": value}
+    if isinstance(value, str) and tag == "String":
+        return {"str": value}
+    return None
+
+
+def _translate(node, columnar: set):
+    """A polars expression node (its JSON form) as the core's predicate, or
+    None; an ``AND`` keeps whichever sides translate (a weaker filter:
+    polars applies the whole predicate afterwards)."""
+    if not isinstance(node, dict) or len(node) != 1:
+        return None
+    ((kind, body),) = node.items()
+    if kind == "BinaryExpr" and isinstance(body, dict):
+        op = body.get("op")
+        left, right = body.get("left"), body.get("right")
+        if op in ("And", "LogicalAnd"):
+            parts = [p for p in (_translate(left, columnar), _translate(right, columnar)) if p]
+            return None if not parts else parts[0] if len(parts) == 1 else {"and": parts}
+        if op in ("Or", "LogicalOr"):
+            a, b = _translate(left, columnar), _translate(right, columnar)
+            return {"or": [a, b]} if a and b else None
+        cmp = _CMP.get(op)
+        if cmp is None:
+            return None
+        for col, lit, o in ((left, right, cmp), (right, left, _SWAP[cmp])):
+            name = col.get("Column") if isinstance(col, dict) else None
+            value = _literal(lit)
+            if isinstance(name, str) and name in columnar and value is not None:
+                return {"cmp": [name, o, value]}
+        return None
+    if kind == "Function" and isinstance(body, dict):
+        inputs, function = body.get("input"), body.get("function")
+        if isinstance(inputs, list) and len(inputs) == 1 and isinstance(function, dict):
+            name = inputs[0].get("Column") if isinstance(inputs[0], dict) else None
+            test = function.get("Boolean")
+            if isinstance(name, str) and name in columnar and test in ("IsNull", "IsNotNull"):
+                return {"is_null" if test == "IsNull" else "is_not_null": name}
+    return None
+
+
+def native_predicate(predicate, columnar: set) -> str | None:
+    """The part of the polars ``predicate`` the core can evaluate on the
+    stored chunks of the ``columnar`` columns, as JSON, or None."""
+    import json
+
+    try:
+        tree = json.loads(predicate.meta.serialize(format="json"))
+    except Exception:  # noqa: BLE001 - an expression polars cannot serialise
+        return None
+    found = _translate(tree, columnar)
+    return json.dumps(found) if found else None
 
 
 def _empty(pa, pl, columns, index_column, names):

@@ -158,12 +158,15 @@ pub fn arrow_gather(
 /// `max_rows`. With
 /// `filter`, a callable given a batch of `filter_columns` (`filter_rows`
 /// rows at most) that returns a boolean Arrow array, only the rows it
-/// keeps are read; its exceptions reach the caller as raised.
+/// keeps are read; its exceptions reach the caller as raised. `predicate`
+/// (JSON, see `loaderx::columnar::Pred::from_json`) is evaluated on the
+/// stored chunks when every column read is columnar: the rows it rejects
+/// are never read (a caller may get rows it rejects too: it filters them).
 #[pyfunction]
 #[pyo3(signature = (
     stores, names, index_column, columns=None, start=0, end=None, limit=None,
     max_bytes=Some(la::DEFAULT_BATCH_BYTES), max_rows=None, filter_columns=None, filter=None,
-    filter_rows=la::FILTER_ROWS,
+    filter_rows=la::FILTER_ROWS, predicate=None,
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn table_scan(
@@ -179,6 +182,7 @@ pub fn table_scan(
     filter_columns: Option<Vec<String>>,
     filter: Option<Py<PyAny>>,
     filter_rows: usize,
+    predicate: Option<String>,
 ) -> PyResult<BatchReader> {
     let streams: Vec<(String, Handle)> = names
         .into_iter()
@@ -212,6 +216,12 @@ pub fn table_scan(
     if let Some(keep) = filter {
         let cols = indices(&scan, filter_columns.unwrap_or_default())?;
         scan = scan.filter(cols, python_filter(keep), filter_rows).py()?;
+    }
+    if let Some(text) = predicate {
+        // Applied when every column it reads is columnar; the caller
+        // applies its full predicate to what comes back either way.
+        let pred = loaderx::columnar::Pred::from_json(&text).py()?;
+        scan.native_filter(pred).py()?;
     }
     Ok(BatchReader {
         schema: scan.out_schema(),

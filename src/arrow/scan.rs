@@ -79,6 +79,10 @@ pub struct Scan<S> {
     /// Whether every column the scan reads is columnar (or the index):
     /// then it reads stripes of rows as whole arrays (see `next_stripe`).
     columnar: bool,
+    /// A predicate evaluated on columnar chunks as they are stored, before
+    /// anything else of a stripe is read: the stream index of each column
+    /// it names, and the predicate.
+    pred: Option<(Vec<(String, usize)>, crate::columnar::Pred)>,
     /// Estimated output bytes of a row of the projected columns (stripes).
     row_bytes: usize,
 }
@@ -140,6 +144,7 @@ impl<S: StoreAccess> Scan<S> {
             pos: 0,
             filter: None,
             columnar: false,
+            pred: None,
             row_bytes: 8,
         };
         scan.set_projection(all)?;
@@ -311,6 +316,48 @@ impl<S: StoreAccess> Scan<S> {
         Ok(self)
     }
 
+    /// Keeps only the rows `pred` accepts (see [`crate::columnar::Pred`]),
+    /// evaluated on the stored chunks of the columnar columns it names
+    /// before the projected columns are read for the rows that pass. It
+    /// applies when every column the scan reads is columnar and unselected
+    /// (no deleted rows, no view); otherwise, or when a column it names is
+    /// not such a column, it is not applied at all (returns false): the
+    /// caller then filters the rows itself.
+    pub fn native_filter(&mut self, pred: crate::columnar::Pred) -> Result<bool> {
+        let mut named = Vec::new();
+        for c in pred.columns() {
+            let Ok(i) = self.schema.index_of(c) else {
+                return Ok(false);
+            };
+            let offset = usize::from(self.index);
+            if i < offset {
+                return Ok(false);
+            }
+            let plain = self.streams[i - offset]
+                .1
+                .with(|s| Ok(s.columnar().is_some_and(|col| col.selection().is_none())))?;
+            if !plain {
+                return Ok(false);
+            }
+            named.push((c.to_owned(), i - offset));
+        }
+        let offset = usize::from(self.index);
+        let unselected =
+            self.projection
+                .iter()
+                .filter(|&&c| c >= offset)
+                .try_fold(true, |ok, &c| {
+                    self.streams[c - offset].1.with(|s| {
+                        Ok(ok && s.columnar().is_some_and(|col| col.selection().is_none()))
+                    })
+                })?;
+        if !self.columnar || !unselected || self.filter.is_some() {
+            return Ok(false);
+        }
+        self.pred = Some((named, pred));
+        Ok(true)
+    }
+
     /// The next stripe of the row ranges: at most `rows` rows, within one
     /// range; None at the end.
     fn take_stripe(&mut self, rows: u64) -> Option<Range<u64>> {
@@ -374,6 +421,22 @@ impl<S: StoreAccess> Scan<S> {
             let n = (stripe.end - stripe.start) as usize;
             let mut filtered: Vec<(usize, ArrayRef)> = Vec::new();
             let mask = match self.filter.as_ref().map(|f| f.columns.clone()) {
+                None if self.pred.is_some() => {
+                    let (named, pred) = self.pred.as_ref().expect("a predicate");
+                    let streams = &self.streams;
+                    let bits = pred
+                        .eval_with(n, &mut |leaf| {
+                            let name = leaf.columns()[0];
+                            let i = named.iter().find(|(c, _)| c == name).map_or(0, |(_, i)| *i);
+                            streams[i].1.with(|s| match s.columnar() {
+                                Some(col) => leaf.eval_leaf(col, stripe.start, stripe.end),
+                                // Changed under the scan: every row passes.
+                                None => Ok(arrow_buffer::BooleanBuffer::new_set(n)),
+                            })
+                        })
+                        .map_err(to_arrow)?;
+                    Some(BooleanArray::new(bits, None))
+                }
                 None => None,
                 Some(columns) => {
                     for &c in &columns {
@@ -408,8 +471,8 @@ impl<S: StoreAccess> Scan<S> {
             for &c in &self.projection {
                 let a = match filtered.iter().find(|(fc, _)| *fc == c) {
                     Some((_, a)) => Arc::clone(a),
-                    None if mask.is_some() && kept < n / 8 => {
-                        // Few rows pass: gather just those.
+                    None if mask.is_some() && kept <= n / 4096 => {
+                        // Very few rows pass (fewer than chunks): gather just those.
                         let m = mask.as_ref().expect("a mask");
                         let ids: Vec<u64> = m
                             .values()

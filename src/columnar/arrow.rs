@@ -144,16 +144,16 @@ const PARALLEL_CHUNKS: usize = 16;
 
 /// One chunk's share of a read: part, chunk, and its rows `a..b`.
 #[derive(Clone, Copy)]
-struct Piece {
-    part: usize,
-    chunk: usize,
-    a: usize,
-    b: usize,
+pub(crate) struct Piece {
+    pub(crate) part: usize,
+    pub(crate) chunk: usize,
+    pub(crate) a: usize,
+    pub(crate) b: usize,
 }
 
 impl Columnar {
     /// The chunks physical rows `lo..hi` span, each with its rows.
-    fn pieces(&self, lo: u64, hi: u64) -> Vec<Piece> {
+    pub(crate) fn pieces(&self, lo: u64, hi: u64) -> Vec<Piece> {
         let inner = self.inner();
         let starts = self.starts();
         let mut out = Vec::new();

@@ -341,6 +341,57 @@ pub fn decode_fixed_into(
     Ok(st.validity)
 }
 
+/// The narrowed values of the chunk `e` of integers of `dtype` (encoding
+/// narrowed: unsigned integers of the entry's width minus its minimum,
+/// shuffled) as they are stored, decompressed, and its validity bits:
+/// everything a read checks (the checksum, the sizes, the null count, and
+/// that the values span exactly the recorded bounds) without widening.
+pub fn decode_narrowed(
+    dtype: DType,
+    e: &Entry,
+    stored: &[u8],
+) -> Result<(Vec<u8>, Option<Vec<u8>>), Broken> {
+    let st = split(e, stored)?;
+    let size = e.values_size as usize;
+    let mut values = vec![0u8; size];
+    stream_into(
+        st.values,
+        e.flags & FLAG_VALUES_ZSTD != 0,
+        &mut values,
+        "values",
+    )?;
+    let rows = st.rows;
+    let k = e.width as usize;
+    let valid = st.valid_bools();
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    for i in 0..rows {
+        if valid.as_ref().is_some_and(|v| !v[i]) {
+            continue;
+        }
+        let mut d = 0u64;
+        for b in 0..k {
+            d |= (values[b * rows + i] as u64) << (8 * b);
+        }
+        lo = lo.min(d);
+        hi = hi.max(d);
+    }
+    let (min, max) = (
+        Num::from_bytes(dtype, e.min.number_bytes()),
+        Num::from_bytes(dtype, e.max.number_bytes()),
+    );
+    let span = match (min, max) {
+        (Num::I(a), Num::I(b)) => (b as i128 - a as i128) as u128,
+        (Num::U(a), Num::U(b)) => (b as u128).wrapping_sub(a as u128),
+        _ => u128::MAX,
+    };
+    if lo != 0 || hi as u128 != span {
+        return Err(format!(
+            "its values span {lo}..={hi} above its minimum, but its statistics say 0..={span}"
+        ));
+    }
+    Ok((values, st.validity))
+}
+
 /// Decodes the chunk `e` of text or bytes from `stored`: its values into
 /// `values` (exactly its values' bytes) and the end of each row's value,
 /// plus `base`, into `ends` (one per row), everything its entry promises

@@ -26,6 +26,8 @@ mod encode;
 mod file;
 pub mod format;
 mod num;
+#[cfg(feature = "arrow")]
+mod pred;
 mod writer;
 
 #[cfg(feature = "arrow")]
@@ -38,6 +40,8 @@ pub use file::{
 };
 pub use format::{Bound, Entry, Footer, ValueKind, COLUMN_FILE};
 pub use num::Num;
+#[cfg(feature = "arrow")]
+pub use pred::{CmpOp, Lit, Pred};
 pub(crate) use writer::write_records;
 pub use writer::{ColumnWriter, CHUNK_BYTES, CHUNK_ROWS};
 

@@ -174,3 +174,121 @@ fn corruption_is_detected() {
         assert!(matches!(err, crate::Error::Corrupted { .. }), "{err}");
     }
 }
+
+/// The predicate evaluated on stored chunks agrees with the values: exactly
+/// for integers, booleans and text; for floats every matching row and NaN.
+#[cfg(feature = "arrow")]
+#[test]
+fn predicates_on_stored_chunks_agree_with_the_values() {
+    use super::{CmpOp, Lit, Pred};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut r = lcg(11);
+    let n = 50_000usize;
+    let valid: Vec<bool> = (0..n).map(|i| i % 17 != 5).collect();
+    // int64 narrowed (a span of 0..2000, shifted), int32 full range, f32
+    // with NaN, text.
+    let ints: Vec<i64> = (0..n)
+        .map(|i| 1_000_000 + (r() % 2000) as i64 - if i < 9000 { 0 } else { 7 })
+        .collect();
+    let wide: Vec<i32> = (0..n).map(|_| r() as i32).collect();
+    let floats: Vec<f32> = (0..n)
+        .map(|i| {
+            if i % 101 == 0 {
+                f32::NAN
+            } else {
+                (r() % 1000) as f32 / 10.0
+            }
+        })
+        .collect();
+    let text: Vec<String> = (0..n).map(|i| format!("k{:03}", (i * 7) % 500)).collect();
+    let dirs = ["ints", "wide", "floats", "text"].map(|d| tmp.path().join(d));
+    let ok = |i: usize| valid[i];
+    let bytes: Vec<u8> = ints.iter().flat_map(|v| v.to_le_bytes()).collect();
+    write_fixed(&dirs[0], DType::I64, &bytes, Some(&valid), true);
+    let bytes: Vec<u8> = wide.iter().flat_map(|v| v.to_le_bytes()).collect();
+    write_fixed(&dirs[1], DType::I32, &bytes, None, true);
+    let bytes: Vec<u8> = floats.iter().flat_map(|v| v.to_le_bytes()).collect();
+    write_fixed(&dirs[2], DType::F32, &bytes, None, false);
+    let mut w = ColumnWriter::create(&dirs[3], ValueKind::Utf8, true).unwrap();
+    w.push_bytes(n, &|i| text[i].as_bytes(), Some(&ok)).unwrap();
+    w.finish().unwrap();
+    let cols: Vec<Columnar> = dirs.iter().map(|d| open(d)).collect();
+    let ops = [
+        CmpOp::Eq,
+        CmpOp::NotEq,
+        CmpOp::Lt,
+        CmpOp::LtEq,
+        CmpOp::Gt,
+        CmpOp::GtEq,
+    ];
+    let holds = |op: CmpOp, o: std::cmp::Ordering| {
+        use std::cmp::Ordering::*;
+        match op {
+            CmpOp::Eq => o == Equal,
+            CmpOp::NotEq => o != Equal,
+            CmpOp::Lt => o == Less,
+            CmpOp::LtEq => o != Greater,
+            CmpOp::Gt => o == Greater,
+            CmpOp::GtEq => o != Less,
+        }
+    };
+    for &op in &ops {
+        for (lo, hi) in [(0u64, n as u64), (123, 40_001)] {
+            let check = |c: usize, lit: Lit, truth: &dyn Fn(usize) -> bool, exact: bool| {
+                let pred = Pred::Cmp("x".into(), op, lit.clone());
+                let got = pred.eval(&|_| Some(&cols[c]), lo, hi).unwrap();
+                for (j, i) in (lo as usize..hi as usize).enumerate() {
+                    let want = truth(i);
+                    if exact {
+                        assert_eq!(got.value(j), want, "col {c} {op:?} {lit:?} row {i}");
+                    } else if want {
+                        assert!(got.value(j), "col {c} {op:?} {lit:?} row {i}");
+                    }
+                }
+            };
+            for l in [999_999i128, 1_000_500, 1_002_100, 5] {
+                check(
+                    0,
+                    Lit::Int(l),
+                    &|i| valid[i] && holds(op, (ints[i] as i128).cmp(&l)),
+                    true,
+                );
+            }
+            let l = wide[77] as i128;
+            check(
+                1,
+                Lit::Int(l),
+                &|i| holds(op, (wide[i] as i128).cmp(&l)),
+                true,
+            );
+            for l in [50.0f64, -1.0, 1e9] {
+                check(
+                    2,
+                    Lit::Float(l),
+                    &|i| {
+                        (floats[i] as f64)
+                            .partial_cmp(&l)
+                            .is_some_and(|o| holds(op, o))
+                    },
+                    false,
+                );
+            }
+            let l = b"k250".to_vec();
+            check(
+                3,
+                Lit::Bytes(l.clone()),
+                &|i| valid[i] && holds(op, text[i].as_bytes().cmp(&l)),
+                true,
+            );
+        }
+    }
+    // Null tests and their combinations.
+    let p =
+        Pred::from_json(r#"{"or": [{"is_null": "x"}, {"cmp": ["x", "eq", {"int": 1000000}]}]}"#)
+            .unwrap();
+    let got = p.eval(&|_| Some(&cols[0]), 0, n as u64).unwrap();
+    for i in 0..n {
+        assert_eq!(got.value(i), !valid[i] || ints[i] == 1_000_000, "row {i}");
+    }
+    assert!(Pred::from_json(r#"{"cmp": ["x", "like", {"int": 1}]}"#).is_err());
+}

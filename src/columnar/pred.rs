@@ -1,0 +1,459 @@
+//! Predicates evaluated on columnar chunks as they are stored: comparisons
+//! of a column with a literal, `IS [NOT] NULL`, and their `AND`s and `OR`s.
+//!
+//! A chunk whose statistics rule a comparison out is not decoded at all; a
+//! narrowed chunk of integers is compared as its narrowed values (minus
+//! the chunk's minimum), never widened; any other chunk is decoded and
+//! compared value by value. Every chunk read is checked as a read checks
+//! it. Null rows never satisfy a comparison. Floats are compared in IEEE
+//! total order, and a NaN row is always kept: a caller that applies the
+//! full predicate afterwards (polars) may see rows the predicate then
+//! rejects, never lose one it accepts.
+
+use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder};
+use serde_json::Value;
+
+use super::column::Columnar;
+use super::decode::{decode_narrowed, Decoded};
+use super::format::{Encoding, Entry, ValueKind};
+use super::num::Num;
+use crate::error::{Error, Result};
+use crate::schema::DType;
+
+/// A comparison operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmpOp {
+    Eq,
+    NotEq,
+    Lt,
+    LtEq,
+    Gt,
+    GtEq,
+}
+
+impl CmpOp {
+    fn from_name(s: &str) -> Option<CmpOp> {
+        Some(match s {
+            "eq" => CmpOp::Eq,
+            "ne" => CmpOp::NotEq,
+            "lt" => CmpOp::Lt,
+            "le" => CmpOp::LtEq,
+            "gt" => CmpOp::Gt,
+            "ge" => CmpOp::GtEq,
+            _ => return None,
+        })
+    }
+
+    #[inline]
+    fn test(self, o: std::cmp::Ordering) -> bool {
+        use std::cmp::Ordering::*;
+        match self {
+            CmpOp::Eq => o == Equal,
+            CmpOp::NotEq => o != Equal,
+            CmpOp::Lt => o == Less,
+            CmpOp::LtEq => o != Greater,
+            CmpOp::Gt => o == Greater,
+            CmpOp::GtEq => o != Less,
+        }
+    }
+}
+
+/// A literal a column is compared with.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Lit {
+    Int(i128),
+    Float(f64),
+    Bytes(Vec<u8>),
+}
+
+/// A predicate over named columns (see the module documentation).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pred {
+    Cmp(String, CmpOp, Lit),
+    IsNull(String),
+    IsNotNull(String),
+    And(Vec<Pred>),
+    Or(Vec<Pred>),
+}
+
+impl Pred {
+    /// The predicate in its JSON form: `{"cmp": [column, op, literal]}`
+    /// (`op` one of `eq ne lt le gt ge`; the literal `{"int": n}`,
+    /// `{"float": x}` or `{"str": s}`), `{"is_null": column}`,
+    /// `{"is_not_null": column}`, `{"and": [...]}`, `{"or": [...]}`.
+    pub fn from_json(text: &str) -> Result<Pred> {
+        let v: Value = serde_json::from_str(text)
+            .map_err(|e| Error::InvalidValue(format!("a predicate must be JSON: {e}")))?;
+        Pred::from_value(&v).ok_or_else(|| {
+            Error::InvalidValue(format!(
+                "predicate {text} is not one of cmp, is_null, is_not_null, and, or"
+            ))
+        })
+    }
+
+    fn from_value(v: &Value) -> Option<Pred> {
+        let o = v.as_object()?;
+        if o.len() != 1 {
+            return None;
+        }
+        let (k, v) = o.iter().next()?;
+        Some(match k.as_str() {
+            "cmp" => {
+                let a = v.as_array()?;
+                let [c, op, lit] = a.as_slice() else {
+                    return None;
+                };
+                let lit = lit.as_object()?;
+                let lit = match (lit.get("int"), lit.get("float"), lit.get("str")) {
+                    (Some(n), None, None) => Lit::Int(
+                        n.as_i64()
+                            .map(i128::from)
+                            .or_else(|| n.as_u64().map(i128::from))?,
+                    ),
+                    (None, Some(x), None) => Lit::Float(x.as_f64()?),
+                    (None, None, Some(s)) => Lit::Bytes(s.as_str()?.as_bytes().to_vec()),
+                    _ => return None,
+                };
+                Pred::Cmp(c.as_str()?.to_owned(), CmpOp::from_name(op.as_str()?)?, lit)
+            }
+            "is_null" => Pred::IsNull(v.as_str()?.to_owned()),
+            "is_not_null" => Pred::IsNotNull(v.as_str()?.to_owned()),
+            "and" | "or" => {
+                let parts = v
+                    .as_array()?
+                    .iter()
+                    .map(Pred::from_value)
+                    .collect::<Option<Vec<_>>>()?;
+                if parts.is_empty() {
+                    return None;
+                }
+                if k == "and" {
+                    Pred::And(parts)
+                } else {
+                    Pred::Or(parts)
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    /// The columns it reads.
+    pub fn columns(&self) -> Vec<&str> {
+        match self {
+            Pred::Cmp(c, _, _) | Pred::IsNull(c) | Pred::IsNotNull(c) => vec![c.as_str()],
+            Pred::And(v) | Pred::Or(v) => v.iter().flat_map(Pred::columns).collect(),
+        }
+    }
+
+    /// Combines what `leaf` says of each comparison and null test over `n`
+    /// rows (a bit per row) as the `AND`s and `OR`s say.
+    pub fn eval_with(
+        &self,
+        n: usize,
+        leaf: &mut dyn FnMut(&Pred) -> Result<BooleanBuffer>,
+    ) -> Result<BooleanBuffer> {
+        Ok(match self {
+            Pred::And(v) => {
+                let mut acc = BooleanBuffer::new_set(n);
+                for p in v {
+                    acc = &acc & &p.eval_with(n, leaf)?;
+                    if acc.count_set_bits() == 0 {
+                        break;
+                    }
+                }
+                acc
+            }
+            Pred::Or(v) => {
+                let mut acc = BooleanBuffer::new_unset(n);
+                for p in v {
+                    acc = &acc | &p.eval_with(n, leaf)?;
+                }
+                acc
+            }
+            leaf_pred => leaf(leaf_pred)?,
+        })
+    }
+
+    /// What this comparison or null test says of physical rows `lo..hi` of
+    /// the columnar column `c` (the column it names).
+    pub fn eval_leaf(&self, c: &Columnar, lo: u64, hi: u64) -> Result<BooleanBuffer> {
+        match self {
+            Pred::Cmp(_, op, lit) => c.compare(lo, hi, *op, lit),
+            Pred::IsNull(_) => Ok(!&c.valid_bits(lo, hi)?),
+            Pred::IsNotNull(_) => c.valid_bits(lo, hi),
+            Pred::And(_) | Pred::Or(_) => Err(Error::InvalidValue(
+                "eval_leaf takes a comparison or a null test".into(),
+            )),
+        }
+    }
+
+    /// Which of the physical rows `lo..hi` satisfy it, given the columnar
+    /// columns it reads by name (`column(name)`).
+    pub fn eval<'a>(
+        &self,
+        column: &dyn Fn(&str) -> Option<&'a Columnar>,
+        lo: u64,
+        hi: u64,
+    ) -> Result<BooleanBuffer> {
+        let n = (hi - lo) as usize;
+        let col = |c: &str| {
+            column(c).ok_or_else(|| {
+                Error::InvalidValue(format!(
+                    "a predicate reads {c:?}, which is not a columnar column"
+                ))
+            })
+        };
+        Ok(match self {
+            Pred::Cmp(c, op, lit) => col(c)?.compare(lo, hi, *op, lit)?,
+            Pred::IsNull(c) => !&col(c)?.valid_bits(lo, hi)?,
+            Pred::IsNotNull(c) => col(c)?.valid_bits(lo, hi)?,
+            Pred::And(v) => {
+                let mut acc = BooleanBuffer::new_set(n);
+                for p in v {
+                    acc = &acc & &p.eval(column, lo, hi)?;
+                    if acc.count_set_bits() == 0 {
+                        break;
+                    }
+                }
+                acc
+            }
+            Pred::Or(v) => {
+                let mut acc = BooleanBuffer::new_unset(n);
+                for p in v {
+                    acc = &acc | &p.eval(column, lo, hi)?;
+                }
+                acc
+            }
+        })
+    }
+}
+
+/// What a chunk's statistics say of `value op lit` over its rows.
+enum Verdict {
+    None,
+    All,
+    Some,
+}
+
+fn verdict(kind: ValueKind, e: &Entry, op: CmpOp, lit: &Lit) -> Verdict {
+    if e.null_count == e.rows {
+        return Verdict::None;
+    }
+    let ValueKind::Fixed(dtype) = kind else {
+        return Verdict::Some;
+    };
+    let (Some(lo), Some(hi)) = (e.min(), e.max()) else {
+        return Verdict::Some;
+    };
+    let (lo, hi) = (
+        Num::from_bytes(dtype, lo.number_bytes()),
+        Num::from_bytes(dtype, hi.number_bytes()),
+    );
+    let (Some(a), Some(b)) = (order(lo, lit), order(hi, lit)) else {
+        return Verdict::Some;
+    };
+    use std::cmp::Ordering::*;
+    // Every value lies in [lo, hi]: a, b say how they compare with lit.
+    let none = match op {
+        CmpOp::Eq => a == Greater || b == Less,
+        CmpOp::NotEq => a == Equal && b == Equal,
+        CmpOp::Lt => a != Less,
+        CmpOp::LtEq => a == Greater,
+        CmpOp::Gt => b != Greater,
+        CmpOp::GtEq => b == Less,
+    };
+    let all = match op {
+        CmpOp::Eq => a == Equal && b == Equal,
+        CmpOp::NotEq => a == Greater || b == Less,
+        CmpOp::Lt => b == Less,
+        CmpOp::LtEq => b != Greater,
+        CmpOp::Gt => a == Greater,
+        CmpOp::GtEq => a != Less,
+    };
+    // A float chunk may hold NaN (kept by comparisons): never "none".
+    let float = matches!(lo, Num::F(_));
+    if none && !float {
+        Verdict::None
+    } else if all && e.null_count == 0 {
+        Verdict::All
+    } else {
+        Verdict::Some
+    }
+}
+
+/// How a number compares with a literal (None when they do not compare).
+fn order(v: Num, lit: &Lit) -> Option<std::cmp::Ordering> {
+    match (v, lit) {
+        (Num::I(x), Lit::Int(l)) => Some((x as i128).cmp(l)),
+        (Num::U(x), Lit::Int(l)) => Some((x as i128).cmp(l)),
+        (Num::F(x), Lit::Float(l)) => Some(x.total_cmp(l)),
+        (Num::F(x), Lit::Int(l)) if l.unsigned_abs() < 1 << 53 => Some(x.total_cmp(&(*l as f64))),
+        (Num::I(x), Lit::Float(l)) if !l.is_nan() => (x as f64).partial_cmp(l),
+        (Num::U(x), Lit::Float(l)) if !l.is_nan() => (x as f64).partial_cmp(l),
+        _ => None,
+    }
+}
+
+/// Appends, for rows `a..b` of decoded chunk `d`, whether each satisfies
+/// `value op lit` (null rows false; NaN rows true).
+fn compare_decoded(
+    d: &Decoded,
+    a: usize,
+    b: usize,
+    op: CmpOp,
+    lit: &Lit,
+    out: &mut BooleanBufferBuilder,
+) {
+    let valid = |i: usize| d.null_count == 0 || d.is_valid(i);
+    match d.kind {
+        ValueKind::Fixed(DType::Bool) => {
+            for i in a..b {
+                let v = (d.values.as_slice()[i / 8] >> (i % 8)) & 1;
+                out.append(valid(i) && order(Num::U(v as u64), lit).is_some_and(|o| op.test(o)));
+            }
+        }
+        ValueKind::Fixed(dtype) => {
+            let w = dtype.itemsize();
+            let bytes = d.values.as_slice();
+            for i in a..b {
+                let v = super::num::value(dtype, &bytes[i * w..(i + 1) * w], 0);
+                let keep = match v {
+                    Num::F(x) if x.is_nan() => true,
+                    v => order(v, lit).is_none_or(|o| op.test(o)),
+                };
+                out.append(valid(i) && keep);
+            }
+        }
+        _ => {
+            let Lit::Bytes(l) = lit else {
+                // Text against a number: keep (the caller decides).
+                for i in a..b {
+                    out.append(valid(i));
+                }
+                return;
+            };
+            for i in a..b {
+                out.append(valid(i) && op.test(d.value(i).cmp(l.as_slice())));
+            }
+        }
+    }
+}
+
+impl Columnar {
+    /// Whether each of physical rows `lo..hi` is not null.
+    pub fn valid_bits(&self, lo: u64, hi: u64) -> Result<BooleanBuffer> {
+        let mut out = BooleanBufferBuilder::new((hi - lo) as usize);
+        for p in self.pieces(lo, hi) {
+            let file = &self.parts()[p.part];
+            let e = &file.footer().entries[p.chunk];
+            if e.null_count == 0 {
+                out.append_n(p.b - p.a, true);
+                continue;
+            }
+            if e.null_count == e.rows {
+                out.append_n(p.b - p.a, false);
+                continue;
+            }
+            let d = file.chunk_arc(p.chunk)?;
+            for i in p.a..p.b {
+                out.append(d.is_valid(i));
+            }
+        }
+        Ok(out.finish())
+    }
+
+    /// Whether each of physical rows `lo..hi` satisfies `value op lit`
+    /// (see the module documentation); the chunks are compared in
+    /// parallel on the executor's threads when they are many.
+    pub fn compare(&self, lo: u64, hi: u64, op: CmpOp, lit: &Lit) -> Result<BooleanBuffer> {
+        use rayon::prelude::*;
+        let pieces = self.pieces(lo, hi);
+        let one = |p: &super::arrow::Piece| self.compare_piece(p, op, lit);
+        let parts: Vec<Result<BooleanBuffer>> = if pieces.len() >= 16 {
+            crate::executor::pool().install(|| pieces.par_iter().map(one).collect())
+        } else {
+            pieces.iter().map(one).collect()
+        };
+        let mut out = BooleanBufferBuilder::new((hi - lo) as usize);
+        for part in parts {
+            out.append_buffer(&part?);
+        }
+        Ok(out.finish())
+    }
+
+    fn compare_piece(
+        &self,
+        p: &super::arrow::Piece,
+        op: CmpOp,
+        lit: &Lit,
+    ) -> Result<BooleanBuffer> {
+        let kind = self.kind();
+        let n = p.b - p.a;
+        let file = &self.parts()[p.part];
+        let e = &file.footer().entries[p.chunk];
+        match verdict(kind, e, op, lit) {
+            Verdict::None => return Ok(BooleanBuffer::new_unset(n)),
+            Verdict::All => return Ok(BooleanBuffer::new_set(n)),
+            Verdict::Some => {}
+        }
+        let mut out = BooleanBufferBuilder::new(n);
+        if let Some(d) = file.kept_arc(p.chunk) {
+            compare_decoded(&d, p.a, p.b, op, lit, &mut out);
+            return Ok(out.finish());
+        }
+        if let (ValueKind::Fixed(dtype), Encoding::Narrowed, Lit::Int(l)) =
+            (kind, e.encoding(), lit)
+        {
+            let bytes = file.stored(p.chunk, p.chunk + 1)?;
+            let at = if p.chunk == 0 {
+                super::format::MAGIC.len()
+            } else {
+                0
+            };
+            let (values, validity) = decode_narrowed(dtype, e, &bytes[at..]).map_err(|why| {
+                Error::corrupted(file.path(), format!("chunk {}: {why}", p.chunk))
+            })?;
+            let min = match Num::from_bytes(dtype, e.min.number_bytes()) {
+                Num::I(v) => v as i128,
+                Num::U(v) => v as i128,
+                Num::F(_) => 0,
+            };
+            let target = l - min;
+            let rows = e.rows as usize;
+            let valid = |i: usize| {
+                validity
+                    .as_ref()
+                    .is_none_or(|v| v[i / 8] & (1 << (i % 8)) != 0)
+            };
+            let bits = match e.width {
+                1 => {
+                    let s0 = &values[..rows];
+                    BooleanBuffer::collect_bool(n, |j| {
+                        let i = p.a + j;
+                        op.test((s0[i] as i128).cmp(&target)) && valid(i)
+                    })
+                }
+                2 => {
+                    let (s0, s1) = (&values[..rows], &values[rows..2 * rows]);
+                    BooleanBuffer::collect_bool(n, |j| {
+                        let i = p.a + j;
+                        let d = s0[i] as i128 | (s1[i] as i128) << 8;
+                        op.test(d.cmp(&target)) && valid(i)
+                    })
+                }
+                _ => BooleanBuffer::collect_bool(n, |j| {
+                    let i = p.a + j;
+                    let mut d = 0i128;
+                    for b in 0..e.width as usize {
+                        d |= (values[b * rows + i] as i128) << (8 * b);
+                    }
+                    op.test(d.cmp(&target)) && valid(i)
+                }),
+            };
+            return Ok(bits);
+        }
+        let d = file.chunk_arc(p.chunk)?;
+        compare_decoded(&d, p.a, p.b, op, lit, &mut out);
+        Ok(out.finish())
+    }
+}
