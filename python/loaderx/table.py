@@ -165,11 +165,19 @@ class Table(Mapping, Closing):
         self._evolvable = evolvable
         self._view = view
         self._path = path
-        self._columns = columns
+        self._columns = self._own(columns)
         self._shards = shards
         self._storage_options = storage_options
         self._version = version
         self._num_rows = len(next(iter(columns.values()))) if columns else 0
+
+    def _own(self, columns: dict) -> dict:
+        """Each column keeps its table open while it is used: the h5py and
+        zarr idiom ``open_table(p)["x"][:3]`` works (the table is closed
+        when it and its columns are collected, or by ``close()``)."""
+        for c in columns.values():
+            c._table = self
+        return columns
 
     def _live(self) -> dict:
         if self._columns is None:
@@ -367,7 +375,7 @@ class Table(Mapping, Closing):
         for s in (columns or {}).values():
             s.close()
         fresh = open_table(self._path, storage_options=self._storage_options, version=version)
-        self._columns = fresh._release()
+        self._columns = self._own(fresh._release())
         self._shards = fresh._shards
         self._version = fresh._version
         self._num_rows = fresh._num_rows

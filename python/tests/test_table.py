@@ -121,3 +121,25 @@ def test_table_streams_work_wherever_a_store_does(table_dir, root):
                 np.testing.assert_array_equal(batch["img"], img[want])
                 for i, rec in zip(want, batch["tok"]):
                     np.testing.assert_array_equal(rec, toks[i])
+
+
+def test_a_column_keeps_its_table_open(tmp_path):
+    """``open_table(p)["x"][:3]`` (the h5py and zarr idiom): the column holds
+    its table, which is closed once both are collected; ``close()`` still
+    closes every column at once."""
+    import gc
+
+    pa = pytest.importorskip("pyarrow")
+    path = str(tmp_path / "t")
+    loaderx.ingest_sharded(pa.table({"x": np.arange(10)}), path, workers=1).close()
+    assert loaderx.open_table(path)["x"][:3].tolist() == [0, 1, 2]
+    column = loaderx.open_table(path)["x"]
+    gc.collect()
+    assert column[[9]].tolist() == [9]
+    del column
+    gc.collect()
+    t = loaderx.open_table(path)
+    column = t["x"]
+    t.close()
+    with pytest.raises(ValueError, match="closed"):
+        column[:1]
