@@ -239,3 +239,45 @@ fn discard_removes_only_this_writes_uncommitted_shards() {
     );
     assert!(TableWrite::resume(&Location::local(&path), WriteMode::Append, "../x", true).is_err());
 }
+
+#[test]
+fn an_append_made_impossible_by_a_concurrent_change_of_columns_is_a_conflict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("t");
+    let at = Location::local(&path);
+    let first = TableWrite::begin(&at, WriteMode::Create).unwrap();
+    let (s, ()) = first.write_shard(|dir| fill(dir, 0, 4, &[])).unwrap();
+    first.commit(&[s.name]).unwrap();
+    // An append begins on version 1 (column x)...
+    let write = TableWrite::begin(&at, WriteMode::Append).unwrap();
+    let (s, ()) = write.write_shard(|dir| fill(dir, 4, 8, &[])).unwrap();
+    // ...while another writer adds a column (version 2).
+    let cw = table::ColumnsWrite::begin(&at, None).unwrap();
+    let dir = cw.new_group(0).unwrap();
+    fill_named(&dir, "y", 4);
+    cw.finish_group(0, &dir).unwrap();
+    cw.commit().unwrap();
+    let err = write.commit(&[s.name]).unwrap_err();
+    assert!(matches!(err, Error::CommitConflict(_)), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("version 1") && msg.contains("version 2"),
+        "{msg}"
+    );
+    // Nothing of the append is left, and the table is version 2.
+    let t = Table::open(&path, true).unwrap();
+    assert_eq!((t.version(), t.num_rows()), (Some(2), 4));
+}
+
+/// A store of `rows` int64 zeros named `name` in `dir`.
+fn fill_named(dir: &Path, name: &str, rows: usize) {
+    let mut s = Store::create(
+        dir.join(name),
+        Schema::dense(DType::I64, &[]).unwrap(),
+        Codec::Raw,
+        None,
+    )
+    .unwrap();
+    s.append_dense(&vec![0u8; rows * 8]).unwrap();
+    s.close().unwrap();
+}

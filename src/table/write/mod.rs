@@ -82,6 +82,10 @@ pub struct TableWrite {
     /// The shards this process finished: their schema and (a bucket's)
     /// objects as uploaded, so that the commit need not ask again.
     finished: Mutex<BTreeMap<String, Finished>>,
+    /// The table's latest version when the write began, and its columns
+    /// (sorted): a commit made impossible by a change of columns since is
+    /// a conflict, not bad input.
+    planned: Option<(u64, Vec<String>)>,
 }
 
 /// A shard or group as its writer checked it: its schema and, in a
@@ -99,14 +103,18 @@ impl TableWrite {
     pub fn begin(dst: &Location, mode: WriteMode) -> Result<TableWrite> {
         let root = Root::of(dst)?;
         let existed = root.exists();
-        let write = TableWrite {
+        let mut write = TableWrite {
             root,
             mode,
             token: files::random_hex(6),
             existed,
             finished: Mutex::default(),
+            planned: None,
         };
         write.check_target()?;
+        if mode == WriteMode::Append && existed {
+            write.planned = write.latest_columns()?;
+        }
         Ok(write)
     }
 
@@ -130,7 +138,18 @@ impl TableWrite {
             token: token.to_owned(),
             existed,
             finished: Mutex::default(),
+            planned: None,
         })
+    }
+
+    /// The latest version and its columns (sorted), if the table has one.
+    fn latest_columns(&self) -> Result<Option<(u64, Vec<String>)>> {
+        let at = self.root.at.fresh();
+        Ok(super::versions::latest(at.fs(), at.path())?.map(|l| {
+            let mut cols = l.manifest.columns.clone();
+            cols.sort();
+            (l.manifest.version(), cols)
+        }))
     }
 
     /// `asked` with the layouts of the columns the table has already (its
@@ -391,7 +410,24 @@ impl TableWrite {
             .collect();
         let new: Vec<(String, ShardSchema)> = names.iter().cloned().zip(schemas).collect();
         let create = self.mode == WriteMode::Create;
+        let planned = &self.planned;
         let manifest = publish(&self.root, "append", &mut |root, current| {
+            if let (Some(current), Some((version, columns)), Some((_, first))) =
+                (current, planned, new.first())
+            {
+                let mut now = current.columns.clone();
+                now.sort();
+                let mine: Vec<String> = first.names().iter().map(|c| c.to_string()).collect();
+                if now != *columns && mine == *columns && current.version() != *version {
+                    return Err(Error::CommitConflict(format!(
+                        "table {}: these rows were written for version {version} (columns {}), but version {} was committed meanwhile with columns {}",
+                        root.path().display(),
+                        py_list(columns),
+                        current.version(),
+                        py_list(&current.columns)
+                    )));
+                }
+            }
             if create && current.is_some() {
                 return Err(Error::AlreadyExists {
                     path: self.root.path().to_path_buf(),
