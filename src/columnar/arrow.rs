@@ -448,7 +448,8 @@ fn with_nulls(array: ArrayRef, nulls: Option<NullBuffer>) -> Result<ArrayRef> {
 fn contiguous(idx: &[u64]) -> Option<std::ops::Range<u64>> {
     let first = *idx.first()?;
     let last = *idx.last()?;
-    (last - first + 1 == idx.len() as u64 && idx.windows(2).all(|w| w[1] == w[0] + 1))
+    let span = last.checked_sub(first)?.checked_add(1)?;
+    (span == idx.len() as u64 && idx.windows(2).all(|w| w[0].checked_add(1) == Some(w[1])))
         .then_some(first..last + 1)
 }
 

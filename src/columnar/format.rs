@@ -391,10 +391,10 @@ impl Footer {
                 (bytes.len() - HEADER_LEN) / ENTRY_LEN
             ));
         }
-        if data_end + (bytes.len() + TRAILER_LEN) as u64 != file_len {
+        let footer_at = file_len.saturating_sub((bytes.len() + TRAILER_LEN) as u64);
+        if data_end != footer_at {
             return Err(format!(
-                "the chunks end at byte {data_end}, but the footer starts at byte {}",
-                file_len - (bytes.len() + TRAILER_LEN) as u64
+                "the chunks end at byte {data_end}, but the footer starts at byte {footer_at}"
             ));
         }
         let footer = Footer {
@@ -421,8 +421,8 @@ impl Footer {
                     e.offset
                 ));
             }
-            at += e.stored_len();
-            total += e.rows as u64;
+            at = at.saturating_add(e.stored_len());
+            total = total.saturating_add(e.rows as u64);
             footer.entries.push(e);
         }
         if at != data_end {
