@@ -423,18 +423,43 @@ impl<S: StoreAccess> Scan<S> {
             let mask = match self.filter.as_ref().map(|f| f.columns.clone()) {
                 None if self.pred.is_some() => {
                     let (named, pred) = self.pred.as_ref().expect("a predicate");
-                    let streams = &self.streams;
-                    let bits = pred
-                        .eval_with(n, &mut |leaf| {
-                            let name = leaf.columns()[0];
-                            let i = named.iter().find(|(c, _)| c == name).map_or(0, |(_, i)| *i);
-                            streams[i].1.with(|s| match s.columnar() {
-                                Some(col) => leaf.eval_leaf(col, stripe.start, stripe.end),
-                                // Changed under the scan: every row passes.
-                                None => Ok(arrow_buffer::BooleanBuffer::new_set(n)),
-                            })
+                    let offset = usize::from(self.index);
+                    // A column the batch projects is read whole anyway: its
+                    // comparisons run on what is read (read once); the
+                    // others on the stored chunks.
+                    let mut read: Vec<(usize, ArrayRef)> = Vec::new();
+                    let mut failed = None;
+                    let bits = pred.eval_with(n, &mut |leaf| {
+                        let name = leaf.columns()[0];
+                        let i = named.iter().find(|(c, _)| c == name).map_or(0, |(_, i)| *i);
+                        if self.projection.contains(&(i + offset)) {
+                            let array = match read.iter().find(|(c, _)| *c == i + offset) {
+                                Some((_, a)) => Arc::clone(a),
+                                None => {
+                                    let a = self.stripe_column(i + offset, &stripe)?;
+                                    read.push((i + offset, Arc::clone(&a)));
+                                    a
+                                }
+                            };
+                            return crate::columnar::compare_array(array.as_ref(), leaf);
+                        }
+                        self.streams[i].1.with(|s| match s.columnar() {
+                            Some(col) => leaf.eval_leaf(col, stripe.start, stripe.end),
+                            // Changed under the scan: every row passes.
+                            None => Ok(arrow_buffer::BooleanBuffer::new_set(n)),
                         })
-                        .map_err(to_arrow)?;
+                    });
+                    let bits = match bits {
+                        Ok(b) => b,
+                        Err(e) => {
+                            failed = Some(e);
+                            arrow_buffer::BooleanBuffer::new_unset(0)
+                        }
+                    };
+                    if let Some(e) = failed {
+                        return Err(to_arrow(e));
+                    }
+                    filtered = read;
                     Some(BooleanArray::new(bits, None))
                 }
                 None => None,

@@ -228,6 +228,141 @@ impl Pred {
     }
 }
 
+/// `v[i] op l` for every `i`, one loop per operator (which vectorises).
+fn cmp_slice<T: Copy + PartialOrd>(v: &[T], op: CmpOp, l: T) -> BooleanBuffer {
+    let n = v.len();
+    match op {
+        CmpOp::Eq => BooleanBuffer::collect_bool(n, |i| v[i] == l),
+        CmpOp::NotEq => BooleanBuffer::collect_bool(n, |i| v[i] != l),
+        CmpOp::Lt => BooleanBuffer::collect_bool(n, |i| v[i] < l),
+        CmpOp::LtEq => BooleanBuffer::collect_bool(n, |i| v[i] <= l),
+        CmpOp::Gt => BooleanBuffer::collect_bool(n, |i| v[i] > l),
+        CmpOp::GtEq => BooleanBuffer::collect_bool(n, |i| v[i] >= l),
+    }
+}
+
+/// The bits of `op` against a literal outside a type's range: below its
+/// smallest value (`below`) or above its largest.
+fn out_of_range(n: usize, op: CmpOp, below: bool) -> BooleanBuffer {
+    let all = match op {
+        CmpOp::Eq => false,
+        CmpOp::NotEq => true,
+        CmpOp::Lt | CmpOp::LtEq => !below,
+        CmpOp::Gt | CmpOp::GtEq => below,
+    };
+    if all {
+        BooleanBuffer::new_set(n)
+    } else {
+        BooleanBuffer::new_unset(n)
+    }
+}
+
+/// Which rows of the Arrow array `a` (a column's values as read) satisfy
+/// the comparison or null test `leaf` (null rows never satisfy a
+/// comparison; NaN rows always do, and a float row equal to the literal
+/// under IEEE or total order always passes a strict comparison: a superset
+/// of what either order keeps).
+pub fn compare_array(a: &dyn arrow_array::Array, leaf: &Pred) -> Result<BooleanBuffer> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::*;
+    use arrow_schema::DataType;
+    let n = a.len();
+    let (op, lit) = match leaf {
+        Pred::Cmp(_, op, lit) => (*op, lit),
+        Pred::IsNull(_) => {
+            return Ok(match a.logical_nulls() {
+                Some(nb) => !nb.inner(),
+                None => BooleanBuffer::new_unset(n),
+            })
+        }
+        Pred::IsNotNull(_) => {
+            return Ok(match a.logical_nulls() {
+                Some(nb) => nb.inner().clone(),
+                None => BooleanBuffer::new_set(n),
+            })
+        }
+        Pred::And(_) | Pred::Or(_) => {
+            return Err(Error::InvalidValue(
+                "compare_array takes a comparison or a null test".into(),
+            ))
+        }
+    };
+    macro_rules! ints {
+        ($t:ty, $native:ty) => {{
+            let v: &[$native] = a.as_primitive::<$t>().values();
+            match lit {
+                Lit::Int(l) => match <$native>::try_from(*l) {
+                    Ok(l) => cmp_slice(v, op, l),
+                    Err(_) => out_of_range(n, op, *l < 0),
+                },
+                // Integers against a float: compared as f64.
+                Lit::Float(l) => {
+                    let l = *l;
+                    BooleanBuffer::collect_bool(n, |i| {
+                        (v[i] as f64).partial_cmp(&l).is_none_or(|o| op.test(o))
+                    })
+                }
+                Lit::Bytes(_) => BooleanBuffer::new_set(n),
+            }
+        }};
+    }
+    macro_rules! floats {
+        ($t:ty, $native:ty) => {{
+            let v: &[$native] = a.as_primitive::<$t>().values();
+            let l = match lit {
+                Lit::Float(l) => *l,
+                Lit::Int(l) => *l as f64,
+                Lit::Bytes(_) => return Ok(BooleanBuffer::new_set(n)),
+            };
+            if l.is_nan() || op == CmpOp::NotEq {
+                BooleanBuffer::new_set(n)
+            } else {
+                let l = l as $native;
+                let strict = cmp_slice(v, op, l);
+                let loose = BooleanBuffer::collect_bool(n, |i| v[i] == l || v[i].is_nan());
+                &strict | &loose
+            }
+        }};
+    }
+    let bits = match a.data_type() {
+        DataType::Int8 => ints!(Int8Type, i8),
+        DataType::Int16 => ints!(Int16Type, i16),
+        DataType::Int32 => ints!(Int32Type, i32),
+        DataType::Int64 => ints!(Int64Type, i64),
+        DataType::UInt8 => ints!(UInt8Type, u8),
+        DataType::UInt16 => ints!(UInt16Type, u16),
+        DataType::UInt32 => ints!(UInt32Type, u32),
+        DataType::UInt64 => ints!(UInt64Type, u64),
+        DataType::Float32 => floats!(Float32Type, f32),
+        DataType::Float64 => floats!(Float64Type, f64),
+        DataType::Boolean => {
+            let b = a.as_boolean();
+            BooleanBuffer::collect_bool(n, |i| {
+                order(Num::U(b.value(i) as u64), lit).is_none_or(|o| op.test(o))
+            })
+        }
+        DataType::Utf8 | DataType::Binary => match lit {
+            Lit::Bytes(l) => {
+                let value = |i: usize| -> &[u8] {
+                    match a.data_type() {
+                        DataType::Utf8 => a.as_string::<i32>().value(i).as_bytes(),
+                        _ => a.as_binary::<i32>().value(i),
+                    }
+                };
+                BooleanBuffer::collect_bool(n, |i| op.test(value(i).cmp(l.as_slice())))
+            }
+            _ => BooleanBuffer::new_set(n),
+        },
+        // Nothing else is columnar (f16 included): keep every row (the
+        // caller filters).
+        _ => BooleanBuffer::new_set(n),
+    };
+    Ok(match a.logical_nulls() {
+        Some(nb) => &bits & nb.inner(),
+        None => bits,
+    })
+}
+
 /// What a chunk's statistics say of `value op lit` over its rows.
 enum Verdict {
     None,
@@ -420,35 +555,36 @@ impl Columnar {
             };
             let target = l - min;
             let rows = e.rows as usize;
-            let valid = |i: usize| {
-                validity
-                    .as_ref()
-                    .is_none_or(|v| v[i / 8] & (1 << (i % 8)) != 0)
-            };
-            let bits = match e.width {
-                1 => {
-                    let s0 = &values[..rows];
-                    BooleanBuffer::collect_bool(n, |j| {
-                        let i = p.a + j;
-                        op.test((s0[i] as i128).cmp(&target)) && valid(i)
-                    })
-                }
-                2 => {
-                    let (s0, s1) = (&values[..rows], &values[rows..2 * rows]);
-                    BooleanBuffer::collect_bool(n, |j| {
-                        let i = p.a + j;
-                        let d = s0[i] as i128 | (s1[i] as i128) << 8;
-                        op.test(d.cmp(&target)) && valid(i)
-                    })
-                }
-                _ => BooleanBuffer::collect_bool(n, |j| {
-                    let i = p.a + j;
-                    let mut d = 0i128;
-                    for b in 0..e.width as usize {
-                        d |= (values[b * rows + i] as i128) << (8 * b);
+            let (a, b) = (p.a, p.b);
+            // The narrowed values of rows a..b, compared as their type.
+            macro_rules! narrow {
+                ($t:ty, $k:expr) => {{
+                    let v: Vec<$t> = (a..b)
+                        .map(|i| {
+                            let mut d: $t = 0;
+                            for j in 0..$k {
+                                d |= (values[j * rows + i] as $t) << (8 * j);
+                            }
+                            d
+                        })
+                        .collect();
+                    match <$t>::try_from(target) {
+                        Ok(t) => cmp_slice(&v, op, t),
+                        Err(_) => out_of_range(n, op, target < 0),
                     }
-                    op.test(d.cmp(&target)) && valid(i)
-                }),
+                }};
+            }
+            let bits = match e.width {
+                1 => match u8::try_from(target) {
+                    Ok(t) => cmp_slice(&values[a..b], op, t),
+                    Err(_) => out_of_range(n, op, target < 0),
+                },
+                2 => narrow!(u16, 2),
+                _ => narrow!(u32, 4),
+            };
+            let bits = match &validity {
+                Some(v) => &bits & &BooleanBuffer::new(arrow_buffer::Buffer::from(v.clone()), a, n),
+                None => bits,
             };
             return Ok(bits);
         }
