@@ -189,11 +189,10 @@ def test_bad_evolution_changes_nothing(tmp_path):
     assert files_of(path) == before
 
 
-def test_a_commit_planned_on_an_older_version_conflicts_or_is_retried(tmp_path):
-    path = str(tmp_path / "t")
-    loaderx.ingest_sharded(rows(0, 8), path, workers=1, shards=2).close()
-    a = loaderx.open_table(path, readonly=False)
-    b = loaderx.open_table(path, readonly=False)
+def test_a_commit_planned_on_an_older_version_conflicts_or_is_retried(table):
+    path, kw = table
+    a = loaderx.open_table(path, readonly=False, **kw)
+    b = loaderx.open_table(path, readonly=False, **kw)
     try:
         # Columns added beside other columns: both kept.
         a.add_columns({"x": np.arange(8)})
@@ -205,6 +204,8 @@ def test_a_commit_planned_on_an_older_version_conflicts_or_is_retried(tmp_path):
             a.add_columns({"z": np.arange(8)})
         assert isinstance(loaderx.CommitConflict("x"), RuntimeError)
         assert "z" not in a and a.version == 4  # it shows the latest
+        if kw:
+            return
         # The failed write left no group behind.
         manifest = open(os.path.join(path, "manifest.json")).read()
         groups = [
@@ -218,6 +219,76 @@ def test_a_commit_planned_on_an_older_version_conflicts_or_is_retried(tmp_path):
     finally:
         a.close()
         b.close()
+
+
+def test_a_commit_overtaken_while_its_columns_were_written_takes_the_latest(table):
+    path, kw = table
+    a = loaderx.open_table(path, readonly=False, **kw)
+    b = loaderx.open_table(path, readonly=False, **kw)
+    try:
+
+        def beside(batch):
+            # Another commit lands after this write was planned (on
+            # version 1): a column added beside it, taken as it is.
+            if "y" not in b:
+                b.add_columns({"y": np.arange(8) + 1})
+            return {"x": np.asarray(batch["id"]) * 2}
+
+        a.add_columns(beside, read_columns=["id"])
+        assert a.version == 3 and {"x", "y"} <= set(a)
+        assert column(a, "x").tolist() == list(range(0, 16, 2))
+        assert column(a, "y").tolist() == list(range(1, 9))
+
+        def appending(batch):
+            # Rows appended after this write was planned (on version 3).
+            if b.num_rows == 8:
+                extra = (
+                    rows(8, 9).append_column("y", pa.array([9])).append_column("x", pa.array([16]))
+                )
+                b.append(extra)
+            return {"z": np.asarray(batch["id"])}
+
+        with pytest.raises(loaderx.CommitConflict, match="planned on version 3.*version 4"):
+            a.add_columns(appending, read_columns=["id"])
+        assert "z" not in a and a.version == 4
+    finally:
+        a.close()
+        b.close()
+
+
+def test_columns_added_in_a_bucket_commit_without_reading_it_again(s3):
+    """A write planned on the latest version reads manifest.json once (with
+    its tag); when no commit came between, its commit is the next version's
+    file and the conditional move of manifest.json, nothing read."""
+    from remote_servers import FaultProxy
+
+    path = uri(s3, "counted")
+    loaderx.ingest_sharded(
+        rows(0, 8), path, workers=1, shards=2, **{"storage_options": s3.options()}
+    ).close()
+    proxy = FaultProxy(s3.endpoint)
+    try:
+        opts = s3.options(endpoint=proxy.url)
+        with loaderx.open_table(path, readonly=False, storage_options=opts) as t:
+            # Version 2 (version 1's file exists: no write of it).
+            t.add_columns({"w": np.arange(8)})
+            assert t.version == 2  # the table opened again at it
+            proxy.reset_counts()
+            t.add_columns({"x": np.arange(8)})
+            seen = [(r.method, r.path.split("/counted/", 1)[1]) for r in proxy.requests]
+        assert seen[0] == ("GET", "manifest.json"), seen
+        groups = sorted(seen[1:-2])
+        assert len(groups) == 2 and all(
+            m == "PUT" and k.startswith("shard-") and k.endswith("/x/column.zc") for m, k in groups
+        ), seen
+        assert seen[-2:] == [
+            ("PUT", "_versions/00000000000000000003.json"),
+            ("PUT", "manifest.json"),
+        ], seen
+    finally:
+        proxy.stop()
+    with loaderx.open_table(path, storage_options=s3.options()) as t:
+        assert t.version == 3 and column(t, "x").tolist() == list(range(8))
 
 
 # -- random histories against a model --------------------------------------------

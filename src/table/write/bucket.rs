@@ -269,6 +269,71 @@ pub(super) fn latest(root: &Root) -> Result<(Option<Resolved>, Option<UpdateVers
     Ok((latest, tag))
 }
 
+/// The latest version as `manifest.json` names it, with that object's
+/// entity tag: what a write planned in a bucket remembers, so that its
+/// commit reads nothing again when no other commit came between
+/// ([`publish_planned`]).
+#[derive(Clone, Debug)]
+pub(crate) struct Planned {
+    pub(super) current: Resolved,
+    tag: UpdateVersion,
+}
+
+impl Planned {
+    /// The version planned on.
+    pub(crate) fn manifest(&self) -> &Manifest {
+        &self.current.manifest
+    }
+}
+
+/// `manifest.json` alone, read afresh (one request), with its tag; None
+/// when there is none. Version files after it are not looked for: a
+/// commit from it finds them when it creates the next version's file.
+pub(super) fn pointer(root: &Root) -> Result<Option<Planned>> {
+    let (remote, base) = parts(root);
+    let file = root.path().join(MANIFEST_FILE);
+    Ok(
+        match remote
+            .get_versioned(&key(base, MANIFEST_FILE))
+            .map_err(|e| io_error(&file, e))?
+        {
+            Some((bytes, tag)) => Some(Planned {
+                current: Resolved {
+                    manifest: parse_manifest(&file, &bytes)?,
+                    bytes: bytes.to_vec(),
+                },
+                tag,
+            }),
+            None => None,
+        },
+    )
+}
+
+/// [`publish`] of a write planned on `planned`: when no other commit came
+/// between, the commit is the next version's file (created only if
+/// absent) and the conditional move of `manifest.json`, with nothing read
+/// again; the writes are those of [`publish`], in its order. When the next
+/// version's file exists already (another commit won, or `manifest.json`
+/// lagged behind the latest), [`publish`] takes over: it reads the latest
+/// and calls `next` on it again.
+pub(super) fn publish_planned(
+    root: &Root,
+    operation: &str,
+    planned: &Planned,
+    next: super::commit::Next<'_>,
+) -> Result<Manifest> {
+    let current = &planned.current;
+    let manifest = super::commit::stamp(
+        next(root, Some(&current.manifest))?,
+        Some(current),
+        operation,
+    );
+    match commit_on(root, current, Some(planned.tag.clone()), &manifest)? {
+        Put::Done => Ok(manifest),
+        Put::Conflict => publish(root, operation, next),
+    }
+}
+
 /// [`super::publish`] in a bucket: the new version's file is created only
 /// if absent (the commit point: a committer that loses the race reads the
 /// winner's version and tries again), then `manifest.json` is moved to it
@@ -310,40 +375,10 @@ pub(super) fn publish(
                 }
             }
         };
-        if current.manifest.version() == 1 {
-            // Only version 1 can lack its file (a table from before
-            // versions, or a first commit killed before writing it);
-            // whoever writes it writes the same version.
-            let first = super::commit::as_first_version(&current);
-            remote
-                .put(
-                    &key(base, &version_rel(1)),
-                    Bytes::from(first.to_json()),
-                    PutMode::Create,
-                )
-                .map_err(|e| unsupported_conditional(&file, e))?;
+        match commit_on(&fresh, &current, tag, &manifest)? {
+            Put::Done => return Ok(manifest),
+            Put::Conflict => lost(attempt),
         }
-        let vkey = key(base, &version_rel(manifest.version()));
-        match remote
-            .put(&vkey, bytes.clone(), PutMode::Create)
-            .map_err(|e| unsupported_conditional(&file, e))?
-        {
-            Put::Done => {}
-            Put::Conflict => {
-                lost(attempt);
-                continue;
-            }
-        }
-        let mode = match tag {
-            Some(tag) => PutMode::Update(tag),
-            None => PutMode::Create,
-        };
-        // Lost only to a later commit, which moved the pointer past this
-        // version already.
-        remote
-            .put(&key(base, MANIFEST_FILE), bytes, mode)
-            .map_err(|e| unsupported_conditional(&file, e))?;
-        return Ok(manifest);
     }
     Err(Error::io(
         &file,
@@ -352,6 +387,51 @@ pub(super) fn publish(
             format!("{COMMIT_TRIES} commits lost the race to other committers"),
         ),
     ))
+}
+
+/// The commit of `manifest`, the version after `current`, whose
+/// `manifest.json` had entity tag `tag`: version 1's file first when
+/// `current` is version 1 (only it can lack its file: a table from before
+/// versions, or a first commit killed before writing it; whoever writes it
+/// writes the same version), then the new version's file, created only if
+/// absent (the commit point: Conflict when another commit took the
+/// version), then `manifest.json` moved to it only if it is still `tag`
+/// (lost only to a later commit, which moved the pointer past this version
+/// already).
+fn commit_on(
+    root: &Root,
+    current: &Resolved,
+    tag: Option<UpdateVersion>,
+    manifest: &Manifest,
+) -> Result<Put> {
+    let (remote, base) = parts(root);
+    let file = root.path().join(MANIFEST_FILE);
+    if current.manifest.version() == 1 {
+        let first = super::commit::as_first_version(current);
+        remote
+            .put(
+                &key(base, &version_rel(1)),
+                Bytes::from(first.to_json()),
+                PutMode::Create,
+            )
+            .map_err(|e| unsupported_conditional(&file, e))?;
+    }
+    let bytes = Bytes::from(manifest.to_json());
+    let vkey = key(base, &version_rel(manifest.version()));
+    if let Put::Conflict = remote
+        .put(&vkey, bytes.clone(), PutMode::Create)
+        .map_err(|e| unsupported_conditional(&file, e))?
+    {
+        return Ok(Put::Conflict);
+    }
+    let mode = match tag {
+        Some(tag) => PutMode::Update(tag),
+        None => PutMode::Create,
+    };
+    remote
+        .put(&key(base, MANIFEST_FILE), bytes, mode)
+        .map_err(|e| unsupported_conditional(&file, e))?;
+    Ok(Put::Done)
 }
 
 /// Waits before attempt `attempt + 1` of a commit that lost a race.

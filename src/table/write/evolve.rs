@@ -232,6 +232,11 @@ pub struct ColumnsWrite {
     /// Whether the groups hold columns the table has (compaction's
     /// columnar copies of records columns) rather than new ones.
     replaces: bool,
+    /// In a bucket, the `manifest.json` the write was planned on (when it
+    /// named the version asked for): the commit then reads nothing again
+    /// unless another commit came between.
+    #[cfg(feature = "remote")]
+    planned: Option<bucket::Planned>,
 }
 
 impl ColumnsWrite {
@@ -244,6 +249,8 @@ impl ColumnsWrite {
             token: files::random_hex(6),
             finished: Mutex::default(),
             replaces: true,
+            #[cfg(feature = "remote")]
+            planned: None,
         })
     }
 
@@ -262,6 +269,22 @@ impl ColumnsWrite {
     /// Plans new columns on version `version` (None: the latest) of the
     /// sharded table at `at`.
     pub fn begin(at: &Location, version: Option<u64>) -> Result<ColumnsWrite> {
+        #[cfg(feature = "remote")]
+        if let (Some(v), RootKind::Bucket { .. }) = (version, &Root::of(at)?.kind) {
+            // manifest.json read with its tag: when it is the version
+            // asked for, the commit needs no read of the bucket.
+            let root = Root::of(&at.fresh())?;
+            if let Some(planned) = bucket::pointer(&root)?.filter(|p| p.manifest().version() == v) {
+                return Ok(ColumnsWrite {
+                    root: Root::of(at)?,
+                    base: planned.manifest().clone(),
+                    token: files::random_hex(6),
+                    finished: Mutex::default(),
+                    replaces: false,
+                    planned: Some(planned),
+                });
+            }
+        }
         ColumnsWrite::resume(at, version, &files::random_hex(6))
     }
 
@@ -281,6 +304,8 @@ impl ColumnsWrite {
             token: token.to_owned(),
             finished: Mutex::default(),
             replaces: false,
+            #[cfg(feature = "remote")]
+            planned: None,
         })
     }
 
@@ -467,7 +492,7 @@ impl ColumnsWrite {
         let new: Vec<String> = groups[0].0.columns.iter().map(|(c, _)| c.clone()).collect();
         let group = self.group();
         let base = &self.base;
-        publish(&self.root, "add_columns", &mut |root, current| {
+        let mut next = |root: &Root, current: Option<&Manifest>| {
             let current = current.expect("a sharded table has a version");
             if !same_shards(base, current) {
                 return Err(conflict(
@@ -548,7 +573,12 @@ impl ColumnsWrite {
                 shards,
                 ..Manifest::default()
             })
-        })
+        };
+        #[cfg(feature = "remote")]
+        if let Some(planned) = &self.planned {
+            return bucket::publish_planned(&self.root, "add_columns", planned, &mut next);
+        }
+        publish(&self.root, "add_columns", &mut next)
     }
 
     /// Removes what this write made in every shard, unless a version
