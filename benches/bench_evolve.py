@@ -14,7 +14,10 @@ ingested by loaderx (``ingest_sharded``, zstd) and written by Lance
   moto, in Python and in this process, keeping objects in memory; ``--s3
   s3s``: s3s-fs, in Rust, keeping them as files, reached without the
   latency proxy of ``benches/_s3.py``), against writing the column alone
-  there and Lance's ``add_columns`` on its own dataset written there.
+  there and Lance's ``add_columns`` on its own dataset written there; then
+  one more add of each, counted through a proxy (``remote_servers.FaultProxy``)
+  in front of the server: the requests of the ``add_columns`` call alone,
+  the table opened before it, for loaderx and for Lance.
 * ``delete``: ``Table.delete`` of 1 % of the rows by a predicate on the id
   column, against a scan of that column (``loaderx.sql`` of the predicate)
   and Lance's ``delete``; then random batch gathers of the image column
@@ -184,6 +187,9 @@ class _S3s:
             "aws_allow_http": "true",
         }
 
+    def port(self) -> int:
+        return self.servers.server_port
+
     def sizes(self, prefix: str) -> list[tuple[str, int]]:
         out = []
         for d, _, names in os.walk(self.dir / prefix):
@@ -213,6 +219,9 @@ class _Moto:
 
     def options(self) -> dict[str, str]:
         return self.s3.options()
+
+    def port(self) -> int:
+        return int(self.s3.options()["aws_endpoint"].rsplit(":", 1)[1])
 
     def sizes(self, prefix: str) -> list[tuple[str, int]]:
         return self.s3.sizes(prefix)
@@ -279,8 +288,12 @@ def bench_add_s3(pa, lance, loaderx, table, root: Path, rounds: int, out: dict, 
                     )
                     peer.append(timed(lambda ds=ds, reader=reader: ds.add_columns(reader)))
                     s3.delete_prefix(f"evolve/lance-{kind}-")
+            requests = count_add_requests(
+                pa, lance, loaderx, s3, base, table, col, kind, opts, lopts
+            )
             out[f"add_s3_{kind}"] = {
                 "server": server,
+                **requests,
                 "rows": table.num_rows,
                 "loaderx_add_s": median(add),
                 "loaderx_alone_s": median(alone),
@@ -291,6 +304,47 @@ def bench_add_s3(pa, lance, loaderx, table, root: Path, rounds: int, out: dict, 
             }
     finally:
         s3.stop()
+
+
+def count_add_requests(pa, lance, loaderx, s3, base, table, col, kind, opts, lopts):
+    """The requests of one ``add_columns`` of ``col`` by loaderx and by
+    Lance, counted by a proxy in front of the server: each table is written
+    directly, opened through the proxy, and only the call that adds the
+    column is counted (its requests listed as ``METHOD path``)."""
+    from remote_servers import FaultProxy
+
+    proxy = FaultProxy(opts["aws_endpoint"])
+    try:
+        popts = dict(opts, aws_endpoint=proxy.url)
+        plopts = dict(lopts, aws_endpoint=proxy.url)
+        target = f"s3://{s3.bucket}/evolve/{kind}-count"
+        loaderx.copy_table(str(base), target, storage_options=opts)
+        with loaderx.open_table(target, readonly=False, storage_options=popts) as t:
+            proxy.reset_counts()
+            t.add_columns({"new": col})
+            ours = [f"{r.method} {r.path}" for r in proxy.requests]
+        peer = None
+        if lance is not None:
+            luri = f"s3://{s3.bucket}/evolve/lance-{kind}-count"
+            lance.write_dataset(table, luri, storage_options=lopts)
+            ds = lance.dataset(luri, storage_options=plopts)
+            reader = pa.RecordBatchReader.from_batches(
+                pa.schema([("new", col.type)]),
+                pa.table({"new": col}).to_batches(max_chunksize=65536),
+            )
+            proxy.reset_counts()
+            ds.add_columns(reader)
+            peer = [f"{r.method} {r.path}" for r in proxy.requests]
+        s3.delete_prefix(f"evolve/{kind}-count")
+        s3.delete_prefix(f"evolve/lance-{kind}-count")
+        return {
+            "loaderx_add_requests": len(ours),
+            "lance_add_requests": None if peer is None else len(peer),
+            "loaderx_add_request_list": ours,
+            "lance_add_request_list": peer,
+        }
+    finally:
+        proxy.stop()
 
 
 def gathers(read, n: int, batches: int, seed: int) -> float:

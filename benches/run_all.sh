@@ -9,7 +9,7 @@
 #
 # STEPs (default: all, in this order): dense-vision dense-tokens ragged-vision
 # ragged-tokens arrow sampler loader readonly polars ray ingest text sql
-# threads python-threads. bench_free_threaded.py is not among them: it needs
+# columns threads python-threads. bench_free_threaded.py is not among them: it needs
 # two interpreters (benches/bench_free_threaded.sh builds them).
 # PYTHON (default .venv/bin/python) runs them; the loader needs torch.
 set -uo pipefail
@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
     shift
 done
 ALL=(dense-vision dense-tokens ragged-vision ragged-tokens arrow sampler loader readonly
-    polars ray ingest text sql threads python-threads)
+    polars ray ingest text sql columns threads python-threads)
 [ ${#steps[@]} -gt 0 ] || steps=("${ALL[@]}")
 mkdir -p "$out"
 suffix=""
@@ -45,7 +45,7 @@ command_of() {
         dense-tokens) echo "bench_dense.py --workload tokens" ;;
         ragged-vision) echo "bench_ragged.py --workload vision" ;;
         ragged-tokens) echo "bench_ragged.py --workload tokens" ;;
-        arrow | sampler | loader | readonly | polars | ray | ingest | text | sql | threads)
+        arrow | sampler | loader | readonly | polars | ray | ingest | text | sql | columns | threads)
             echo "bench_$1.py" ;;
         python-threads) echo "bench_python_threads.py --json" ;;
         *) return 1 ;;
