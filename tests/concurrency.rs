@@ -102,6 +102,7 @@ fn locks_are_per_store() {
 /// The child side; does nothing (and passes) unless `LOADERX_BUSY_CHILD`
 /// is set.
 #[test]
+#[ignore = "a child process entry point: its parent test runs it"]
 fn busy_child() {
     let Ok(mode) = std::env::var(CHILD_ENV) else {
         return;

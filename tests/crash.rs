@@ -267,6 +267,7 @@ impl Scenario {
 /// and `RESULT ...`, and exits without running destructors (a crash right
 /// after the operation).
 #[test]
+#[ignore = "a child process entry point: its parent test runs it"]
 fn sweep_child() {
     let Ok(spec) = std::env::var(SCENARIO_ENV) else {
         return;
@@ -539,6 +540,7 @@ fn eio_at_every_fault_point() {
 /// writes the state that call commits to `pending`; when the call returns,
 /// it renames `pending` to `committed`.
 #[test]
+#[ignore = "a child process entry point: its parent test runs it"]
 fn random_worker() {
     let Ok(seed) = std::env::var(SEED_ENV) else {
         return;

@@ -39,6 +39,7 @@ fn assert_busy<T: std::fmt::Debug>(r: Result<T, Error>) {
 /// The re-executed side; does nothing (and passes) unless
 /// `LOADERX_FORK_CHILD` is set.
 #[test]
+#[ignore = "a child process entry point: its parent test runs it"]
 fn other_process() {
     let Ok(mode) = std::env::var(CHILD_ENV) else {
         return;

@@ -268,6 +268,7 @@ fn a_readonly_handle_opens_its_files_read_only() {
 /// The child side; does nothing (and passes) unless `LOADERX_RO_CHILD`
 /// is set.
 #[test]
+#[ignore = "a child process entry point: its parent test runs it"]
 fn readonly_child() {
     let Ok(mode) = std::env::var(CHILD_ENV) else {
         return;
@@ -357,6 +358,7 @@ mod pending_journal {
     /// the fault point armed from the environment, prints `OPS n` and
     /// exits without running destructors.
     #[test]
+    #[ignore = "a child process entry point: its parent test runs it"]
     fn journal_child() {
         let Ok(scenario) = std::env::var(SCENARIO_ENV) else {
             return;

@@ -152,6 +152,7 @@ fn run_op(op: &str, path: &Path) {
 /// `$LOADERX_TEST_EVOLVE_DIR`, killed at fault point
 /// `$LOADERX_TEST_EVOLVE_AT`. A no-op when run as a plain test.
 #[test]
+#[ignore = "a child process entry point: its parent test runs it"]
 fn evolve_child() {
     let (Some(dir), Some(at), Some(op)) = (
         std::env::var_os(CHILD_DIR),

@@ -16,11 +16,19 @@ use loaderx::table::{self, ColumnType};
 use loaderx::{dict, Codec, DType, Error, Schema, Store};
 
 /// This test binary, set up to run exactly the test `name` (a path such as
-/// `module::test` for a nested one) on one thread with its output shown.
+/// `module::test` for a nested one) on one thread with its output shown,
+/// whether or not it is ignored: the child process entry points are
+/// `#[ignore]`d, so that a plain run does not count them as tests.
 /// Callers add the environment that makes the test act as the child.
 pub fn rerun(name: &str) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"]);
+    cmd.args([
+        name,
+        "--exact",
+        "--include-ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ]);
     cmd
 }
 
