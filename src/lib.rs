@@ -13,8 +13,9 @@
 //! a sharded table).
 //!
 //! The crate is built in layers, each a private module: `format` (the
-//! on-disk layout of meta.zr and its journal), `io` (files, locks, fault
-//! injection), `codec` (record codecs and dictionaries), `store` (the
+//! on-disk layout of meta.zr and its journal), `io` (the storage seam:
+//! local files, locks, fault injection, and object stores under the
+//! `remote` feature), `codec` (record codecs and dictionaries), `store` (the
 //! engine: open and recovery, append, the gather kernel, delete, compact,
 //! commit), `read` (the [`Records`] trait, buffers, ragged records, the
 //! concatenation of stores). The public API

@@ -1,7 +1,7 @@
 //! Storage: where the engine's bytes live, behind one seam.
 //!
-//! [`Storage`] is a location that holds a store's files (a directory
-//! today; a prefix of an object store next, see `docs/storage.md`), and
+//! [`Storage`] is a location that holds a store's files (a local
+//! directory, or a prefix of an object store; see `docs/storage.md`), and
 //! [`StorageFile`] one open file in it. Everything the store engine reads
 //! or writes goes through them: positional range reads, an optional
 //! whole-file mapping (local files only), sizes, listing, and the few

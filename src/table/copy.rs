@@ -1,5 +1,5 @@
 //! Moving tables between locations: [`copy_table`] (any table, local or
-//! remote, to an empty location). Committing shards is `write.rs`.
+//! remote, to an empty location). Committing shards is `write/`.
 //!
 //! A copy makes its destination a table only once every object is in
 //! place. A local destination is filled under a temporary name beside it
@@ -34,33 +34,6 @@ use crate::{Error, Location, Result};
 /// an error it returns stops the copy.
 pub type Progress<'a> = &'a (dyn Fn(u64, u64) -> Result<()> + Sync);
 
-/// Every file below `dir`: its path relative to `dir` (`/`-separated) and
-/// size, sorted.
-pub(super) fn walk(dir: &Path) -> Result<Vec<(String, u64)>> {
-    let mut out = Vec::new();
-    let mut stack = vec![(dir.to_path_buf(), String::new())];
-    while let Some((at, rel)) = stack.pop() {
-        for entry in std::fs::read_dir(&at).map_err(|e| Error::io(&at, e))? {
-            let entry = entry.map_err(|e| Error::io(&at, e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let path = entry.path();
-            let meta = entry.metadata().map_err(|e| Error::io(&path, e))?;
-            let child = if rel.is_empty() {
-                name
-            } else {
-                format!("{rel}/{name}")
-            };
-            if meta.is_dir() {
-                stack.push((path, child));
-            } else if meta.is_file() {
-                out.push((child, meta.len()));
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
 /// The files of `location` (relative paths and sizes): walked locally, or
 /// listed remotely.
 pub(super) fn files_of(location: &Location) -> Result<Vec<(String, u64)>> {
@@ -69,7 +42,7 @@ pub(super) fn files_of(location: &Location) -> Result<Vec<(String, u64)>> {
             if !location.path().exists() {
                 return Ok(Vec::new());
             }
-            walk(location.path())
+            files::walk(location.path())
         }
         Fs::Remote(r) => {
             let key = r
@@ -270,12 +243,12 @@ pub fn copy_table(src: &Location, dst: &Location, progress: Progress<'_>) -> Res
                 }
                 if target.exists() {
                     // An empty directory (checked above) is replaced.
-                    std::fs::remove_dir(target).map_err(|e| Error::io(target, e))?;
+                    files::remove_dir(target)?;
                 }
                 files::rename_synced(&tmp, target, parent)
             })();
             if done.is_err() {
-                let _ = std::fs::remove_dir_all(&tmp);
+                let _ = files::remove_dir_all(&tmp);
             }
             done?;
         }

@@ -2,8 +2,9 @@
 //! storage seam ([`crate::io::Storage`]): what a path is, listing a table
 //! directory, reading `table.json` and `manifest.json`, making and removing
 //! shard directories, the commit lock and atomic replacement (written
-//! beside, fsynced, renamed, directory fsynced). Stores open their own
-//! files; nothing else here touches the disk.
+//! beside, fsynced, renamed, directory fsynced), walking and sizing a
+//! local tree. Stores and columnar column files open their own files;
+//! nothing else in the table layer touches the disk.
 
 use std::fs::File;
 use std::io::Read;
@@ -146,22 +147,46 @@ pub(crate) fn prefetch(fs: &Fs, paths: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
-/// The bytes of every file below the local directory `dir`.
-pub(crate) fn tree_size(dir: &Path) -> Result<u64> {
-    let mut total = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(at) = stack.pop() {
+/// Every file below `dir`: its path relative to `dir` (`/`-separated) and
+/// size, sorted.
+pub(crate) fn walk(dir: &Path) -> Result<Vec<(String, u64)>> {
+    let mut out = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), String::new())];
+    while let Some((at, rel)) = stack.pop() {
         for entry in std::fs::read_dir(&at).map_err(|e| Error::io(&at, e))? {
             let entry = entry.map_err(|e| Error::io(&at, e))?;
-            let meta = entry.metadata().map_err(|e| Error::io(&entry.path(), e))?;
-            if meta.is_dir() {
-                stack.push(entry.path());
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            let meta = entry.metadata().map_err(|e| Error::io(&path, e))?;
+            let child = if rel.is_empty() {
+                name
             } else {
-                total += meta.len();
+                format!("{rel}/{name}")
+            };
+            if meta.is_dir() {
+                stack.push((path, child));
+            } else if meta.is_file() {
+                out.push((child, meta.len()));
             }
         }
     }
-    Ok(total)
+    out.sort();
+    Ok(out)
+}
+
+/// The bytes of every file below the local directory `dir`.
+pub(crate) fn tree_size(dir: &Path) -> Result<u64> {
+    Ok(walk(dir)?.iter().map(|(_, len)| len).sum())
+}
+
+/// The size of the local file `path`; None when it cannot be read.
+pub(crate) fn file_len(path: &Path) -> Option<u64> {
+    std::fs::metadata(path).ok().map(|m| m.len())
+}
+
+/// `path` with its symlinks resolved, where it exists.
+pub(crate) fn canonical(path: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(path).ok()
 }
 
 /// Makes `dir` (and its parents) exist.

@@ -5,7 +5,7 @@
 //! columns, typed by `table.json` ([`types`]): text, binary and nullable
 //! columns. A *sharded* table is a directory of plain tables (its shards)
 //! plus `manifest.json` ([`manifest`]) naming the committed shards in
-//! order. Every write goes through [`TableWrite`] (`write.rs`): it names,
+//! order. Every write goes through [`TableWrite`] (`write/`): it names,
 //! fills, checks and (for a bucket) uploads shards, then makes a set of
 //! them visible at once with one commit of the manifest; a user filling
 //! shards by hand uses [`new_shard`] and [`commit_shards`], the same

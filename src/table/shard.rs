@@ -379,7 +379,7 @@ fn normalize(path: &Path) -> PathBuf {
 
 /// Python's `realpath`: symlinks resolved where the path exists.
 fn real(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| normalize(path))
+    files::canonical(path).unwrap_or_else(|| normalize(path))
 }
 
 /// Appends the shard directories `shards` (directly inside the table

@@ -7,7 +7,6 @@ use std::path::Path;
 use bytes::Bytes;
 use object_store::{PutMode, UpdateVersion};
 
-use super::super::copy::walk;
 use super::super::files;
 use super::super::manifest::{parse_manifest, Manifest, ShardEntry, MANIFEST_FILE};
 use super::super::shard::{ensure_validity, ShardSchema};
@@ -74,7 +73,7 @@ pub(super) fn shard_rel(name: &str) -> &str {
 /// (relative to `rel`) and their sizes.
 pub(super) fn upload_dir(root: &Root, local: &Path, rel: &str) -> Result<Vec<(String, u64)>> {
     let (remote, base) = parts(root);
-    let listed = walk(local)?;
+    let listed = files::walk(local)?;
     let transfers: Vec<Transfer> = listed
         .iter()
         .map(|(r, size)| Transfer {
@@ -206,9 +205,9 @@ pub(super) fn add_validity(root: &Root, entry: &mut ShardEntry, columns: &[&Stri
             ensure_validity(&home, column, entry.rows)?;
         }
         upload_dir(root, &shard, shard_rel(&entry.name))?;
-        walk(&shard)
+        files::walk(&shard)
     })();
-    let _ = std::fs::remove_dir_all(&tmp);
+    let _ = files::remove_dir_all(&tmp);
     let made = made?;
     if let Some(objects) = entry.objects.as_mut() {
         objects.extend(made);
@@ -237,7 +236,7 @@ pub(super) fn rewrite_ragged(root: &Root, shard: &str, column: &str) -> Result<(
             .collect();
         delete(root, &stale)
     })();
-    let _ = std::fs::remove_dir_all(&tmp);
+    let _ = files::remove_dir_all(&tmp);
     done
 }
 

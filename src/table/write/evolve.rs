@@ -375,7 +375,7 @@ impl ColumnsWrite {
             RootKind::Bucket { .. } => {
                 let rel = bucket::key(bucket::shard_rel(&shard.name), &self.group());
                 let done = bucket::upload_dir(&self.root, dir, &rel);
-                let _ = std::fs::remove_dir_all(dir.parent().unwrap_or(dir));
+                let _ = files::remove_dir_all(dir.parent().unwrap_or(dir));
                 let group = self.group();
                 Some(
                     done?

@@ -528,7 +528,7 @@ fn size_of_files(root: &Root, rels: &[String]) -> Result<u64> {
     match &root.kind {
         RootKind::Local(dir) => {
             for rel in rels {
-                total += std::fs::metadata(dir.join(rel)).map_or(0, |m| m.len());
+                total += files::file_len(&dir.join(rel)).unwrap_or(0);
             }
         }
         #[cfg(feature = "remote")]
