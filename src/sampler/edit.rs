@@ -384,25 +384,10 @@ impl Edited {
                 }
             }
             Mode::Iid | Mode::Weighted => {
-                let b = self.base.batch_size as u64;
                 let excluded = |r: u64| phase.excluded.binary_search(&r).is_ok();
-                let mut scratch = Vec::new();
-                let mut pos = pos;
-                let mut rest = out;
-                while !rest.is_empty() {
-                    let (step, skip) = (pos / b, (pos % b) as usize);
-                    let take = (self.base.batch_size - skip).min(rest.len());
-                    let (chunk, tail) = rest.split_at_mut(take);
-                    if take == self.base.batch_size {
-                        self.fill_without(step, chunk, &excluded);
-                    } else {
-                        scratch.resize(self.base.batch_size, 0);
-                        self.fill_without(step, &mut scratch, &excluded);
-                        chunk.copy_from_slice(&scratch[skip..skip + take]);
-                    }
-                    pos += take as u64;
-                    rest = tail;
-                }
+                super::by_batches(self.base.batch_size, pos, out, |step, batch| {
+                    self.fill_without(step, batch, &excluded)
+                });
             }
         }
     }
@@ -412,21 +397,7 @@ impl Edited {
         let base = &self.base;
         match &base.weights {
             Some(table) => table.fill_without(base.seed, step, out, excluded),
-            None => {
-                let n = u128::from(base.n);
-                let threshold = base.lemire_threshold;
-                let mut ctr = super::stream_key(super::DOMAIN_IID, base.seed, step);
-                let mut j = 0;
-                while j < out.len() {
-                    ctr = ctr.wrapping_add(super::GOLDEN_GAMMA);
-                    let m = u128::from(super::mix64(ctr)) * n;
-                    let r = (m >> 64) as u64;
-                    if m as u64 >= threshold && !excluded(r) {
-                        out[j] = r;
-                        j += 1;
-                    }
-                }
-            }
+            None => base.draw_iid(step, out, |r| !excluded(r)),
         }
     }
 

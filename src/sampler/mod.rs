@@ -267,6 +267,36 @@ fn mix64(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Stream positions `start..start + out.len()` of a plan that draws each
+/// batch of `batch_size` from one key (IID, weighted): `fill(step, batch)`
+/// fills whole batch `step`; whole batches go straight into `out`, the
+/// partial ones at either end through a scratch batch.
+fn by_batches(
+    batch_size: usize,
+    start: u64,
+    out: &mut [u64],
+    mut fill: impl FnMut(u64, &mut [u64]),
+) {
+    let b = batch_size as u64;
+    let mut scratch = Vec::new();
+    let mut pos = start;
+    let mut rest = out;
+    while !rest.is_empty() {
+        let (step, skip) = (pos / b, (pos % b) as usize);
+        let take = (batch_size - skip).min(rest.len());
+        let (chunk, tail) = rest.split_at_mut(take);
+        if take == batch_size {
+            fill(step, chunk);
+        } else {
+            scratch.resize(batch_size, 0);
+            fill(step, &mut scratch);
+            chunk.copy_from_slice(&scratch[skip..skip + take]);
+        }
+        pos = pos.wrapping_add(take as u64);
+        rest = tail;
+    }
+}
+
 /// Keys a stream by `(seed, counter)` within a domain. Injective in
 /// `counter` for a fixed seed and in `seed` for a fixed counter.
 #[inline]
@@ -720,25 +750,9 @@ impl Sampler {
             }
             return;
         }
-        // IID and WEIGHTED draw a batch from one key: whole batches straight
-        // into `out`, the partial ones at either end through a scratch batch.
-        let mut scratch = Vec::new();
-        let mut pos = start;
-        let mut rest = out;
-        while !rest.is_empty() {
-            let (step, skip) = (pos / b, (pos % b) as usize);
-            let take = (self.batch_size - skip).min(rest.len());
-            let (chunk, tail) = rest.split_at_mut(take);
-            if take == self.batch_size {
-                self.fill_at(step, chunk);
-            } else {
-                scratch.resize(self.batch_size, 0);
-                self.fill_at(step, &mut scratch);
-                chunk.copy_from_slice(&scratch[skip..skip + take]);
-            }
-            pos = pos.wrapping_add(take as u64);
-            rest = tail;
-        }
+        by_batches(self.batch_size, start, out, |step, batch| {
+            self.fill_at(step, batch)
+        });
     }
 
     fn fill_sequential(&self, step: u64, out: &mut [u64]) {
@@ -755,6 +769,13 @@ impl Sampler {
     }
 
     fn fill_iid(&self, step: u64, out: &mut [u64]) {
+        self.draw_iid(step, out, |_| true);
+    }
+
+    /// IID batch `step`'s draws into `out`, each uniform in `0..n`
+    /// (Lemire's multiply-shift, rejecting the biased low products), those
+    /// for which `keep` is false drawn again (an edited plan's exclusions).
+    fn draw_iid(&self, step: u64, out: &mut [u64], keep: impl Fn(u64) -> bool) {
         let n = u128::from(self.n);
         let threshold = self.lemire_threshold;
         let mut ctr = stream_key(DOMAIN_IID, self.seed, step);
@@ -765,8 +786,9 @@ impl Sampler {
         while j < out.len() {
             ctr = ctr.wrapping_add(GOLDEN_GAMMA);
             let m = u128::from(mix64(ctr)) * n;
-            out[j] = (m >> 64) as u64;
-            j += usize::from(m as u64 >= threshold);
+            let r = (m >> 64) as u64;
+            out[j] = r;
+            j += usize::from(m as u64 >= threshold && keep(r));
         }
     }
 
