@@ -471,29 +471,19 @@ impl<S: StoreAccess> MixDraw<S> {
         // Every exclusion is checked now: the planner applies them later,
         // when the rule reaches their steps.
         let mut check: Vec<Edited> = out.iter().map(|(_, s)| Edited::new(s.clone())).collect();
-        let mut last = 0;
+        Exclusion::check_all(&exclusions, |source| match source {
+            Some(i) if i < out.len() => {
+                let n = out[i].1.n();
+                Ok((n, format!("source {:?} ({n} records)", out[i].0.name)))
+            }
+            _ => Err(Error::InvalidValue(format!(
+                "an exclusion from a mixture must name one of its {} sources, got {source:?}",
+                out.len()
+            ))),
+        })?;
         for ex in &exclusions {
-            let Some(i) = ex.source.filter(|&i| i < out.len()) else {
-                return Err(Error::InvalidValue(format!(
-                    "an exclusion from a mixture must name one of its {} sources, got {:?}",
-                    out.len(),
-                    ex.source
-                )));
-            };
-            if ex.step < last {
-                return Err(Error::InvalidValue(format!(
-                    "exclusions must come in step order: step {} after step {last}",
-                    ex.step
-                )));
-            }
-            last = ex.step;
+            let i = ex.source.expect("checked: every exclusion names a source");
             let name = &out[i].0.name;
-            let n = out[i].1.n();
-            if let Some(&bad) = ex.records.iter().find(|&&r| r >= n) {
-                return Err(Error::InvalidValue(format!(
-                    "record_ids holds {bad}, not a record of source {name:?} ({n} records)"
-                )));
-            }
             check[i].exclude(0, &ex.records).map_err(|e| {
                 Error::InvalidValue(format!(
                     "exclusion at step {} from source {name:?}: {e}",

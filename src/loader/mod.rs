@@ -156,6 +156,35 @@ pub struct Exclusion {
     pub records: Vec<u64>,
 }
 
+impl Exclusion {
+    /// Checks `exclusions` as a plan takes them: in step order, and each
+    /// record a record of the stream it names. `stream(source)` gives that
+    /// stream's length and how a message names it ("streams of length n",
+    /// "source \"a\" (n records)"), or the error of a source it cannot name.
+    pub(crate) fn check_all(
+        exclusions: &[Exclusion],
+        stream: impl Fn(Option<usize>) -> Result<(u64, String)>,
+    ) -> Result<()> {
+        let mut last = 0;
+        for ex in exclusions {
+            let (n, what) = stream(ex.source)?;
+            if ex.step < last {
+                return Err(Error::InvalidValue(format!(
+                    "exclusions must come in step order: step {} after step {last}",
+                    ex.step
+                )));
+            }
+            last = ex.step;
+            if let Some(&bad) = ex.records.iter().find(|&&r| r >= n) {
+                return Err(Error::InvalidValue(format!(
+                    "record_ids holds {bad}, not a record of {what}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The rows of a range of steps, as [`DataLoader::provenance`] lists them:
 /// one entry per row, in step order, then rank, then row.
 #[derive(Debug, Default)]
@@ -568,25 +597,13 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
     ) -> Result<Edited> {
         let global = sampler.batch_size() as u64;
         let mut stream = Edited::new(sampler);
-        let mut last = 0;
+        Exclusion::check_all(&exclusions, |source| match source {
+            Some(_) => Err(Error::InvalidValue(
+                "an exclusion names a source, but this loader is not a mixture".into(),
+            )),
+            None => Ok((n, format!("streams of length {n}"))),
+        })?;
         for ex in exclusions {
-            if ex.source.is_some() {
-                return Err(Error::InvalidValue(
-                    "an exclusion names a source, but this loader is not a mixture".into(),
-                ));
-            }
-            if ex.step < last {
-                return Err(Error::InvalidValue(format!(
-                    "exclusions must come in step order: step {} after step {last}",
-                    ex.step
-                )));
-            }
-            last = ex.step;
-            if let Some(&bad) = ex.records.iter().find(|&&r| r >= n) {
-                return Err(Error::InvalidValue(format!(
-                    "record_ids holds {bad}, not a record of streams of length {n}"
-                )));
-            }
             let positions = match subset {
                 None => ex.records,
                 Some(map) => {
