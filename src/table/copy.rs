@@ -161,7 +161,7 @@ fn plan_copy(src: &Location, table: &Table) -> Result<(Files, Option<Manifest>)>
             ))
         }
         Some(_) => {
-            let manifest = super::manifest::read_manifest_in(src.fs(), src.path())?;
+            let manifest = super::versions::read_manifest_in(src.fs(), src.path())?;
             let columns: BTreeSet<String> = manifest.columns.iter().cloned().collect();
             let shards: BTreeSet<&str> = manifest.shards.iter().map(|s| s.name.as_str()).collect();
             let files = all
@@ -235,7 +235,7 @@ pub fn copy_table(src: &Location, dst: &Location, progress: Progress<'_>) -> Res
                 transfer(&transfers, &count).map_err(|e| stopped(e, src.path()))?;
                 if let Some(m) = &manifest {
                     // The copy's first version, then its pointer.
-                    let bytes = super::write::stamp(m.clone(), None, "copy").to_json();
+                    let bytes = super::versions::stamp(m.clone(), None, "copy").to_json();
                     let vdir = tmp.join(VERSIONS_DIR);
                     files::create_dir_all(&vdir)?;
                     files::write_atomically(&vdir, &version_file_name(1), ".version.copy", &bytes)?;

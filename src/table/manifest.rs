@@ -269,25 +269,6 @@ fn is_one(v: &Value) -> bool {
     }
 }
 
-/// The checked manifest of the latest version of the sharded table `dir`
-/// (see [`super::versions`]).
-///
-/// [`Error::Missing`] when `dir` has no manifest; [`Error::Corrupted`]
-/// naming `manifest.json` and the broken rule when it is not a manifest of
-/// this format, when it names a shard directory that does not exist
-/// (naming the shard), or a nullable column a shard has no validity stream
-/// for.
-pub fn read_manifest(dir: &Path) -> Result<Manifest> {
-    read_manifest_in(&Fs::Local, dir)
-}
-
-/// [`read_manifest`] of a table on `fs`.
-pub(crate) fn read_manifest_in(fs: &Fs, dir: &Path) -> Result<Manifest> {
-    let latest = super::versions::resolve(fs, dir, &super::versions::VersionRef::Latest)?;
-    check_shards_present(fs, dir, &latest.manifest)?;
-    Ok(latest.manifest)
-}
-
 /// Checks that every shard `manifest` names is in the table `dir`, with a
 /// validity stream for each nullable column: [`Error::Corrupted`] naming
 /// the manifest and the missing shard or stream.

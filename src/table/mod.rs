@@ -41,19 +41,20 @@ pub(crate) use files::random_hex;
 pub(crate) use files::read_whole as read_file;
 pub use files::INCOMPLETE;
 pub use manifest::{
-    is_shard_name, is_sharded, read_manifest, shard_dir, ColumnGroup, Manifest, ShardEntry,
-    MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_LOCK, SELF_SHARD,
+    is_shard_name, is_sharded, shard_dir, ColumnGroup, Manifest, ShardEntry, MANIFEST_FILE,
+    MANIFEST_FORMAT, MANIFEST_LOCK, SELF_SHARD,
 };
 pub use open::{open_columns, Column, Shard, Stream, Table};
-pub use shard::{column_names, commit_shards, new_shard, shard_schema, ColumnSpec, ShardSchema};
+pub use shard::{column_names, shard_schema, ColumnSpec, ShardSchema};
 pub use types::{
     read_types, validity_dir, write_types, ColumnLayout, ColumnType, Layouts, TABLE_FILE,
     VALIDITY_DIR,
 };
-pub use versions::{VersionRef, View, TAGS_DIR, VERSIONS_DIR, VIEWS_DIR};
+pub use versions::{read_manifest, VersionRef, View, TAGS_DIR, VERSIONS_DIR, VIEWS_DIR};
 #[cfg(feature = "remote")]
 pub(crate) use write::publish_at;
 pub use write::{
     cleanup, compact, delete_rows, drop_columns, drop_view, list_versions, list_views,
     make_versioned, save_view, tag, tags, untag, ColumnsWrite, TableWrite, WriteMode, WrittenShard,
 };
+pub use write::{commit_shards, new_shard};

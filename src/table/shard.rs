@@ -1,11 +1,10 @@
 //! Shards: creating them, checking that they agree, and committing them to
 //! a sharded table's manifest in one atomic rename.
 
-use std::collections::BTreeSet;
-use std::path::{Component, Path, PathBuf};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
 use super::files;
-use super::manifest::{is_shard_name, MANIFEST_FILE, MANIFEST_LOCK};
 use super::repr::{py_list, py_str, py_tuple};
 use super::types::{validity_dir, ColumnLayout};
 use crate::columnar::{ColumnFile, ValueKind};
@@ -284,163 +283,6 @@ pub fn check_shard_agrees(
     Ok(())
 }
 
-/// Creates a new, empty, uniquely named shard directory inside the table
-/// directory `table` (created if needed) and returns its path. Fill it as
-/// a plain table, then make it visible with [`commit_shards`]; until then
-/// no reader sees it.
-pub fn new_shard(table: &Path) -> Result<PathBuf> {
-    files::create_dir_all(table)?;
-    loop {
-        let shard = table.join(format!("shard-{}", files::random_hex(8)));
-        if files::create_dir(&shard)? {
-            return Ok(shard);
-        }
-        // 64 random bits collided: draw again.
-    }
-}
-
-/// Removes what an abandoned write left in the table directory `table`:
-/// the shard directories whose names start with `prefix` and that the
-/// manifest does not name (a failed write's, a retried task's). When the
-/// table has no manifest and nothing is left but the commit lock, the lock
-/// goes too, and with `remove_table` the then empty directory. A manifest
-/// that cannot be read leaves everything as it is (it is not this write's
-/// to judge). Returns the shard directories removed.
-pub fn discard_shards(table: &Path, prefix: &str, remove_table: bool) -> Result<Vec<String>> {
-    if prefix.is_empty() {
-        return Err(Error::InvalidValue(
-            "prefix must name the write's shards, got an empty string".into(),
-        ));
-    }
-    if !files::is_dir(&Fs::Local, table) {
-        return Ok(Vec::new());
-    }
-    let has_manifest = files::is_file(&Fs::Local, &table.join(MANIFEST_FILE));
-    let committed: Vec<String> = if has_manifest {
-        match super::read_manifest(table) {
-            Ok(m) => m.shards.into_iter().map(|s| s.name).collect(),
-            Err(_) => return Ok(Vec::new()),
-        }
-    } else {
-        Vec::new()
-    };
-    let mut removed = Vec::new();
-    for name in files::list(table)? {
-        if name.starts_with(prefix) && !committed.contains(&name) {
-            let dir = table.join(&name);
-            if files::is_dir(&Fs::Local, &dir) {
-                files::remove_dir_all(&dir)?;
-                removed.push(name);
-            }
-        }
-    }
-    if !has_manifest {
-        // A commit killed while writing the first manifest leaves its
-        // temporary file (never a committed state): removed under the lock,
-        // so that no live commit loses its own.
-        let tmp = format!(".{MANIFEST_FILE}.");
-        if files::list(table)?.iter().any(|n| n.starts_with(&tmp)) {
-            let _lock = files::CommitLock::acquire(table, MANIFEST_LOCK)?;
-            if !files::is_file(&Fs::Local, &table.join(MANIFEST_FILE)) {
-                for name in files::list(table)? {
-                    if name.starts_with(&tmp) {
-                        files::remove_file(&table.join(name))?;
-                    }
-                }
-            }
-        }
-        let left = files::list(table)?;
-        if left == [MANIFEST_LOCK] {
-            files::remove_file(&table.join(MANIFEST_LOCK))?;
-        }
-        if remove_table && files::list(table)?.is_empty() {
-            files::remove_dir(table)?;
-        }
-    }
-    Ok(removed)
-}
-
-/// `path` with `.` and `..` resolved lexically (Python's `normpath`),
-/// absolute.
-fn normalize(path: &Path) -> PathBuf {
-    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut out = PathBuf::new();
-    for c in abs.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Python's `realpath`: symlinks resolved where the path exists.
-fn real(path: &Path) -> PathBuf {
-    files::canonical(path).unwrap_or_else(|| normalize(path))
-}
-
-/// Appends the shard directories `shards` (directly inside the table
-/// directory `table`, in order) to the table's manifest in one atomic
-/// rename, creating the manifest on the first commit. Returns the table's
-/// row count after the commit.
-///
-/// Every shard is checked first (a plain table whose columns have equal
-/// lengths, the same column names and the same [`ColumnSpec`]s as the
-/// table's), so a rejected commit changes nothing. Commits from several
-/// processes serialise on the lock file `.manifest.lock`. A column with a
-/// validity stream in any shard is nullable in all: shards without one get
-/// an all-valid stream before the manifest names them.
-pub fn commit_shards(table: &Path, shards: &[PathBuf]) -> Result<u64> {
-    let names = shard_names(table, shards)?;
-    super::write::commit_names(&crate::Location::local(table), &names)
-}
-
-/// The names of the shard directories `shards`, checked: each directly
-/// inside the table directory `table` (which must exist), a plain
-/// directory name, none twice. `InvalidValue` (or [`Error::Missing`] for
-/// the table) naming the argument otherwise.
-pub fn shard_names(table: &Path, shards: &[PathBuf]) -> Result<Vec<String>> {
-    let mut names = Vec::with_capacity(shards.len());
-    for s in shards {
-        let norm = normalize(s);
-        let parent = norm.parent().unwrap_or(Path::new("/"));
-        if real(parent) != real(table) {
-            return Err(Error::InvalidValue(format!(
-                "shard {} must be a directory directly inside the table {}",
-                s.display(),
-                table.display()
-            )));
-        }
-        let name = norm
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if !is_shard_name(&name) {
-            return Err(Error::InvalidValue(format!(
-                "shard name {} must be a plain directory name",
-                py_str(&name)
-            )));
-        }
-        names.push(name);
-    }
-    if names.iter().collect::<BTreeSet<_>>().len() != names.len() {
-        return Err(Error::InvalidValue(format!(
-            "shards names a shard twice: {}",
-            py_list(&names)
-        )));
-    }
-    if !files::is_dir(&Fs::Local, table) {
-        return Err(Error::Missing {
-            path: table.to_path_buf(),
-            message: format!("table directory {} does not exist", table.display()),
-        });
-    }
-    Ok(names)
-}
-
 /// Gives `shard` an all-valid validity stream for `column` unless it has
 /// one (which must then hold `rows` bool rows).
 pub(crate) fn ensure_validity(shard: &Path, column: &str, rows: u64) -> Result<()> {
@@ -534,4 +376,48 @@ impl ColumnSpec {
             layout: first.layout,
         })
     }
+}
+
+/// A new shard's objects (recorded for a remote table) and the columns it
+/// has validity streams for.
+pub(crate) type Contents = (Option<BTreeMap<String, u64>>, BTreeSet<String>);
+
+/// Bytes of dense records read per run of a rewrite as ragged.
+const REWRITE_RUN_BYTES: usize = 16 << 20;
+
+/// Writes every record of the dense store `dense` as a ragged store at
+/// `dst` (the same codec and dictionary), in runs of about 16 MiB.
+pub(crate) fn copy_as_ragged(dense: &Store, dst: &Path) -> Result<()> {
+    use crate::read::ragged::Packed;
+
+    let schema = dense.schema().clone();
+    let shape: Vec<u64> = schema.item_shape().unwrap_or(&[]).to_vec();
+    let width = schema.dtype.itemsize() * shape.iter().product::<u64>() as usize;
+    let mut out = Store::create(
+        dst,
+        Schema::ragged(schema.dtype),
+        dense.codec(),
+        dense.dictionary(),
+    )?;
+    let n = dense.len();
+    let step = (REWRITE_RUN_BYTES / width.max(1)).max(1) as u64;
+    let mut buf = Vec::new();
+    let filled = (|| {
+        let mut lo = 0u64;
+        while lo < n {
+            let hi = (lo + step).min(n);
+            let idx: Vec<u64> = (lo..hi).collect();
+            buf.resize(idx.len() * width, 0);
+            dense.gather_dense_into(&idx, &mut buf)?;
+            let mut packed = Packed::layout(idx.iter().map(|_| (shape.as_slice(), width)));
+            for (i, payload) in packed.payloads_mut().into_iter().enumerate() {
+                payload.copy_from_slice(&buf[i * width..(i + 1) * width]);
+            }
+            out.append_ragged(&packed)?;
+            lo = hi;
+        }
+        Ok(())
+    })();
+    let closed = out.close();
+    filled.and(closed)
 }

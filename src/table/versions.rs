@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::files;
-use super::manifest::{parse_manifest, Manifest, MANIFEST_FILE};
+use super::manifest::{check_shards_present, parse_manifest, Manifest, MANIFEST_FILE};
 use super::repr::{py_list, py_repr, py_str};
 use crate::io::{Fs, Storage};
 use crate::{Error, Result};
@@ -51,6 +51,60 @@ pub enum VersionRef {
 pub struct Resolved {
     pub bytes: Vec<u8>,
     pub manifest: Manifest,
+}
+
+/// The checked manifest of the latest version of the sharded table `dir`
+/// (the latest version: [`resolve`] of [`VersionRef::Latest`]).
+///
+/// [`Error::Missing`] when `dir` has no manifest; [`Error::Corrupted`]
+/// naming `manifest.json` and the broken rule when it is not a manifest of
+/// this format, when it names a shard directory that does not exist
+/// (naming the shard), or a nullable column a shard has no validity stream
+/// for.
+pub fn read_manifest(dir: &Path) -> Result<Manifest> {
+    read_manifest_in(&Fs::Local, dir)
+}
+
+/// [`read_manifest`] of a table on `fs`.
+pub(crate) fn read_manifest_in(fs: &Fs, dir: &Path) -> Result<Manifest> {
+    let latest = resolve(fs, dir, &VersionRef::Latest)?;
+    check_shards_present(fs, dir, &latest.manifest)?;
+    Ok(latest.manifest)
+}
+
+/// `manifest` as the version after `current`: numbered, timed and named.
+pub(crate) fn stamp(
+    mut manifest: Manifest,
+    current: Option<&Resolved>,
+    operation: &str,
+) -> Manifest {
+    manifest.table_version = Some(current.map_or(0, |c| c.manifest.version()) + 1);
+    manifest.timestamp_ms = Some(now_ms());
+    // A table's first commit of shards creates it.
+    let first = current.is_none() && operation == "append";
+    manifest.operation = Some(if first { "create" } else { operation }.to_owned());
+    manifest
+}
+
+/// The current version (from `manifest.json`) as the file it misses: a
+/// table from before versions (its manifest holds no version: version 1,
+/// timed now), or a new table's commit killed between its manifest and
+/// its version 1. The next commit writes it before its own.
+pub(crate) fn as_first_version(current: &Resolved) -> Manifest {
+    let mut m = current.manifest.clone();
+    if m.table_version.is_none() {
+        m.table_version = Some(1);
+        m.timestamp_ms = Some(now_ms());
+        m.operation = Some("create".into());
+    }
+    m
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The file name of version `v` inside [`VERSIONS_DIR`].

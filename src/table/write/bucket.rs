@@ -9,24 +9,71 @@ use object_store::{PutMode, UpdateVersion};
 
 use super::super::files;
 use super::super::manifest::{parse_manifest, Manifest, ShardEntry, MANIFEST_FILE};
-use super::super::shard::{ensure_validity, ShardSchema};
+use super::super::shard::{copy_as_ragged, ensure_validity, Contents, ShardSchema};
 use super::super::versions::{self, version_rel, Resolved};
 use super::super::VALIDITY_DIR;
-use super::root::{copy_as_ragged, Contents, Root, RootKind};
 use crate::io::io_error;
 use crate::io::remote::upload::{transfer, Place, Put, Transfer};
-use crate::{Error, Result, Store};
+use crate::{Error, Location, Result, Store};
 
 /// Most attempts of a commit that keep losing the race to other
 /// committers.
 const COMMIT_TRIES: u32 = 50;
 
-fn parts(root: &Root) -> (&std::sync::Arc<crate::io::remote::Remote>, &str) {
-    match &root.kind {
-        RootKind::Bucket { remote, base } => (remote, base),
-        RootKind::Local(_) => unreachable!("a bucket operation on a local root"),
+fn parts(root: &Bucket) -> (&std::sync::Arc<crate::io::remote::Remote>, &str) {
+    (&root.remote, &root.base)
+}
+
+/// A write's place in a bucket: its location, the bucket, and the key
+/// prefix of the table's objects.
+#[derive(Clone, Debug)]
+pub(super) struct Bucket {
+    pub(super) at: Location,
+    remote: std::sync::Arc<crate::io::remote::Remote>,
+    base: String,
+}
+
+impl Bucket {
+    /// The bucket place of `at`, a location in a writable object store:
+    /// InvalidValue for an http(s) location, which is read-only, or a
+    /// local one.
+    pub(super) fn of(at: &Location) -> Result<Bucket> {
+        let crate::io::Fs::Remote(remote) = at.fs() else {
+            return Err(Error::InvalidValue(format!(
+                "{} is a local path, not a location in a bucket",
+                at.path().display()
+            )));
+        };
+        if !remote.writable() {
+            return Err(Error::InvalidValue(format!(
+                "{} is an http(s) location, which is read-only",
+                at.path().display()
+            )));
+        }
+        let base = remote
+            .key_of(at.path())
+            .map_err(|e| io_error(at.path(), e))?;
+        Ok(Bucket {
+            at: at.clone(),
+            remote: remote.clone(),
+            base,
+        })
+    }
+
+    /// [`Bucket::of`] the same location, with nothing it has learnt of
+    /// the bucket (a fresh view: what a commit's attempt reads is its own).
+    pub(super) fn fresh(&self) -> Result<Bucket> {
+        Bucket::of(&self.at.fresh())
+    }
+
+    pub(super) fn path(&self) -> &Path {
+        self.at.path()
     }
 }
+
+/// What a bucket commit makes of the current manifest (None before the
+/// first commit), given the bucket as this attempt sees it.
+pub(super) type Next<'a> = &'a mut dyn FnMut(&Bucket, Option<&Manifest>) -> Result<Manifest>;
 
 pub(super) fn key(base: &str, rel: &str) -> String {
     if base.is_empty() || rel.is_empty() {
@@ -37,12 +84,12 @@ pub(super) fn key(base: &str, rel: &str) -> String {
 }
 
 /// Every object below `root` (relative paths and sizes), listed afresh.
-pub(super) fn files(root: &Root) -> Result<Vec<(String, u64)>> {
+pub(super) fn files(root: &Bucket) -> Result<Vec<(String, u64)>> {
     below(root, "")
 }
 
 /// The objects below `rel` of `root`, relative to `rel`.
-fn below(root: &Root, rel: &str) -> Result<Vec<(String, u64)>> {
+fn below(root: &Bucket, rel: &str) -> Result<Vec<(String, u64)>> {
     let (remote, base) = parts(root);
     let prefix = key(base, rel);
     let strip = if prefix.is_empty() {
@@ -71,7 +118,7 @@ pub(super) fn shard_rel(name: &str) -> &str {
 /// Uploads every file below the local directory `local` as `rel/...`
 /// of `root` (`rel` empty: the root itself); returns the paths written
 /// (relative to `rel`) and their sizes.
-pub(super) fn upload_dir(root: &Root, local: &Path, rel: &str) -> Result<Vec<(String, u64)>> {
+pub(super) fn upload_dir(root: &Bucket, local: &Path, rel: &str) -> Result<Vec<(String, u64)>> {
     let (remote, base) = parts(root);
     let listed = files::walk(local)?;
     let transfers: Vec<Transfer> = listed
@@ -88,12 +135,12 @@ pub(super) fn upload_dir(root: &Root, local: &Path, rel: &str) -> Result<Vec<(St
 }
 
 /// The objects below `rel` of `root` (relative to it) and their sizes.
-pub(super) fn sizes_below(root: &Root, rel: &str) -> Result<Vec<(String, u64)>> {
+pub(super) fn sizes_below(root: &Bucket, rel: &str) -> Result<Vec<(String, u64)>> {
     below(root, rel)
 }
 
 /// The object `rel` of `root`, read afresh; None when absent.
-pub(super) fn read(root: &Root, rel: &str) -> Result<Option<Vec<u8>>> {
+pub(super) fn read(root: &Bucket, rel: &str) -> Result<Option<Vec<u8>>> {
     let (remote, base) = parts(root);
     Ok(remote
         .get_versioned(&key(base, rel))
@@ -103,7 +150,7 @@ pub(super) fn read(root: &Root, rel: &str) -> Result<Option<Vec<u8>>> {
 
 /// Creates the object `rel` of `root` only if absent: false when it was
 /// there already.
-pub(super) fn create(root: &Root, rel: &str, bytes: Vec<u8>) -> Result<bool> {
+pub(super) fn create(root: &Bucket, rel: &str, bytes: Vec<u8>) -> Result<bool> {
     let (remote, base) = parts(root);
     let done = remote
         .put(&key(base, rel), Bytes::from(bytes), PutMode::Create)
@@ -112,7 +159,7 @@ pub(super) fn create(root: &Root, rel: &str, bytes: Vec<u8>) -> Result<bool> {
 }
 
 /// Writes the object `rel` of `root`, whatever was there.
-pub(super) fn overwrite(root: &Root, rel: &str, bytes: Vec<u8>) -> Result<()> {
+pub(super) fn overwrite(root: &Bucket, rel: &str, bytes: Vec<u8>) -> Result<()> {
     let (remote, base) = parts(root);
     remote
         .put(&key(base, rel), Bytes::from(bytes), PutMode::Overwrite)
@@ -120,11 +167,11 @@ pub(super) fn overwrite(root: &Root, rel: &str, bytes: Vec<u8>) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn delete_rels(root: &Root, rels: &[String]) -> Result<()> {
+pub(super) fn delete_rels(root: &Bucket, rels: &[String]) -> Result<()> {
     delete(root, rels)
 }
 
-fn delete(root: &Root, rels: &[String]) -> Result<()> {
+fn delete(root: &Bucket, rels: &[String]) -> Result<()> {
     if rels.is_empty() {
         return Ok(());
     }
@@ -133,7 +180,7 @@ fn delete(root: &Root, rels: &[String]) -> Result<()> {
     remote.delete(&keys).map_err(|e| io_error(root.path(), e))
 }
 
-pub(super) fn remove_shards(root: &Root, names: &[String]) -> Result<()> {
+pub(super) fn remove_shards(root: &Bucket, names: &[String]) -> Result<()> {
     if names.is_empty() {
         return Ok(());
     }
@@ -145,7 +192,7 @@ pub(super) fn remove_shards(root: &Root, names: &[String]) -> Result<()> {
     delete(root, &doomed)
 }
 
-pub(super) fn discard(root: &Root, prefix: &str) -> Result<Vec<String>> {
+pub(super) fn discard(root: &Bucket, prefix: &str) -> Result<Vec<String>> {
     let committed: BTreeSet<String> = match latest(root) {
         Ok((Some(m), _)) => m.manifest.shards.into_iter().map(|s| s.name).collect(),
         Ok((None, _)) => BTreeSet::new(),
@@ -168,7 +215,7 @@ pub(super) fn discard(root: &Root, prefix: &str) -> Result<Vec<String>> {
 }
 
 pub(super) fn shard_contents(
-    root: &Root,
+    root: &Bucket,
     name: &str,
     reference: &ShardSchema,
     known: Option<&BTreeMap<String, u64>>,
@@ -194,7 +241,11 @@ pub(super) fn shard_contents(
 
 /// Makes all-valid validity streams locally, uploads them into the
 /// shard and records their objects.
-pub(super) fn add_validity(root: &Root, entry: &mut ShardEntry, columns: &[&String]) -> Result<()> {
+pub(super) fn add_validity(
+    root: &Bucket,
+    entry: &mut ShardEntry,
+    columns: &[&String],
+) -> Result<()> {
     let tmp = std::env::temp_dir().join(format!("loaderx-validity-{}", files::random_hex(6)));
     let made = (|| -> Result<Vec<(String, u64)>> {
         let shard = tmp.join("shard");
@@ -215,7 +266,7 @@ pub(super) fn add_validity(root: &Root, entry: &mut ShardEntry, columns: &[&Stri
     Ok(())
 }
 
-pub(super) fn rewrite_ragged(root: &Root, shard: &str, column: &str) -> Result<()> {
+pub(super) fn rewrite_ragged(root: &Bucket, shard: &str, column: &str) -> Result<()> {
     let rel = format!("{shard}/{column}");
     let tmp = std::env::temp_dir().join(format!("loaderx-ragged-{}", files::random_hex(6)));
     let local = tmp.join(column);
@@ -243,7 +294,7 @@ pub(super) fn rewrite_ragged(root: &Root, shard: &str, column: &str) -> Result<(
 /// The latest version in the bucket, read afresh: `manifest.json` (its
 /// bytes' entity tag kept for the conditional update of the pointer), then
 /// the version files after it.
-pub(super) fn latest(root: &Root) -> Result<(Option<Resolved>, Option<UpdateVersion>)> {
+pub(super) fn latest(root: &Bucket) -> Result<(Option<Resolved>, Option<UpdateVersion>)> {
     let (remote, base) = parts(root);
     let file = root.path().join(MANIFEST_FILE);
     let (pointer, tag) = match remote
@@ -288,7 +339,7 @@ impl Planned {
 /// `manifest.json` alone, read afresh (one request), with its tag; None
 /// when there is none. Version files after it are not looked for: a
 /// commit from it finds them when it creates the next version's file.
-pub(super) fn pointer(root: &Root) -> Result<Option<Planned>> {
+pub(super) fn pointer(root: &Bucket) -> Result<Option<Planned>> {
     let (remote, base) = parts(root);
     let file = root.path().join(MANIFEST_FILE);
     Ok(
@@ -316,13 +367,13 @@ pub(super) fn pointer(root: &Root) -> Result<Option<Planned>> {
 /// lagged behind the latest), [`publish`] takes over: it reads the latest
 /// and calls `next` on it again.
 pub(super) fn publish_planned(
-    root: &Root,
+    root: &Bucket,
     operation: &str,
     planned: &Planned,
-    next: super::commit::Next<'_>,
+    next: Next<'_>,
 ) -> Result<Manifest> {
     let current = &planned.current;
-    let manifest = super::commit::stamp(
+    let manifest = versions::stamp(
         next(root, Some(&current.manifest))?,
         Some(current),
         operation,
@@ -338,18 +389,14 @@ pub(super) fn publish_planned(
 /// winner's version and tries again), then `manifest.json` is moved to it
 /// only if it is still what this commit read (so it never moves back; when
 /// a later commit moved it first, it is already past this version).
-pub(super) fn publish(
-    root: &Root,
-    operation: &str,
-    next: super::commit::Next<'_>,
-) -> Result<Manifest> {
+pub(super) fn publish(root: &Bucket, operation: &str, next: Next<'_>) -> Result<Manifest> {
     let file = root.path().join(MANIFEST_FILE);
     for attempt in 0..COMMIT_TRIES {
         // What this attempt learns of the bucket is its own.
-        let fresh = Root::of(&root.at.fresh())?;
+        let fresh = root.fresh()?;
         let (remote, base) = parts(&fresh);
         let (current, tag) = latest(&fresh)?;
-        let manifest = super::commit::stamp(
+        let manifest = versions::stamp(
             next(&fresh, current.as_ref().map(|c| &c.manifest))?,
             current.as_ref(),
             operation,
@@ -398,7 +445,7 @@ pub(super) fn publish(
 /// (lost only to a later commit, which moved the pointer past this version
 /// already).
 fn commit_on(
-    root: &Root,
+    root: &Bucket,
     current: &Resolved,
     tag: Option<UpdateVersion>,
     manifest: &Manifest,
@@ -406,7 +453,7 @@ fn commit_on(
     let (remote, base) = parts(root);
     let file = root.path().join(MANIFEST_FILE);
     if current.manifest.version() == 1 {
-        let first = super::commit::as_first_version(current);
+        let first = versions::as_first_version(current);
         remote
             .put(
                 &key(base, &version_rel(1)),
@@ -461,7 +508,7 @@ fn unsupported_conditional(file: &Path, e: std::io::Error) -> Error {
 /// store again would check before the commit, without its dozen requests
 /// per store (a HEAD per file, the location table read in ranges).
 pub(super) fn listed_schema(
-    root: &Root,
+    root: &Bucket,
     rel: &str,
     dir: &Path,
     objects: &[(String, u64)],

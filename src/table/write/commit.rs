@@ -13,7 +13,7 @@ use crate::table::files;
 use crate::table::manifest::{Manifest, ShardEntry, MANIFEST_FILE, MANIFEST_LOCK};
 use crate::table::repr::py_str;
 use crate::table::shard::{check_shard_agrees, ShardSchema};
-use crate::table::versions::{self, version_file_name, Resolved, VERSIONS_DIR};
+use crate::table::versions::{self, as_first_version, stamp, version_file_name, VERSIONS_DIR};
 use crate::{Error, Location, Result};
 
 /// Commits the shard directories `names` (inside `at`, written by any
@@ -99,43 +99,10 @@ pub(super) fn publish(root: &Root, operation: &str, next: Next<'_>) -> Result<Ma
             Ok(manifest)
         }
         #[cfg(feature = "remote")]
-        RootKind::Bucket { .. } => bucket::publish(root, operation, next),
+        RootKind::Bucket(b) => bucket::publish(b, operation, &mut |b, current| {
+            next(&Root::in_bucket(b.clone()), current)
+        }),
     }
-}
-
-/// `manifest` as the version after `current`: numbered, timed and named.
-pub(crate) fn stamp(
-    mut manifest: Manifest,
-    current: Option<&Resolved>,
-    operation: &str,
-) -> Manifest {
-    manifest.table_version = Some(current.map_or(0, |c| c.manifest.version()) + 1);
-    manifest.timestamp_ms = Some(now_ms());
-    // A table's first commit of shards creates it.
-    let first = current.is_none() && operation == "append";
-    manifest.operation = Some(if first { "create" } else { operation }.to_owned());
-    manifest
-}
-
-/// The current version (from `manifest.json`) as the file it misses: a
-/// table from before versions (its manifest holds no version: version 1,
-/// timed now), or a new table's commit killed between its manifest and
-/// its version 1. The next commit writes it before its own.
-pub(super) fn as_first_version(current: &Resolved) -> Manifest {
-    let mut m = current.manifest.clone();
-    if m.table_version.is_none() {
-        m.table_version = Some(1);
-        m.timestamp_ms = Some(now_ms());
-        m.operation = Some("create".into());
-    }
-    m
-}
-
-/// Milliseconds since the Unix epoch.
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The manifest after appending the shards `new` (names and schemas) to

@@ -270,13 +270,14 @@ impl ColumnsWrite {
     /// sharded table at `at`.
     pub fn begin(at: &Location, version: Option<u64>) -> Result<ColumnsWrite> {
         #[cfg(feature = "remote")]
-        if let (Some(v), RootKind::Bucket { .. }) = (version, &Root::of(at)?.kind) {
+        if let (Some(v), RootKind::Bucket(b)) = (version, Root::of(at)?.kind) {
             // manifest.json read with its tag: when it is the version
             // asked for, the commit needs no read of the bucket.
-            let root = Root::of(&at.fresh())?;
-            if let Some(planned) = bucket::pointer(&root)?.filter(|p| p.manifest().version() == v) {
+            if let Some(planned) =
+                bucket::pointer(&b.fresh()?)?.filter(|p| p.manifest().version() == v)
+            {
                 return Ok(ColumnsWrite {
-                    root: Root::of(at)?,
+                    root: Root::in_bucket(b),
                     base: planned.manifest().clone(),
                     token: files::random_hex(6),
                     finished: Mutex::default(),
@@ -351,7 +352,7 @@ impl ColumnsWrite {
         let dir = match &self.root.kind {
             RootKind::Local(table) => shard_dir(table, &shard.name).join(self.group()),
             #[cfg(feature = "remote")]
-            RootKind::Bucket { .. } => std::env::temp_dir()
+            RootKind::Bucket(_) => std::env::temp_dir()
                 .join(format!("loaderx-group-{}", files::random_hex(6)))
                 .join(self.group()),
         };
@@ -372,9 +373,9 @@ impl ColumnsWrite {
         let objects = match &self.root.kind {
             RootKind::Local(_) => None,
             #[cfg(feature = "remote")]
-            RootKind::Bucket { .. } => {
+            RootKind::Bucket(b) => {
                 let rel = bucket::key(bucket::shard_rel(&shard.name), &self.group());
-                let done = bucket::upload_dir(&self.root, dir, &rel);
+                let done = bucket::upload_dir(b, dir, &rel);
                 let _ = files::remove_dir_all(dir.parent().unwrap_or(dir));
                 let group = self.group();
                 Some(
@@ -441,16 +442,16 @@ impl ColumnsWrite {
         match &root.kind {
             RootKind::Local(_) => Ok((shard_schema_in(&Fs::Local, &dir)?, None)),
             #[cfg(feature = "remote")]
-            RootKind::Bucket { .. } => {
+            RootKind::Bucket(b) => {
                 let rel = bucket::key(bucket::shard_rel(&shard.name), &self.group());
-                let objects = bucket::sizes_below(root, &rel)?;
+                let objects = bucket::sizes_below(b, &rel)?;
                 if objects.is_empty() {
                     return Err(Error::InvalidValue(format!(
                         "shard {} has no new columns of this write: every shard needs them before the commit",
                         py_str(&shard.name)
                     )));
                 }
-                let schema = bucket::listed_schema(root, &rel, &dir, &objects)?;
+                let schema = bucket::listed_schema(b, &rel, &dir, &objects)?;
                 let group = self.group();
                 Ok((
                     schema,
@@ -575,8 +576,10 @@ impl ColumnsWrite {
             })
         };
         #[cfg(feature = "remote")]
-        if let Some(planned) = &self.planned {
-            return bucket::publish_planned(&self.root, "add_columns", planned, &mut next);
+        if let (Some(planned), RootKind::Bucket(b)) = (&self.planned, &self.root.kind) {
+            return bucket::publish_planned(b, "add_columns", planned, &mut |b, current| {
+                next(&Root::in_bucket(b.clone()), current)
+            });
         }
         publish(&self.root, "add_columns", &mut next)
     }
@@ -606,13 +609,13 @@ impl ColumnsWrite {
                     }
                 }
                 #[cfg(feature = "remote")]
-                RootKind::Bucket { .. } => {
+                RootKind::Bucket(b) => {
                     let rel = bucket::key(bucket::shard_rel(&shard.name), &group);
-                    let doomed: Vec<String> = bucket::sizes_below(&self.root, &rel)?
+                    let doomed: Vec<String> = bucket::sizes_below(b, &rel)?
                         .into_iter()
                         .map(|(r, _)| format!("{rel}/{r}"))
                         .collect();
-                    bucket::delete_rels(&self.root, &doomed)?;
+                    bucket::delete_rels(b, &doomed)?;
                 }
             }
         }

@@ -8,13 +8,13 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::commit::now_ms;
 use super::root::{Root, RootKind};
 use crate::io::Fs;
 use crate::table::files;
 use crate::table::manifest::{MANIFEST_LOCK, SELF_SHARD};
 use crate::table::repr::{py_list, py_str};
 use crate::table::types::VALIDITY_DIR;
+use crate::table::versions::now_ms;
 use crate::table::versions::{
     self, is_tag_name, parse_tag, tag_json, tag_rel, version_rel, view_rel, Resolved, VersionRef,
     View, CLEANUP_FILE, TAGS_DIR, VERSIONS_DIR, VIEWS_DIR,
@@ -35,7 +35,7 @@ fn lock(root: &Root) -> Result<Option<files::CommitLock>> {
     match &root.kind {
         RootKind::Local(dir) => Ok(Some(files::CommitLock::acquire(dir, MANIFEST_LOCK)?)),
         #[cfg(feature = "remote")]
-        RootKind::Bucket { .. } => Ok(None),
+        RootKind::Bucket(_) => Ok(None),
     }
 }
 
@@ -89,10 +89,10 @@ pub fn tag(at: &Location, name: &str, version: Option<u64>) -> Result<u64> {
             files::write_atomically(&tdir, &format!("{name}.json"), &tmp, &tag_json(v))?;
         }
         #[cfg(feature = "remote")]
-        RootKind::Bucket { .. } => {
-            if !bucket::create(&root, &rel, tag_json(v))? {
+        RootKind::Bucket(b) => {
+            if !bucket::create(b, &rel, tag_json(v))? {
                 let file = root.path().join(&rel);
-                let held = match bucket::read(&root, &rel)? {
+                let held = match bucket::read(b, &rel)? {
                     Some(raw) => parse_tag(&file, &raw)?,
                     None => v,
                 };
@@ -182,11 +182,11 @@ pub fn save_view(at: &Location, name: &str, version: Option<u64>, ids: &[u64]) -
             files::write_atomically(&vdir, &json, &tmp(&json), &view.to_json())?;
         }
         #[cfg(feature = "remote")]
-        RootKind::Bucket { .. } => {
+        RootKind::Bucket(b) => {
             let rows_rel = format!("{VIEWS_DIR}/{}", view.file);
-            bucket::overwrite(&root, &rows_rel, bytes)?;
-            if !bucket::create(&root, &view_rel(name), view.to_json())? {
-                let _ = bucket::delete_rels(&root, std::slice::from_ref(&rows_rel));
+            bucket::overwrite(b, &rows_rel, bytes)?;
+            if !bucket::create(b, &view_rel(name), view.to_json())? {
+                let _ = bucket::delete_rels(b, std::slice::from_ref(&rows_rel));
                 let held = versions::view(at.fresh().fs(), at.path(), name)?;
                 return Err(taken(&held));
             }
@@ -508,7 +508,7 @@ fn read(root: &Root, rel: &str) -> Result<Option<Vec<u8>>> {
     match &root.kind {
         RootKind::Local(dir) => files::read_whole(&Fs::Local, &dir.join(rel)),
         #[cfg(feature = "remote")]
-        RootKind::Bucket { .. } => bucket::read(root, rel),
+        RootKind::Bucket(b) => bucket::read(b, rel),
     }
 }
 
@@ -519,7 +519,7 @@ fn write_pending(root: &Root, bytes: &[u8]) -> Result<()> {
             files::write_atomically(dir, CLEANUP_FILE, &tmp, bytes)
         }
         #[cfg(feature = "remote")]
-        RootKind::Bucket { .. } => bucket::overwrite(root, CLEANUP_FILE, bytes.to_vec()),
+        RootKind::Bucket(b) => bucket::overwrite(b, CLEANUP_FILE, bytes.to_vec()),
     }
 }
 
@@ -532,7 +532,7 @@ fn size_of_files(root: &Root, rels: &[String]) -> Result<u64> {
             }
         }
         #[cfg(feature = "remote")]
-        RootKind::Bucket { .. } => {
+        RootKind::Bucket(b) => {
             // One listing per directory of the files.
             let mut by_dir: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
             for rel in rels {
@@ -540,7 +540,7 @@ fn size_of_files(root: &Root, rels: &[String]) -> Result<u64> {
                 by_dir.entry(dir).or_default().push(name);
             }
             for (dir, names) in by_dir {
-                let sizes = bucket::sizes_below(root, dir)?;
+                let sizes = bucket::sizes_below(b, dir)?;
                 for name in names {
                     total += sizes.iter().find(|(n, _)| n == name).map_or(0, |(_, s)| *s);
                 }
@@ -561,7 +561,7 @@ fn remove_files(root: &Root, rels: &[String]) -> Result<()> {
             Ok(())
         }
         #[cfg(feature = "remote")]
-        RootKind::Bucket { .. } => bucket::delete_rels(root, rels),
+        RootKind::Bucket(b) => bucket::delete_rels(b, rels),
     }
 }
 
@@ -578,14 +578,14 @@ fn remove_shard(root: &Root, name: &str) -> Result<u64> {
             Ok(bytes)
         }
         #[cfg(feature = "remote")]
-        RootKind::Bucket { .. } => {
-            let objects = bucket::sizes_below(root, name)?;
+        RootKind::Bucket(b) => {
+            let objects = bucket::sizes_below(b, name)?;
             let bytes = objects.iter().map(|(_, s)| s).sum();
             let rels: Vec<String> = objects
                 .into_iter()
                 .map(|(r, _)| format!("{name}/{r}"))
                 .collect();
-            bucket::delete_rels(root, &rels)?;
+            bucket::delete_rels(b, &rels)?;
             Ok(bytes)
         }
     }

@@ -33,15 +33,16 @@ use std::sync::Mutex;
 mod bucket;
 mod commit;
 mod evolve;
+mod hand;
 mod history;
 mod root;
 mod rows;
 
-pub(crate) use commit::commit_names;
-use commit::{next_manifest, publish};
 #[cfg(feature = "remote")]
-pub(crate) use commit::{publish_at, stamp};
+pub(crate) use commit::publish_at;
+use commit::{next_manifest, publish};
 pub use evolve::{drop_columns, make_versioned, ColumnsWrite};
+pub use hand::{commit_shards, new_shard};
 pub use history::{cleanup, drop_view, list_versions, list_views, save_view, tag, tags, untag};
 use root::{Root, RootKind};
 pub use rows::{compact, delete_rows};
@@ -233,7 +234,7 @@ impl TableWrite {
         let parent = match &self.root.kind {
             RootKind::Local(dir) => dir.clone(),
             #[cfg(feature = "remote")]
-            RootKind::Bucket { .. } => {
+            RootKind::Bucket(_) => {
                 let tmp =
                     std::env::temp_dir().join(format!("loaderx-shard-{}", files::random_hex(6)));
                 files::create_dir_all(&tmp)?;
@@ -299,7 +300,7 @@ impl TableWrite {
                 }
             }
             #[cfg(feature = "remote")]
-            RootKind::Bucket { .. } => {
+            RootKind::Bucket(_) => {
                 let _ = files::remove_dir_all(dir.parent().unwrap_or(dir));
             }
         }

@@ -1,22 +1,20 @@
 //! Where a write goes ([`Root`]): a local directory or a prefix of a
 //! bucket, and what the write path does there.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::io::Fs;
 use crate::table::files;
-use crate::table::manifest::{shard_dir, Manifest, ShardEntry};
-use crate::table::shard::{column_spec_in, ensure_validity, shard_schema_in, ShardSchema};
+use crate::table::manifest::{shard_dir, Manifest, ShardEntry, MANIFEST_FILE, MANIFEST_LOCK};
+use crate::table::shard::{
+    column_spec_in, copy_as_ragged, ensure_validity, shard_schema_in, Contents, ShardSchema,
+};
 use crate::table::types::validity_dir;
-use crate::{Location, Records, Result, Schema, Store};
+use crate::{Error, Location, Result, Store};
 
 #[cfg(feature = "remote")]
 use super::bucket;
-
-/// A new shard's objects (recorded for a remote table) and the columns it
-/// has validity streams for.
-pub(super) type Contents = (Option<BTreeMap<String, u64>>, BTreeSet<String>);
 
 /// Where a write goes: a local directory or a prefix of a bucket.
 #[derive(Debug)]
@@ -29,10 +27,7 @@ pub(super) struct Root {
 pub(super) enum RootKind {
     Local(PathBuf),
     #[cfg(feature = "remote")]
-    Bucket {
-        remote: std::sync::Arc<crate::io::remote::Remote>,
-        base: String,
-    },
+    Bucket(bucket::Bucket),
 }
 
 impl Root {
@@ -40,26 +35,21 @@ impl Root {
         let kind = match at.fs() {
             Fs::Local => RootKind::Local(at.path().to_path_buf()),
             #[cfg(feature = "remote")]
-            Fs::Remote(r) => {
-                if !r.writable() {
-                    return Err(crate::Error::InvalidValue(format!(
-                        "{} is an http(s) location, which is read-only",
-                        at.path().display()
-                    )));
-                }
-                let base = r
-                    .key_of(at.path())
-                    .map_err(|e| crate::io::io_error(at.path(), e))?;
-                RootKind::Bucket {
-                    remote: r.clone(),
-                    base,
-                }
-            }
+            Fs::Remote(_) => RootKind::Bucket(bucket::Bucket::of(at)?),
         };
         Ok(Root {
             at: at.clone(),
             kind,
         })
+    }
+
+    /// The root of the bucket place `b`.
+    #[cfg(feature = "remote")]
+    pub(super) fn in_bucket(b: bucket::Bucket) -> Root {
+        Root {
+            at: b.at.clone(),
+            kind: RootKind::Bucket(b),
+        }
     }
 
     pub(super) fn path(&self) -> &Path {
@@ -70,7 +60,7 @@ impl Root {
         match &self.kind {
             RootKind::Local(dir) => dir.exists(),
             #[cfg(feature = "remote")]
-            RootKind::Bucket { .. } => true,
+            RootKind::Bucket(_) => true,
         }
     }
 
@@ -96,8 +86,8 @@ impl Root {
                 files::list(dir)
             }
             #[cfg(feature = "remote")]
-            RootKind::Bucket { .. } => {
-                let mut names: Vec<String> = bucket::files(self)?
+            RootKind::Bucket(b) => {
+                let mut names: Vec<String> = bucket::files(b)?
                     .into_iter()
                     .map(|(rel, _)| rel.split('/').next().unwrap_or_default().to_owned())
                     .collect();
@@ -115,7 +105,7 @@ impl Root {
                 Ok(dir.is_dir() && !files::column_dirs(&Fs::Local, dir)?.is_empty())
             }
             #[cfg(feature = "remote")]
-            RootKind::Bucket { .. } => Ok(bucket::files(self)?
+            RootKind::Bucket(b) => Ok(bucket::files(b)?
                 .iter()
                 .any(|(rel, _)| rel.split('/').nth(1) == Some(crate::format::META_FILE))),
         }
@@ -128,16 +118,16 @@ impl Root {
             // From the shard's listing and one read of each meta.zr, not
             // by opening every store again.
             #[cfg(feature = "remote")]
-            RootKind::Bucket { .. } => {
+            RootKind::Bucket(b) => {
                 let rel = bucket::shard_rel(name);
-                let objects = bucket::sizes_below(self, rel)?;
+                let objects = bucket::sizes_below(b, rel)?;
                 if objects.is_empty() {
                     return Err(crate::Error::Missing {
                         path: dir.clone(),
                         message: format!("shard directory {} does not exist", dir.display()),
                     });
                 }
-                bucket::listed_schema(self, rel, &dir, &objects)
+                bucket::listed_schema(b, rel, &dir, &objects)
             }
         }
     }
@@ -199,7 +189,7 @@ impl Root {
                 Ok((None, has))
             }
             #[cfg(feature = "remote")]
-            RootKind::Bucket { .. } => bucket::shard_contents(self, name, reference, known),
+            RootKind::Bucket(b) => bucket::shard_contents(b, name, reference, known),
         }
     }
 
@@ -216,7 +206,7 @@ impl Root {
                 Ok(())
             }
             #[cfg(feature = "remote")]
-            RootKind::Bucket { .. } => bucket::add_validity(self, entry, columns),
+            RootKind::Bucket(b) => bucket::add_validity(b, entry, columns),
         }
     }
 
@@ -234,8 +224,8 @@ impl Root {
                 Ok(None)
             }
             #[cfg(feature = "remote")]
-            RootKind::Bucket { .. } => Ok(Some(
-                bucket::upload_dir(self, dir, name)?.into_iter().collect(),
+            RootKind::Bucket(b) => Ok(Some(
+                bucket::upload_dir(b, dir, name)?.into_iter().collect(),
             )),
         }
     }
@@ -253,7 +243,7 @@ impl Root {
                 Ok(())
             }
             #[cfg(feature = "remote")]
-            RootKind::Bucket { .. } => bucket::remove_shards(self, names),
+            RootKind::Bucket(b) => bucket::remove_shards(b, names),
         }
     }
 
@@ -278,56 +268,77 @@ impl Root {
                 files::remove_dir_all(&old)
             }
             #[cfg(feature = "remote")]
-            RootKind::Bucket { .. } => bucket::rewrite_ragged(self, shard, column),
+            RootKind::Bucket(b) => bucket::rewrite_ragged(b, shard, column),
         }
     }
 
     /// [`TableWrite::discard`] of the shards named `prefix*`.
     pub(super) fn discard(&self, prefix: &str, remove_table: bool) -> Result<Vec<String>> {
         match &self.kind {
-            RootKind::Local(dir) => crate::table::shard::discard_shards(dir, prefix, remove_table),
+            RootKind::Local(dir) => discard_shards(dir, prefix, remove_table),
             #[cfg(feature = "remote")]
-            RootKind::Bucket { .. } => bucket::discard(self, prefix),
+            RootKind::Bucket(b) => bucket::discard(b, prefix),
         }
     }
 }
 
-/// Bytes of dense records read per run of a rewrite as ragged.
-const REWRITE_RUN_BYTES: usize = 16 << 20;
-
-/// Writes every record of the dense store `dense` as a ragged store at
-/// `dst` (the same codec and dictionary), in runs of about 16 MiB.
-pub(super) fn copy_as_ragged(dense: &Store, dst: &Path) -> Result<()> {
-    use crate::read::ragged::Packed;
-
-    let schema = dense.schema().clone();
-    let shape: Vec<u64> = schema.item_shape().unwrap_or(&[]).to_vec();
-    let width = schema.dtype.itemsize() * shape.iter().product::<u64>() as usize;
-    let mut out = Store::create(
-        dst,
-        Schema::ragged(schema.dtype),
-        dense.codec(),
-        dense.dictionary(),
-    )?;
-    let n = dense.len();
-    let step = (REWRITE_RUN_BYTES / width.max(1)).max(1) as u64;
-    let mut buf = Vec::new();
-    let filled = (|| {
-        let mut lo = 0u64;
-        while lo < n {
-            let hi = (lo + step).min(n);
-            let idx: Vec<u64> = (lo..hi).collect();
-            buf.resize(idx.len() * width, 0);
-            dense.gather_dense_into(&idx, &mut buf)?;
-            let mut packed = Packed::layout(idx.iter().map(|_| (shape.as_slice(), width)));
-            for (i, payload) in packed.payloads_mut().into_iter().enumerate() {
-                payload.copy_from_slice(&buf[i * width..(i + 1) * width]);
-            }
-            out.append_ragged(&packed)?;
-            lo = hi;
+/// Removes what an abandoned write left in the table directory `table`:
+/// the shard directories whose names start with `prefix` and that the
+/// manifest does not name (a failed write's, a retried task's). When the
+/// table has no manifest and nothing is left but the commit lock, the lock
+/// goes too, and with `remove_table` the then empty directory. A manifest
+/// that cannot be read leaves everything as it is (it is not this write's
+/// to judge). Returns the shard directories removed.
+fn discard_shards(table: &Path, prefix: &str, remove_table: bool) -> Result<Vec<String>> {
+    if prefix.is_empty() {
+        return Err(Error::InvalidValue(
+            "prefix must name the write's shards, got an empty string".into(),
+        ));
+    }
+    if !files::is_dir(&Fs::Local, table) {
+        return Ok(Vec::new());
+    }
+    let has_manifest = files::is_file(&Fs::Local, &table.join(MANIFEST_FILE));
+    let committed: Vec<String> = if has_manifest {
+        match crate::table::read_manifest(table) {
+            Ok(m) => m.shards.into_iter().map(|s| s.name).collect(),
+            Err(_) => return Ok(Vec::new()),
         }
-        Ok(())
-    })();
-    let closed = out.close();
-    filled.and(closed)
+    } else {
+        Vec::new()
+    };
+    let mut removed = Vec::new();
+    for name in files::list(table)? {
+        if name.starts_with(prefix) && !committed.contains(&name) {
+            let dir = table.join(&name);
+            if files::is_dir(&Fs::Local, &dir) {
+                files::remove_dir_all(&dir)?;
+                removed.push(name);
+            }
+        }
+    }
+    if !has_manifest {
+        // A commit killed while writing the first manifest leaves its
+        // temporary file (never a committed state): removed under the lock,
+        // so that no live commit loses its own.
+        let tmp = format!(".{MANIFEST_FILE}.");
+        if files::list(table)?.iter().any(|n| n.starts_with(&tmp)) {
+            let _lock = files::CommitLock::acquire(table, MANIFEST_LOCK)?;
+            if !files::is_file(&Fs::Local, &table.join(MANIFEST_FILE)) {
+                for name in files::list(table)? {
+                    if name.starts_with(&tmp) {
+                        files::remove_file(&table.join(name))?;
+                    }
+                }
+            }
+        }
+        let left = files::list(table)?;
+        if left == [MANIFEST_LOCK] {
+            files::remove_file(&table.join(MANIFEST_LOCK))?;
+        }
+        if remove_table && files::list(table)?.is_empty() {
+            files::remove_dir(table)?;
+        }
+    }
+    Ok(removed)
 }

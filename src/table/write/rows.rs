@@ -44,7 +44,7 @@ fn write_file(root: &Root, rel: &str, bytes: Vec<u8>) -> Result<u64> {
             files::write_atomically(&parent, &name, &tmp, &bytes)?;
         }
         #[cfg(feature = "remote")]
-        RootKind::Bucket { .. } => bucket::overwrite(root, rel, bytes)?,
+        RootKind::Bucket(b) => bucket::overwrite(b, rel, bytes)?,
     }
     Ok(n)
 }
