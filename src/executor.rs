@@ -6,10 +6,12 @@
 //! pool bookkeeping but none of its threads, so the first use in a new
 //! process builds a fresh pool instead of waiting forever on dead workers.
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+pub use crate::per_process::PerProcess;
 
 pub const THREADS_ENV: &str = "LOADERX_THREADS";
 
@@ -34,48 +36,17 @@ fn compute_budget() -> usize {
     (cpus * 3).div_ceil(4).max(1)
 }
 
-struct Pool {
-    pid: u32,
-    pool: rayon::ThreadPool,
-}
-
-static POOL: AtomicPtr<Pool> = AtomicPtr::new(std::ptr::null_mut());
+static POOL: PerProcess<rayon::ThreadPool> = PerProcess::new();
 
 /// The worker pool of the calling process.
 pub fn pool() -> &'static rayon::ThreadPool {
-    let pid = std::process::id();
-    let current = POOL.load(Ordering::Acquire);
-    // SAFETY: every pointer stored in POOL comes from Box::into_raw and is
-    // never freed (a pool left by a parent process is leaked on purpose), so
-    // it is null or points to a live Pool for the rest of the process.
-    if let Some(p) = unsafe { current.as_ref() } {
-        if p.pid == pid {
-            return &p.pool;
-        }
-    }
-    let threads = budget();
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|i| format!("loaderx-{i}"))
-        .build()
-        .expect("building the loaderx worker pool");
-    let fresh: *mut Pool = Box::into_raw(Box::new(Pool { pid, pool }));
-    match POOL.compare_exchange(current, fresh, Ordering::AcqRel, Ordering::Acquire) {
-        // The previous pool (if any) belongs to a parent process whose threads
-        // do not exist here; it is deliberately leaked, never dropped.
-        // SAFETY: `fresh` came from Box::into_raw above and is now owned by
-        // POOL, which never frees it: the reference lives as long as the process.
-        Ok(_) => unsafe { &(*fresh).pool },
-        Err(winner) => {
-            // Another thread of this process installed a pool first.
-            // SAFETY: the exchange failed, so `fresh` was never published:
-            // this thread still owns the box and no one else can see it.
-            drop(unsafe { Box::from_raw(fresh) });
-            // SAFETY: `winner` is a pointer stored in POOL: from
-            // Box::into_raw, never freed.
-            unsafe { &(*winner).pool }
-        }
-    }
+    let made = POOL.get_or_try_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(budget())
+            .thread_name(|i| format!("loaderx-{i}"))
+            .build()
+    });
+    made.expect("building the loaderx worker pool")
 }
 
 /// Number of threads of the current pool.

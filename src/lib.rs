@@ -62,6 +62,7 @@ mod io;
 pub mod loader;
 mod location;
 pub mod pack;
+mod per_process;
 mod read;
 pub mod sampler;
 pub mod schema;

@@ -1,7 +1,6 @@
 //! SQL over stores: an embedded DataFusion session (`loaderx.sql`) and the
 //! `__datafusion_table_provider__` capsule for datafusion-python.
 
-use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Arc;
 
 use datafusion::error::DataFusionError;
@@ -18,47 +17,21 @@ use crate::arrow::Handle;
 use crate::errors::{is_os_error, wrapped, IntoPyResult};
 use crate::store::Store;
 
-struct Runtime {
-    pid: u32,
-    rt: tokio::runtime::Runtime,
-}
-
-static RUNTIME: AtomicPtr<Runtime> = AtomicPtr::new(std::ptr::null_mut());
+static RUNTIME: loaderx::executor::PerProcess<tokio::runtime::Runtime> =
+    loaderx::executor::PerProcess::new();
 
 /// The tokio runtime of this process. Like the store worker pool it is
 /// fork-aware: a child builds its own instead of waiting on its parent's
 /// (absent) threads.
 fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
-    let pid = std::process::id();
-    let current = RUNTIME.load(Ordering::Acquire);
-    // SAFETY: pointers stored in RUNTIME come from Box::into_raw and are never freed.
-    if let Some(r) = unsafe { current.as_ref() } {
-        if r.pid == pid {
-            return Ok(&r.rt);
-        }
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(loaderx::executor::budget())
-        .thread_name("loaderx-sql")
-        .enable_all()
-        .build()
-        .map_err(|e| PyRuntimeError::new_err(format!("starting the SQL runtime: {e}")))?;
-    let fresh = Box::into_raw(Box::new(Runtime { pid, rt }));
-    match RUNTIME.compare_exchange(current, fresh, Ordering::AcqRel, Ordering::Acquire) {
-        // SAFETY: `fresh` came from Box::into_raw and is now owned by
-        // RUNTIME, which never frees it.
-        Ok(_) => Ok(unsafe { &(*fresh).rt }),
-        Err(winner) => {
-            // Lost a race in this process: shut ours down, use the winner's.
-            // SAFETY: the exchange failed, so `fresh` was never published
-            // and this thread still owns the box.
-            let ours = unsafe { Box::from_raw(fresh) };
-            ours.rt.shutdown_background();
-            // SAFETY: `winner` was stored in RUNTIME: from Box::into_raw,
-            // never freed.
-            Ok(unsafe { &(*winner).rt })
-        }
-    }
+    RUNTIME.get_or_try_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(loaderx::executor::budget())
+            .thread_name("loaderx-sql")
+            .enable_all()
+            .build()
+            .map_err(|e| PyRuntimeError::new_err(format!("starting the SQL runtime: {e}")))
+    })
 }
 
 /// Maps a DataFusion error to the exception a user expects: the loaderx

@@ -11,7 +11,9 @@
 )]
 
 use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use crate::per_process::PerProcess;
 use std::time::Duration;
 
 use object_store::{BackoffConfig, ObjectStore, RetryConfig};
@@ -331,7 +333,7 @@ impl ClientConfig {
 /// connections registered with a runtime that is not in the child).
 pub(crate) struct Client {
     pub(crate) config: ClientConfig,
-    inner: Mutex<Option<(u32, Arc<dyn ObjectStore>)>>,
+    inner: PerProcess<Arc<dyn ObjectStore>>,
 }
 
 impl std::fmt::Debug for Client {
@@ -344,28 +346,19 @@ impl Client {
     pub(crate) fn new(config: ClientConfig) -> Client {
         Client {
             config,
-            inner: Mutex::new(None),
+            inner: PerProcess::new(),
         }
     }
 
     pub(crate) fn get(&self) -> io::Result<Arc<dyn ObjectStore>> {
-        let pid = std::process::id();
-        let mut slot = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((p, store)) = slot.as_ref() {
-            if *p == pid {
-                return Ok(store.clone());
-            }
-        }
-        if let Some(inherited) = slot.take() {
-            // Its connections belong to the parent's runtime.
-            std::mem::forget(inherited);
-        }
-        let store = self
-            .config
-            .build()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        *slot = Some((pid, store.clone()));
-        Ok(store)
+        // A forked child's parent client holds connections of the
+        // parent's runtime: leaked there, a new one made.
+        let store = self.inner.get_or_try_init(|| {
+            self.config
+                .build()
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
+        })?;
+        Ok(store.clone())
     }
 }
 

@@ -8,10 +8,11 @@
 //! of its threads: the first request in the child sees another process id
 //! and makes a runtime of its own; the parent's, unusable there, is leaked
 //! rather than dropped (dropping it would wait for threads that do not
-//! exist in the child). Clients are remade the same way (`client.rs`).
+//! exist in the child). Clients are remade the same way (`client.rs`),
+//! both through [`PerProcess`].
 
+use crate::per_process::PerProcess;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
 
 use tokio::sync::Semaphore;
 
@@ -21,7 +22,6 @@ use tokio::sync::Semaphore;
 pub(crate) const DEFAULT_REQUESTS: usize = 64;
 
 pub(crate) struct Io {
-    pid: u32,
     runtime: tokio::runtime::Runtime,
     /// One permit per request in flight, shared by every remote location
     /// of the process (taken only by [`Io::limited`]).
@@ -29,7 +29,7 @@ pub(crate) struct Io {
     pub(crate) max_requests: usize,
 }
 
-static IO: Mutex<Option<Arc<Io>>> = Mutex::new(None);
+static IO: PerProcess<Io> = PerProcess::new();
 
 /// `LOADERX_REMOTE_REQUESTS`, or the default (an invalid value is ignored).
 fn max_requests() -> usize {
@@ -42,36 +42,24 @@ fn max_requests() -> usize {
 
 /// The process's bound on requests in flight (without making the runtime).
 pub(crate) fn max_requests_now() -> usize {
-    let slot = IO.lock().unwrap_or_else(|e| e.into_inner());
-    slot.as_ref()
-        .map_or_else(max_requests, |io| io.max_requests)
+    IO.get().map_or_else(max_requests, |io| io.max_requests)
 }
 
 /// This process's runtime, made (or remade after a fork) on first use.
-pub(crate) fn io() -> std::io::Result<Arc<Io>> {
-    let pid = std::process::id();
-    let mut slot = IO.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(io) = slot.as_ref().filter(|io| io.pid == pid) {
-        return Ok(io.clone());
-    }
-    if let Some(inherited) = slot.take() {
-        // The parent's runtime: its threads are not in this process.
-        std::mem::forget(inherited);
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("loaderx-io")
-        .enable_all()
-        .build()?;
-    let max = max_requests();
-    let io = Arc::new(Io {
-        pid,
-        runtime,
-        permits: Semaphore::new(max),
-        max_requests: max,
-    });
-    *slot = Some(io.clone());
-    Ok(io)
+pub(crate) fn io() -> std::io::Result<&'static Io> {
+    IO.get_or_try_init(|| {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("loaderx-io")
+            .enable_all()
+            .build()?;
+        let max = max_requests();
+        Ok(Io {
+            runtime,
+            permits: Semaphore::new(max),
+            max_requests: max,
+        })
+    })
 }
 
 impl Io {
