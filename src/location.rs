@@ -246,13 +246,7 @@ impl Location {
             use crate::io::remote::setup;
             let at = &self.path;
             let key = setup(at, r.key_of(at))?;
-            let join = |k: &str| {
-                if key.is_empty() {
-                    k.to_owned()
-                } else {
-                    format!("{key}/{k}")
-                }
-            };
+            let join = |k: &str| crate::io::remote::join_key(&key, k);
             let shard_key = |name: &str| {
                 if name == crate::table::manifest::SELF_SHARD {
                     key.clone()

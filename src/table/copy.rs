@@ -26,7 +26,7 @@ use super::manifest::{Manifest, MANIFEST_FILE};
 use super::versions::{version_file_name, VERSIONS_DIR};
 use super::{Table, VALIDITY_DIR};
 use crate::io::remote::upload::{transfer, Place, Transfer};
-use crate::io::remote::Remote;
+use crate::io::remote::{join_key, Remote};
 use crate::io::{io_error, Fs};
 use crate::{Error, Location, Result};
 
@@ -84,12 +84,7 @@ fn place(location: &Location, rel: &str) -> Place {
         Fs::Local => Place::Local(location.path().join(rel)),
         Fs::Remote(r) => {
             let base = r.key_of(location.path()).unwrap_or_default();
-            let key = if base.is_empty() {
-                rel.to_owned()
-            } else {
-                format!("{base}/{rel}")
-            };
-            Place::Remote(r.clone(), key)
+            Place::Remote(r.clone(), join_key(&base, rel))
         }
     }
 }
@@ -128,14 +123,6 @@ pub(super) fn remote_of(location: &Location) -> Result<Option<(Arc<Remote>, Stri
                 .map_err(|e| io_error(location.path(), e))?;
             Ok(Some((r.clone(), key)))
         }
-    }
-}
-
-pub(super) fn join_key(base: &str, rel: &str) -> String {
-    if base.is_empty() {
-        rel.to_owned()
-    } else {
-        format!("{base}/{rel}")
     }
 }
 

@@ -669,6 +669,16 @@ impl Storage for Remote {
 /// The engine error of an I/O failure at `path`: a remote object that
 /// changed under an open handle is [`Error::Corrupted`], the rest
 /// [`Error::Io`].
+/// The object key of `rel` below the key prefix `base` (either may be
+/// empty): the one way a bucket key is joined.
+pub(crate) fn join_key(base: &str, rel: &str) -> String {
+    if base.is_empty() || rel.is_empty() {
+        format!("{base}{rel}")
+    } else {
+        format!("{base}/{rel}")
+    }
+}
+
 pub(crate) fn to_error(path: &Path, e: io::Error) -> Error {
     if let Some(c) = e.get_ref().and_then(|i| i.downcast_ref::<ObjectChanged>()) {
         return Error::corrupted(path, c.0.clone());

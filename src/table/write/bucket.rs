@@ -75,13 +75,7 @@ impl Bucket {
 /// first commit), given the bucket as this attempt sees it.
 pub(super) type Next<'a> = &'a mut dyn FnMut(&Bucket, Option<&Manifest>) -> Result<Manifest>;
 
-pub(super) fn key(base: &str, rel: &str) -> String {
-    if base.is_empty() || rel.is_empty() {
-        format!("{base}{rel}")
-    } else {
-        format!("{base}/{rel}")
-    }
-}
+pub(super) use crate::io::remote::join_key as key;
 
 /// Every object below `root` (relative paths and sizes), listed afresh.
 pub(super) fn files(root: &Bucket) -> Result<Vec<(String, u64)>> {
