@@ -293,6 +293,12 @@ def delete_rows(
     version: int | None = None,
     storage_options: dict[str, str] | None = None,
 ) -> tuple[int, int]: ...
+def delete_where(
+    uri: str,
+    plan: Callable[[int], npt.NDArray[np.uint64]],
+    version: int | None = None,
+    storage_options: dict[str, str] | None = None,
+) -> tuple[int, int]: ...
 def compact(
     uri: str, min_deleted: float, storage_options: dict[str, str] | None = None
 ) -> int | None: ...

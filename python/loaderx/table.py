@@ -48,7 +48,6 @@ __all__ = [
 
 #: How many times :meth:`Table.delete` plans a predicate again after a
 #: concurrent commit replaced a shard it touched.
-_PREDICATE_TRIES = 5
 
 #: ``cache_bytes`` when :func:`open_table` gets a ``cache_dir`` alone.
 DEFAULT_CACHE_BYTES = 8 << 30
@@ -472,26 +471,34 @@ class Table(Mapping, Closing):
         from ._evolve import record_ids
 
         self._begin_evolution("delete")
-        # A predicate is planned again on a version that replaced a shard
-        # it touched (a compaction); record ids or a mask name rows of this
-        # version only, so their conflict is raised.
-        for attempt in range(_PREDICATE_TRIES):
-            ids = record_ids(self, where, "where")
-            try:
+        try:
+            if isinstance(where, str):
+                # A predicate is evaluated on the version the core plans
+                # on: this one, then (when a compaction replaced a shard it
+                # touched) the latest, where the core retries.
+                def plan(v: int):
+                    if v == self._version:
+                        return record_ids(self, where, "where")
+                    with open_table(
+                        self._path, storage_options=self._storage_options, version=v
+                    ) as at_v:
+                        return record_ids(at_v, where, "where")
+
+                version, deleted = _native.delete_where(
+                    self._path, plan, self._version, self._storage_options
+                )
+            else:
+                # Record ids or a mask name rows of this version only: a
+                # conflict is raised.
+                ids = record_ids(self, where, "where")
                 version, deleted = _native.delete_rows(
                     self._path, ids, self._version, self._storage_options
                 )
-            except CommitConflict:
-                self._reopen()
-                if not isinstance(where, str) or attempt == _PREDICATE_TRIES - 1:
-                    raise
-                continue
-            except BaseException:
-                self._reopen()
-                raise
-            self._reopen(version)
-            return deleted
-        raise AssertionError("unreachable")
+        except BaseException:
+            self._reopen()
+            raise
+        self._reopen(version)
+        return deleted
 
     def compact(self, *, min_deleted: float = 0.1) -> int | None:
         """Rewrites every shard whose deleted fraction is at least

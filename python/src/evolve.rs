@@ -62,6 +62,45 @@ pub fn delete_rows(
     })
 }
 
+/// Deletes the rows `plan(v)` names (record ids of version `v`: a
+/// predicate's evaluation there), starting on version `version`; a
+/// conflicting compaction makes the core plan again on the latest version
+/// (`loaderx::table::delete_where`). `(new version, rows deleted)`; an
+/// exception `plan` raises is raised as it is.
+#[pyfunction]
+#[pyo3(signature = (uri, plan, version=None, storage_options=None))]
+pub fn delete_where(
+    py: Python<'_>,
+    uri: String,
+    plan: Py<PyAny>,
+    version: Option<u64>,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<(u64, u64)> {
+    let raised: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
+    let mut planned = |v: u64| -> loaderx::Result<Vec<u64>> {
+        Python::attach(|py| {
+            let ids = plan.call1(py, (v,)).and_then(|ids| {
+                Ok(ids
+                    .extract::<PyReadonlyArray1<'_, u64>>(py)?
+                    .as_slice()?
+                    .to_vec())
+            });
+            ids.map_err(|e| {
+                let msg = e.to_string();
+                *raised.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                loaderx::Error::InvalidState(msg)
+            })
+        })
+    };
+    let result = crate::remote::on(py, &uri, storage_options, |at| {
+        table::delete_where(at, version, &mut planned).map(|(m, n)| (m.version(), n))
+    });
+    if let Some(e) = raised.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        return Err(e);
+    }
+    result
+}
+
 /// Rewrites the shards of the sharded table at `uri` whose deleted fraction
 /// is at least `min_deleted`; the new version, None when none qualifies.
 #[pyfunction]
@@ -260,6 +299,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(make_versioned, m)?)?;
     m.add_function(wrap_pyfunction!(drop_columns, m)?)?;
     m.add_function(wrap_pyfunction!(delete_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(delete_where, m)?)?;
     m.add_function(wrap_pyfunction!(compact, m)?)?;
     m.add_function(wrap_pyfunction!(save_view, m)?)?;
     m.add_function(wrap_pyfunction!(list_views, m)?)?;

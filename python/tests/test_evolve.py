@@ -519,6 +519,36 @@ def test_views_and_splits_are_tables_everywhere(table):
         assert column(v, "id").tolist() == [0, 1, 2]
 
 
+def test_a_predicate_is_evaluated_again_after_a_compaction_ids_conflict(table):
+    """A compaction committed after a delete was planned replaces the shards
+    it touched: a predicate is evaluated again on the latest version (the
+    core retries the commit); record ids or a mask name rows of the old
+    version only and raise CommitConflict naming both versions."""
+    path, kw = table
+    a = loaderx.open_table(path, readonly=False, **kw)
+    b = loaderx.open_table(path, readonly=False, **kw)
+    try:
+        b.delete(np.array([0]))  # ids 1..7 left
+        a._reopen()
+        assert a.version == 2  # shown (opened) now
+        b.compact(min_deleted=0.0)  # every shard replaced (version 3)
+        assert a.version == 2 and b.version == 3
+        with pytest.raises(loaderx.CommitConflict, match="planned on version 2.*version 3"):
+            a.delete(np.array([0]))
+        assert a.version == 3  # it shows the latest
+        b.delete(np.array([6]))  # id 7 gone: version 4
+        a._reopen(4)
+        assert a.version == 4
+        b.compact(min_deleted=0.0)  # version 5 replaces version 4's shards
+        assert a.delete("id % 2 = 1") == 3  # ids 1, 3, 5 (7 was deleted)
+        assert a.version == 6
+        assert column(a, "id").tolist() == [2, 4, 6]
+        assert column(a, "caption") == ["caption 2", "caption 4", "caption 6"]
+    finally:
+        a.close()
+        b.close()
+
+
 def column_of_view(path, kw, name, col):
     with loaderx.open_table(path, view=name, **kw) as v:
         got = v[col][np.arange(v.num_rows)]

@@ -54,7 +54,8 @@ pub use versions::{read_manifest, VersionRef, View, TAGS_DIR, VERSIONS_DIR, VIEW
 #[cfg(feature = "remote")]
 pub(crate) use write::publish_at;
 pub use write::{
-    cleanup, compact, delete_rows, drop_columns, drop_view, list_versions, list_views,
-    make_versioned, save_view, tag, tags, untag, ColumnsWrite, TableWrite, WriteMode, WrittenShard,
+    cleanup, compact, delete_rows, delete_where, drop_columns, drop_view, list_versions,
+    list_views, make_versioned, save_view, tag, tags, untag, ColumnsWrite, TableWrite, WriteMode,
+    WrittenShard,
 };
 pub use write::{commit_shards, new_shard};

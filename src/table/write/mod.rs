@@ -45,7 +45,7 @@ pub use evolve::{drop_columns, make_versioned, ColumnsWrite};
 pub use hand::{commit_shards, new_shard};
 pub use history::{cleanup, drop_view, list_versions, list_views, save_view, tag, tags, untag};
 use root::{Root, RootKind};
-pub use rows::{compact, delete_rows};
+pub use rows::{compact, delete_rows, delete_where};
 
 use super::files;
 use super::manifest::{is_shard_name, MANIFEST_FILE, MANIFEST_LOCK};

@@ -58,6 +58,35 @@ fn in_shard(shard: &str, rest: &str) -> String {
     }
 }
 
+/// Times a predicate's delete is planned again when a commit replaced a
+/// shard it touched.
+const REPLANS: u32 = 5;
+
+/// Deletes the rows a predicate names: `plan(v)` gives them as record ids
+/// of version `v` (its evaluation on that version), starting with
+/// `version` (None: the latest). When a version committed meanwhile
+/// replaced a touched shard (a compaction), the rows are planned again on
+/// the latest version and the delete retried, up to 5 plans in all; then
+/// the `CommitConflict` is returned. Otherwise as [`delete_rows`].
+pub fn delete_where(
+    at: &Location,
+    version: Option<u64>,
+    plan: &mut dyn FnMut(u64) -> Result<Vec<u64>>,
+) -> Result<(Manifest, u64)> {
+    let mut version = base_version(at, version)?.version();
+    let mut plans = 1;
+    loop {
+        let ids = plan(version)?;
+        match delete_rows(at, Some(version), &ids) {
+            Err(Error::CommitConflict(_)) if plans < REPLANS => {
+                plans += 1;
+                version = base_version(at, None)?.version();
+            }
+            done => return done,
+        }
+    }
+}
+
 /// Deletes the rows `ids` (record ids of version `version`, None: the
 /// latest) of the sharded table at `at`: one new version whose touched
 /// shards name deletion files holding every row deleted there; no row is
