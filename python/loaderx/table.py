@@ -316,7 +316,15 @@ class Table(Mapping, Closing):
         every shard that only removed versions named; returns the bytes
         freed. Handles open on a removed version keep reading only while
         their files stay open: clean up what no run reads any more. A
-        cleanup killed midway is finished by the next one."""
+        cleanup killed midway is finished by the next one.
+
+        It also removes what killed writers left behind, once older than
+        ``older_than`` and at least an hour: shard and column-group
+        directories of a local table that no version names and whose write
+        no live process holds (a write in progress holds a lease in
+        ``_leases/`` for as long as its process lives, however long it
+        takes), and this machine's local staging directories of writers to
+        buckets that died. A live writer's are never removed."""
         self._sharded("cleanup")
         if not isinstance(older_than, datetime.timedelta):
             raise TypeError(

@@ -8,6 +8,8 @@ import datetime
 import io
 import json
 import os
+import shutil
+import time
 
 import numpy as np
 import pytest
@@ -749,3 +751,121 @@ def test_cleanup_frees_a_dropped_column_of_a_plain_table_made_versioned(tmp_path
         assert sorted(t) == ["caption", "id"]
     with loaderx.open_table(path) as t:
         assert column(t, "id").tolist() == list(range(6))
+
+
+# -- what killed writers leave -------------------------------------------------------
+
+_STALLED_WRITER = """
+import sys, time
+import numpy as np, pyarrow as pa
+from loaderx import _native
+
+path, what = sys.argv[1], sys.argv[2]
+if what == "append":
+    # A shard written, not committed yet (what a long write does).
+    w = _native.TableWrite(path, None, False)
+    w.write_streams([pa.table({"id": np.arange(8, 12), "caption": ["x"] * 4})], "zstd")
+else:
+    # A column group written into the first shard, not committed yet.
+    g = _native.ColumnsWrite(path, None, None)
+    rows = g.shards()[0][1]
+    g.write_group(0, [pa.table({"z": np.arange(rows)})], "zstd", None)
+print("writing", flush=True)
+time.sleep(600)
+"""
+
+
+def entries_of(path):
+    """Every file and directory below ``path`` (relative paths)."""
+    out = set()
+    for d, dirs, names in os.walk(path):
+        out.update(os.path.relpath(os.path.join(d, n), path) for n in dirs + names)
+    return out
+
+
+def _age(path, seconds):
+    """Makes every directory and file below ``path`` look ``seconds`` old."""
+    then = time.time() - seconds
+    for d, dirs, names in os.walk(path):
+        for n in dirs + names:
+            os.utime(os.path.join(d, n), (then, then))
+        os.utime(d, (then, then))
+
+
+@pytest.mark.parametrize("what", ["append", "add_columns"])
+def test_cleanup_reclaims_what_a_killed_writer_left_never_a_live_ones(tmp_path, what):
+    """A writer killed mid-write leaves its shard or column-group
+    directories, named by no version: cleanup keeps them while the writer
+    lives (its lease is held, however old they look) and removes them once
+    it is dead and they are older than an hour; younger ones stay."""
+    import signal
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "t")
+    loaderx.ingest_sharded(rows(0, 8).select(["id", "caption"]), path, workers=1).close()
+    before = entries_of(path)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _STALLED_WRITER, path, what],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "writing"
+        deadline = time.time() + 30
+        while not os.path.isdir(os.path.join(path, "_leases")) and time.time() < deadline:
+            time.sleep(0.05)
+        made = sorted(entries_of(path) - before)
+        assert any(f.startswith("_leases/") for f in made), made
+        _age(path, 7200)
+        with loaderx.open_table(path, readonly=False) as t:
+            t.cleanup(older_than=datetime.timedelta(0))
+        assert entries_of(path) >= set(made) - {f for f in made if f.startswith("_leases/")}
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    left = sorted(entries_of(path) - before)
+    assert any(not f.startswith("_leases/") for f in left), left
+    # Dead now, but younger than an hour: kept.
+    _age(path, 60)
+    with loaderx.open_table(path, readonly=False) as t:
+        assert t.cleanup(older_than=datetime.timedelta(0)) == 0
+    assert entries_of(path) - before == set(left)
+    _age(path, 7200)
+    with loaderx.open_table(path, readonly=False) as t:
+        assert t.cleanup(older_than=datetime.timedelta(0)) > 0
+        assert column(t, "id").tolist() == list(range(8))
+    assert entries_of(path) - before == set(), sorted(entries_of(path) - before)
+
+
+def test_cleanup_removes_staging_directories_of_dead_bucket_writers(tmp_path):
+    """Local staging directories a writer to a bucket makes in the
+    temporary directory: removed by a cleanup once no live process holds
+    their lease and they are older than an hour; a live one is kept."""
+    import fcntl
+    import tempfile
+
+    tmp = tempfile.gettempdir()
+    dead = os.path.join(tmp, "loaderx-shard-" + os.urandom(6).hex())
+    live = os.path.join(tmp, "loaderx-group-" + os.urandom(6).hex())
+    young = os.path.join(tmp, "loaderx-ragged-" + os.urandom(6).hex())
+    for d in (dead, live, young):
+        os.makedirs(os.path.join(d, "shard-x", "label"))
+        with open(os.path.join(d, "shard-x", "label", "data.zr"), "wb") as f:
+            f.write(b"\0" * 1000)
+        open(os.path.join(d, ".loaderx-lease"), "wb").close()
+    held = open(os.path.join(live, ".loaderx-lease"), "rb")
+    fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        _age(dead, 7200)
+        _age(live, 7200)
+        path = str(tmp_path / "t")
+        loaderx.ingest_sharded(rows(0, 4), path, workers=1).close()
+        with loaderx.open_table(path, readonly=False) as t:
+            assert t.cleanup(older_than=datetime.timedelta(0)) >= 1000
+        assert not os.path.exists(dead)
+        assert os.path.isdir(live) and os.path.isdir(young)
+    finally:
+        held.close()
+        shutil.rmtree(live, ignore_errors=True)
+        shutil.rmtree(young, ignore_errors=True)

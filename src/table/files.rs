@@ -276,3 +276,201 @@ pub(crate) fn write_atomically(dir: &Path, name: &str, tmp: &str, bytes: &[u8]) 
         Error::io(&path, e)
     })
 }
+
+/// How long a dead writer's leftovers (unnamed shard and group
+/// directories, local staging directories) are left at least, whatever
+/// `cleanup`'s `older_than` says: a leftover younger than this may be a
+/// write whose lease is not taken yet.
+pub(crate) const LEFTOVER_MIN_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The lease file of a write in progress: an exclusive lock on a file,
+/// held by the writer's process until the lease is dropped. The kernel
+/// releases it when the process dies, so a lease that another process can
+/// lock is a dead writer's (whatever its age: a long write is alive).
+pub(crate) struct Lease {
+    path: PathBuf,
+    _file: File,
+}
+
+impl Lease {
+    /// Takes the lease `path` (its directory made if needed).
+    pub(crate) fn take(path: &Path) -> Result<Lease> {
+        if let Some(dir) = path.parent() {
+            create_dir_all(dir)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        file.try_lock().map_err(|e| {
+            Error::io(
+                path,
+                match e {
+                    std::fs::TryLockError::Error(e) => e,
+                    std::fs::TryLockError::WouldBlock => std::io::Error::new(
+                        std::io::ErrorKind::AlreadyExists,
+                        "another live writer holds this lease",
+                    ),
+                },
+            )
+        })?;
+        Ok(Lease {
+            path: path.to_path_buf(),
+            _file: file,
+        })
+    }
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Lease({})", self.path.display())
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        // Removed while still locked; the lock goes with the file handle.
+        // Its directory goes too when it is left empty (a write's leases).
+        let _ = std::fs::remove_file(&self.path);
+        if let Some(dir) = self.path.parent().filter(|d| d.ends_with(LEASES_DIR)) {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// Whether a live process holds the lease file `path` (false when there
+/// is none, or when this process can lock it).
+pub(crate) fn lease_held(path: &Path) -> bool {
+    let Ok(file) = File::open(path) else {
+        return false;
+    };
+    match file.try_lock() {
+        Ok(()) => {
+            let _ = file.unlock();
+            false
+        }
+        Err(std::fs::TryLockError::WouldBlock) => true,
+        Err(std::fs::TryLockError::Error(_)) => false,
+    }
+}
+
+/// How long ago `path` was last modified (zero when unknown: never old).
+pub(crate) fn age(path: &Path) -> std::time::Duration {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .unwrap_or_default()
+}
+
+/// The kinds of local staging directory a write to a bucket makes.
+const STAGING_KINDS: [&str; 4] = ["shard", "group", "validity", "ragged"];
+/// The lease file inside a staging directory (beside what it uploads).
+const STAGING_LEASE: &str = ".loaderx-lease";
+
+/// The staging directories of this process and their leases.
+static STAGING: std::sync::Mutex<std::collections::BTreeMap<PathBuf, Lease>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+fn staging() -> std::sync::MutexGuard<'static, std::collections::BTreeMap<PathBuf, Lease>> {
+    STAGING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A new local staging directory `<temp>/loaderx-<kind>-<12 hex>` of a
+/// write to a bucket, whose lease this process holds until
+/// [`remove_staging`] (or its death): [`reclaim_staging`] removes it only
+/// then.
+pub(crate) fn staging_dir(kind: &str) -> Result<PathBuf> {
+    debug_assert!(STAGING_KINDS.contains(&kind));
+    let dir = std::env::temp_dir().join(format!("loaderx-{kind}-{}", random_hex(6)));
+    create_dir_all(&dir)?;
+    let lease = Lease::take(&dir.join(STAGING_LEASE))?;
+    staging().insert(dir.clone(), lease);
+    Ok(dir)
+}
+
+/// Removes the staging directory `dir` (made by [`staging_dir`]) and
+/// gives its lease back; errors are ignored (a leftover is reclaimed).
+pub(crate) fn remove_staging(dir: &Path) {
+    let lease = staging().remove(dir);
+    let _ = remove_dir_all(dir);
+    drop(lease);
+}
+
+/// Removes the local staging directories of dead writers to buckets (in
+/// the temporary directory: no live process holds their lease) that are
+/// older than `min_age` and [`LEFTOVER_MIN_AGE`]; returns the bytes freed.
+pub(crate) fn reclaim_staging(min_age: std::time::Duration) -> u64 {
+    let min_age = min_age.max(LEFTOVER_MIN_AGE);
+    let tmp = std::env::temp_dir();
+    let Ok(entries) = std::fs::read_dir(&tmp) else {
+        return 0;
+    };
+    let mut freed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let ours = STAGING_KINDS.iter().any(|k| {
+            name.strip_prefix("loaderx-")
+                .and_then(|r| r.strip_prefix(k))
+                .and_then(|r| r.strip_prefix('-'))
+                .is_some_and(|hex| hex.len() == 12 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+        });
+        let dir = entry.path();
+        if !ours || !dir.is_dir() || staging().contains_key(&dir) {
+            continue;
+        }
+        if lease_held(&dir.join(STAGING_LEASE)) || age(&dir) < min_age {
+            continue;
+        }
+        freed += tree_size(&dir).unwrap_or(0);
+        let _ = remove_dir_all(&dir);
+    }
+    freed
+}
+
+/// The directory of a local table's write leases.
+pub const LEASES_DIR: &str = "_leases";
+
+/// A new lease of the write `token` in the local table `table`, taken by
+/// this process (each process filling shards or groups of a write takes
+/// its own): `_leases/<token>-<pid>-<random>.lease`.
+pub(crate) fn write_lease(table: &Path, token: &str) -> Result<Lease> {
+    let name = format!("{token}-{}-{}.lease", std::process::id(), random_hex(4));
+    Lease::take(&table.join(LEASES_DIR).join(name))
+}
+
+/// Whether a live process holds a lease of the write `token` in `table`.
+pub(crate) fn write_live(table: &Path, token: &str) -> bool {
+    let dir = table.join(LEASES_DIR);
+    let prefix = format!("{token}-");
+    list(&dir)
+        .unwrap_or_default()
+        .iter()
+        .any(|n| n.starts_with(&prefix) && lease_held(&dir.join(n)))
+}
+
+/// Removes the lease files of dead writers in `table` (older than
+/// [`LEFTOVER_MIN_AGE`]), and the leases directory when it is left empty.
+pub(crate) fn reclaim_leases(table: &Path) {
+    reclaim_leases_older(table, LEFTOVER_MIN_AGE);
+}
+
+/// [`reclaim_leases`] whatever their age: what a discarding write does
+/// (its shards are gone already, so a lease another process is about to
+/// take guards nothing).
+pub(crate) fn reclaim_leases_now(table: &Path) {
+    reclaim_leases_older(table, std::time::Duration::ZERO);
+}
+
+fn reclaim_leases_older(table: &Path, min_age: std::time::Duration) {
+    let dir = table.join(LEASES_DIR);
+    for name in list(&dir).unwrap_or_default() {
+        let path = dir.join(&name);
+        if name.ends_with(".lease") && !lease_held(&path) && age(&path) >= min_age {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    let _ = std::fs::remove_dir(&dir);
+}

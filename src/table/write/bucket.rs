@@ -240,7 +240,7 @@ pub(super) fn add_validity(
     entry: &mut ShardEntry,
     columns: &[&String],
 ) -> Result<()> {
-    let tmp = std::env::temp_dir().join(format!("loaderx-validity-{}", files::random_hex(6)));
+    let tmp = files::staging_dir("validity")?;
     let made = (|| -> Result<Vec<(String, u64)>> {
         let shard = tmp.join("shard");
         for column in columns {
@@ -252,7 +252,7 @@ pub(super) fn add_validity(
         upload_dir(root, &shard, shard_rel(&entry.name))?;
         files::walk(&shard)
     })();
-    let _ = files::remove_dir_all(&tmp);
+    files::remove_staging(&tmp);
     let made = made?;
     if let Some(objects) = entry.objects.as_mut() {
         objects.extend(made);
@@ -262,10 +262,9 @@ pub(super) fn add_validity(
 
 pub(super) fn rewrite_ragged(root: &Bucket, shard: &str, column: &str) -> Result<()> {
     let rel = format!("{shard}/{column}");
-    let tmp = std::env::temp_dir().join(format!("loaderx-ragged-{}", files::random_hex(6)));
+    let tmp = files::staging_dir("ragged")?;
     let local = tmp.join(column);
     let done = (|| {
-        files::create_dir_all(&tmp)?;
         let dense = Store::open_at(&root.at.join(&rel), true)?;
         let made = copy_as_ragged(&dense, &local);
         let _ = dense.close();
@@ -281,7 +280,7 @@ pub(super) fn rewrite_ragged(root: &Bucket, shard: &str, column: &str) -> Result
             .collect();
         delete(root, &stale)
     })();
-    let _ = files::remove_dir_all(&tmp);
+    files::remove_staging(&tmp);
     done
 }
 

@@ -243,7 +243,7 @@ impl ColumnsWrite {
     /// Groups of columnar copies of columns of `base` (the version a
     /// compaction is planned on): each group holds columns the table has.
     pub(super) fn replacing(at: &Location, base: Manifest) -> Result<ColumnsWrite> {
-        Ok(ColumnsWrite {
+        let write = ColumnsWrite {
             root: Root::of(at)?,
             base,
             token: files::random_hex(6),
@@ -251,7 +251,9 @@ impl ColumnsWrite {
             replaces: true,
             #[cfg(feature = "remote")]
             planned: None,
-        })
+        };
+        write.root.hold_lease(&write.token)?;
+        Ok(write)
     }
 
     /// Shard `i`'s group as written: its schema and (remote) objects,
@@ -286,7 +288,10 @@ impl ColumnsWrite {
                 });
             }
         }
-        ColumnsWrite::resume(at, version, &files::random_hex(6))
+        let write = ColumnsWrite::resume(at, version, &files::random_hex(6))?;
+        // In progress from now on (see TableWrite::begin).
+        write.root.hold_lease(&write.token)?;
+        Ok(write)
     }
 
     /// The write `token` planned on version `version` of the table at `at`
@@ -352,9 +357,7 @@ impl ColumnsWrite {
         let dir = match &self.root.kind {
             RootKind::Local(table) => shard_dir(table, &shard.name).join(self.group()),
             #[cfg(feature = "remote")]
-            RootKind::Bucket(_) => std::env::temp_dir()
-                .join(format!("loaderx-group-{}", files::random_hex(6)))
-                .join(self.group()),
+            RootKind::Bucket(_) => files::staging_dir("group")?.join(self.group()),
         };
         if dir.exists() {
             files::remove_dir_all(&dir)?; // a retried task's
@@ -376,7 +379,7 @@ impl ColumnsWrite {
             RootKind::Bucket(b) => {
                 let rel = bucket::key(bucket::shard_rel(&shard.name), &self.group());
                 let done = bucket::upload_dir(b, dir, &rel);
-                let _ = files::remove_dir_all(dir.parent().unwrap_or(dir));
+                files::remove_staging(dir.parent().unwrap_or(dir));
                 let group = self.group();
                 Some(
                     done?
@@ -581,12 +584,18 @@ impl ColumnsWrite {
                 next(&Root::in_bucket(b.clone()), current)
             });
         }
-        publish(&self.root, "add_columns", &mut next)
+        let done = publish(&self.root, "add_columns", &mut next);
+        if done.is_ok() {
+            // What it made is named by a version now.
+            self.root.release_lease();
+        }
+        done
     }
 
     /// Removes what this write made in every shard, unless a version
     /// names it (it was committed).
     pub fn discard(&self) -> Result<()> {
+        self.root.release_lease();
         let group = self.group();
         if let Some(latest) =
             versions::latest(&self.root.at.fresh().fs().clone(), self.root.path())?

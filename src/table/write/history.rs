@@ -341,6 +341,13 @@ impl Doomed {
 /// the stores of columns dropped from a shard's own directory that no kept
 /// version reads or lists. Returns the bytes freed.
 ///
+/// It also removes what killed writers left, older than `older_than_ms`
+/// and at least an hour ([`files::LEFTOVER_MIN_AGE`]): in a local table,
+/// the shard and column-group directories no version names whose write no
+/// live process holds a lease of (`_leases/`); on this machine, the local
+/// staging directories (`loaderx-<kind>-*` in the temporary directory) of
+/// writers to buckets that died. A live writer's are never removed.
+///
 /// Version files go first, then the shards: a cleanup killed midway
 /// leaves no version naming a missing shard, and its list of what it
 /// removes (`_cleanup.json`, written before anything is removed) is
@@ -354,7 +361,8 @@ pub fn cleanup(at: &Location, older_than_ms: u64, keep_last: u64) -> Result<u64>
     let at = fresh(at);
     let root = Root::of(&at)?;
     let _lock = lock(&root)?;
-    let mut freed = 0u64;
+    // This machine's staging directories of dead writers to buckets.
+    let mut freed = files::reclaim_staging(std::time::Duration::from_millis(older_than_ms));
     let pending_file = root.path().join(CLEANUP_FILE);
     if let Some(raw) = read(&root, CLEANUP_FILE)? {
         freed += remove(&root, &Doomed::parse(&pending_file, &raw)?)?;
@@ -470,13 +478,28 @@ pub fn cleanup(at: &Location, older_than_ms: u64, keep_last: u64) -> Result<u64>
             !skip && !a_shard && removable_column(s, c)
         })
         .collect();
+    // What dead writers left: shard and group directories no version
+    // names, old enough, of writes no live process holds a lease of.
+    let leftovers = match &root.kind {
+        RootKind::Local(dir) => {
+            let every: Vec<&Resolved> = kept.iter().chain(&removed).collect();
+            leftovers(dir, &every, older_than_ms)?
+        }
+        #[cfg(feature = "remote")]
+        RootKind::Bucket(_) => Vec::new(),
+    };
     let doomed = Doomed {
         files: removed
             .iter()
             .map(|r| version_rel(r.manifest.version()))
             .chain(deletions)
             .collect(),
-        shards: shards.iter().cloned().chain(groups).collect(),
+        shards: shards
+            .iter()
+            .cloned()
+            .chain(groups)
+            .chain(leftovers)
+            .collect(),
         columns,
     };
     if doomed.files.is_empty() && doomed.shards.is_empty() && doomed.columns.is_empty() {
@@ -485,6 +508,71 @@ pub fn cleanup(at: &Location, older_than_ms: u64, keep_last: u64) -> Result<u64>
     write_pending(&root, &doomed.to_json())?;
     freed += remove(&root, &doomed)?;
     Ok(freed)
+}
+
+/// The write token in a shard directory's name `shard-<token>-<random>`
+/// (a `TableWrite`'s; a shard made by hand has none), or in a group's
+/// `_g-<token>`.
+fn write_token(name: &str) -> Option<&str> {
+    if let Some(token) = name.strip_prefix("_g-") {
+        return Some(token);
+    }
+    let (token, random) = name.strip_prefix("shard-")?.split_once('-')?;
+    (!token.is_empty() && !random.is_empty()).then_some(token)
+}
+
+/// The shard directories of the local table `dir` that no version of
+/// `every` names, and the group directories in its shards that none lists,
+/// whose write no live process holds a lease of and that are older than
+/// `older_than_ms` and [`files::LEFTOVER_MIN_AGE`]: what killed writers
+/// left (shards by hand, without a lease, by age alone).
+fn leftovers(dir: &Path, every: &[&Resolved], older_than_ms: u64) -> Result<Vec<String>> {
+    let min_age = std::time::Duration::from_millis(older_than_ms).max(files::LEFTOVER_MIN_AGE);
+    let dead = |rel: &str, name: &str| {
+        files::age(&dir.join(rel)) >= min_age
+            && !write_token(name).is_some_and(|t| files::write_live(dir, t))
+    };
+    let named: BTreeSet<&str> = every
+        .iter()
+        .flat_map(|r| r.manifest.shards.iter().map(|s| s.name.as_str()))
+        .collect();
+    let listed: BTreeSet<String> = every
+        .iter()
+        .flat_map(|r| {
+            r.manifest
+                .shards
+                .iter()
+                .flat_map(|s| s.groups.iter().map(|g| in_shard_dir(&s.name, &g.dir)))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for name in files::list(dir)? {
+        let is_shard = name.starts_with("shard-")
+            && crate::table::is_shard_name(&name)
+            && files::is_dir(&Fs::Local, &dir.join(&name));
+        if is_shard && !named.contains(name.as_str()) && dead(&name, &name) {
+            out.push(name);
+        }
+    }
+    for shard in &named {
+        let home = if *shard == SELF_SHARD {
+            dir.to_path_buf()
+        } else {
+            dir.join(shard)
+        };
+        for name in files::list(&home).unwrap_or_default() {
+            let rel = in_shard_dir(shard, &name);
+            if name.starts_with("_g-")
+                && !listed.contains(&rel)
+                && files::is_dir(&Fs::Local, &home.join(&name))
+                && dead(&rel, &name)
+            {
+                out.push(rel);
+            }
+        }
+    }
+    files::reclaim_leases(dir);
+    Ok(out)
 }
 
 /// Removes what `doomed` lists (what is gone already is skipped), then

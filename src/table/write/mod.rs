@@ -116,6 +116,10 @@ impl TableWrite {
         if mode == WriteMode::Append && existed {
             write.planned = write.latest_columns()?;
         }
+        // In progress from now on: what it makes is its own until it
+        // commits or discards (the processes that resume it fill shards
+        // under this lease).
+        write.root.hold_lease(&write.token)?;
         Ok(write)
     }
 
@@ -206,7 +210,9 @@ impl TableWrite {
             }
             let others: Vec<&String> = held
                 .iter()
-                .filter(|e| !self.ours(e) && e.as_str() != MANIFEST_LOCK)
+                .filter(|e| {
+                    !self.ours(e) && e.as_str() != MANIFEST_LOCK && e.as_str() != files::LEASES_DIR
+                })
                 .collect();
             if !others.is_empty() {
                 let shown: Vec<&String> = others.iter().copied().take(3).collect();
@@ -234,12 +240,7 @@ impl TableWrite {
         let parent = match &self.root.kind {
             RootKind::Local(dir) => dir.clone(),
             #[cfg(feature = "remote")]
-            RootKind::Bucket(_) => {
-                let tmp =
-                    std::env::temp_dir().join(format!("loaderx-shard-{}", files::random_hex(6)));
-                files::create_dir_all(&tmp)?;
-                tmp
-            }
+            RootKind::Bucket(_) => files::staging_dir("shard")?,
         };
         files::create_dir_all(&parent)?;
         loop {
@@ -300,9 +301,7 @@ impl TableWrite {
                 }
             }
             #[cfg(feature = "remote")]
-            RootKind::Bucket(_) => {
-                let _ = files::remove_dir_all(dir.parent().unwrap_or(dir));
-            }
+            RootKind::Bucket(_) => files::remove_staging(dir.parent().unwrap_or(dir)),
         }
     }
 
@@ -490,6 +489,7 @@ impl TableWrite {
     /// cannot be read leaves everything as it is. Returns the shards
     /// removed.
     pub fn discard(&self) -> Result<Vec<String>> {
+        self.root.release_lease();
         self.root.discard(&self.prefix(), !self.existed)
     }
 }

@@ -21,6 +21,9 @@ use super::bucket;
 pub(super) struct Root {
     pub(super) at: Location,
     pub(super) kind: RootKind,
+    /// This process's lease of the write in progress (a local table's),
+    /// taken before its first shard or group directory is made.
+    lease: std::sync::Mutex<Option<files::Lease>>,
 }
 
 #[derive(Debug)]
@@ -40,6 +43,7 @@ impl Root {
         Ok(Root {
             at: at.clone(),
             kind,
+            lease: Default::default(),
         })
     }
 
@@ -49,6 +53,33 @@ impl Root {
         Root {
             at: b.at.clone(),
             kind: RootKind::Bucket(b),
+            lease: Default::default(),
+        }
+    }
+
+    /// Marks the write `token` in progress in a local table before it
+    /// makes a shard or group directory there: a lease this process holds
+    /// until [`release_lease`](Root::release_lease) or its end, so that
+    /// `cleanup` leaves the write's directories alone while it lives.
+    pub(super) fn hold_lease(&self, token: &str) -> Result<()> {
+        if let RootKind::Local(dir) = &self.kind {
+            let mut lease = self.lease.lock().unwrap_or_else(|e| e.into_inner());
+            if lease.is_none() {
+                *lease = Some(files::write_lease(dir, token)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives this process's lease back (the write committed or discarded
+    /// what it made), removing the leases directory when it is empty.
+    pub(super) fn release_lease(&self) {
+        let lease = self.lease.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if lease.is_some() {
+            drop(lease);
+            if let RootKind::Local(dir) = &self.kind {
+                let _ = files::remove_dir(&dir.join(files::LEASES_DIR));
+            }
         }
     }
 
@@ -332,6 +363,9 @@ fn discard_shards(table: &Path, prefix: &str, remove_table: bool) -> Result<Vec<
                 }
             }
         }
+        // Leases of this write's other processes that are gone (its own
+        // were given back before the discard).
+        files::reclaim_leases_now(table);
         let left = files::list(table)?;
         if left == [MANIFEST_LOCK] {
             files::remove_file(&table.join(MANIFEST_LOCK))?;
