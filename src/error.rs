@@ -83,6 +83,26 @@ pub enum Error {
     /// (maps to FileNotFoundError); the message names it.
     #[error("{message}")]
     Missing { path: PathBuf, message: String },
+
+    /// A value refused for a reason whose remedy a binding names in its
+    /// own terms ([`Refusal`]); the message speaks of the data. A
+    /// `ValueError` in Python, as `InvalidValue`.
+    #[error("{message}")]
+    Refused { refusal: Refusal, message: String },
+}
+
+/// Why a value was refused, where the remedy is the caller's API's to name
+/// ([`Error::Refused`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// Too few records, or too few bytes of them, to train a dictionary.
+    DictionaryTooSmall,
+    /// Credentials written into a location's URI (a user, a password, a
+    /// query string): they belong in the location's options.
+    CredentialsInUri,
+    /// A writable open of a remote location, which opens read-only.
+    RemoteWritable,
 }
 
 impl Error {

@@ -206,10 +206,13 @@ impl Location {
     /// naming the URI.
     pub(crate) fn check_readonly(&self, readonly: bool, what: &str) -> Result<()> {
         if self.is_remote() && !readonly {
-            return Err(Error::InvalidValue(format!(
-                "{} is a remote location: a {what} there opens read-only; write locally and upload with copy_table",
-                self.path.display()
-            )));
+            return Err(Error::Refused {
+                refusal: crate::error::Refusal::RemoteWritable,
+                message: format!(
+                    "{} is a remote location: a {what} there opens read-only; write locally and upload with copy_table",
+                    self.path.display()
+                ),
+            });
         }
         Ok(())
     }

@@ -8,7 +8,7 @@
 use std::io;
 use std::path::Path;
 
-use loaderx::error::{cause, Cause};
+use loaderx::error::{cause, Cause, Refusal};
 use loaderx::Error;
 use pyo3::exceptions::{
     PyConnectionAbortedError, PyConnectionError, PyConnectionRefusedError, PyConnectionResetError,
@@ -80,17 +80,12 @@ fn python_hint(err: &Error) -> Option<&'static str> {
         Error::NullableReadOnly { .. } => {
             "write the table again with its nulls: loaderx.arrow.ingest"
         }
-        Error::InvalidValue(m) if m.starts_with("training a dictionary needs") => {
-            "give loaderx.train_dict more or larger records"
-        }
-        Error::InvalidValue(m) if m.contains("pass credentials as the location's options") => {
-            "storage_options is where they go"
-        }
-        Error::InvalidValue(m)
-            if m.contains("is a remote location:") && m.contains("read-only") =>
-        {
-            "open it with readonly=True"
-        }
+        Error::Refused { refusal, .. } => match refusal {
+            Refusal::DictionaryTooSmall => "give loaderx.train_dict more or larger records",
+            Refusal::CredentialsInUri => "storage_options is where they go",
+            Refusal::RemoteWritable => "open it with readonly=True",
+            _ => return None,
+        },
         _ => return None,
     })
 }
@@ -111,9 +106,10 @@ pub fn store_error(err: &Error) -> PyErr {
         }
         Error::NoStore { .. } | Error::Missing { .. } => PyFileNotFoundError::new_err(msg),
         Error::AlreadyExists { .. } => PyFileExistsError::new_err(msg),
-        Error::WrongKind { .. } | Error::InvalidValue(_) | Error::InvalidState(_) => {
-            PyValueError::new_err(msg)
-        }
+        Error::WrongKind { .. }
+        | Error::InvalidValue(_)
+        | Error::Refused { .. }
+        | Error::InvalidState(_) => PyValueError::new_err(msg),
         Error::InvalidType(_) => PyTypeError::new_err(msg),
         Error::IndexOutOfRange { .. } | Error::InvalidIndex(_) => PyIndexError::new_err(msg),
         Error::OutOfMemory { .. } => PyMemoryError::new_err(msg),

@@ -210,3 +210,16 @@ def test_corrupted_data_surfaces_on_read(dense, root):
     os.remove(data)
     with pytest.raises(Corrupted, match="data.zr"):
         DenseStore.open(root / "d")
+
+
+def test_python_hints_come_from_the_kind_of_refusal(tmp_path):
+    """Refusals whose remedy is the package's to name: the ValueError
+    carries the Python hint chosen by the core's error kind."""
+    import loaderx
+    from loaderx.utils import train_dict
+
+    with pytest.raises(ValueError, match=r"at least 8 records .*\(give loaderx.train_dict more"):
+        train_dict(np.zeros((3, 4), np.uint8))
+    with pytest.raises(ValueError, match=r"storage_options is where they go") as info:
+        loaderx.open_table("https://user:secret@127.0.0.1:9/t")
+    assert "secret" not in str(info.value)

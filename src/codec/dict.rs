@@ -146,10 +146,13 @@ pub fn train(samples: &[u8], sizes: &[usize], tier: DictTier) -> Result<Vec<u8>>
         )));
     }
     if sizes.len() < MIN_SAMPLES || total < MIN_SAMPLE_BYTES {
-        return Err(Error::InvalidValue(format!(
-            "training a dictionary needs at least {MIN_SAMPLES} records and {MIN_SAMPLE_BYTES} bytes of sample, got {} records and {total} bytes",
-            sizes.len()
-        )));
+        return Err(Error::Refused {
+            refusal: crate::error::Refusal::DictionaryTooSmall,
+            message: format!(
+                "training a dictionary needs at least {MIN_SAMPLES} records and {MIN_SAMPLE_BYTES} bytes of sample, got {} records and {total} bytes",
+                sizes.len()
+            ),
+        });
     }
     let size = tier.dict_size.min(total / 10).max(256);
     zstd::dict::from_continuous(samples, sizes, size).map_err(|e| {
@@ -164,6 +167,24 @@ pub fn train(samples: &[u8], sizes: &[usize], tier: DictTier) -> Result<Vec<u8>>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn too_few_samples_are_a_typed_refusal() {
+        let err = train(&[1, 2, 3], &[1, 2], DICT_TIERS[0]).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Refused {
+                    refusal: crate::error::Refusal::DictionaryTooSmall,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err
+            .to_string()
+            .starts_with("training a dictionary needs at least 8 records"));
+    }
 
     #[test]
     fn plan_respects_budget_and_stride() {

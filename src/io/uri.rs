@@ -89,6 +89,14 @@ fn bad(uri: &str, why: impl std::fmt::Display) -> Error {
     ))
 }
 
+/// [`bad`] of a URI that holds credentials.
+fn credentials(uri: &str, why: &str) -> Error {
+    Error::Refused {
+        refusal: crate::error::Refusal::CredentialsInUri,
+        message: bad(uri, why).to_string(),
+    }
+}
+
 /// Whether `location` is written as a remote URI (a scheme other than
 /// `file`), whether or not it is a valid one: [`parse`] says that.
 pub(crate) fn names_remote(location: &str) -> bool {
@@ -139,7 +147,7 @@ pub(crate) fn parse(location: &str) -> Result<Parsed> {
         }
     };
     if rest.contains('?') || rest.contains('#') {
-        return Err(bad(
+        return Err(credentials(
             location,
             "a query string or fragment is not accepted (pass credentials as the location's options)",
         ));
@@ -161,7 +169,7 @@ pub(crate) fn parse(location: &str) -> Result<Parsed> {
     if let Some((user, _)) = authority.rsplit_once('@') {
         let abfs = matches!(lower.as_str(), "abfs" | "abfss") && !user.contains(':');
         if !abfs {
-            return Err(bad(
+            return Err(credentials(
                 location,
                 "a user name or password is not accepted in the URI (pass credentials as the location's options)",
             ));
