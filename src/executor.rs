@@ -88,7 +88,9 @@ const PROBE_EVERY: u64 = 32;
 
 /// The fan-out cost model's current estimates (for diagnostics and the
 /// benchmarks): nanoseconds per KiB of output copied and decoded on one
-/// thread, and nanoseconds until an asked pool worker starts.
+/// thread, and nanoseconds until an asked pool worker starts. Hidden: a
+/// diagnostic of the executor's internals, not product API.
+#[doc(hidden)]
 #[derive(Clone, Copy, Debug)]
 pub struct FanOutModel {
     pub copy_ns_per_kib: u64,
@@ -97,6 +99,7 @@ pub struct FanOutModel {
 }
 
 /// A snapshot of the fan-out cost model of this process.
+#[doc(hidden)]
 pub fn fan_out_model() -> FanOutModel {
     FanOutModel {
         copy_ns_per_kib: MODEL.ns_per_kib[Work::Copy as usize].load(Ordering::Relaxed),

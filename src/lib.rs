@@ -71,7 +71,11 @@ pub mod table;
 
 pub use codec::{dict, Codec};
 pub use error::{Error, Result};
-pub use format::{RecordLoc, MAX_RECORD_BYTES};
+pub use format::MAX_RECORD_BYTES;
+// A record's 16-byte entry in meta.zr: `Store::loc` hands it to the
+// format tests and fuzzers, which read meta.zr by hand; not product API.
+#[doc(hidden)]
+pub use format::RecordLoc;
 #[cfg(feature = "fault-injection")]
 pub use io::fault;
 #[cfg(feature = "remote")]
@@ -81,11 +85,19 @@ pub use loader::DataLoader;
 pub use location::CACHE_BLOCK;
 pub use location::{CacheOptions, Location};
 pub use read::{
-    check_validity, sample_store, Buffer, Concat, Indices, Packed, RaggedBatch, RaggedRecord,
-    ReadCounters, Records, Stats, StoreAccess, Typed,
+    check_validity, Buffer, Concat, Indices, Packed, RaggedBatch, RaggedRecord, ReadCounters,
+    Records, Stats, StoreAccess, Typed,
 };
+// The sample a dictionary is trained on, drawn from a store: what the
+// binding's `train_dict` calls; not product API.
+#[doc(hidden)]
+pub use read::sample_store;
 pub use schema::{DType, Kind, Layout, Logical, Schema};
 #[cfg(feature = "fault-injection")]
 #[doc(hidden)]
 pub use store::set_compact_steps_for_tests;
-pub use store::{streaming, RecordIndex, Store};
+pub use store::{RecordIndex, Store};
+// Whole-store reads in bounded chunks, for the DataFusion and Parquet
+// connectors (crates of their own); not product API.
+#[doc(hidden)]
+pub use store::streaming;

@@ -16,7 +16,7 @@ use crate::table::{Layouts, TableWrite, WrittenShard};
 type Source = Box<dyn RecordBatchReader + Send>;
 
 /// Writes `sources` as shards of `write` on `workers` threads (see
-/// [`ingest`] for the column mapping): one shard per source, or, with
+/// [`ingest`](super::ingest) for the column mapping): one shard per source, or, with
 /// `run_bytes` and one source, one shard per run of consecutive batches of
 /// about that many bytes (at least one shard, maybe empty; at most
 /// `workers` runs in memory), each column laid out as `layouts` resolves

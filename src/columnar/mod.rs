@@ -12,7 +12,7 @@
 //! into Arrow arrays, and gather rows at random from chunks kept decoded
 //! within a per-process budget ([`keep_budget`]).
 //!
-//! - [`format`]: the bytes (footer, entries, bounds);
+//! - [`format`](mod@format): the bytes (footer, entries, bounds);
 //! - [`ColumnWriter`]: writes one column file;
 //! - [`ColumnFile`]: one open file (its chunks decoded and kept);
 //! - [`Columnar`]: a table's column (files of every shard end to end, a

@@ -27,11 +27,17 @@
 #[cfg(feature = "remote")]
 mod copy;
 mod files;
+// The on-disk documents of a table (manifest.json, table.json, the
+// version files) and their constants: the binding, the connectors and the
+// format tests read them; the product API is `Table` and the writes below.
+#[doc(hidden)]
 pub mod manifest;
 mod open;
 mod repr;
 mod shard;
+#[doc(hidden)]
 pub mod types;
+#[doc(hidden)]
 pub mod versions;
 mod write;
 
@@ -39,18 +45,24 @@ mod write;
 pub use copy::{copy_table, Progress};
 pub(crate) use files::random_hex;
 pub(crate) use files::read_whole as read_file;
-pub use files::INCOMPLETE;
+// The names of the format's files and directories (docs/format.md): for
+// the format tests and the binding, not product API.
+#[doc(hidden)]
+pub use files::{INCOMPLETE, LEASES_DIR};
+#[doc(hidden)]
 pub use manifest::{
-    is_shard_name, is_sharded, shard_dir, ColumnGroup, Manifest, ShardEntry, MANIFEST_FILE,
-    MANIFEST_FORMAT, MANIFEST_LOCK, SELF_SHARD,
+    is_shard_name, shard_dir, ColumnGroup, ShardEntry, MANIFEST_FILE, MANIFEST_FORMAT,
+    MANIFEST_LOCK, SELF_SHARD,
 };
+pub use manifest::{is_sharded, Manifest};
 pub use open::{open_columns, Column, Shard, Stream, Table};
 pub use shard::{column_names, shard_schema, ColumnSpec, ShardSchema};
-pub use types::{
-    read_types, validity_dir, write_types, ColumnLayout, ColumnType, Layouts, TABLE_FILE,
-    VALIDITY_DIR,
-};
-pub use versions::{read_manifest, VersionRef, View, TAGS_DIR, VERSIONS_DIR, VIEWS_DIR};
+pub use types::{read_types, write_types, ColumnLayout, ColumnType, Layouts};
+#[doc(hidden)]
+pub use types::{validity_dir, TABLE_FILE, VALIDITY_DIR};
+pub use versions::{read_manifest, VersionRef, View};
+#[doc(hidden)]
+pub use versions::{TAGS_DIR, VERSIONS_DIR, VIEWS_DIR};
 #[cfg(feature = "remote")]
 pub(crate) use write::publish_at;
 pub use write::{

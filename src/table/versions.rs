@@ -54,7 +54,7 @@ pub struct Resolved {
 }
 
 /// The checked manifest of the latest version of the sharded table `dir`
-/// (the latest version: [`resolve`] of [`VersionRef::Latest`]).
+/// (the latest version: `resolve` of [`VersionRef::Latest`]).
 ///
 /// [`Error::Missing`] when `dir` has no manifest; [`Error::Corrupted`]
 /// naming `manifest.json` and the broken rule when it is not a manifest of

@@ -54,7 +54,7 @@ fn real(path: &Path) -> PathBuf {
 /// row count after the commit.
 ///
 /// Every shard is checked first (a plain table whose columns have equal
-/// lengths, the same column names and the same [`ColumnSpec`]s as the
+/// lengths, the same column names and the same [`ColumnSpec`](crate::table::ColumnSpec)s as the
 /// table's), so a rejected commit changes nothing. Commits from several
 /// processes serialise on the lock file `.manifest.lock`. A column with a
 /// validity stream in any shard is nullable in all: shards without one get

@@ -342,7 +342,7 @@ impl Doomed {
 /// version reads or lists. Returns the bytes freed.
 ///
 /// It also removes what killed writers left, older than `older_than_ms`
-/// and at least an hour ([`files::LEFTOVER_MIN_AGE`]): in a local table,
+/// and at least an hour: in a local table,
 /// the shard and column-group directories no version names whose write no
 /// live process holds a lease of (`_leases/`); on this machine, the local
 /// staging directories (`loaderx-<kind>-*` in the temporary directory) of
