@@ -194,6 +194,7 @@ impl Columnar {
         Ok(())
     }
 
+    #[cfg(feature = "arrow")]
     pub(crate) fn inner(&self) -> &Inner {
         &self.inner
     }
@@ -207,24 +208,28 @@ impl Inner {
         }
     }
 
+    #[cfg(feature = "arrow")]
     pub(crate) fn parts(&self) -> &[ColumnFile] {
         &self.parts
     }
 
+    #[cfg(feature = "arrow")]
     pub(crate) fn kind(&self) -> ValueKind {
         self.kind
     }
 
+    #[cfg(feature = "arrow")]
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
-    /// The physical row of row `i`.
+    #[cfg(feature = "arrow")]
     #[inline]
     pub(crate) fn selection(&self) -> Option<&Arc<[u64]>> {
         self.rows.as_ref()
     }
 
+    /// The physical row of row `i`.
     #[inline]
     pub(crate) fn physical(&self, i: u64) -> u64 {
         match &self.rows {

@@ -346,6 +346,7 @@ pub fn decode_fixed_into(
 /// shuffled) as they are stored, decompressed, and its validity bits:
 /// everything a read checks (the checksum, the sizes, the null count, and
 /// that the values span exactly the recorded bounds) without widening.
+#[cfg(feature = "arrow")]
 pub fn decode_narrowed(
     dtype: DType,
     e: &Entry,
@@ -396,6 +397,7 @@ pub fn decode_narrowed(
 /// `values` (exactly its values' bytes) and the end of each row's value,
 /// plus `base`, into `ends` (one per row), everything its entry promises
 /// checked; returns its validity bits (None without nulls).
+#[cfg(feature = "arrow")]
 pub fn decode_bytes_into(
     kind: ValueKind,
     e: &Entry,

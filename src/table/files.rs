@@ -382,6 +382,7 @@ fn staging() -> std::sync::MutexGuard<'static, std::collections::BTreeMap<PathBu
 /// write to a bucket, whose lease this process holds until
 /// [`remove_staging`] (or its death): [`reclaim_staging`] removes it only
 /// then.
+#[cfg_attr(not(feature = "remote"), allow(dead_code))]
 pub(crate) fn staging_dir(kind: &str) -> Result<PathBuf> {
     debug_assert!(STAGING_KINDS.contains(&kind));
     let dir = std::env::temp_dir().join(format!("loaderx-{kind}-{}", random_hex(6)));
@@ -393,6 +394,7 @@ pub(crate) fn staging_dir(kind: &str) -> Result<PathBuf> {
 
 /// Removes the staging directory `dir` (made by [`staging_dir`]) and
 /// gives its lease back; errors are ignored (a leftover is reclaimed).
+#[cfg_attr(not(feature = "remote"), allow(dead_code))]
 pub(crate) fn remove_staging(dir: &Path) {
     let lease = staging().remove(dir);
     let _ = remove_dir_all(dir);

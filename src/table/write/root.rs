@@ -62,11 +62,15 @@ impl Root {
     /// until [`release_lease`](Root::release_lease) or its end, so that
     /// `cleanup` leaves the write's directories alone while it lives.
     pub(super) fn hold_lease(&self, token: &str) -> Result<()> {
-        if let RootKind::Local(dir) = &self.kind {
-            let mut lease = self.lease.lock().unwrap_or_else(|e| e.into_inner());
-            if lease.is_none() {
-                *lease = Some(files::write_lease(dir, token)?);
+        match &self.kind {
+            RootKind::Local(dir) => {
+                let mut lease = self.lease.lock().unwrap_or_else(|e| e.into_inner());
+                if lease.is_none() {
+                    *lease = Some(files::write_lease(dir, token)?);
+                }
             }
+            #[cfg(feature = "remote")]
+            RootKind::Bucket(_) => {}
         }
         Ok(())
     }
@@ -77,8 +81,12 @@ impl Root {
         let lease = self.lease.lock().unwrap_or_else(|e| e.into_inner()).take();
         if lease.is_some() {
             drop(lease);
-            if let RootKind::Local(dir) = &self.kind {
-                let _ = files::remove_dir(&dir.join(files::LEASES_DIR));
+            match &self.kind {
+                RootKind::Local(dir) => {
+                    let _ = files::remove_dir(&dir.join(files::LEASES_DIR));
+                }
+                #[cfg(feature = "remote")]
+                RootKind::Bucket(_) => {}
             }
         }
     }
