@@ -143,10 +143,7 @@ def bench_add(pa, lance, loaderx, table, root: Path, rounds: int, out: dict):
             link_copy(lbase, lwork)
             lbefore = du(lwork)
             ds = lance.dataset(str(lwork))
-            reader = pa.RecordBatchReader.from_batches(
-                pa.schema([("new", col.type)]),
-                pa.table({"new": col}).to_batches(max_chunksize=65536),
-            )
+            reader = _new_column_reader(pa, col)
             peer.append(timed(lambda ds=ds, reader=reader: ds.add_columns(reader)))
             lwritten.append(du(lwork) - lbefore)
             assert lance.dataset(str(lwork)).count_rows() == rows
@@ -282,10 +279,7 @@ def bench_add_s3(pa, lance, loaderx, table, root: Path, rounds: int, out: dict, 
                     luri = f"s3://{s3.bucket}/evolve/lance-{kind}-{r}"
                     lance.write_dataset(table, luri, storage_options=lopts)
                     ds = lance.dataset(luri, storage_options=lopts)
-                    reader = pa.RecordBatchReader.from_batches(
-                        pa.schema([("new", col.type)]),
-                        pa.table({"new": col}).to_batches(max_chunksize=65536),
-                    )
+                    reader = _new_column_reader(pa, col)
                     peer.append(timed(lambda ds=ds, reader=reader: ds.add_columns(reader)))
                     s3.delete_prefix(f"evolve/lance-{kind}-")
             requests = count_add_requests(
@@ -304,6 +298,15 @@ def bench_add_s3(pa, lance, loaderx, table, root: Path, rounds: int, out: dict, 
             }
     finally:
         s3.stop()
+
+
+def _new_column_reader(pa, col):
+    """The column ``new`` holding ``col``, as a reader for Lance's
+    ``add_columns``."""
+    return pa.RecordBatchReader.from_batches(
+        pa.schema([("new", col.type)]),
+        pa.table({"new": col}).to_batches(max_chunksize=65536),
+    )
 
 
 def count_add_requests(pa, lance, loaderx, s3, base, table, col, kind, opts, lopts):
@@ -328,10 +331,7 @@ def count_add_requests(pa, lance, loaderx, s3, base, table, col, kind, opts, lop
             luri = f"s3://{s3.bucket}/evolve/lance-{kind}-count"
             lance.write_dataset(table, luri, storage_options=lopts)
             ds = lance.dataset(luri, storage_options=plopts)
-            reader = pa.RecordBatchReader.from_batches(
-                pa.schema([("new", col.type)]),
-                pa.table({"new": col}).to_batches(max_chunksize=65536),
-            )
+            reader = _new_column_reader(pa, col)
             proxy.reset_counts()
             ds.add_columns(reader)
             peer = [f"{r.method} {r.path}" for r in proxy.requests]
