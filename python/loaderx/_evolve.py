@@ -159,14 +159,14 @@ def add_columns(table, columns, read_columns, codec: str, workers: int | None, l
                     continue
                 schema = run[0].schema
                 if pool == 1:
-                    write_group(write, shards, i, run, codec, layout)
+                    write.write_group(i, run, codec, layout)
                 else:
-                    futures.append(ex.submit(write_group, write, shards, i, run, codec, layout))
+                    futures.append(ex.submit(write.write_group, i, run, codec, layout))
             for f in futures:
                 f.result()
         if schema is None and hasattr(columns, "schema"):
             schema = columns.schema
-        write_empty(write, shards, deferred, schema, codec, layout)
+        write_empty(write, deferred, schema, codec, layout)
         return write.commit()
     except BaseException:
         write.discard()
@@ -178,16 +178,7 @@ def live_starts(shards) -> list[int]:
     return [0, *np.cumsum([live for _, _, live in shards]).tolist()]
 
 
-def write_group(write, shards, i: int, run, codec: str, layout=None) -> None:
-    """Writes the batches ``run`` (the new values of shard ``i``'s live
-    rows) as the shard's new column group: one native call."""
-    rows, live = shards[i][1], shards[i][2]
-    if rows != live:
-        run = _with_deleted_rows(run, write.deleted(i), rows)
-    write.write_group(i, run, codec, layout)
-
-
-def write_empty(write, shards, empty: list[int], schema, codec: str, layout=None) -> None:
+def write_empty(write, empty: list[int], schema, codec: str, layout=None) -> None:
     """Writes the groups of the shards ``empty`` (without live rows) with
     the new columns' ``schema``."""
     if not empty:
@@ -198,24 +189,9 @@ def write_empty(write, shards, empty: list[int], schema, codec: str, layout=None
         )
     pa = require_pyarrow()
     for i in empty:
-        write_group(write, shards, i, [_empty(pa, schema)], codec, layout)
-
-
-def _with_deleted_rows(run, deleted: np.ndarray, rows: int):
-    """A shard's new values for its live rows (batches ``run``) spread over
-    all ``rows`` of the shard: a deleted row repeats a live row's value (it
-    is never read) or, in a shard without live rows, is null."""
-    pa = require_pyarrow()
-    live = np.ones(rows, dtype=bool)
-    live[deleted.astype(np.int64)] = False
-    if sum(b.num_rows for b in run):
-        values = pa.Table.from_batches(run)
-        # Physical row p takes live value (number of live rows before p),
-        # clamped for trailing deleted rows.
-        take = np.maximum(np.cumsum(live) - 1, 0)
-        return values.take(pa.array(take)).to_batches()
-    schema = run[0].schema
-    return pa.table({f.name: pa.nulls(rows, f.type) for f in schema}).to_batches()
+        # The native write lays the empty batch over the shard's deleted
+        # rows (nulls).
+        write.write_group(i, [_empty(pa, schema)], codec, layout)
 
 
 def check_read_columns(table, read_columns) -> list[str]:

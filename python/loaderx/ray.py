@@ -635,7 +635,7 @@ def add_columns(
         )
         schema = next((s for s in schemas if s is not None), None)
         empty = [i for i, s in enumerate(schemas) if s is None]
-        _evolve.write_empty(write, shards, empty, schema, codec, layout)
+        _evolve.write_empty(write, empty, schema, codec, layout)
         return write.commit()
     except BaseException:
         write.discard()
@@ -652,7 +652,7 @@ def _add_columns_task(write, path, options, pinned, fn, read_columns, i, lo, hi,
         run = _evolve.function_run(table, fn, read_columns, lo, hi)
     if not run:
         return None
-    _evolve.write_group(write, write.shards(), i, run, codec, layout)
+    write.write_group(i, run, codec, layout)
     return run[0].schema
 
 

@@ -251,7 +251,8 @@ impl ColumnsWriteHandle {
     }
 
     /// Writes the Arrow streams `sources`, in order, as the new columns of
-    /// shard `shard` (as many rows as the shard has).
+    /// shard `shard`: values of its live rows, laid over its deleted rows
+    /// too (`loaderx::arrow::spread_over_deleted`) when it has any.
     #[pyo3(signature = (shard, sources, codec, layout=None))]
     fn write_group(
         &self,
@@ -263,11 +264,31 @@ impl ColumnsWriteHandle {
     ) -> PyResult<()> {
         let codec = crate::store::parse_codec(codec)?;
         let layouts = crate::write::parse_layouts(layout.as_ref())?;
-        let readers = sources
+        let mut readers = sources
             .into_iter()
             .map(|s| s.into_reader())
             .collect::<PyResult<Vec<_>>>()?;
         py.detach(|| {
+            let entry = self.inner.base().shards.get(shard);
+            if let Some(entry) = entry.filter(|e| e.rows != e.live_rows()) {
+                let deleted = self.inner.deleted(shard)?;
+                let schema = readers.first().map(|r| r.schema()).ok_or_else(|| {
+                    loaderx::Error::InvalidValue("sources must hold at least one stream".into())
+                })?;
+                let mut batches = Vec::new();
+                for r in readers.drain(..) {
+                    for b in r {
+                        batches
+                            .push(b.map_err(|e| la::from_arrow_error(e, "reading new columns"))?);
+                    }
+                }
+                let spread =
+                    la::spread_over_deleted(schema.clone(), &batches, &deleted, entry.rows)?;
+                readers.push(Box::new(arrow_array::RecordBatchIterator::new(
+                    [Ok(spread)],
+                    schema,
+                )));
+            }
             let dir = self.inner.new_group(shard)?;
             la::ingest_streams(readers, &dir, codec, None, &layouts, false, &mut |_| {})?;
             self.inner.finish_group(shard, &dir)

@@ -151,3 +151,48 @@ pub fn ingest_streams(
     let rows = write_columns(&plan, batches, root, codec, dict, progress)?;
     Ok((rows, names.into_iter().zip(merged).collect()))
 }
+
+/// A shard's new values for its live rows (`batches`, in row order) laid
+/// over all `rows` of the shard, whose deleted rows are `deleted`
+/// (ascending): what a column group holds. A deleted row repeats the value
+/// of the live row before it (the first live row's for leading ones; it is
+/// never read), or, in a shard without live rows, is null.
+pub fn spread_over_deleted(
+    schema: arrow_schema::SchemaRef,
+    batches: &[RecordBatch],
+    deleted: &[u64],
+    rows: u64,
+) -> Result<RecordBatch> {
+    use arrow_array::{new_null_array, UInt64Array};
+    let live: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+    if live + deleted.len() as u64 != rows {
+        return Err(Error::InvalidValue(format!(
+            "the new columns have {live} rows, but the shard has {} live rows",
+            rows - deleted.len() as u64
+        )));
+    }
+    let arrow = |e| from_arrow_error(e, "laying new columns over a shard's deleted rows");
+    if live == 0 {
+        let columns = schema
+            .fields()
+            .iter()
+            .map(|f| new_null_array(f.data_type(), rows as usize))
+            .collect();
+        return RecordBatch::try_new(schema, columns).map_err(arrow);
+    }
+    let values = arrow_select::concat::concat_batches(&schema, batches).map_err(arrow)?;
+    // Physical row p takes the live value numbered (live rows before p),
+    // clamped to the first and last.
+    let mut take = Vec::with_capacity(rows as usize);
+    let mut gone = deleted.iter().peekable();
+    let mut seen = 0u64;
+    for p in 0..rows {
+        if gone.next_if(|&&d| d == p).is_some() {
+            take.push(seen.saturating_sub(1));
+        } else {
+            take.push(seen);
+            seen += 1;
+        }
+    }
+    arrow_select::take::take_record_batch(&values, &UInt64Array::from(take)).map_err(arrow)
+}

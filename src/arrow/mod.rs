@@ -23,7 +23,7 @@ mod scan;
 mod sharded;
 mod types;
 
-pub use blocks::{ingest_streams, spec_of_field};
+pub use blocks::{ingest_streams, spec_of_field, spread_over_deleted};
 pub use gather::{gather_array, gather_nulls, gather_variable_shape_tensor};
 pub(crate) use gather::{into_arrow_buffer, values_array};
 pub use ingest::{from_arrow_error, ingest, ingest_table};
@@ -60,6 +60,36 @@ mod tests {
     use super::types::{parse_shape_json, shape_json};
     use super::*;
     use crate::{Codec, DType, Packed, Schema, Store};
+
+    #[test]
+    fn new_values_are_laid_over_deleted_rows() {
+        use arrow_array::{Int64Array, RecordBatch};
+        use std::sync::Arc;
+        let schema = Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+            "x",
+            DataType::Int64,
+            true,
+        )]));
+        let batch = |v: Vec<i64>| {
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(v))]).unwrap()
+        };
+        // Rows 0 and 3 and 4 deleted of 6: live rows 1, 2, 5 hold 10, 20, 30.
+        let got = spread_over_deleted(
+            schema.clone(),
+            &[batch(vec![10]), batch(vec![20, 30])],
+            &[0, 3, 4],
+            6,
+        )
+        .unwrap();
+        let x = got.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+        assert_eq!(x.values().to_vec(), [10, 10, 20, 20, 20, 30]);
+        // No live row: nulls.
+        let got = spread_over_deleted(schema.clone(), &[], &[0, 1], 2).unwrap();
+        assert_eq!(got.column(0).null_count(), 2);
+        // A count that does not match the live rows is refused.
+        let err = spread_over_deleted(schema.clone(), &[batch(vec![1])], &[0], 3).unwrap_err();
+        assert!(err.to_string().contains("has 2 live rows"), "{err}");
+    }
 
     #[test]
     fn shape_json_round_trip() {
