@@ -60,7 +60,6 @@ pub mod executor;
 mod format;
 mod io;
 pub mod loader;
-mod location;
 pub mod pack;
 mod per_process;
 mod read;
@@ -80,10 +79,10 @@ pub use format::RecordLoc;
 pub use io::fault;
 #[cfg(feature = "remote")]
 pub use io::remote::{remote_stats, RemoteStats};
-pub use loader::DataLoader;
 #[cfg(feature = "remote")]
-pub use location::CACHE_BLOCK;
-pub use location::{CacheOptions, Location};
+pub use io::CACHE_BLOCK;
+pub use io::{CacheOptions, Location};
+pub use loader::DataLoader;
 pub use read::{
     check_validity, Buffer, Concat, Indices, Packed, RaggedBatch, RaggedRecord, ReadCounters,
     Records, Stats, StoreAccess, Typed,

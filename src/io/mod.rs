@@ -11,6 +11,10 @@
 //! the replacing rename of an atomic replacement (`table.json`,
 //! `manifest.json`) and removing a half-made directory.
 //!
+//! [`Location`] (a path or URI with the storage that reaches it) is a
+//! plain value of this layer; what a remote open fetches first is planned
+//! by what opens (the store's open, `table::warm`).
+//!
 //! Two implementations: [`Local`], the local filesystem, through the
 //! system calls of [`local`], each write-side call a fault point under the
 //! `fault-injection` feature (see [`fault`]); and, with the `remote`
@@ -29,6 +33,7 @@ use std::path::Path;
 pub mod fault;
 mod fs;
 pub(crate) mod local;
+mod location;
 pub(crate) mod lock;
 #[cfg(feature = "remote")]
 pub(crate) mod remote;
@@ -36,6 +41,9 @@ pub(crate) mod uri;
 
 pub(crate) use fs::{Fs, FsFile};
 pub(crate) use local::{Local, LocalFile};
+#[cfg(feature = "remote")]
+pub use location::CACHE_BLOCK;
+pub use location::{CacheOptions, Location};
 #[cfg(feature = "remote")]
 pub(crate) use remote::Runs;
 

@@ -256,7 +256,7 @@ impl Store {
     /// one listing for the objects' sizes.
     pub fn open_at(location: &crate::Location, readonly: bool) -> Result<Store> {
         location.check_readonly(readonly, "store")?;
-        location.warm_store()?;
+        warm(location)?;
         Store::open_with(location.fs(), location.path(), readonly)
     }
 
@@ -614,6 +614,23 @@ fn check_loc(
     }
     if loc.phys_length == 0 {
         return Err(format!("record {i} has phys_length 0"));
+    }
+    Ok(())
+}
+
+/// Before a remote store opens: one listing of its objects and one round
+/// of concurrent fetches of its `meta.zr` and `dict.zr` (the store's part
+/// of a remote open).
+#[cfg_attr(not(feature = "remote"), allow(unused_variables))]
+fn warm(location: &crate::Location) -> Result<()> {
+    #[cfg(feature = "remote")]
+    if let Fs::Remote(r) = location.fs() {
+        let path = location.path();
+        let key = crate::io::remote::setup(path, r.key_of(path))?;
+        crate::io::remote::setup(path, r.list_prefix(&key))?;
+        let keys = [format!("{key}/meta.zr"), format!("{key}/dict.zr")];
+        let present: Vec<String> = keys.into_iter().filter(|k| r.knows(k)).collect();
+        crate::io::remote::setup(path, r.prefetch(&present))?;
     }
     Ok(())
 }

@@ -39,6 +39,7 @@ mod shard;
 pub mod types;
 #[doc(hidden)]
 pub mod versions;
+mod warm;
 mod write;
 
 #[cfg(feature = "remote")]

@@ -267,7 +267,7 @@ impl Table {
     /// `dict.zr`; no request depends on the number of records.
     pub fn open_at(location: &Location, readonly: bool) -> Result<Table> {
         location.check_readonly(readonly, "table")?;
-        location.warm_table()?;
+        super::warm::warm(location, None)?;
         Table::open_in(location.clone(), readonly)
     }
 
@@ -316,7 +316,7 @@ impl Table {
         location.check_readonly(true, "table")?;
         let file = location.path().join(MANIFEST_FILE);
         let parsed = super::manifest::parse_manifest(&file, manifest)?;
-        location.warm_table_pinned(Some(manifest))?;
+        super::warm::warm(location, Some(manifest))?;
         Table::open_sharded(location.clone(), Some(parsed))
     }
 
@@ -348,7 +348,7 @@ impl Table {
         let ids = view.read_rows(fs, location.path())?;
         let file = location.path().join(super::versions::view_rel(name));
         let parsed = resolved.manifest;
-        location.warm_table_pinned(Some(&resolved.bytes))?;
+        super::warm::warm(location, Some(&resolved.bytes))?;
         Table::open_selected(location.clone(), Some(parsed), Some((&file, ids)))
     }
 
