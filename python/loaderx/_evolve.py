@@ -92,33 +92,6 @@ def as_table(data, rows: int | None, what: str):
     )
 
 
-def _cut(source, sizes: list[int]):
-    """The batches of ``source`` (a Table or reader) cut into runs of
-    ``sizes`` rows, one list of batches per run, in order; ValueError when
-    its rows are not ``sum(sizes)``."""
-    total = sum(sizes)
-    batches = source.to_batches() if hasattr(source, "to_batches") else iter(source)
-    run, have, i = [], 0, 0
-    seen = 0
-    for batch in batches:
-        seen += batch.num_rows
-        if seen > total:
-            raise ValueError(f"the new columns have more rows than the table ({total})")
-        while batch.num_rows:
-            take = min(batch.num_rows, sizes[i] - have)
-            run.append(batch.slice(0, take))
-            have += take
-            batch = batch.slice(take)
-            while i < len(sizes) and have == sizes[i]:
-                yield run
-                run, have, i = [], 0, i + 1
-    if seen != total:
-        raise ValueError(f"the new columns have {seen} rows, but the table has {total}")
-    while i < len(sizes):  # empty shards
-        yield run
-        run, i = [], i + 1
-
-
 def _empty(pa, schema):
     return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
 
@@ -131,22 +104,23 @@ def add_columns(table, columns, read_columns, codec: str, workers: int | None, l
     shards = write.shards()
     starts = live_starts(shards)
     try:
-        if callable(columns) and not isinstance(columns, Mapping):
-            read_columns = check_read_columns(table, read_columns)
-            parts = (
-                (i, function_run(table, columns, read_columns, starts[i], starts[i + 1]))
-                for i in range(len(shards))
-            )
-            pool = workers or 1
-        else:
+        if not callable(columns) or isinstance(columns, Mapping):
             if read_columns is not None:
                 raise ValueError("read_columns is for a function, got data to add")
             source = as_table(columns, table.num_rows, "columns")
-            parts = enumerate(_cut(source, [live for _, _, live in shards]))
             pool = workers or (os.cpu_count() or 1)
             if workers is None and table.remote:
                 # Uploads wait on the network: every shard's at once (up to 8).
                 pool = max(pool, min(len(shards), 8))
+            # Cut at the shards' boundaries and written in the core.
+            write.write_groups(source, codec, layout, pool)
+            return write.commit()
+        read_columns = check_read_columns(table, read_columns)
+        parts = (
+            (i, function_run(table, columns, read_columns, starts[i], starts[i + 1]))
+            for i in range(len(shards))
+        )
+        pool = workers or 1
         schema = None
         deferred = []
         # Each shard is written as soon as its part is made; a shard without
@@ -164,8 +138,6 @@ def add_columns(table, columns, read_columns, codec: str, workers: int | None, l
                     futures.append(ex.submit(write.write_group, i, run, codec, layout))
             for f in futures:
                 f.result()
-        if schema is None and hasattr(columns, "schema"):
-            schema = columns.schema
         write_empty(write, deferred, schema, codec, layout)
         return write.commit()
     except BaseException:

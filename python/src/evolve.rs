@@ -264,36 +264,32 @@ impl ColumnsWriteHandle {
     ) -> PyResult<()> {
         let codec = crate::store::parse_codec(codec)?;
         let layouts = crate::write::parse_layouts(layout.as_ref())?;
-        let mut readers = sources
+        let readers = sources
             .into_iter()
             .map(|s| s.into_reader())
             .collect::<PyResult<Vec<_>>>()?;
-        py.detach(|| {
-            let entry = self.inner.base().shards.get(shard);
-            if let Some(entry) = entry.filter(|e| e.rows != e.live_rows()) {
-                let deleted = self.inner.deleted(shard)?;
-                let schema = readers.first().map(|r| r.schema()).ok_or_else(|| {
-                    loaderx::Error::InvalidValue("sources must hold at least one stream".into())
-                })?;
-                let mut batches = Vec::new();
-                for r in readers.drain(..) {
-                    for b in r {
-                        batches
-                            .push(b.map_err(|e| la::from_arrow_error(e, "reading new columns"))?);
-                    }
-                }
-                let spread =
-                    la::spread_over_deleted(schema.clone(), &batches, &deleted, entry.rows)?;
-                readers.push(Box::new(arrow_array::RecordBatchIterator::new(
-                    [Ok(spread)],
-                    schema,
-                )));
-            }
-            let dir = self.inner.new_group(shard)?;
-            la::ingest_streams(readers, &dir, codec, None, &layouts, false, &mut |_| {})?;
-            self.inner.finish_group(shard, &dir)
-        })
-        .py()
+        py.detach(|| la::write_group(&self.inner, shard, readers, codec, &layouts))
+            .py()
+    }
+
+    /// Writes `source` (an Arrow stream of the new columns of every live
+    /// row, in row order) as every shard's new column group, cut at the
+    /// shards' boundaries in the core (`loaderx::arrow::write_groups`) and
+    /// written on `workers` threads.
+    #[pyo3(signature = (source, codec, layout=None, workers=1))]
+    fn write_groups(
+        &self,
+        py: Python<'_>,
+        source: AnyRecordBatch,
+        codec: &str,
+        layout: Option<Bound<'_, PyAny>>,
+        workers: usize,
+    ) -> PyResult<()> {
+        let codec = crate::store::parse_codec(codec)?;
+        let layouts = crate::write::parse_layouts(layout.as_ref())?;
+        let reader = source.into_reader()?;
+        py.detach(|| la::write_groups(&self.inner, reader, codec, &layouts, workers))
+            .py()
     }
 
     /// Commits the new columns of every shard as one version; returns it.

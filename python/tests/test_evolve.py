@@ -177,6 +177,18 @@ def test_bad_evolution_changes_nothing(tmp_path):
     with loaderx.open_table(path, readonly=False) as t:
         with pytest.raises(ValueError, match="'x' has 7 rows, but the table has 8"):
             t.add_columns({"x": np.arange(7)})
+        # A stream is cut at the shards' boundaries in the core: its rows
+        # must be the table's.
+        for n, msg in (
+            (9, r"more rows than the table \(8\)"),
+            (7, "have 7 rows, but the table has 8"),
+        ):
+            stream = pa.RecordBatchReader.from_batches(
+                pa.schema([("x", pa.int64())]),
+                pa.table({"x": np.arange(n)}).to_batches(max_chunksize=3),
+            )
+            with pytest.raises(ValueError, match=msg):
+                t.add_columns(stream)
         with pytest.raises(ValueError, match="'id' is in table"):
             t.add_columns({"id": np.arange(8)})
         with pytest.raises(ValueError, match="no column 'nope'"):
