@@ -123,3 +123,16 @@ def median_round(rounds: list[dict]) -> dict:
     chosen = dict(ordered[(len(ordered) - 1) // 2])
     chosen["rounds_gib_s"] = [g["gib_s"] for g in rounds]
     return chosen
+
+
+def mean_call_seconds(fn, min_time: float) -> float:
+    """Mean seconds of one call of ``fn``, called again until at least
+    ``min_time`` seconds have passed (after a garbage collection)."""
+    gc.collect()
+    n, t0 = 0, time.perf_counter()
+    while True:
+        fn()
+        n += 1
+        dt = time.perf_counter() - t0
+        if dt >= min_time:
+            return dt / n

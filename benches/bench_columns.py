@@ -37,7 +37,6 @@ The markdown table goes to stdout, everything measured to
 from __future__ import annotations
 
 import argparse
-import gc
 import shutil
 import statistics
 import sys
@@ -56,6 +55,7 @@ import loaderx  # noqa: E402
 from _machine import describe_machine_and_build  # noqa: E402
 from _report import DEFAULT_OUT, log, write_json  # noqa: E402
 from _timing import allocated_bytes  # noqa: E402
+from _timing import mean_call_seconds as timed  # noqa: E402
 
 QUERIES = {
     "point": "SELECT count(*) AS n FROM t WHERE label = 7",
@@ -91,18 +91,6 @@ def generate(n: int, seed: int) -> pa.Table:
     words = vocab[ranks].reshape(n, 6)
     caption = pa.array([" ".join(w) for w in words], pa.string())
     return pa.table({"label": label, "score": score, "year": year, "caption": caption})
-
-
-def timed(fn, min_time: float) -> float:
-    """Mean seconds of one call, repeated for at least ``min_time``."""
-    gc.collect()
-    n, t0 = 0, time.perf_counter()
-    while True:
-        fn()
-        n += 1
-        dt = time.perf_counter() - t0
-        if dt >= min_time:
-            return dt / n
 
 
 def canonical(table: pa.Table) -> list:

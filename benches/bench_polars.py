@@ -36,7 +36,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +49,7 @@ from loaderx.zrecord import DenseStore  # noqa: E402
 
 import _machine  # noqa: E402
 import _workloads  # noqa: E402
+from _timing import mean_call_seconds as run_once  # noqa: E402
 
 LABEL = 3
 
@@ -65,18 +65,6 @@ def images_of(df, shape) -> np.ndarray:
     if hasattr(arr, "storage"):
         arr = arr.storage
     return arr.flatten().to_numpy().reshape(len(col), *shape)
-
-
-def run_once(fn, min_time: float) -> float:
-    """Mean seconds of one call over at least ``min_time``."""
-    n = 0
-    t0 = time.perf_counter()
-    while True:
-        fn()
-        n += 1
-        dt = time.perf_counter() - t0
-        if dt >= min_time:
-            return dt / n
 
 
 def main() -> None:

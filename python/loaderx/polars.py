@@ -270,14 +270,10 @@ class _Scan:
             # chunks (the rows they reject are never read); polars applies
             # the whole of it to what comes back.
             native = native_predicate(predicate, {c for c in columns if columns[c].columnar})
-            for df in read(need, predicate=native, **self.bulk(columns, need)):
-                df = df.filter(predicate).select(wanted).head(remaining)
-                remaining -= df.height
-                if df.height:
-                    yielded = True
-                    yield df
-                if remaining <= 0:
-                    break
+            frames = read(need, predicate=native, **self.bulk(columns, need))
+            for df in _filtered(frames, predicate, wanted, remaining):
+                yielded = True
+                yield df
         else:
             names = list(dict.fromkeys(predicate.meta.root_names()))
             cheap = bool(names) and all(
@@ -297,14 +293,9 @@ class _Scan:
             else:
                 remaining = num_rows if n_rows is None else n_rows
                 need = wanted + [c for c in names if c not in wanted]
-                for df in read(need):
-                    df = df.filter(predicate).select(wanted).head(remaining)
-                    remaining -= df.height
-                    if df.height:
-                        yielded = True
-                        yield df
-                    if remaining <= 0:
-                        break
+                for df in _filtered(read(need), predicate, wanted, remaining):
+                    yielded = True
+                    yield df
         if not yielded:
             yield _empty(pa, pl, columns, index_column, wanted)
 
@@ -399,6 +390,18 @@ def native_predicate(predicate, columnar: set) -> str | None:
         return None
     found = _translate(tree, columnar)
     return json.dumps(found) if found else None
+
+
+def _filtered(frames, predicate, wanted: list, limit: int):
+    """The rows of ``frames`` that ``predicate`` keeps, of the columns
+    ``wanted``, at most ``limit`` in all; frames left empty are dropped."""
+    for df in frames:
+        df = df.filter(predicate).select(wanted).head(limit)
+        limit -= df.height
+        if df.height:
+            yield df
+        if limit <= 0:
+            return
 
 
 def _empty(pa, pl, columns, index_column, names):
