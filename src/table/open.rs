@@ -116,6 +116,29 @@ impl Column {
         }
     }
 
+    /// [`Column::new`] of a store column whose validity stream (when it
+    /// has one) is the dense store at `validity` on `fs`, opened
+    /// read-only; `data` is closed when it cannot be opened.
+    pub(crate) fn with_validity_at(
+        name: impl Into<String>,
+        data: Store,
+        logical: Logical,
+        fs: &Fs,
+        validity: Option<&Path>,
+    ) -> Result<Column> {
+        let validity = match validity {
+            None => None,
+            Some(at) => match Store::open_kind_at(fs, at, Kind::Dense, true) {
+                Ok(v) => Some(Stream::Store(v)),
+                Err(e) => {
+                    let _ = data.close();
+                    return Err(e);
+                }
+            },
+        };
+        Column::new(name, Stream::Store(data), logical, validity)
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -688,18 +711,8 @@ fn open_columns_in(
                 return Column::new(name.clone(), Stream::Columnar(c), logical, None);
             }
             let data = Store::open_with(fs, &at, readonly)?;
-            let validity = if t.nullable {
-                match Store::open_kind_at(fs, &validity_dir(dir, &name), Kind::Dense, true) {
-                    Ok(v) => Some(Stream::Store(v)),
-                    Err(e) => {
-                        let _ = data.close();
-                        return Err(e);
-                    }
-                }
-            } else {
-                None
-            };
-            Column::new(name.clone(), Stream::Store(data), t.logical, validity)
+            let validity = t.nullable.then(|| validity_dir(dir, &name));
+            Column::with_validity_at(name.clone(), data, t.logical, fs, validity.as_deref())
         })();
         match opened {
             Ok(c) => out.push(c),

@@ -378,24 +378,19 @@ fn shard_column(
     column: &str,
 ) -> Result<Column> {
     let at = shard.column_path(table, column);
-    let data = match m.layout(column) {
+    match m.layout(column) {
         ColumnLayout::Columnar => {
-            Stream::Columnar(Columnar::open(fs, &at, std::iter::once(at.clone()), None)?)
+            let data = Columnar::open(fs, &at, std::iter::once(at.clone()), None)?;
+            Column::new(column, Stream::Columnar(data), m.logical(column), None)
         }
-        ColumnLayout::Records => Stream::Store(Store::open_with(fs, &at, true)?),
-    };
-    let validity = if m.has_validity(column) {
-        match Store::open_with(fs, &shard.validity_path(table, column), true) {
-            Ok(v) => Some(Stream::Store(v)),
-            Err(e) => {
-                let _ = data.close();
-                return Err(e);
-            }
+        ColumnLayout::Records => {
+            let data = Store::open_with(fs, &at, true)?;
+            let validity = m
+                .has_validity(column)
+                .then(|| shard.validity_path(table, column));
+            Column::with_validity_at(column, data, m.logical(column), fs, validity.as_deref())
         }
-    } else {
-        None
-    };
-    Column::new(column, data, m.logical(column), validity)
+    }
 }
 
 /// Writes the columns `convert` of shard `shard` (every row) as columnar
