@@ -850,14 +850,18 @@ def test_cleanup_reclaims_what_a_killed_writer_left_never_a_live_ones(tmp_path, 
     assert entries_of(path) - before == set(), sorted(entries_of(path) - before)
 
 
-def test_cleanup_removes_staging_directories_of_dead_bucket_writers(tmp_path):
+def test_cleanup_removes_staging_directories_of_dead_bucket_writers(tmp_path, monkeypatch):
     """Local staging directories a writer to a bucket makes in the
     temporary directory: removed by a cleanup once no live process holds
     their lease and they are older than an hour; a live one is kept."""
     import fcntl
-    import tempfile
 
-    tmp = tempfile.gettempdir()
+    # A temporary directory of this test's own (the core reads TMPDIR at
+    # each call): a cleanup run by another process at the same time would
+    # reclaim the dead directory first.
+    tmp = str(tmp_path / "tmp")
+    os.makedirs(tmp)
+    monkeypatch.setenv("TMPDIR", tmp)
     dead = os.path.join(tmp, "loaderx-shard-" + os.urandom(6).hex())
     live = os.path.join(tmp, "loaderx-group-" + os.urandom(6).hex())
     young = os.path.join(tmp, "loaderx-ragged-" + os.urandom(6).hex())
@@ -881,3 +885,19 @@ def test_cleanup_removes_staging_directories_of_dead_bucket_writers(tmp_path):
         held.close()
         shutil.rmtree(live, ignore_errors=True)
         shutil.rmtree(young, ignore_errors=True)
+
+
+def test_a_refused_group_leaves_no_staging_directory(s3, tmp_path, monkeypatch):
+    """A column group refused at its check (a name the table has) in a
+    bucket: its local staging directory goes with the refusal."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    path = uri(s3, "refused")
+    opts = {"storage_options": s3.options()}
+    loaderx.ingest_sharded(rows(0, 8), path, workers=1, shards=2, **opts).close()
+    with loaderx.open_table(path, readonly=False, **opts) as t:
+        with pytest.raises(ValueError, match="'id' is in table"):
+            t.add_columns({"id": np.arange(8)})
+        assert t.version == 1
+    assert [n for n in os.listdir(tmp) if n.startswith("loaderx-")] == []

@@ -40,7 +40,10 @@ pub fn write_group(
         readers.push(Box::new(RecordBatchIterator::new([Ok(spread)], schema)));
     }
     let dir = write.new_group(shard)?;
-    ingest_streams(readers, &dir, codec, None, layouts, false, &mut |_| {})?;
+    if let Err(e) = ingest_streams(readers, &dir, codec, None, layouts, false, &mut |_| {}) {
+        write.drop_group(&dir);
+        return Err(e);
+    }
     write.finish_group(shard, &dir)
 }
 

@@ -368,11 +368,20 @@ impl ColumnsWrite {
 
     /// Checks shard `i`'s filled group `dir` (its rows are the shard's,
     /// its columns new to the table) and, for a remote table, uploads it
-    /// into the shard and removes the local copy.
+    /// into the shard and removes the local copy (which goes on error too).
     pub fn finish_group(&self, i: usize, dir: &Path) -> Result<()> {
-        let shard = self.shard(i)?;
-        let schema = shard_schema_in(&Fs::Local, dir)?;
-        self.check_group(shard, &schema)?;
+        let checked = self.shard(i).and_then(|shard| {
+            let schema = shard_schema_in(&Fs::Local, dir)?;
+            self.check_group(shard, &schema)?;
+            Ok((shard, schema))
+        });
+        let (shard, schema) = match checked {
+            Ok(c) => c,
+            Err(e) => {
+                self.drop_group(dir);
+                return Err(e);
+            }
+        };
         let objects = match &self.root.kind {
             RootKind::Local(_) => None,
             #[cfg(feature = "remote")]
@@ -391,6 +400,20 @@ impl ColumnsWrite {
         };
         self.finished().insert(i, (schema, objects));
         Ok(())
+    }
+
+    /// Removes the group directory `dir` (made by
+    /// [`new_group`](ColumnsWrite::new_group)) that will not be finished:
+    /// a remote table's local staging directory, a local table's group in
+    /// its shard. Errors are ignored (`cleanup` reclaims what is left).
+    pub fn drop_group(&self, dir: &Path) {
+        match &self.root.kind {
+            RootKind::Local(_) => {
+                let _ = files::remove_dir_all(dir);
+            }
+            #[cfg(feature = "remote")]
+            RootKind::Bucket(_) => files::remove_staging(dir.parent().unwrap_or(dir)),
+        }
     }
 
     fn finished(&self) -> std::sync::MutexGuard<'_, BTreeMap<usize, Finished>> {
