@@ -295,15 +295,28 @@ pub(crate) struct Lease {
 impl Lease {
     /// Takes the lease `path` (its directory made if needed).
     pub(crate) fn take(path: &Path) -> Result<Lease> {
-        if let Some(dir) = path.parent() {
-            create_dir_all(dir)?;
+        let open = || {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(path)
+        };
+        let mut opened = Err(std::io::Error::from(std::io::ErrorKind::NotFound));
+        // Another writer giving its lease back removes the directory when
+        // it is left empty: made again, and the open tried again.
+        for _ in 0..64 {
+            if let Some(dir) = path.parent() {
+                // Made, or removed, meanwhile by another writer: the open
+                // says whether it is there.
+                let _ = std::fs::create_dir_all(dir);
+            }
+            opened = open();
+            if !matches!(&opened, Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
+                break;
+            }
         }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .map_err(|e| Error::io(path, e))?;
+        let file = opened.map_err(|e| Error::io(path, e))?;
         file.try_lock().map_err(|e| {
             Error::io(
                 path,
@@ -475,4 +488,28 @@ fn reclaim_leases_older(table: &Path, min_age: std::time::Duration) {
         }
     }
     let _ = std::fs::remove_dir(&dir);
+}
+
+#[cfg(test)]
+mod lease_tests {
+    use super::*;
+
+    #[test]
+    fn writers_taking_and_giving_back_leases_at_once_never_fail() {
+        let tmp = tempfile::tempdir().unwrap();
+        let table = tmp.path();
+        std::thread::scope(|s| {
+            for t in 0..8 {
+                s.spawn(move || {
+                    for _ in 0..200 {
+                        let lease = write_lease(table, &format!("{t:012x}")).unwrap();
+                        assert!(write_live(table, &format!("{t:012x}")));
+                        drop(lease);
+                    }
+                });
+            }
+        });
+        // Every lease was given back: the directory went with the last.
+        assert!(!table.join(LEASES_DIR).exists());
+    }
 }
