@@ -195,35 +195,14 @@ impl Pred {
         lo: u64,
         hi: u64,
     ) -> Result<BooleanBuffer> {
-        let n = (hi - lo) as usize;
-        let col = |c: &str| {
-            column(c).ok_or_else(|| {
+        self.eval_with((hi - lo) as usize, &mut |leaf| {
+            let name = leaf.columns()[0];
+            let c = column(name).ok_or_else(|| {
                 Error::InvalidValue(format!(
-                    "a predicate reads {c:?}, which is not a columnar column"
+                    "a predicate reads {name:?}, which is not a columnar column"
                 ))
-            })
-        };
-        Ok(match self {
-            Pred::Cmp(c, op, lit) => col(c)?.compare(lo, hi, *op, lit)?,
-            Pred::IsNull(c) => !&col(c)?.valid_bits(lo, hi)?,
-            Pred::IsNotNull(c) => col(c)?.valid_bits(lo, hi)?,
-            Pred::And(v) => {
-                let mut acc = BooleanBuffer::new_set(n);
-                for p in v {
-                    acc = &acc & &p.eval(column, lo, hi)?;
-                    if acc.count_set_bits() == 0 {
-                        break;
-                    }
-                }
-                acc
-            }
-            Pred::Or(v) => {
-                let mut acc = BooleanBuffer::new_unset(n);
-                for p in v {
-                    acc = &acc | &p.eval(column, lo, hi)?;
-                }
-                acc
-            }
+            })?;
+            leaf.eval_leaf(c, lo, hi)
         })
     }
 }

@@ -168,21 +168,13 @@ pub fn ingest(
             &Layouts::records(),
             progress,
         ),
-        Format::IpcFile => {
-            let reader = FileReader::try_new(BufReader::new(file), None).map_err(ipc_err(path))?;
-            ingest_ipc(
-                reader,
-                path,
-                root,
-                codec,
-                dict,
-                &Layouts::records(),
-                progress,
-            )
-        }
-        Format::IpcStream => {
-            let reader =
-                StreamReader::try_new(BufReader::new(file), None).map_err(ipc_err(path))?;
+        Format::IpcFile | Format::IpcStream => {
+            let file = BufReader::new(file);
+            let reader: Box<dyn RecordBatchReader> = if format == Format::IpcFile {
+                Box::new(FileReader::try_new(file, None).map_err(ipc_err(path))?)
+            } else {
+                Box::new(StreamReader::try_new(file, None).map_err(ipc_err(path))?)
+            };
             ingest_ipc(
                 reader,
                 path,

@@ -375,6 +375,7 @@ impl ColumnsWrite {
             self.check_group(shard, &schema)?;
             Ok((shard, schema))
         });
+        #[cfg_attr(not(feature = "remote"), allow(unused_variables))]
         let (shard, schema) = match checked {
             Ok(c) => c,
             Err(e) => {
