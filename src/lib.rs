@@ -37,7 +37,9 @@
 //!   one [`Buffer`], ragged into a [`RaggedBatch`]);
 //! - **scan** a table or stores as Arrow record batches ([`arrow::Scan`],
 //!   with the `arrow` feature);
-//! - **load** batches by step ([`sampler`], [`DataLoader`]);
+//! - **load** batches by step ([`sampler`], [`DataLoader`]) and **resume** a
+//!   run from its saved state ([`loader::LoaderState`]: `DataLoader::state`,
+//!   `load_state`, `from_state`);
 //! - **write** stores ([`Store::create`], `append_dense`, `append_ragged`)
 //!   and tables: Arrow into a plain table ([`arrow::ingest`]), shards into a
 //!   sharded table, locally or in a bucket, through the one write path
@@ -63,6 +65,7 @@ pub mod loader;
 pub mod pack;
 mod per_process;
 mod read;
+mod repr;
 pub mod sampler;
 pub mod schema;
 mod store;

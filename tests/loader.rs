@@ -612,7 +612,7 @@ fn bad_arguments_are_typed_errors_naming_the_argument() {
 
 #[test]
 fn exclusions_take_effect_at_their_step_and_provenance_lists_what_was_gathered() {
-    use loaderx::loader::Exclusion;
+    use loaderx::loader::Event;
     let f = fixture();
     let banned: Vec<u64> = (0..N).filter(|i| i % 10 == 3).collect();
     // A subset too: exclusions name records, the loader finds their positions.
@@ -625,7 +625,7 @@ fn exclusions_take_effect_at_their_step_and_provenance_lists_what_was_gathered()
             });
             let with_exclusion = || Options {
                 indices: indices.clone(),
-                exclusions: vec![Exclusion {
+                events: vec![Event::Exclude {
                     step: 4,
                     source: None,
                     records: banned.clone(),
@@ -659,16 +659,16 @@ fn exclusions_take_effect_at_their_step_and_provenance_lists_what_was_gathered()
         }
     }
     // An id outside the streams, everything excluded, out of order: typed errors.
-    let bad = |exclusions: Vec<Exclusion>| {
+    let bad = |events: Vec<Event>| {
         rejected(
             f.streams(),
             Options {
-                exclusions,
+                events,
                 ..options(Mode::Cyclic, 8, 5)
             },
         )
     };
-    let ex = |step, records: Vec<u64>| Exclusion {
+    let ex = |step, records: Vec<u64>| Event::Exclude {
         step,
         source: None,
         records,
@@ -679,7 +679,7 @@ fn exclusions_take_effect_at_their_step_and_provenance_lists_what_was_gathered()
     };
     says(
         bad(vec![ex(0, vec![N])]),
-        "record_ids holds 300, not a record of streams of length 300",
+        "record_ids holds 300, not a record of the streams (300 records)",
     );
     says(
         bad(vec![ex(0, (0..N - 7).collect())]),
@@ -687,6 +687,6 @@ fn exclusions_take_effect_at_their_step_and_provenance_lists_what_was_gathered()
     );
     says(
         bad(vec![ex(5, vec![1]), ex(2, vec![2])]),
-        "exclusions must come in step order: step 2 after step 5",
+        "events come in step order: an event at step 2 after step 5",
     );
 }

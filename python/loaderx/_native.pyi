@@ -117,6 +117,8 @@ class Sampler:
     @property
     def block_size(self) -> int | None: ...
 
+def parse_state(text: str) -> str: ...
+
 class Loader:
     def __init__(
         self,
@@ -135,7 +137,7 @@ class Loader:
         raw: bool = False,
         block_size: int | None = None,
         weights: npt.NDArray[np.float64] | None = None,
-        exclusions: list[tuple[int, int | None, list[int]]] | None = None,
+        pins: list[tuple[str, int | None, str | None] | None] | None = None,
     ) -> None: ...
     @staticmethod
     def mixture(
@@ -156,7 +158,7 @@ class Loader:
         raw: bool = False,
         block_size: int | None = None,
         source_column: str | None = None,
-        exclusions: list[tuple[int, int | None, list[int]]] | None = None,
+        pins: list[tuple[str, int | None, str | None] | None] | None = None,
     ) -> Loader: ...
     def next(self) -> Any: ...
     @property
@@ -177,6 +179,25 @@ class Loader:
         npt.NDArray[np.uint64],
         npt.NDArray[np.uint16] | None,
     ]: ...
+    def planned(
+        self,
+        steps: npt.NDArray[np.uint64],
+        rank: int | None = None,
+        schedule: npt.NDArray[np.float64] | None = None,
+    ) -> tuple[
+        npt.NDArray[np.uint64],
+        npt.NDArray[np.uint32],
+        npt.NDArray[np.uint32],
+        npt.NDArray[np.uint64],
+        npt.NDArray[np.uint16] | None,
+    ]: ...
+    def state(self, step: int) -> str: ...
+    def exclude(
+        self, step: int, records: npt.NDArray[np.uint64], source: str | None = None
+    ) -> None: ...
+    def skip(self, step: int, n: int) -> None: ...
+    def load_state(self, text: str) -> None: ...
+    def restart(self, step: int) -> None: ...
     def push_weights(self, weights: npt.NDArray[np.float64]) -> None: ...
     def fail_weights(self, why: str) -> None: ...
     @property

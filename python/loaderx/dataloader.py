@@ -37,8 +37,8 @@ True
 
 from __future__ import annotations
 
-import inspect
-import operator
+import enum
+import json
 import os
 import threading
 from collections.abc import Mapping
@@ -49,6 +49,7 @@ import numpy.typing as npt
 
 from . import _native
 from ._streams import Closing, check_streams, require_pyarrow
+from ._transform import TransformInfo, _takes_info, record_seeds
 from .mixture import Mix, source_seed
 from .zrecord import DenseStore, RaggedStore
 from .zsampler import Mode, _as_int, _as_mode, check_block_size, check_weights
@@ -64,10 +65,10 @@ _PRODUCERS = 2
 _PUSH_AHEAD = 32
 
 
-def _index_array(indices, name: str = "indices") -> np.ndarray:
+def _index_array(indices, name: str = "indices", *, ids: bool = False) -> np.ndarray:
     """``indices`` (the argument ``name``) as a contiguous int64 or uint64
-    array. Whether it is nonempty and within the streams is the native
-    loader's check."""
+    array (uint64 with ``ids``, after refusing a negative one). Whether it
+    is nonempty and within the streams is the native loader's check."""
     try:
         arr = np.asarray(indices)
     except Exception as exc:  # noqa: BLE001
@@ -79,7 +80,11 @@ def _index_array(indices, name: str = "indices") -> np.ndarray:
     # An empty list has a float dtype: it is reported as empty, not as floats.
     if arr.size and arr.dtype.kind not in "iu":
         raise TypeError(f"{name} must be integers, got dtype {arr.dtype}")
-    return np.ascontiguousarray(arr, dtype=np.uint64 if arr.dtype.kind == "u" else np.int64)
+    if not ids:
+        return np.ascontiguousarray(arr, dtype=np.uint64 if arr.dtype.kind == "u" else np.int64)
+    if arr.size and arr.dtype.kind == "i" and int(arr.min()) < 0:
+        raise ValueError(f"{name} holds {int(arr.min())}: ids and steps are >= 0")
+    return np.ascontiguousarray(arr, dtype=np.uint64)
 
 
 class _Failure:
@@ -91,167 +96,24 @@ class _Failure:
         self.exc = exc
 
 
-_MASK = (1 << 64) - 1
-
-
-def record_seeds(seed: int, step: int, indices: npt.ArrayLike) -> np.ndarray:
-    """One uint64 per record index: ``mix64(key + (i + 1) * G)`` with
-    ``key = mix64(mix64(seed ^ D) + step * G)`` (SplitMix64's finalizer and
-    gamma, ``D`` a fixed domain constant), so it is a pure function of
-    ``(seed, step, i)``. ``np.random.default_rng(s)`` of one is that record's
-    generator at that step. (A mixture's records use their source's seed,
-    :func:`loaderx.mixture.source_seed`, as ``seed``.) Computed by the
-    native core (``loaderx::sampler::record_seeds``), one call per array."""
-    seed = _as_int("seed", seed, 0, _MASK)
-    return _row_record_seeds(np.array([seed], dtype=np.uint64), step, indices)
-
-
-def _row_record_seeds(seeds: np.ndarray, step: int, indices: npt.ArrayLike) -> np.ndarray:
-    """:func:`record_seeds` with one seed, or a seed per row (uint64)."""
-    idx = np.asarray(indices, dtype=np.uint64)
-    seeds = np.ascontiguousarray(seeds, dtype=np.uint64).reshape(-1)
-    # The step wraps modulo 2^64, as the core's arithmetic does.
-    step = operator.index(step) & _MASK
-    out = _native.record_seeds(seeds, step, np.ascontiguousarray(idx).reshape(-1))
-    return out.reshape(idx.shape)
-
-
-class TransformInfo:
-    """What a two-parameter transform receives beside the batch.
-
-    ``step`` and ``rank`` are the batch's; ``indices`` the global record
-    index of each row (uint64, after ``indices=`` mapping); ``rng`` a
-    ``numpy.random.Generator`` on Philox keyed by ``(seed, step, rank)``;
-    ``record_seeds`` one uint64 per row, a pure function of ``(seed, step,
-    record index)`` (see :func:`record_seeds`). Each is the same on every
-    run, resume and worker count.
-
-    For a :class:`~loaderx.mixture.Mix`, ``indices`` are each row's record within
-    its source, ``sources`` each row's source (uint16 positions, as in the
-    source column; None otherwise), and ``record_seeds`` a pure function of
-    ``(seed, step, source name, record)``: ``record_seeds(source_seed(seed,
-    name), step, record)``."""
-
-    __slots__ = (
-        "step",
-        "rank",
-        "indices",
-        "sources",
-        "_seed",
-        "_seeds",
-        "_rng",
-        "_record_seeds",
-    )
-
-    def __init__(
-        self,
-        step: int,
-        rank: int,
-        seed: int,
-        indices: np.ndarray,
-        sources: np.ndarray | None = None,
-        source_seeds: np.ndarray | None = None,
-    ) -> None:
-        self.step = step
-        self.rank = rank
-        self.indices = indices
-        self.sources = sources
-        self._seed = seed
-        self._seeds = source_seeds
-        self._rng = None
-        self._record_seeds = None
-
-    @property
-    def rng(self) -> np.random.Generator:
-        if self._rng is None:
-            entropy = np.random.SeedSequence([self._seed, self.step, self.rank])
-            self._rng = np.random.Generator(np.random.Philox(entropy))
-        return self._rng
-
-    @property
-    def record_seeds(self) -> np.ndarray:
-        if self._record_seeds is None:
-            if self.sources is None or self._seeds is None:
-                self._record_seeds = record_seeds(self._seed, self.step, self.indices)
-            else:
-                seeds = self._seeds[self.sources.astype(np.intp)]
-                self._record_seeds = _row_record_seeds(seeds, self.step, self.indices)
-        return self._record_seeds
-
-    def __repr__(self) -> str:
-        return f"TransformInfo(step={self.step}, rank={self.rank}, rows={len(self.indices)})"
-
-
-def _takes_info(transform) -> bool:
-    """Whether ``transform`` has two positional parameters (batch, info)."""
-    try:
-        params = inspect.signature(transform).parameters.values()
-    except (TypeError, ValueError):  # a builtin without a signature
-        return False
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    positional = [p for p in params if p.kind in kinds]
-    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
-        return False
-    return len(positional) >= 2 and all(
-        p.default is inspect.Parameter.empty for p in positional[:2]
+def _plain(value):
+    """``json.dumps``'s fallback for a state: NumPy values as Python's."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, enum.Enum):
+        return value.value
+    raise TypeError(
+        f"a state holds plain data (ints, strs, lists, dicts), got {type(value).__name__}"
     )
 
 
-def _pin(source) -> dict | None:
-    """Where a table source reads from: ``{"path", "version", "view"}``
-    (a local path made absolute; never storage options); None for a dict
-    of streams."""
-    from .table import Table
-
-    if not isinstance(source, Table):
-        return None
-    path = source.path
-    if not source.remote:
-        path = os.path.abspath(path)
-    return {"path": path, "version": source.version, "view": source.view}
-
-
-def _copy_event(event: dict) -> dict:
-    """A copy of a plan edit (its id list too)."""
-    out = dict(event)
-    if "exclude" in out:
-        out["exclude"] = list(out["exclude"])
-    return out
-
-
-def _mix_record_weights(mix: Mix, mode: Mode, weights) -> list[np.ndarray] | None:
-    """A mixture's per-record weights, one array per source in source order
-    (mode ``"weighted"`` only: ``{source name: array or column}``)."""
-    if mode is not Mode.WEIGHTED:
-        check_weights(mode, weights)  # refuses weights outside mode "weighted"
-        return None
-    if weights is None:
-        raise ValueError(
-            "weights must be given for mode 'weighted': {source name: one weight per record}, "
-            "got None"
-        )
-    if not isinstance(weights, Mapping):
-        raise TypeError(
-            "weights of a Mix must be a dict of source name -> per-record weights, "
-            f"got {type(weights).__name__}"
-        )
-    unknown = [k for k in weights if k not in mix.lengths]
-    missing = [k for k in mix.names if k not in weights]
-    if unknown or missing:
-        raise ValueError(
-            f"weights must name every source of the Mix ({mix.names}) once: "
-            f"unknown {unknown}, missing {missing}"
-        )
-    out = []
-    for name in mix.names:
-        w = check_weights(mode, weights[name])
-        if len(w) != mix.lengths[name]:
-            raise ValueError(
-                f"weights[{name!r}] must hold one weight per record of source {name!r} "
-                f"({mix.lengths[name]}), got {len(w)}"
-            )
-        out.append(w)
-    return out
+def _state_json(state: Mapping[str, Any]) -> str:
+    """A state (a :meth:`DataLoader.state_dict`) as the JSON the core parses."""
+    if not isinstance(state, Mapping):
+        raise TypeError(f"state must be a mapping (a state_dict()), got {type(state).__name__}")
+    return json.dumps(dict(state), default=_plain)
 
 
 class DataLoader(Closing):
@@ -352,7 +214,7 @@ class DataLoader(Closing):
         mode = _as_mode(mode)
         block_size = check_block_size(mode, block_size)
         if mix is not None:
-            weights = _mix_record_weights(mix, mode, weights)
+            weights = mix._record_weights(mode, weights)
             if indices is not None:
                 raise ValueError(
                     "indices does not apply to a Mix: give a subset as a source of its own "
@@ -396,7 +258,8 @@ class DataLoader(Closing):
         self._source = streams
         self._owned: list = []  # tables from_state opened (closed with the loader)
         # Where each table source's data is pinned (path, version, view).
-        pins = [_pin(mix.sources[n]) for n in mix.names] if mix is not None else [_pin(streams)]
+        sources = [mix.sources[n] for n in mix.names] if mix is not None else [streams]
+        pins = [s._pin() if hasattr(s, "_pin") else None for s in sources]
         self._pins = pins if any(p is not None for p in pins) else None
         if mix is None:
             self._streams = dict(streams)
@@ -422,27 +285,42 @@ class DataLoader(Closing):
         self._world_size = world_size
         self._output = output
         self._step = start_step
-        # The plan's edits, in step order: {"step", "exclude", "source"}
-        # and {"step", "skip"} (see exclude() and skip()).
-        self._events: list[dict] = []
         self._start()
         self._closed = False
 
     # -- machinery ---------------------------------------------------------
 
     def _start(self):
-        """Creates the native prefetcher and the transform threads at ``self._step``.
-
-        The native loader checks ``rank`` against ``world_size``, ``indices``
-        against the streams and a cyclic global batch against the index
-        space."""
+        """Creates the native loader (it checks ``rank`` against
+        ``world_size``, ``indices`` against the streams and a cyclic global
+        batch against the index space) and the transform threads at
+        ``self._step``."""
         self._pid = os.getpid()
         # Transform workers each hold a batch too: together with the
         # native queue, about `prefetch` gathered batches are in flight.
         self._depth = max(1, self._prefetch - self._workers)
-        self._schedule_error: tuple[int, BaseException] | None = None
         if self._mix is not None:
-            self._start_mix()
+            mix = self._mix
+            self._native = _native.Loader.mixture(
+                [[mix.sources[name][c]._drain() for c in self._names] for name in mix.names],
+                mix.names,
+                self._names,
+                self._batch_size,
+                self._mode.value,
+                self._seed,
+                self._step,
+                self._depth,
+                _PRODUCERS,
+                self._rank,
+                self._world_size,
+                None if mix.scheduled else mix._fixed.tolist(),
+                self._weights,
+                self._output == "arrow",
+                self._raw,
+                self._block_size,
+                mix.source_column,
+                self._pins,
+            )
         else:
             self._native = _native.Loader(
                 [self._streams[k]._drain() for k in self._names],
@@ -460,12 +338,19 @@ class DataLoader(Closing):
                 self._raw,
                 self._block_size,
                 self._weights,
-                self._exclusions(),
+                self._pins,
             )
+        failed = self._schedule()
+        if failed is not None:
+            self._native.close()
+            raise failed
         self._cond = threading.Condition()
         self._fetch_lock = threading.Lock()
         self._results: dict[int, Any] = {}
         self._fetch_step = self._step
+        self._start_threads()
+
+    def _start_threads(self) -> None:
         self._stop = False
         self._threads = [
             threading.Thread(target=self._work, name=f"loaderx-transform-{i}", daemon=True)
@@ -474,47 +359,27 @@ class DataLoader(Closing):
         for t in self._threads:
             t.start()
 
-    def _start_mix(self):
-        """The native loader of a mixture; a schedule's weights are pushed
-        from step 0 up to a little beyond the prefetch window."""
-        mix = self._mix
-        scheduled = mix.scheduled
-        self._native = _native.Loader.mixture(
-            [[mix.sources[name][c]._drain() for c in self._names] for name in mix.names],
-            mix.names,
-            self._names,
-            self._batch_size,
-            self._mode.value,
-            self._seed,
-            self._step,
-            self._depth,
-            _PRODUCERS,
-            self._rank,
-            self._world_size,
-            None if scheduled else mix._fixed.tolist(),
-            self._weights,
-            self._output == "arrow",
-            self._raw,
-            self._block_size,
-            mix.source_column,
-            self._exclusions(),
-        )
-        if scheduled:
-            self._push_weights(self._step + self._depth + 1)
-            failed = self._schedule_error
-            if failed is not None and failed[0] < self._step:
-                self._native.close()
-                raise failed[1]
+    def _stop_threads(self) -> None:
+        """Stops and joins the transform threads (each finishes the batch
+        it is fetching)."""
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if self._pid == os.getpid():
+            for t in self._threads:
+                t.join()
+        self._threads = []
 
-    def _exclusions(self) -> list[tuple[int, int | None, list[int]]] | None:
-        """The exclusions of the plan, as the native loader takes them."""
-        out = []
-        for event in self._events:
-            if "exclude" in event:
-                source = event.get("source")
-                index = None if source is None else self._mix.names.index(source)
-                out.append((event["step"], index, event["exclude"]))
-        return out or None
+    def _schedule(self) -> BaseException | None:
+        """A scheduled mixture's weights, pushed to a (new) native loader
+        from step 0 to a little beyond the prefetch window; the schedule's
+        error when it failed before the current step."""
+        self._schedule_error: tuple[int, BaseException] | None = None
+        if self._mix is None or not self._mix.scheduled:
+            return None
+        self._push_weights(self._step + self._depth + 1)
+        failed = self._schedule_error
+        return failed[1] if failed is not None and failed[0] < self._step else None
 
     def _push_weights(self, until: int) -> None:
         """Pushes the schedule's weights of the steps before ``until`` (in
@@ -605,9 +470,20 @@ class DataLoader(Closing):
     def _check_process(self):
         if self._pid != os.getpid():
             # A fork()ed child (a torch DataLoader worker, say) inherits no
-            # threads: start afresh here from the same step. The parent's
-            # native loader is dropped safely (it leaks its thread handles).
-            self._start()
+            # threads: start afresh here from the same step, with the plan's
+            # edits. The parent's native loader is dropped safely (it leaks
+            # its thread handles).
+            self._pid = os.getpid()
+            self._threads = []
+            self._cond = threading.Condition()
+            self._fetch_lock = threading.Lock()
+            self._results = {}
+            self._fetch_step = self._step
+            self._native.restart(self._step)
+            failed = self._schedule()
+            if failed is not None:
+                raise failed
+            self._start_threads()
 
     # -- public API --------------------------------------------------------
 
@@ -650,142 +526,41 @@ class DataLoader(Closing):
         :meth:`skip` calls in order, ``{"step", "exclude", "source"}`` and
         ``{"step", "skip"}``): ``step`` counts batches handed to the caller
         (not prefetched ones) and the steps skipped. Plain data, fit for
-        ``json.dump``."""
-        state = {
-            "step": self._step,
-            "seed": self._seed,
-            "mode": self._mode.value,
-            "batch_size": self._batch_size,
-        }
-        if self._block_size is not None:
-            state["block_size"] = self._block_size
-        if self._mix is not None:
-            state["sources"] = self._mix.names
-            state["mix_weights"] = (
-                None
-                if self._mix.scheduled
-                else dict(zip(self._mix.names, self._mix._fixed.tolist()))
-            )
-        if self._pins is not None:
-            state["tables"] = [None if p is None else dict(p) for p in self._pins]
-        if self._events:
-            state["events"] = [_copy_event(e) for e in self._events]
-        return state
+        ``json.dump``; the core's ``LoaderState`` writes it."""
+        return json.loads(self._native.state(self._step))
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continues from what :meth:`state_dict` returned: the next batch is
         the one of ``state["step"]``, exactly, with the state's edits
         (:meth:`exclude`, :meth:`skip`) replayed. The seed and the mode (and a
-        blocked loader's ``block_size``, a mixture's source names) must be
-        this loader's (ValueError naming the key otherwise); ``batch_size`` and ``world_size`` may
-        differ, so a run resumes on a different number of ranks (the union
-        of the ranks' batches is the same global batch when ``batch_size *
-        world_size`` is). Batches already prefetched are dropped."""
+        blocked loader's ``block_size``, a mixture's source names, the
+        pinned tables) must be this loader's (ValueError naming the key
+        otherwise); ``batch_size`` and ``world_size`` may differ, so a run
+        resumes on a different number of ranks (the union of the ranks'
+        batches is the same global batch when ``batch_size * world_size``
+        is). Batches already prefetched are dropped. The core checks and
+        replays the state."""
+        text = _state_json(state)
+        self._edit(lambda: self._native.load_state(text))
+
+    def _edit(self, apply: Callable[[], None]) -> None:
+        """Runs ``apply``, a native edit of the plan, with the transform
+        threads stopped: on success the native loader is a new one at its
+        new step (prefetched batches dropped); on error nothing changed and
+        the threads go on."""
         if self._closed:
             raise ValueError("DataLoader is closed")
-        if not isinstance(state, Mapping):
-            raise TypeError(f"state must be a mapping (a state_dict()), got {type(state).__name__}")
-        for key in ("step", "seed", "mode"):
-            if key not in state:
-                raise ValueError(f"state has no {key!r} (keys: {sorted(state)})")
-        step = _as_int("state['step']", state["step"], 0, (1 << 64) - 1)
-        ours = {
-            "seed": self._seed,
-            "mode": self._mode.value,
-            "block_size": self._block_size,
-            "sources": None if self._mix is None else self._mix.names,
-        }
-        theirs = {
-            "seed": state["seed"],
-            "mode": _as_mode(state["mode"]).value,
-            "block_size": state.get("block_size"),
-            "sources": None if state.get("sources") is None else list(state["sources"]),
-        }
-        for key, value in ours.items():
-            if theirs[key] != value:
-                raise ValueError(
-                    f"state[{key!r}] is {theirs[key]!r}, but this loader's {key} is {value!r}: "
-                    "a state resumes the loader that made it (same streams, seed and mode)"
-                )
-        pinned = state.get("tables")
-        if pinned is not None and self._pins is not None and list(pinned) != self._pins:
-            raise ValueError(
-                f"state['tables'] pins {list(pinned)!r}, but this loader reads {self._pins!r}: "
-                "a state resumes on the data it was made on (DataLoader.from_state reopens it)"
-            )
-        events = self._check_events(state.get("events") or [], step)
-        self._restart(step, events)
-
-    def _check_events(self, events, step: int) -> list[dict]:
-        """``state["events"]`` checked and copied (in step order, none
-        after ``step``; each an exclusion or a skip)."""
-        if not isinstance(events, (list, tuple)):
-            raise TypeError(f"state['events'] must be a list, got {type(events).__name__}")
-        out: list[dict] = []
-        last = 0
-        for i, event in enumerate(events):
-            if not isinstance(event, Mapping) or "step" not in event:
-                raise ValueError(
-                    f"state['events'][{i}] must be a dict with a 'step', got {event!r}"
-                )
-            at = _as_int(f"state['events'][{i}]['step']", event["step"], 0, (1 << 64) - 1)
-            if at < last or at > step:
-                raise ValueError(
-                    f"state['events'][{i}] is at step {at}: events come in step order, "
-                    f"from {last} to the state's step {step}"
-                )
-            last = at
-            if "exclude" in event:
-                ids = self._record_ids(event["exclude"], event.get("source"))
-                out.append({"step": at, "exclude": ids.tolist(), "source": event.get("source")})
-            elif "skip" in event:
-                n = _as_int(f"state['events'][{i}]['skip']", event["skip"], 0)
-                out.append({"step": at, "skip": n})
-            else:
-                raise ValueError(
-                    f"state['events'][{i}] must hold 'exclude' or 'skip', got keys {sorted(event)}"
-                )
-        return out
-
-    def _restart(self, step: int, events: list[dict]) -> None:
-        """Restarts at ``step`` with ``events``; when the native loader
-        refuses them (an exclusion it cannot take), restarts as before and
-        raises."""
-        old = (self._step, self._events)
-        self._shutdown()
-        self._step, self._events = step, events
+        self._check_process()
+        self._stop_threads()
         try:
-            self._start()
+            apply()
         except BaseException:
-            self._step, self._events = old
-            self._start()
+            self._start_threads()
             raise
-
-    # -- pinned runs: edits and provenance ----------------------------------
-
-    def _record_ids(self, record_ids, source) -> np.ndarray:
-        """``record_ids`` of this loader's streams (or of source
-        ``source`` of a Mix) as sorted, distinct uint64 values; ValueError
-        for one outside the records, naming it."""
-        if self._mix is None:
-            if source is not None:
-                raise ValueError(f"source applies to a loader over a Mix, got source={source!r}")
-            n = len(next(iter(self._streams.values())))
-            what = f"the streams ({n} records)"
-        else:
-            if source not in self._mix.names:
-                raise ValueError(
-                    f"source must name a source of the Mix ({self._mix.names}), got {source!r}"
-                )
-            n = self._mix.lengths[source]
-            what = f"source {source!r} ({n} records)"
-        ids = _index_array(record_ids, "record_ids")
-        bad = ids[(ids < 0) | (ids >= n)] if ids.size else ids
-        if bad.size:
-            raise ValueError(
-                f"record_ids holds {int(bad[0])}, not a record of {what}: ids are 0..{n - 1}"
-            )
-        return np.unique(ids.astype(np.uint64))
+        self._results.clear()
+        self._step = self._fetch_step = self._native.step
+        self._schedule()  # a schedule that fails again fails its step's next()
+        self._start_threads()
 
     def exclude(self, record_ids: npt.ArrayLike, *, source: str | None = None) -> None:
         """From the next step on, the records ``record_ids`` are never drawn
@@ -801,11 +576,9 @@ class DataLoader(Closing):
         draw; then nothing changes."""
         if self._closed:
             raise ValueError("DataLoader is closed")
-        ids = self._record_ids(record_ids, source)
-        if not ids.size:
-            return
-        event = {"step": self._step, "exclude": ids.tolist(), "source": source}
-        self._restart(self._step, [*self._events, event])
+        ids = _index_array(record_ids, "record_ids", ids=True)
+        if ids.size:
+            self._edit(lambda: self._native.exclude(self._step, ids, source))
 
     def skip(self, n: int) -> None:
         """Steps past the next ``n`` steps without reading them: the next
@@ -815,15 +588,13 @@ class DataLoader(Closing):
         if self._closed:
             raise ValueError("DataLoader is closed")
         n = _as_int("n", n, 0, (1 << 64) - 1 - self._step)
-        if n == 0:
-            return
-        event = {"step": self._step, "skip": n}
-        self._restart(self._step + n, [*self._events, event])
+        if n:
+            self._edit(lambda: self._native.skip(self._step, n))
 
     @property
     def events(self) -> list[dict]:
         """The plan's edits so far, in order (as :meth:`state_dict` keeps them)."""
-        return [_copy_event(e) for e in self._events]
+        return self.state_dict().get("events", [])
 
     def indices(
         self, step: int, *, rank: int | None = None
@@ -838,19 +609,21 @@ class DataLoader(Closing):
         if self._closed:
             raise ValueError("DataLoader is closed")
         step = _as_int("step", step, 0, (1 << 64) - 1)
-        _, ranks, _, records, sources = self._rows(np.array([step], dtype=np.uint64), rank)
+        steps = np.array([step], dtype=np.uint64)
+        _, _, _, records, sources = self._native.planned(steps, *self._rows(steps, rank))
         if self._mix is None:
             return records
         return sources, records
 
     def _rows(self, steps: np.ndarray, rank: int | None) -> tuple:
+        """The native listing's ``rank`` and ``schedule`` arguments."""
         if rank is not None:
             rank = _as_int("rank", rank, 0, self._world_size - 1)
         schedule = None
         if self._mix is not None and self._mix.scheduled and steps.size:
             top = int(steps.max())
             schedule = np.array([self._mix._row(k) for k in range(top + 1)], dtype=np.float64)
-        return self._native.provenance(np.ascontiguousarray(steps), rank, schedule)
+        return rank, schedule
 
     def provenance(self, steps: range | int | npt.ArrayLike, *, rank: int | None = None) -> Any:
         """Which records each of ``steps`` gave, as a ``pyarrow.Table``:
@@ -866,29 +639,13 @@ class DataLoader(Closing):
         if self._closed:
             raise ValueError("DataLoader is closed")
         pa = require_pyarrow()
-        if isinstance(steps, range):
-            if steps.step != 1 or steps.start < 0:
-                arr = np.asarray(steps, dtype=np.int64)
-            else:
-                arr = np.arange(steps.start, max(steps.start, steps.stop), dtype=np.uint64)
+        if isinstance(steps, range) and steps.step == 1 and steps.start >= 0:
+            arr = np.arange(steps.start, max(steps.start, steps.stop), dtype=np.uint64)
         else:
-            arr = np.asarray(steps)
-            if arr.ndim == 0:
-                arr = arr.reshape(1)
-        if arr.size and arr.dtype.kind not in "iu":
-            raise TypeError(f"steps must be integers, got dtype {arr.dtype}")
-        if arr.ndim != 1:
-            raise ValueError(f"steps must be one-dimensional, got shape {arr.shape}")
-        if arr.size and arr.dtype.kind == "i" and int(arr.min()) < 0:
-            raise ValueError(f"steps must be >= 0, got {int(arr.min())}")
-        arr = arr.astype(np.uint64, copy=False)
-        skipped = [(e["step"], e["step"] + e["skip"]) for e in self._events if "skip" in e]
-        if skipped and arr.size:
-            keep = np.ones(arr.size, dtype=bool)
-            for lo, hi in skipped:
-                keep &= ~((arr >= lo) & (arr < hi))
-            arr = arr[keep]
-        step_col, ranks, rows, records, sources = self._rows(arr, rank)
+            arr = _index_array(np.atleast_1d(steps), "steps", ids=True)
+        step_col, ranks, rows, records, sources = self._native.provenance(
+            arr, *self._rows(arr, rank)
+        )
         columns = {
             "step": pa.array(step_col, pa.uint64()),
             "rank": pa.array(ranks, pa.uint32()),
@@ -921,8 +678,8 @@ class DataLoader(Closing):
         :meth:`load_state_dict`)."""
         from .table import open_table
 
-        if not isinstance(state, Mapping):
-            raise TypeError(f"state must be a mapping (a state_dict()), got {type(state).__name__}")
+        # The core checks the state (keys, types, events) and writes it out.
+        state = json.loads(_native.parse_state(_state_json(state)))
         tables = state.get("tables")
         if not tables or any(t is None for t in tables):
             raise ValueError(
@@ -942,39 +699,35 @@ class DataLoader(Closing):
                 f"state['sources'] names {len(names)} sources but state['tables'] pins "
                 f"{len(tables)}"
             )
+        weights = state.get("mix_weights")
+        if names is not None and (weights is None) == (schedule is None):
+            raise ValueError(
+                "state is a Mix's with a schedule: give the same schedule again as schedule="
+                if weights is None
+                else "state holds the Mix's fixed weights: schedule= does not apply"
+            )
         opened = []
         try:
             for pin in tables:
-                # A view names its own version.
+                # A view names its own version (the state's check compares them).
                 version = None if pin["view"] is not None else pin["version"]
-                table = open_table(
-                    pin["path"], version=version, view=pin["view"], storage_options=storage_options
-                )
-                opened.append(table)
-                if table.version != pin["version"]:
-                    raise ValueError(
-                        f"view {pin['view']!r} of {pin['path']!r} now selects rows of version "
-                        f"{table.version}, but the state read version {pin['version']}"
+                opened.append(
+                    open_table(
+                        pin["path"],
+                        version=version,
+                        view=pin["view"],
+                        storage_options=storage_options,
                     )
+                )
             if names is None:
                 source = opened[0]
             else:
-                weights = state.get("mix_weights")
-                if weights is None and schedule is None:
-                    raise ValueError(
-                        "state is a Mix's with a schedule: give the same schedule again as "
-                        "schedule="
-                    )
-                if weights is not None and schedule is not None:
-                    raise ValueError(
-                        "state holds the Mix's fixed weights: schedule= does not apply"
-                    )
                 source = Mix(
                     dict(zip(names, opened)),
                     schedule if schedule is not None else weights,
                     source_column=source_column,
                 )
-            kwargs.setdefault("batch_size", state.get("batch_size", 256))
+            kwargs.setdefault("batch_size", state["batch_size"])
             loader = cls(
                 source,
                 mode=state["mode"],
@@ -983,12 +736,11 @@ class DataLoader(Closing):
                 block_size=state.get("block_size"),
                 **kwargs,
             )
-            if state.get("events"):
-                try:
-                    loader.load_state_dict(state)
-                except BaseException:
-                    loader.close()
-                    raise
+            try:
+                loader.load_state_dict(state)
+            except BaseException:
+                loader.close()
+                raise
         except BaseException:
             for table in opened:
                 table.close()

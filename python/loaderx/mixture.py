@@ -79,7 +79,7 @@ import numpy as np
 
 from . import _native
 from ._streams import StoreBase
-from .zsampler import _as_int
+from .zsampler import Mode, _as_int, check_weights
 
 __all__ = ["Mix", "source_seed"]
 
@@ -280,6 +280,40 @@ class Mix:
         if self._schedule is None:
             return self._fixed
         return self._check(self._schedule(step), step)
+
+    def _record_weights(self, mode: Mode, weights) -> list[np.ndarray] | None:
+        """A mixture's per-record weights, one array per source in source order
+        (mode ``"weighted"`` only: ``{source name: array or column}``)."""
+        if mode is not Mode.WEIGHTED:
+            check_weights(mode, weights)  # refuses weights outside mode "weighted"
+            return None
+        if weights is None:
+            raise ValueError(
+                "weights must be given for mode 'weighted': {source name: one weight per record}, "
+                "got None"
+            )
+        if not isinstance(weights, Mapping):
+            raise TypeError(
+                "weights of a Mix must be a dict of source name -> per-record weights, "
+                f"got {type(weights).__name__}"
+            )
+        unknown = [k for k in weights if k not in self.lengths]
+        missing = [k for k in self.names if k not in weights]
+        if unknown or missing:
+            raise ValueError(
+                f"weights must name every source of the Mix ({self.names}) once: "
+                f"unknown {unknown}, missing {missing}"
+            )
+        out = []
+        for name in self.names:
+            w = check_weights(mode, weights[name])
+            if len(w) != self.lengths[name]:
+                raise ValueError(
+                    f"weights[{name!r}] must hold one weight per record of source {name!r} "
+                    f"({self.lengths[name]}), got {len(w)}"
+                )
+            out.append(w)
+        return out
 
     def weights_at(self, step: int) -> dict[str, float]:
         """The weights of ``step`` (the fixed ones, or the schedule's,

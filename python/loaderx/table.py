@@ -243,6 +243,12 @@ class Table(Mapping, Closing):
         """The view this handle shows (see :meth:`save_view`), or None."""
         return self._view
 
+    def _pin(self) -> tuple[str, int | None, str | None]:
+        """Where this table reads, as a loader's state pins it: ``(path,
+        version, view)``, a local path made absolute, never storage
+        options."""
+        return (self.path if self.remote else os.path.abspath(self.path), self.version, self.view)
+
     def versions(self) -> list[dict]:
         """Every version of the table that can still be opened, oldest
         first: dicts with ``version``, ``timestamp`` (an aware UTC

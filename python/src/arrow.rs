@@ -26,6 +26,14 @@ use loaderx::error::{cause, Cause};
 /// A store handle readers can hold after the call returns.
 pub struct Handle(pub Py<Store>);
 
+impl Clone for Handle {
+    /// Another reference to the same store (a loader's edit rebuilds its
+    /// plan over the same stores).
+    fn clone(&self) -> Handle {
+        Python::attach(|py| Handle(self.0.clone_ref(py)))
+    }
+}
+
 impl StoreAccess for Handle {
     fn with<T>(&self, f: impl FnOnce(&dyn Records) -> Result<T, Error>) -> Result<T, Error> {
         self.0.get().engine_read(f)

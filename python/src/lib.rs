@@ -77,6 +77,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<arrays::GatherBuffer>()?;
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<loader::Loader>()?;
+    m.add_function(wrap_pyfunction!(loader::parse_state, m)?)?;
     m.add_function(wrap_pyfunction!(pack::pack, m)?)?;
     m.add_function(wrap_pyfunction!(mixture::mix_counts, m)?)?;
     m.add_function(wrap_pyfunction!(mixture::source_seed, m)?)?;

@@ -7,10 +7,11 @@
 //! Python `DataLoader` adds transforms and worker threads on top. A mixture
 //! (`Loader.mixture`) adds each row's source as a uint16 column.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use loaderx::loader::{
-    Batch, BatchColumn, DataLoader, Exclusion, MixSource, MixWeights, Options, Output, Subset,
+    Batch, BatchColumn, DataLoader, Event, LoaderState, MixSource, MixWeights, Options, Output,
+    Pin, Subset,
 };
 use numpy::{PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
@@ -39,24 +40,40 @@ impl IndexArray<'_> {
     }
 }
 
-/// The plan's exclusions as Python hands them over: `(step, source
-/// position or None, record ids)`, in step order.
-type Exclusions = Vec<(u64, Option<usize>, Vec<u64>)>;
+/// Where each table source was read, as Python hands it over: per source
+/// `(path, version, view)` or None.
+type Pins = Vec<Option<(String, Option<u64>, Option<String>)>>;
 
-fn exclusions(list: Option<Exclusions>) -> Vec<Exclusion> {
-    list.unwrap_or_default()
-        .into_iter()
-        .map(|(step, source, records)| Exclusion {
-            step,
-            source,
-            records,
-        })
-        .collect()
+fn pins(list: Option<Pins>) -> Option<Vec<Option<Pin>>> {
+    list.map(|l| {
+        l.into_iter()
+            .map(|p| {
+                p.map(|(path, version, view)| Pin {
+                    path,
+                    version,
+                    view,
+                })
+            })
+            .collect()
+    })
+}
+
+/// A state's JSON, parsed and checked by the core.
+fn parse(text: &str) -> PyResult<LoaderState> {
+    LoaderState::from_json(text).py()
+}
+
+/// Checks a saved state (its keys, types and events) and returns it as the
+/// core writes it (JSON).
+#[pyfunction]
+pub fn parse_state(text: &str) -> PyResult<String> {
+    Ok(parse(text)?.to_json())
 }
 
 #[pyclass(frozen, module = "loaderx._native")]
 pub struct Loader {
-    inner: DataLoader<Handle>,
+    /// The core loader; an edit of the plan swaps in the one it builds.
+    inner: Mutex<Arc<DataLoader<Handle>>>,
     /// Text and binary columns as their records' uint8 arrays.
     raw: bool,
     /// A mixture's column of row sources (None: not added).
@@ -69,7 +86,7 @@ impl Loader {
     /// sampler draws global batches of `batch_size * world_size` over
     /// `len(indices)` (or the store length) and this rank takes slice `rank`.
     #[new]
-    #[pyo3(signature = (stores, names, batch_size, mode, seed, start_step, indices, depth, producers, rank, world_size, arrow=false, raw=false, block_size=None, weights=None, exclusions=None))]
+    #[pyo3(signature = (stores, names, batch_size, mode, seed, start_step, indices, depth, producers, rank, world_size, arrow=false, raw=false, block_size=None, weights=None, pins=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -88,7 +105,7 @@ impl Loader {
         raw: bool,
         block_size: Option<u64>,
         weights: Option<numpy::PyReadonlyArray1<'_, f64>>,
-        exclusions: Option<Exclusions>,
+        pins: Option<Pins>,
     ) -> PyResult<Loader> {
         let weights = weights
             .map(|w| crate::sampler::alias_table(py, &w))
@@ -111,7 +128,8 @@ impl Loader {
             rank,
             world_size,
             output: if arrow { Output::Arrow } else { Output::Arrays },
-            exclusions: self::exclusions(exclusions),
+            events: Vec::new(),
+            pins: self::pins(pins),
         };
         let streams = names
             .into_iter()
@@ -119,7 +137,7 @@ impl Loader {
             .collect();
         let inner = py.detach(|| DataLoader::new(streams, options)).py()?;
         Ok(Loader {
-            inner,
+            inner: Mutex::new(Arc::new(inner)),
             raw,
             source_column: None,
         })
@@ -132,7 +150,7 @@ impl Loader {
     /// 'weighted'). `source_column` names the column of row sources (None:
     /// no such column).
     #[staticmethod]
-    #[pyo3(signature = (sources, source_names, names, batch_size, mode, seed, start_step, depth, producers, rank, world_size, weights, record_weights=None, arrow=false, raw=false, block_size=None, source_column=None, exclusions=None))]
+    #[pyo3(signature = (sources, source_names, names, batch_size, mode, seed, start_step, depth, producers, rank, world_size, weights, record_weights=None, arrow=false, raw=false, block_size=None, source_column=None, pins=None))]
     #[allow(clippy::too_many_arguments)]
     fn mixture(
         py: Python<'_>,
@@ -153,7 +171,7 @@ impl Loader {
         raw: bool,
         block_size: Option<u64>,
         source_column: Option<String>,
-        exclusions: Option<Exclusions>,
+        pins: Option<Pins>,
     ) -> PyResult<Loader> {
         if sources.len() != source_names.len() {
             return Err(PyValueError::new_err(
@@ -204,7 +222,8 @@ impl Loader {
             rank,
             world_size,
             output: if arrow { Output::Arrow } else { Output::Arrays },
-            exclusions: self::exclusions(exclusions),
+            events: Vec::new(),
+            pins: self::pins(pins),
         };
         let weights = match weights {
             Some(w) => MixWeights::Fixed(w),
@@ -214,7 +233,7 @@ impl Loader {
             .detach(|| DataLoader::mixture(mix, weights, options))
             .py()?;
         Ok(Loader {
-            inner,
+            inner: Mutex::new(Arc::new(inner)),
             raw,
             source_column,
         })
@@ -228,20 +247,20 @@ impl Loader {
         let flat = weights
             .as_slice()
             .map_err(|_| PyValueError::new_err("weights must be a contiguous float64 array"))?;
-        py.detach(|| self.inner.push_weights(flat)).py()
+        py.detach(|| self.get().push_weights(flat)).py()
     }
 
     /// A scheduled mixture: the next step (and every later one) fails
     /// with `why`.
     fn fail_weights(&self, why: String) -> PyResult<()> {
-        self.inner.fail_weights(why).py()
+        self.get().fail_weights(why).py()
     }
 
     /// A scheduled mixture: the next step whose weights must be pushed
     /// (None for other loaders).
     #[getter]
     fn weights_pushed(&self) -> Option<u64> {
-        self.inner.weights_pushed()
+        self.get().weights_pushed()
     }
 
     /// The rows of `step`: `(records, sources)`, `sources` None unless a
@@ -255,7 +274,7 @@ impl Loader {
         Bound<'py, numpy::PyArray1<u64>>,
         Option<Bound<'py, numpy::PyArray1<u16>>>,
     )> {
-        let (indices, sources) = py.detach(|| self.inner.rows_at(step)).py()?;
+        let (indices, sources) = py.detach(|| self.get().rows_at(step)).py()?;
         Ok((
             numpy::PyArray1::from_vec(py, indices),
             sources.map(|s| numpy::PyArray1::from_vec(py, s)),
@@ -265,20 +284,15 @@ impl Loader {
     /// The next batch as `{name: array | list}` (or an Arrow record batch);
     /// blocks (GIL released) until it is ready.
     fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let batch = py.detach(|| self.inner.next()).map_err(to_py)?;
-        to_python(
-            py,
-            &self.inner,
-            batch,
-            self.raw,
-            self.source_column.as_deref(),
-        )
+        let inner = self.get();
+        let batch = py.detach(|| inner.next()).map_err(to_py)?;
+        to_python(py, &inner, batch, self.raw, self.source_column.as_deref())
     }
 
     /// The step the next `next()` returns.
     #[getter]
     fn step(&self) -> u64 {
-        self.inner.step()
+        self.get().step()
     }
 
     /// Indices of `step` (after the rank slice and the `indices` mapping).
@@ -287,30 +301,135 @@ impl Loader {
         py: Python<'py>,
         step: u64,
     ) -> PyResult<Bound<'py, numpy::PyArray1<u64>>> {
-        let indices = py.detach(|| self.inner.indices_at(step)).py()?;
+        let indices = py.detach(|| self.get().indices_at(step)).py()?;
         Ok(numpy::PyArray1::from_vec(py, indices))
     }
 
-    /// Every row of `steps` (uint64, any order), of `rank` or of every
-    /// rank: `(steps, ranks, rows, records, sources)` as arrays (`sources`
-    /// None unless a mixture), computed with the GIL released. A scheduled
-    /// mixture takes its weights of steps `0..=max(steps)` in `schedule`
-    /// (a `(steps, sources)` float64 array).
+    /// Every row of `steps` (uint64, any order) but the skipped ones, of
+    /// `rank` or of every rank: `(steps, ranks, rows, records, sources)` as
+    /// arrays (`sources` None unless a mixture), computed with the GIL
+    /// released. A scheduled mixture takes its weights of steps
+    /// `0..=max(steps)` in `schedule` (a `(steps, sources)` float64 array).
     #[pyo3(signature = (steps, rank=None, schedule=None))]
-    #[allow(clippy::type_complexity)]
     fn provenance<'py>(
         &self,
         py: Python<'py>,
         steps: PyReadonlyArray1<'py, u64>,
         rank: Option<usize>,
         schedule: Option<PyReadonlyArray2<'py, f64>>,
-    ) -> PyResult<(
-        Bound<'py, numpy::PyArray1<u64>>,
-        Bound<'py, numpy::PyArray1<u32>>,
-        Bound<'py, numpy::PyArray1<u32>>,
-        Bound<'py, numpy::PyArray1<u64>>,
-        Option<Bound<'py, numpy::PyArray1<u16>>>,
-    )> {
+    ) -> PyResult<Rows<'py>> {
+        self.rows(py, steps, rank, schedule, true)
+    }
+
+    /// The run's state at `step` (the consumer's: the Python loader's
+    /// transform threads take batches ahead of it), as JSON.
+    fn state(&self, step: u64) -> String {
+        let mut state = self.get().state();
+        state.step = step;
+        state.to_json()
+    }
+
+    /// Excludes `records` (of source `source` of a mixture) from `step` on
+    /// (see `DataLoader::edited`): the loader goes on at `step`.
+    #[pyo3(signature = (step, records, source=None))]
+    fn exclude(
+        &self,
+        py: Python<'_>,
+        step: u64,
+        records: PyReadonlyArray1<'_, u64>,
+        source: Option<String>,
+    ) -> PyResult<()> {
+        let records = records.as_slice()?.to_vec();
+        self.swap(py, |l| {
+            l.edited(Event::Exclude {
+                step,
+                records,
+                source,
+            })
+        })
+    }
+
+    /// Steps past `n` steps from `step`.
+    fn skip(&self, py: Python<'_>, step: u64, n: u64) -> PyResult<()> {
+        self.swap(py, |l| l.edited(Event::Skip { step, n }))
+    }
+
+    /// Continues from a saved state (JSON), checked against this run.
+    fn load_state(&self, py: Python<'_>, text: &str) -> PyResult<()> {
+        let state = parse(text)?;
+        self.swap(py, |l| l.resumed(&state))
+    }
+
+    /// Starts afresh at `step` with the plan's edits (a `fork()`ed child's
+    /// loader: the parent's threads do not exist there).
+    fn restart(&self, py: Python<'_>, step: u64) -> PyResult<()> {
+        self.swap(py, |l| l.restarted(step))
+    }
+
+    /// The rows of `steps`, skipped or not (`provenance`'s columns).
+    #[pyo3(signature = (steps, rank=None, schedule=None))]
+    #[allow(clippy::type_complexity)]
+    fn planned<'py>(
+        &self,
+        py: Python<'py>,
+        steps: PyReadonlyArray1<'py, u64>,
+        rank: Option<usize>,
+        schedule: Option<PyReadonlyArray2<'py, f64>>,
+    ) -> PyResult<Rows<'py>> {
+        self.rows(py, steps, rank, schedule, false)
+    }
+
+    /// Stops and joins the producer threads. Idempotent.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| self.get().close());
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.get().is_closed()
+    }
+}
+
+/// `(steps, ranks, rows, records, sources)` of listed rows.
+type Rows<'py> = (
+    Bound<'py, numpy::PyArray1<u64>>,
+    Bound<'py, numpy::PyArray1<u32>>,
+    Bound<'py, numpy::PyArray1<u32>>,
+    Bound<'py, numpy::PyArray1<u64>>,
+    Option<Bound<'py, numpy::PyArray1<u16>>>,
+);
+
+impl Loader {
+    /// The core loader now.
+    fn get(&self) -> Arc<DataLoader<Handle>> {
+        Arc::clone(&self.inner.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Replaces the core loader with `build(current)`'s and closes the old
+    /// one; on error nothing changes.
+    fn swap(
+        &self,
+        py: Python<'_>,
+        build: impl FnOnce(&DataLoader<Handle>) -> loaderx::Result<DataLoader<Handle>>,
+    ) -> PyResult<()> {
+        let current = self.get();
+        let next = Arc::new(build(&current).py()?);
+        let old = std::mem::replace(
+            &mut *self.inner.lock().unwrap_or_else(|e| e.into_inner()),
+            next,
+        );
+        py.detach(|| old.close());
+        Ok(())
+    }
+
+    fn rows<'py>(
+        &self,
+        py: Python<'py>,
+        steps: PyReadonlyArray1<'py, u64>,
+        rank: Option<usize>,
+        schedule: Option<PyReadonlyArray2<'py, f64>>,
+        skip_skipped: bool,
+    ) -> PyResult<Rows<'py>> {
         let steps = steps
             .as_slice()
             .map_err(|_| PyValueError::new_err("steps must be a contiguous uint64 array"))?;
@@ -322,8 +441,12 @@ impl Loader {
                 })
             })
             .transpose()?;
+        let inner = self.get();
         let p = py
-            .detach(|| self.inner.provenance(steps, rank, schedule))
+            .detach(|| match skip_skipped {
+                true => inner.provenance(steps, rank, schedule),
+                false => inner.planned(steps, rank, schedule),
+            })
             .py()?;
         Ok((
             numpy::PyArray1::from_vec(py, p.steps),
@@ -332,16 +455,6 @@ impl Loader {
             numpy::PyArray1::from_vec(py, p.records),
             p.sources.map(|s| numpy::PyArray1::from_vec(py, s)),
         ))
-    }
-
-    /// Stops and joins the producer threads. Idempotent.
-    fn close(&self, py: Python<'_>) {
-        py.detach(|| self.inner.close());
-    }
-
-    #[getter]
-    fn closed(&self) -> bool {
-        self.inner.is_closed()
     }
 }
 

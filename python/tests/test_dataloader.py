@@ -395,7 +395,7 @@ def test_record_seeds_keep_their_values():
     # The values transforms have always received (a pure-Python SplitMix64
     # computed them before the core did): changing one breaks reproducible
     # augmentation of old runs.
-    from loaderx.dataloader import _row_record_seeds, record_seeds
+    from loaderx._transform import _row_record_seeds, record_seeds
 
     top = (1 << 64) - 1
     cases = [

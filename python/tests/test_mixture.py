@@ -332,7 +332,7 @@ def test_load_state_dict_checks_the_sources(sources):
         state = loader.state_dict()
         assert state["sources"] == ["web", "books", "code"]
         with pytest.raises(ValueError, match=r"state\['sources'\] is \['web'\]"):
-            loader.load_state_dict({**state, "sources": ["web"]})
+            loader.load_state_dict({**state, "sources": ["web"], "mix_weights": {"web": 1.0}})
         with pytest.raises(ValueError, match=r"state\['sources'\] is None"):
             loader.load_state_dict({k: v for k, v in state.items() if k != "sources"})
     with DataLoader(sources["web"], batch_size=8, seed=3) as single:

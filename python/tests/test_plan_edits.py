@@ -376,3 +376,56 @@ def test_edits_with_transform_workers_give_the_batches_of_a_serial_run(streams):
     serial = run(0)
     assert run(3) == serial
     assert all(v not in (0, 2, 4) for b in serial[4:] for v in b)
+
+
+STATES = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "loader_states")
+
+
+def _fixture_streams(root, desc, name):
+    s = loaderx.DenseStore.create(os.path.join(root, name), np.int64, ())
+    s.append(desc["v"]["offset"] + np.arange(desc["v"]["n"], dtype=np.int64))
+    return {"v": s}
+
+
+@pytest.mark.parametrize("name", ["cyclic_edits", "blocked", "mix_edits", "table_edits"])
+def test_states_saved_before_the_core_kept_them_still_load(tmp_path, name):
+    """States the loader saved before its state moved into the core resume
+    and give exactly the batches the saving run gave next."""
+    with open(os.path.join(STATES, f"{name}.json")) as f:
+        fixture = json.load(f)
+    state, expect = fixture["state"], fixture["expect"]
+    opened = []
+    if name == "table_edits":
+        path = str(tmp_path / "t")
+        loaderx.ingest_sharded(
+            pa.table({"v": np.arange(50, dtype=np.int64)}), path, workers=1, shards=2
+        ).close()
+        state["tables"][0]["path"] = path
+        run = DataLoader.from_state(state, workers=0)
+    elif name == "mix_edits":
+        sources = {k: _fixture_streams(str(tmp_path), fixture["streams"][k], k) for k in "ab"}
+        opened = [s["v"] for s in sources.values()]
+        run = DataLoader(Mix(sources, state["mix_weights"]), batch_size=6, seed=2, workers=0)
+        run.load_state_dict(state)
+    else:
+        streams = _fixture_streams(str(tmp_path), fixture["streams"], "v")
+        opened = [streams["v"]]
+        kw = {"block_size": state["block_size"]} if "block_size" in state else {}
+        run = DataLoader(
+            streams,
+            batch_size=state["batch_size"],
+            mode=state["mode"],
+            seed=state["seed"],
+            workers=2,
+            **kw,
+        )
+        run.load_state_dict(state)
+    with run:
+        assert run.state_dict() == state
+        for want in expect:
+            batch = next(run)
+            assert batch["v"].tolist() == want["v"]
+            if "source" in want:
+                assert batch["source"].tolist() == want["source"]
+    for s in opened:
+        s.close()

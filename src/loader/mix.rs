@@ -48,6 +48,7 @@ pub enum MixWeights {
 
 /// One source of a mixture: its streams (the same names, kinds and order
 /// in every source) and, for [`Mode::Weighted`], its per-record weights.
+#[derive(Clone)]
 pub struct MixSource<S> {
     pub name: String,
     pub streams: Vec<(String, S)>,
@@ -474,7 +475,13 @@ impl<S: StoreAccess> MixDraw<S> {
         Exclusion::check_all(&exclusions, |source| match source {
             Some(i) if i < out.len() => {
                 let n = out[i].1.n();
-                Ok((n, format!("source {:?} ({n} records)", out[i].0.name)))
+                Ok((
+                    n,
+                    format!(
+                        "source {} ({n} records)",
+                        crate::repr::py_str(&out[i].0.name)
+                    ),
+                ))
             }
             _ => Err(Error::InvalidValue(format!(
                 "an exclusion from a mixture must name one of its {} sources, got {source:?}",
@@ -502,6 +509,11 @@ impl<S: StoreAccess> MixDraw<S> {
     /// The first source's streams (every source's columns look the same).
     pub(super) fn template(&self) -> (&[(String, S)], &Sampler) {
         (&self.sources[0].0.streams, &self.sources[0].1)
+    }
+
+    /// The sources, in order.
+    pub(super) fn sources(&self) -> impl Iterator<Item = &MixSource<S>> {
+        self.sources.iter().map(|(s, _)| s)
     }
 
     pub(super) fn names(&self) -> impl Iterator<Item = &str> {

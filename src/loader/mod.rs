@@ -7,7 +7,7 @@
 //! 1. the [`Sampler`] draws the global batch `Sampler(space, B * world_size,
 //!    mode, seed).at(k)`, where `space` is the subset's length, or the
 //!    streams' length when there is no subset (with the plan's
-//!    [`Exclusion`]s, through the edited stream of [`crate::sampler::edit`]:
+//!    exclusions ([`Event::Exclude`]), through the edited stream of [`crate::sampler::edit`]:
 //!    from its step on, an excluded record is never drawn);
 //! 2. each position is mapped through the subset, when there is one;
 //! 3. this rank keeps slice `rank` of `world_size` equal, consecutive slices
@@ -21,6 +21,13 @@
 //! order whatever the thread timing. Every batch is a pure function of the
 //! options and its step, so a loader started at `start_step = k` yields
 //! exactly the batches `k, k+1, ...` of a run that never stopped.
+//!
+//! A run's state ([`LoaderState`], see `state`) is the step, the sampler's
+//! settings, a mixture's weights, where the sources were read and the
+//! plan's edits ([`DataLoader::exclude`], [`DataLoader::skip`]):
+//! [`DataLoader::state`] saves it, [`DataLoader::load_state`] and
+//! [`DataLoader::from_state`] continue from it bit-exactly. An edit
+//! rebuilds the plan over the same streams ([`DataLoader::edited`]).
 //!
 //! An endless loader reads every page of a store sooner or later, so its
 //! gathers run under [`store::streaming`]: large records are read with
@@ -38,6 +45,7 @@
 
 mod mix;
 mod prefetch;
+pub mod state;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -45,9 +53,11 @@ use crate::error::{Error, Result};
 use crate::loader::mix::MixDraw;
 pub use crate::loader::mix::{MixSource, MixWeights};
 use crate::loader::prefetch::Prefetcher;
+pub use crate::loader::state::{Event, LoaderState, Pin};
 use crate::read::buffer::Buffer;
 use crate::read::ragged::RaggedBatch;
 use crate::read::records::{Records, StoreAccess};
+use crate::repr::{py_list, py_str};
 use crate::sampler::edit::Edited;
 use crate::sampler::{Mode, Sampler};
 use crate::schema::Kind;
@@ -141,43 +151,112 @@ pub struct Options {
     pub rank: usize,
     pub world_size: usize,
     pub output: Output,
-    /// Records never drawn again from a step on, in step order (see
-    /// [`crate::sampler::edit`]): the plan's edits, replayed exactly on
-    /// resume.
-    pub exclusions: Vec<Exclusion>,
+    /// The plan's edits, in step order (exclusions: records never drawn
+    /// again from a step on, see [`crate::sampler::edit`], at any step;
+    /// skips: steps stepped past, ending by `start_step`), replayed
+    /// exactly; [`DataLoader::state`] lists them.
+    pub events: Vec<Event>,
+    /// Per stream set (one for streams, one per source of a mixture),
+    /// where its table was read; kept in [`DataLoader::state`] and
+    /// compared by [`DataLoader::load_state`]. None: not tables.
+    pub pins: Option<Vec<Option<Pin>>>,
 }
 
 /// Records excluded from `step` on: record ids of the streams (of source
-/// `source` of a mixture, by its position).
+/// `source` of a mixture, by its position); what an [`Event::Exclude`]
+/// becomes once its source is resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Exclusion {
+pub(crate) struct Exclusion {
     pub step: u64,
     pub source: Option<usize>,
     pub records: Vec<u64>,
 }
 
 impl Exclusion {
-    /// Checks `exclusions` as a plan takes them: in step order, and each
-    /// record a record of the stream it names. `stream(source)` gives that
-    /// stream's length and how a message names it ("streams of length n",
-    /// "source \"a\" (n records)"), or the error of a source it cannot name.
+    /// The exclusions of `events` (checked: in step order, a skip ending
+    /// by `start`, an exclusion at any step; each exclusion naming a source of
+    /// the mixture `names` by name, or none when the loader is not a
+    /// mixture), their records sorted and distinct; an exclusion of no
+    /// record is dropped.
+    pub(crate) fn of_events(
+        events: &[Event],
+        names: Option<&[String]>,
+        start: u64,
+    ) -> Result<Vec<Exclusion>> {
+        let mut out = Vec::new();
+        let mut last = 0u64;
+        for event in events {
+            let step = event.step();
+            let future_skip = matches!(event, Event::Skip { .. }) && step > start;
+            if step < last || future_skip {
+                return Err(Error::InvalidValue(format!(
+                    "events come in step order: an event at step {step} after step {last} \
+                     (a skip ends by the loader's step {start})"
+                )));
+            }
+            match event {
+                Event::Skip { n, .. } => {
+                    last = step.checked_add(*n).filter(|&end| end <= start).ok_or_else(|| {
+                        Error::InvalidValue(format!(
+                            "a skip of {n} steps from step {step} goes past the loader's step {start}"
+                        ))
+                    })?;
+                }
+                Event::Exclude {
+                    records, source, ..
+                } => {
+                    last = step;
+                    let source = match (names, source) {
+                        (None, None) => None,
+                        (None, Some(s)) => {
+                            return Err(Error::InvalidValue(format!(
+                                "source applies to a loader over a Mix, got source={}",
+                                crate::repr::py_str(s)
+                            )))
+                        }
+                        (Some(names), s) => {
+                            let found =
+                                s.as_deref().and_then(|s| names.iter().position(|n| n == s));
+                            Some(found.ok_or_else(|| {
+                                Error::InvalidValue(format!(
+                                    "source must name a source of the Mix ({}), got {}",
+                                    crate::repr::py_list(names),
+                                    s.as_deref().map_or("None".into(), crate::repr::py_str)
+                                ))
+                            })?)
+                        }
+                    };
+                    let mut records = records.clone();
+                    records.sort_unstable();
+                    records.dedup();
+                    if !records.is_empty() {
+                        out.push(Exclusion {
+                            step,
+                            source,
+                            records,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Checks that each record of `exclusions` (in step order already,
+    /// from [`Exclusion::of_events`]) is a record of the stream it names.
+    /// `stream(source)` gives that stream's length and how a message names
+    /// it ("the streams (n records)", "source 'a' (n records)"), or the
+    /// error of a source it cannot name.
     pub(crate) fn check_all(
         exclusions: &[Exclusion],
         stream: impl Fn(Option<usize>) -> Result<(u64, String)>,
     ) -> Result<()> {
-        let mut last = 0;
         for ex in exclusions {
             let (n, what) = stream(ex.source)?;
-            if ex.step < last {
-                return Err(Error::InvalidValue(format!(
-                    "exclusions must come in step order: step {} after step {last}",
-                    ex.step
-                )));
-            }
-            last = ex.step;
             if let Some(&bad) = ex.records.iter().find(|&&r| r >= n) {
                 return Err(Error::InvalidValue(format!(
-                    "record_ids holds {bad}, not a record of {what}"
+                    "record_ids holds {bad}, not a record of {what}: ids are 0..{}",
+                    n.saturating_sub(1)
                 )));
             }
         }
@@ -214,7 +293,8 @@ impl Default for Options {
             rank: 0,
             world_size: 1,
             output: Output::Arrays,
-            exclusions: Vec::new(),
+            events: Vec::new(),
+            pins: None,
         }
     }
 }
@@ -388,9 +468,42 @@ struct State {
 /// while another calls [`DataLoader::close`], which wakes it.
 pub struct DataLoader<S: StoreAccess + 'static> {
     plan: Arc<Plan<S>>,
+    /// What the loader was built from, to rebuild it and to state it.
+    recipe: Recipe,
     /// The process that created the loader (and its threads).
     pid: u32,
     state: Mutex<State>,
+}
+
+/// What a loader was built from besides its streams: its options (without
+/// the subset, which the plan keeps, and the edits), a mixture's weights,
+/// the plan's edits and where its sources were read.
+struct Recipe {
+    options: Options,
+    /// A mixture's source names and weights.
+    mix: Option<(Vec<String>, MixWeights)>,
+    events: Vec<Event>,
+    pins: Option<Vec<Option<Pin>>>,
+}
+
+impl Recipe {
+    /// The recipe of `options`, with its subset and edits taken out.
+    fn take(options: &mut Options, mix: Option<(Vec<String>, MixWeights)>) -> Recipe {
+        let events = std::mem::take(&mut options.events);
+        let pins = options
+            .pins
+            .take()
+            .filter(|p| p.iter().any(Option::is_some));
+        let indices = options.indices.take();
+        let recipe = Recipe {
+            options: options.clone(),
+            mix,
+            events,
+            pins,
+        };
+        options.indices = indices;
+        recipe
+    }
 }
 
 fn at_least(name: &str, value: usize, lo: usize) -> Result<()> {
@@ -412,14 +525,12 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
     /// empty `indices`, `indices` outside the streams
     /// ([`Error::InvalidIndex`]), a cyclic global batch larger than the index
     /// space; and whatever reading a stream's length fails with.
-    pub fn new(streams: Vec<(String, S)>, options: Options) -> Result<DataLoader<S>> {
-        let (start, prefetch, producers) =
-            (options.start_step, options.prefetch, options.producers);
+    pub fn new(streams: Vec<(String, S)>, mut options: Options) -> Result<DataLoader<S>> {
+        let recipe = Recipe::take(&mut options, None);
+        let exclusions = Exclusion::of_events(&recipe.events, None, options.start_step)?;
         Ok(Self::start(
-            Self::plan(streams, options)?,
-            start,
-            prefetch,
-            producers,
+            Self::plan(streams, options, exclusions)?,
+            recipe,
         ))
     }
 
@@ -447,19 +558,20 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
     pub fn mixture(
         sources: Vec<MixSource<S>>,
         weights: MixWeights,
-        options: Options,
+        mut options: Options,
     ) -> Result<DataLoader<S>> {
-        let (start, prefetch, producers) =
-            (options.start_step, options.prefetch, options.producers);
+        let names: Vec<String> = sources.iter().map(|s| s.name.clone()).collect();
+        let exclusions = Exclusion::of_events(&options.events, Some(&names), options.start_step)?;
+        let recipe = Recipe::take(&mut options, Some((names, weights.clone())));
         Ok(Self::start(
-            Self::mix_plan(sources, &weights, options)?,
-            start,
-            prefetch,
-            producers,
+            Self::mix_plan(sources, &weights, options, exclusions)?,
+            recipe,
         ))
     }
 
-    fn start(plan: Plan<S>, start: u64, prefetch: usize, producers: usize) -> DataLoader<S> {
+    fn start(plan: Plan<S>, recipe: Recipe) -> DataLoader<S> {
+        let o = &recipe.options;
+        let (start, prefetch, producers) = (o.start_step, o.prefetch, o.producers);
         let plan = Arc::new(plan);
         let producer_plan = Arc::clone(&plan);
         let prefetcher = Prefetcher::new(start, prefetch, producers, move |step| {
@@ -467,6 +579,7 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
         });
         DataLoader {
             plan,
+            recipe,
             pid: std::process::id(),
             state: Mutex::new(State {
                 prefetcher: Some(Arc::new(prefetcher)),
@@ -493,7 +606,12 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
             .ok_or_else(|| Error::InvalidValue("batch_size * world_size overflows".into()))
     }
 
-    fn mix_plan(sources: Vec<MixSource<S>>, weights: &MixWeights, o: Options) -> Result<Plan<S>> {
+    fn mix_plan(
+        sources: Vec<MixSource<S>>,
+        weights: &MixWeights,
+        o: Options,
+        exclusions: Vec<Exclusion>,
+    ) -> Result<Plan<S>> {
         let global = Self::check_common(&o)?;
         if o.indices.is_some() {
             return Err(Error::InvalidValue(
@@ -515,7 +633,7 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
             o.seed,
             o.block_size,
             o.start_step,
-            o.exclusions,
+            exclusions,
         )?;
         let sampler = Edited::new(mix.template().1.clone());
         Ok(Plan {
@@ -530,7 +648,7 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
         })
     }
 
-    fn plan(streams: Vec<(String, S)>, o: Options) -> Result<Plan<S>> {
+    fn plan(streams: Vec<(String, S)>, o: Options, exclusions: Vec<Exclusion>) -> Result<Plan<S>> {
         if streams.is_empty() {
             return Err(Error::InvalidValue(
                 "streams must hold at least one store".into(),
@@ -574,7 +692,7 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
         }
         let sampler = Sampler::with_options(space, global, o.mode, o.seed, o.block_size, o.weights)
             .map_err(|e| Error::InvalidValue(e.to_string()))?;
-        let sampler = Self::edited(sampler, n, subset.as_deref(), o.exclusions)?;
+        let sampler = Self::excluding(sampler, n, subset.as_deref(), exclusions)?;
         Ok(Plan {
             streams,
             sampler,
@@ -589,7 +707,7 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
 
     /// The sampler's stream with `exclusions` (record ids of streams of
     /// length `n`; through `subset`, the positions that hold them).
-    fn edited(
+    fn excluding(
         sampler: Sampler,
         n: u64,
         subset: Option<&[u64]>,
@@ -601,7 +719,7 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
             Some(_) => Err(Error::InvalidValue(
                 "an exclusion names a source, but this loader is not a mixture".into(),
             )),
-            None => Ok((n, format!("streams of length {n}"))),
+            None => Ok((n, format!("the streams ({n} records)"))),
         })?;
         for ex in exclusions {
             let positions = match subset {
@@ -685,8 +803,29 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
     /// None, of every rank (the global batch), without reading data. A
     /// mixture with a schedule takes the weights of steps `0..=max(steps)`
     /// in `schedule` (one per source and step, in step order); fixed
-    /// weights are replayed from step 0.
+    /// weights are replayed from step 0. Steps a skip stepped past gave
+    /// nothing and are left out.
     pub fn provenance(
+        &self,
+        steps: &[u64],
+        rank: Option<usize>,
+        schedule: Option<&[f64]>,
+    ) -> Result<Provenance> {
+        let skipped: Vec<std::ops::Range<u64>> = state::skipped(&self.recipe.events).collect();
+        if skipped.is_empty() {
+            return self.planned(steps, rank, schedule);
+        }
+        let kept: Vec<u64> = steps
+            .iter()
+            .copied()
+            .filter(|k| !skipped.iter().any(|r| r.contains(k)))
+            .collect();
+        self.planned(&kept, rank, schedule)
+    }
+
+    /// The rows [`DataLoader::provenance`] lists, of any of `steps`,
+    /// skipped or not (what each step draws).
+    pub fn planned(
         &self,
         steps: &[u64],
         rank: Option<usize>,
@@ -761,6 +900,153 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
                 });
         }
         Ok(out)
+    }
+
+    /// The run's state: the step the next [`DataLoader::next`] returns, the
+    /// sampler's settings, a mixture's sources and fixed weights, where the
+    /// sources were read and the plan's edits. A loader built from it
+    /// ([`DataLoader::from_state`], or [`DataLoader::load_state`] on a
+    /// loader over the same data) goes on bit-exactly.
+    pub fn state(&self) -> LoaderState {
+        let o = &self.recipe.options;
+        let (sources, mix_weights) = match &self.recipe.mix {
+            Some((names, weights)) => (
+                Some(names.clone()),
+                match weights {
+                    MixWeights::Fixed(w) => Some(w.clone()),
+                    MixWeights::Schedule => None,
+                },
+            ),
+            None => (None, None),
+        };
+        LoaderState {
+            step: self.step(),
+            seed: o.seed,
+            mode: o.mode,
+            batch_size: o.batch_size,
+            block_size: o.block_size,
+            sources,
+            mix_weights,
+            tables: self.recipe.pins.clone(),
+            events: self.recipe.events.clone(),
+        }
+    }
+
+    /// Checks that `state` is this loader's run: the same seed, mode, block
+    /// size and mixture sources and, when both name tables, the same
+    /// tables at the same versions and views. `batch_size` and the ranks
+    /// may differ (a run resumes on another number of ranks).
+    fn check_state(&self, state: &LoaderState) -> Result<()> {
+        let o = &self.recipe.options;
+        let opt = |v: Option<u64>| v.map_or("None".into(), |v| v.to_string());
+        let names = |v: Option<&Vec<String>>| v.map_or("None".into(), |v| py_list(v));
+        let ours_names = self.recipe.mix.as_ref().map(|(n, _)| n);
+        let pairs = [
+            ("seed", state.seed.to_string(), o.seed.to_string()),
+            ("mode", py_str(state.mode.name()), py_str(o.mode.name())),
+            ("block_size", opt(state.block_size), opt(o.block_size)),
+            ("sources", names(state.sources.as_ref()), names(ours_names)),
+        ];
+        for (key, theirs, ours) in pairs {
+            if theirs != ours {
+                return Err(Error::InvalidValue(format!(
+                    "state[{}] is {theirs}, but this loader's {key} is {ours}: a state resumes \
+                     the loader that made it (same streams, seed and mode)",
+                    py_str(key)
+                )));
+            }
+        }
+        match (&state.tables, &self.recipe.pins) {
+            (Some(theirs), Some(ours)) if theirs != ours => Err(pins_differ(theirs, ours)),
+            _ => Ok(()),
+        }
+    }
+
+    /// A loader over the tables `state` pins, reopened by `open` (which
+    /// returns a pinned table's streams, in column order, and where it
+    /// actually read: the version a view selects now may differ), at the
+    /// state's step with its edits: it goes on bit-exactly. The state's
+    /// seed, mode, block size, step and edits replace `options`'; the
+    /// batch size, ranks, prefetching and output are `options`' (a run may
+    /// resume on another number of ranks). A mixture's state reopens each
+    /// source with its fixed weights, or with [`MixWeights::Schedule`]
+    /// (push the weights from step 0 again: a schedule is code, not state).
+    ///
+    /// Errors ([`Error::InvalidValue`]): a state with a source that is not
+    /// a table (build the loader and call [`DataLoader::load_state`]), a
+    /// table that opens at another version than the state's (naming
+    /// both), what `open` fails with, and the checks of [`DataLoader::new`]
+    /// and [`DataLoader::mixture`].
+    pub fn from_state(
+        state: &LoaderState,
+        mut open: impl FnMut(&Pin) -> Result<(Vec<(String, S)>, Pin)>,
+        options: Options,
+    ) -> Result<DataLoader<S>> {
+        let pins: Vec<&Pin> = match &state.tables {
+            Some(t) if !t.is_empty() && t.iter().all(Option::is_some) => {
+                t.iter().flatten().collect()
+            }
+            _ => {
+                return Err(Error::InvalidValue(
+                    "state pins no table for some source (a loader over streams that are not \
+                     a table): build the loader and call load_state"
+                        .into(),
+                ))
+            }
+        };
+        let sources = state.sources.as_deref().unwrap_or_default();
+        let want = if state.sources.is_some() {
+            sources.len()
+        } else {
+            1
+        };
+        if pins.len() != want {
+            return Err(Error::InvalidValue(format!(
+                "state['tables'] pins {} tables, but the state has {want} sources",
+                pins.len()
+            )));
+        }
+        let mut opened = Vec::with_capacity(pins.len());
+        let mut read = Vec::with_capacity(pins.len());
+        for pin in pins {
+            let (streams, at) = open(pin)?;
+            opened.push(streams);
+            read.push(Some(at));
+        }
+        if state.tables.as_ref() != Some(&read) {
+            return Err(pins_differ(
+                state.tables.as_deref().unwrap_or_default(),
+                &read,
+            ));
+        }
+        let options = Options {
+            seed: state.seed,
+            mode: state.mode,
+            block_size: state.block_size,
+            start_step: state.step,
+            events: state.events.clone(),
+            pins: Some(read),
+            ..options
+        };
+        match &state.sources {
+            None => DataLoader::new(opened.pop().unwrap_or_default(), options),
+            Some(names) => {
+                let weights = match &state.mix_weights {
+                    Some(w) => MixWeights::Fixed(w.clone()),
+                    None => MixWeights::Schedule,
+                };
+                let sources = names
+                    .iter()
+                    .zip(opened)
+                    .map(|(name, streams)| MixSource {
+                        name: name.clone(),
+                        streams,
+                        weights: None,
+                    })
+                    .collect();
+                DataLoader::mixture(sources, weights, options)
+            }
+        }
     }
 
     /// The sources' names of a mixture, in order (None otherwise).
@@ -853,6 +1139,124 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
             }
         }
     }
+}
+
+/// The edits of a run (they rebuild the plan over the same streams, so the
+/// streams are cloned: an `Arc`, a reference or a binding's handle).
+impl<S: StoreAccess + Clone + 'static> DataLoader<S> {
+    /// A loader over the same streams and settings at `start` with the
+    /// plan's edits `events`.
+    fn rebuilt(&self, start: u64, events: Vec<Event>) -> Result<DataLoader<S>> {
+        let mut options = self.recipe.options.clone();
+        options.start_step = start;
+        options.events = events;
+        options.pins = self.recipe.pins.clone();
+        match (&self.plan.mix, &self.recipe.mix) {
+            (Some(mix), Some((_, weights))) => {
+                DataLoader::mixture(mix.sources().cloned().collect(), weights.clone(), options)
+            }
+            _ => {
+                options.indices = self.plan.indices.clone().map(Subset::Unsigned);
+                DataLoader::new(self.plan.streams.clone(), options)
+            }
+        }
+    }
+
+    /// This loader with one more edit of its plan, made at `event.step()`
+    /// (where the caller's consumer is: [`DataLoader::step`], or the step
+    /// of a caller whose own threads take batches ahead of it): a new
+    /// loader continuing at that step (after a skip's steps), with the
+    /// same streams and settings. An exclusion of no record and a skip of
+    /// 0 steps change nothing. This loader is left as it is; a scheduled
+    /// mixture's weights are pushed again from step 0 to the new one.
+    ///
+    /// Errors ([`Error::InvalidValue`]): an edit before the last one, a
+    /// record outside the streams (or the source) it names, a source that
+    /// is not the mixture's, an exclusion that leaves nothing (or, for
+    /// cyclic and blocked modes, less than a global batch) to draw.
+    pub fn edited(&self, event: Event) -> Result<DataLoader<S>> {
+        let (start, nothing) = match &event {
+            Event::Exclude { step, records, .. } => (*step, records.is_empty()),
+            Event::Skip { step, n } => (
+                step.checked_add(*n).ok_or_else(|| {
+                    Error::InvalidValue(format!("n must be in 0..={}, got {n}", u64::MAX - step))
+                })?,
+                *n == 0,
+            ),
+        };
+        let mut events = self.recipe.events.clone();
+        if !nothing {
+            events.push(event);
+        }
+        self.rebuilt(start, events)
+    }
+
+    /// This run continued from `state` (saved by [`DataLoader::state`]): a
+    /// new loader over the same streams at the state's step with its
+    /// edits. Errors: a state of another run (seed, mode, block size,
+    /// mixture sources, or pinned tables differing, naming both), edits
+    /// the streams cannot take (see [`DataLoader::edited`]).
+    pub fn resumed(&self, state: &LoaderState) -> Result<DataLoader<S>> {
+        self.check_state(state)?;
+        self.rebuilt(state.step, state.events.clone())
+    }
+
+    /// This run restarted at `step` (not before its last edit) with its
+    /// edits: what a `fork()`ed child builds to go on where its parent was.
+    pub fn restarted(&self, step: u64) -> Result<DataLoader<S>> {
+        self.rebuilt(step, self.recipe.events.clone())
+    }
+
+    /// From the next step on, `records` (record ids of the streams, or of
+    /// the mixture's source `source`) are never drawn. Cyclic and blocked
+    /// modes finish the cycle under way without them and then cover every
+    /// other record once per cycle; sequential goes on with the next
+    /// record; iid and weighted draw as if their weight were zero. Kept in
+    /// [`DataLoader::state`] and replayed exactly on resume. Prefetched
+    /// batches are dropped. On error (see [`DataLoader::edited`]) nothing
+    /// changes.
+    pub fn exclude(&mut self, records: &[u64], source: Option<&str>) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let event = Event::Exclude {
+            step: self.step(),
+            records: records.to_vec(),
+            source: source.map(str::to_string),
+        };
+        *self = self.edited(event)?;
+        Ok(())
+    }
+
+    /// Steps past the next `n` steps without reading them: the next
+    /// [`DataLoader::next`] returns step `step() + n`. Kept in
+    /// [`DataLoader::state`] and left out of [`DataLoader::provenance`].
+    pub fn skip(&mut self, n: u64) -> Result<()> {
+        if n > 0 {
+            *self = self.edited(Event::Skip {
+                step: self.step(),
+                n,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Continues from `state` (see [`DataLoader::resumed`]); on error
+    /// nothing changes.
+    pub fn load_state(&mut self, state: &LoaderState) -> Result<()> {
+        *self = self.resumed(state)?;
+        Ok(())
+    }
+}
+
+/// A state's pins against a loader's, both named.
+fn pins_differ(theirs: &[Option<Pin>], ours: &[Option<Pin>]) -> Error {
+    Error::InvalidValue(format!(
+        "state['tables'] pins {}, but this loader reads {}: a state resumes on the data it was \
+         made on (DataLoader.from_state reopens it)",
+        Pin::describe(theirs),
+        Pin::describe(ours)
+    ))
 }
 
 impl<S: StoreAccess + 'static> Drop for DataLoader<S> {

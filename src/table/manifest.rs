@@ -8,9 +8,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::files;
-use super::repr::{py_list, py_repr, py_str};
 use super::types::VALIDITY_DIR;
 use crate::io::Fs;
+use crate::repr::{py_list, py_repr, py_str};
 use crate::schema::Logical;
 use crate::{Error, Result};
 

@@ -33,7 +33,6 @@ mod files;
 #[doc(hidden)]
 pub mod manifest;
 mod open;
-mod repr;
 mod shard;
 #[doc(hidden)]
 pub mod types;

@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use super::files;
 use super::manifest::{is_sharded_in, shard_dir, MANIFEST_FILE};
-use super::repr::{py_list, py_str};
 use super::shard::column_names_in;
 use super::types::{read_types_in, validity_dir};
 use super::versions::{read_manifest_in, VersionRef};
 use super::ColumnLayout;
 use crate::columnar::{ColumnFile, Columnar};
 use crate::io::Fs;
+use crate::repr::{py_list, py_str};
 use crate::schema::Kind;
 use crate::schema::Logical;
 use crate::Concat;

@@ -5,10 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use super::files;
-use super::repr::{py_list, py_str, py_tuple};
 use super::types::{validity_dir, ColumnLayout};
 use crate::columnar::{ColumnFile, ValueKind};
 use crate::io::Fs;
+use crate::repr::{py_list, py_str, py_tuple};
 use crate::schema::Kind;
 use crate::schema::Logical;
 use crate::{Codec, DType, Error, Records, Result, Schema, Store};

@@ -23,8 +23,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::files;
-use super::repr::{py_list, py_str};
 use crate::io::Fs;
+use crate::repr::{py_list, py_str};
 use crate::schema::Logical;
 use crate::{Error, Result};
 

@@ -20,8 +20,8 @@ use serde_json::Value;
 
 use super::files;
 use super::manifest::{check_shards_present, parse_manifest, Manifest, MANIFEST_FILE};
-use super::repr::{py_list, py_repr, py_str};
 use crate::io::{Fs, Storage};
+use crate::repr::{py_list, py_repr, py_str};
 use crate::{Error, Result};
 
 /// The directory of a sharded table's version files.

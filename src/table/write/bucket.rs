@@ -507,7 +507,7 @@ pub(super) fn listed_schema(
     objects: &[(String, u64)],
 ) -> Result<ShardSchema> {
     use crate::format::{meta_size_for, Header, HEADER_SIZE, PAGE_SIZE};
-    use crate::table::repr::py_str;
+    use crate::repr::py_str;
     use crate::table::shard::ColumnSpec;
     use crate::{Codec, Logical, Schema};
     let size = |name: &str| objects.iter().find(|(n, _)| n == name).map(|(_, s)| *s);

@@ -6,9 +6,9 @@ use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
 use crate::io::Fs;
+use crate::repr::{py_list, py_str};
 use crate::table::files;
 use crate::table::manifest::is_shard_name;
-use crate::table::repr::{py_list, py_str};
 use crate::{Error, Result};
 
 /// Creates a new, empty, uniquely named shard directory inside the table

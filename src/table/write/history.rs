@@ -10,9 +10,9 @@ use serde_json::{json, Value};
 
 use super::root::{Root, RootKind};
 use crate::io::Fs;
+use crate::repr::{py_list, py_str};
 use crate::table::files;
 use crate::table::manifest::{MANIFEST_LOCK, SELF_SHARD};
-use crate::table::repr::{py_list, py_str};
 use crate::table::types::VALIDITY_DIR;
 use crate::table::versions::now_ms;
 use crate::table::versions::{

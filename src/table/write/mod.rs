@@ -49,8 +49,8 @@ pub use rows::{compact, delete_rows, delete_where};
 
 use super::files;
 use super::manifest::{is_shard_name, MANIFEST_FILE, MANIFEST_LOCK};
-use super::repr::{py_list, py_str};
 use super::shard::{ColumnSpec, ShardSchema};
+use crate::repr::{py_list, py_str};
 use crate::{Error, Location, Result};
 
 /// What a write may find at its destination.

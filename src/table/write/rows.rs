@@ -14,13 +14,13 @@ use super::root::{Root, RootKind};
 use crate::columnar::{write_records, Columnar, ValueKind};
 use crate::io::Fs;
 use crate::read::ragged::Packed;
+use crate::repr::py_str;
 use crate::schema::{Kind, Logical};
 use crate::table::files;
 use crate::table::manifest::{
     deletion_bytes, read_deleted, ColumnGroup, Deleted, Manifest, ShardEntry,
 };
 use crate::table::open::{Column, Stream};
-use crate::table::repr::py_str;
 use crate::table::shard::ColumnSpec;
 use crate::table::types::{validity_dir, write_types, ColumnLayout, ColumnType};
 use crate::{Codec, Error, Location, Records, Result, Store};

@@ -1,0 +1,647 @@
+//! A run's state: everything that resumes a [`super::DataLoader`] exactly.
+//!
+//! A [`LoaderState`] is plain data: the step, the sampler's settings (seed,
+//! mode, batch size, block size), a mixture's source names and fixed
+//! weights, where each table source was read ([`Pin`]: location, version,
+//! view) and the plan's edits ([`Event`]s: exclusions and skips, in step
+//! order). A loader built from the same data and settings at
+//! `state.step` with `state.events` gives the batches of the run that
+//! never stopped, bit for bit.
+//!
+//! Its JSON is the Python `DataLoader.state_dict()`'s, key for key:
+//!
+//! ```json
+//! {"step": 9, "seed": 4, "mode": "cyclic", "batch_size": 8,
+//!  "block_size": 16,
+//!  "sources": ["web", "books"], "mix_weights": {"web": 3.0, "books": 1.0},
+//!  "tables": [{"path": "/data/t", "version": 2, "view": null}],
+//!  "events": [{"step": 6, "exclude": [0, 1], "source": "books"},
+//!             {"step": 7, "skip": 2}]}
+//! ```
+//!
+//! `block_size` appears for mode `"blocked"` only; `sources` and
+//! `mix_weights` for a mixture only (`mix_weights` is null for a schedule:
+//! a schedule is code, given again on resume); `tables` when a source is a
+//! table (null for a source that is not); `events` once the plan is
+//! edited. States saved before the state moved into the core load as they
+//! are (tests/data/loader_states keeps some). Parsing checks every key and
+//! names the one it refuses ([`Error::InvalidValue`]); whether the events
+//! fit the data is checked when a loader takes them.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+use crate::repr::{py_list, py_repr, py_str};
+use crate::sampler::Mode;
+
+/// Where a table source was read: its location (a local path made
+/// absolute, or a URI; never storage options), the version it opened at
+/// (None for a plain table) and the view it read through.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pin {
+    pub path: String,
+    pub version: Option<u64>,
+    pub view: Option<String>,
+}
+
+/// An edit of a run's plan, at the step the caller was at when it made it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// From `step` on, `records` (record ids of the streams, or of the
+    /// mixture's source `source`) are never drawn.
+    Exclude {
+        step: u64,
+        records: Vec<u64>,
+        source: Option<String>,
+    },
+    /// Steps `step..step + n` are stepped past without being read.
+    Skip { step: u64, n: u64 },
+}
+
+impl Event {
+    /// The step the edit was made at.
+    pub fn step(&self) -> u64 {
+        match self {
+            Event::Exclude { step, .. } | Event::Skip { step, .. } => *step,
+        }
+    }
+}
+
+/// An event as the state's JSON writes it.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireEvent<'a> {
+    Exclude {
+        step: u64,
+        exclude: &'a [u64],
+        source: Option<&'a str>,
+    },
+    Skip {
+        step: u64,
+        skip: u64,
+    },
+}
+
+/// A pin as the state's JSON writes it.
+#[derive(Serialize)]
+struct WirePin<'a> {
+    path: &'a str,
+    version: Option<u64>,
+    view: Option<&'a str>,
+}
+
+/// A mixture's weights: `{name: weight}` in source order.
+struct WireWeights<'a>(&'a [String], &'a [f64]);
+
+impl Serialize for WireWeights<'_> {
+    fn serialize<Z: Serializer>(&self, s: Z) -> std::result::Result<Z::Ok, Z::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (name, w) in self.0.iter().zip(self.1) {
+            m.serialize_entry(name, w)?;
+        }
+        m.end()
+    }
+}
+
+/// The state as its JSON writes it, key by key in this order.
+#[derive(Serialize)]
+struct Wire<'a> {
+    step: u64,
+    seed: u64,
+    mode: &'a str,
+    batch_size: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    block_size: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sources: Option<&'a [String]>,
+    /// `Some(None)`: a schedule (written as null).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mix_weights: Option<Option<WireWeights<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tables: Option<Vec<Option<WirePin<'a>>>>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    events: Vec<WireEvent<'a>>,
+}
+
+/// A run's state (see the module documentation).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoaderState {
+    /// The step the next batch is: batches handed over plus steps skipped.
+    pub step: u64,
+    pub seed: u64,
+    pub mode: Mode,
+    /// Records per batch on each rank.
+    pub batch_size: usize,
+    /// Records per block, for [`Mode::Blocked`].
+    pub block_size: Option<u64>,
+    /// A mixture's source names, in source order.
+    pub sources: Option<Vec<String>>,
+    /// A mixture's fixed weights, in source order; None for a schedule
+    /// (and for a loader that is not a mixture).
+    pub mix_weights: Option<Vec<f64>>,
+    /// Per source, where its table was read (None for a source that is not
+    /// a table); None when no source is a table.
+    pub tables: Option<Vec<Option<Pin>>>,
+    /// The plan's edits, in step order: skips end by `step`; an exclusion
+    /// may be planned for a later step.
+    pub events: Vec<Event>,
+}
+
+/// `state[key]` as a message names it.
+fn at(path: &str) -> String {
+    format!("state{path}")
+}
+
+fn invalid(what: String) -> Error {
+    Error::InvalidValue(what)
+}
+
+fn uint(v: &Value, path: &str) -> Result<u64> {
+    v.as_u64().ok_or_else(|| {
+        invalid(format!(
+            "{} must be an integer in 0..=18446744073709551615, got {}",
+            at(path),
+            py_repr(v)
+        ))
+    })
+}
+
+fn opt_str(v: Option<&Value>, path: &str) -> Result<Option<String>> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(invalid(format!(
+            "{} must be a str or None, got {}",
+            at(path),
+            py_repr(other)
+        ))),
+    }
+}
+
+impl Pin {
+    fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("path".into(), self.path.clone().into());
+        m.insert("version".into(), self.version.into());
+        m.insert("view".into(), self.view.clone().into());
+        Value::Object(m)
+    }
+
+    fn from_value(v: &Value, path: &str) -> Result<Pin> {
+        let Value::Object(m) = v else {
+            return Err(invalid(format!(
+                "{} must be a dict with 'path', 'version' and 'view', or None, got {}",
+                at(path),
+                py_repr(v)
+            )));
+        };
+        let location = match m.get("path") {
+            Some(Value::String(s)) => s.clone(),
+            other => {
+                return Err(invalid(format!(
+                    "{} must be a str, got {}",
+                    at(&format!("{path}['path']")),
+                    other.map_or("nothing".into(), py_repr)
+                )))
+            }
+        };
+        let version = match m.get("version") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(uint(v, &format!("{path}['version']"))?),
+        };
+        Ok(Pin {
+            path: location,
+            version,
+            view: opt_str(m.get("view"), &format!("{path}['view']"))?,
+        })
+    }
+
+    /// The pin as Python prints the dict (`{'path': ..., 'version': 1,
+    /// 'view': None}`), for messages.
+    pub(crate) fn describe(pins: &[Option<Pin>]) -> String {
+        let inner: Vec<String> = pins
+            .iter()
+            .map(|p| p.as_ref().map_or("None".into(), |p| py_repr(&p.to_value())))
+            .collect();
+        format!("[{}]", inner.join(", "))
+    }
+}
+
+impl LoaderState {
+    /// The state as JSON, keys in the order the module documentation
+    /// lists them.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a state serializes")
+    }
+
+    /// Parses a state saved as JSON ([`LoaderState::from_value`]).
+    pub fn from_json(text: &str) -> Result<LoaderState> {
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| invalid(format!("state is not JSON: {e}")))?;
+        LoaderState::from_value(&value)
+    }
+
+    /// Parses a state (a JSON object with the keys of the module
+    /// documentation; other keys are ignored). Errors
+    /// ([`Error::InvalidValue`]) name the key: a missing `step`, `seed` or
+    /// `mode`, a value of the wrong type or range, mixture weights that do
+    /// not name each source once, events out of step order or a skip past
+    /// the state's step, an event that is neither an exclusion nor a skip.
+    pub fn from_value(v: &Value) -> Result<LoaderState> {
+        let Value::Object(m) = v else {
+            return Err(invalid(format!(
+                "state must be a dict (a state_dict()), got {}",
+                py_repr(v)
+            )));
+        };
+        for key in ["step", "seed", "mode"] {
+            if !m.contains_key(key) {
+                let keys: Vec<&String> = m.keys().collect();
+                return Err(invalid(format!(
+                    "state has no {} (keys: {})",
+                    py_str(key),
+                    py_list(&keys)
+                )));
+            }
+        }
+        let step = uint(&m["step"], "['step']")?;
+        let seed = uint(&m["seed"], "['seed']")?;
+        let mode = match &m["mode"] {
+            Value::String(s) => Mode::from_name(s),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            invalid(format!(
+                "state['mode'] must be 'sequential', 'iid', 'cyclic', 'blocked' or 'weighted', got {}",
+                py_repr(&m["mode"])
+            ))
+        })?;
+        let batch_size = match m.get("batch_size") {
+            None | Some(Value::Null) => 256,
+            Some(v) => match uint(v, "['batch_size']")? {
+                0 => {
+                    return Err(invalid(
+                        "state['batch_size'] must be >= 1, got 0".to_string(),
+                    ))
+                }
+                b => usize::try_from(b)
+                    .map_err(|_| invalid(format!("state['batch_size'] is too large: {b}")))?,
+            },
+        };
+        let block_size = match m.get("block_size") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(uint(v, "['block_size']")?),
+        };
+        let sources = match m.get("sources") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(a)) => Some(
+                a.iter()
+                    .enumerate()
+                    .map(|(i, s)| match s {
+                        Value::String(s) => Ok(s.clone()),
+                        other => Err(invalid(format!(
+                            "state['sources'][{i}] must be a str, got {}",
+                            py_repr(other)
+                        ))),
+                    })
+                    .collect::<Result<Vec<_>>>()?,
+            ),
+            Some(other) => {
+                return Err(invalid(format!(
+                    "state['sources'] must be a list of source names, got {}",
+                    py_repr(other)
+                )))
+            }
+        };
+        let mix_weights = match (m.get("mix_weights"), &sources) {
+            // Weights only mean something beside a mixture's sources.
+            (None | Some(Value::Null), _) | (_, None) => None,
+            (Some(Value::Object(w)), Some(names)) => {
+                let unknown: Vec<&String> = w.keys().filter(|k| !names.contains(k)).collect();
+                let missing: Vec<&String> = names.iter().filter(|n| !w.contains_key(*n)).collect();
+                if !unknown.is_empty() || !missing.is_empty() {
+                    return Err(invalid(format!(
+                        "state['mix_weights'] must name every source of state['sources'] \
+                         ({}) once: unknown {}, missing {}",
+                        py_list(names),
+                        py_list(&unknown),
+                        py_list(&missing)
+                    )));
+                }
+                Some(
+                    names
+                        .iter()
+                        .map(|n| {
+                            w[n].as_f64().ok_or_else(|| {
+                                invalid(format!(
+                                    "state['mix_weights'][{}] must be a number, got {}",
+                                    py_str(n),
+                                    py_repr(&w[n])
+                                ))
+                            })
+                        })
+                        .collect::<Result<Vec<f64>>>()?,
+                )
+            }
+            (Some(other), Some(_)) => {
+                return Err(invalid(format!(
+                    "state['mix_weights'] must be a dict of source name -> weight, or None, got {}",
+                    py_repr(other)
+                )))
+            }
+        };
+        let tables = match m.get("tables") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(a)) => Some(
+                a.iter()
+                    .enumerate()
+                    .map(|(i, p)| match p {
+                        Value::Null => Ok(None),
+                        p => Pin::from_value(p, &format!("['tables'][{i}]")).map(Some),
+                    })
+                    .collect::<Result<Vec<_>>>()?,
+            ),
+            Some(other) => {
+                return Err(invalid(format!(
+                    "state['tables'] must be a list (one pin per source), got {}",
+                    py_repr(other)
+                )))
+            }
+        };
+        let events = match m.get("events") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) => parse_events(a, step)?,
+            Some(other) => {
+                return Err(invalid(format!(
+                    "state['events'] must be a list, got {}",
+                    py_repr(other)
+                )))
+            }
+        };
+        Ok(LoaderState {
+            step,
+            seed,
+            mode,
+            batch_size,
+            block_size,
+            sources,
+            mix_weights,
+            tables,
+            events,
+        })
+    }
+
+    /// The steps skips stepped past, as `start..end` ranges in step order.
+    pub fn skipped(&self) -> impl Iterator<Item = std::ops::Range<u64>> + '_ {
+        skipped(&self.events)
+    }
+}
+
+/// The ranges of steps `events`' skips stepped past.
+pub(crate) fn skipped(events: &[Event]) -> impl Iterator<Item = std::ops::Range<u64>> + '_ {
+    events.iter().filter_map(|e| match e {
+        Event::Skip { step, n } => Some(*step..step.saturating_add(*n)),
+        Event::Exclude { .. } => None,
+    })
+}
+
+/// `state['events']`: in step order, none after `step`; each an exclusion
+/// or a skip.
+fn parse_events(list: &[Value], step: u64) -> Result<Vec<Event>> {
+    let mut out = Vec::with_capacity(list.len());
+    let mut last = 0;
+    for (i, event) in list.iter().enumerate() {
+        let here = format!("['events'][{i}]");
+        let m = match event {
+            Value::Object(m) if m.contains_key("step") => m,
+            other => {
+                return Err(invalid(format!(
+                    "state['events'][{i}] must be a dict with a 'step', got {}",
+                    py_repr(other)
+                )))
+            }
+        };
+        let at_step = uint(&m["step"], &format!("{here}['step']"))?;
+        // An exclusion may be planned ahead; a skip is where the run went.
+        let ahead = at_step > step && !m.contains_key("exclude");
+        if at_step < last || ahead {
+            return Err(invalid(format!(
+                "state['events'][{i}] is at step {at_step}: events come in step order, \
+                 from {last} (a skip by the state's step {step})"
+            )));
+        }
+        last = at_step;
+        if let Some(ids) = m.get("exclude") {
+            let Value::Array(ids) = ids else {
+                return Err(invalid(format!(
+                    "state['events'][{i}]['exclude'] must be a list of record ids, got {}",
+                    py_repr(ids)
+                )));
+            };
+            let records = ids
+                .iter()
+                .map(|r| uint(r, &format!("{here}['exclude']")))
+                .collect::<Result<Vec<u64>>>()?;
+            out.push(Event::Exclude {
+                step: at_step,
+                records,
+                source: opt_str(m.get("source"), &format!("{here}['source']"))?,
+            });
+        } else if let Some(n) = m.get("skip") {
+            let n = uint(n, &format!("{here}['skip']"))?;
+            if at_step.checked_add(n).is_none_or(|end| end > step) {
+                return Err(invalid(format!(
+                    "state['events'][{i}] skips {n} steps from step {at_step}, past the \
+                     state's step {step}"
+                )));
+            }
+            last = at_step + n;
+            out.push(Event::Skip { step: at_step, n });
+        } else {
+            let keys: Vec<&String> = m.keys().collect();
+            return Err(invalid(format!(
+                "state['events'][{i}] must hold 'exclude' or 'skip', got keys {}",
+                py_list(&keys)
+            )));
+        }
+    }
+    Ok(out)
+}
+
+impl Serialize for LoaderState {
+    fn serialize<Z: Serializer>(&self, s: Z) -> std::result::Result<Z::Ok, Z::Error> {
+        let sources = self.sources.as_deref();
+        Wire {
+            step: self.step,
+            seed: self.seed,
+            mode: self.mode.name(),
+            batch_size: self.batch_size,
+            block_size: self.block_size,
+            sources,
+            mix_weights: sources
+                .map(|names| self.mix_weights.as_deref().map(|w| WireWeights(names, w))),
+            tables: self.tables.as_ref().map(|t| {
+                t.iter()
+                    .map(|p| {
+                        p.as_ref().map(|p| WirePin {
+                            path: &p.path,
+                            version: p.version,
+                            view: p.view.as_deref(),
+                        })
+                    })
+                    .collect()
+            }),
+            events: self
+                .events
+                .iter()
+                .map(|e| match e {
+                    Event::Exclude {
+                        step,
+                        records,
+                        source,
+                    } => WireEvent::Exclude {
+                        step: *step,
+                        exclude: records,
+                        source: source.as_deref(),
+                    },
+                    Event::Skip { step, n } => WireEvent::Skip {
+                        step: *step,
+                        skip: *n,
+                    },
+                })
+                .collect(),
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for LoaderState {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let value = Value::deserialize(d)?;
+        LoaderState::from_value(&value).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(text: &str) -> Result<LoaderState> {
+        LoaderState::from_json(text)
+    }
+
+    fn refused(text: &str, what: &str) {
+        match state(text) {
+            Err(Error::InvalidValue(m)) => assert!(m.contains(what), "{m:?} lacks {what:?}"),
+            other => panic!("{text}: expected InvalidValue, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_state_goes_through_json_unchanged() {
+        let s = LoaderState {
+            step: 9,
+            seed: u64::MAX,
+            mode: Mode::Blocked,
+            batch_size: 8,
+            block_size: Some(16),
+            sources: Some(vec!["web".into(), "books".into()]),
+            mix_weights: Some(vec![3.0, 0.5]),
+            tables: Some(vec![
+                Some(Pin {
+                    path: "/data/t".into(),
+                    version: Some(2),
+                    view: Some("even".into()),
+                }),
+                None,
+            ]),
+            events: vec![
+                Event::Exclude {
+                    step: 6,
+                    records: vec![0, 1],
+                    source: Some("books".into()),
+                },
+                Event::Skip { step: 7, n: 2 },
+            ],
+        };
+        let text = s.to_json();
+        assert_eq!(LoaderState::from_json(&text).unwrap(), s);
+        let back: LoaderState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+        assert!(text.starts_with(r#"{"step":9,"seed":18446744073709551615,"mode":"blocked""#));
+        assert!(text.contains(r#""mix_weights":{"web":3.0,"books":0.5}"#));
+        assert!(text.contains(
+            r#""events":[{"step":6,"exclude":[0,1],"source":"books"},{"step":7,"skip":2}]"#
+        ));
+    }
+
+    #[test]
+    fn a_plain_state_has_only_its_keys() {
+        let s = state(r#"{"step": 3, "seed": 1, "mode": "iid", "batch_size": 4}"#).unwrap();
+        assert_eq!(
+            s.to_json(),
+            r#"{"step":3,"seed":1,"mode":"iid","batch_size":4}"#
+        );
+        let schedule = state(
+            r#"{"step": 0, "seed": 1, "mode": "cyclic", "sources": ["a"], "mix_weights": null}"#,
+        )
+        .unwrap();
+        assert_eq!(schedule.mix_weights, None);
+        assert!(schedule.to_json().contains(r#""mix_weights":null"#));
+    }
+
+    #[test]
+    fn bad_states_name_the_key() {
+        refused(r#"[1]"#, "state must be a dict");
+        refused(
+            r#"{"seed": 1, "mode": "iid"}"#,
+            "state has no 'step' (keys: ['mode', 'seed'])",
+        );
+        refused(
+            r#"{"step": -1, "seed": 1, "mode": "iid"}"#,
+            "state['step'] must be an integer",
+        );
+        refused(
+            r#"{"step": 1, "seed": 1.5, "mode": "iid"}"#,
+            "state['seed']",
+        );
+        refused(
+            r#"{"step": 1, "seed": 1, "mode": "zigzag"}"#,
+            "state['mode'] must be",
+        );
+        refused(
+            r#"{"step": 1, "seed": 1, "mode": "iid", "batch_size": 0}"#,
+            "batch_size",
+        );
+        refused(
+            r#"{"step": 1, "seed": 1, "mode": "iid", "sources": ["a", "b"], "mix_weights": {"a": 1}}"#,
+            "missing ['b']",
+        );
+        refused(
+            r#"{"step": 1, "seed": 1, "mode": "iid", "tables": [{"path": 3}]}"#,
+            "state['tables'][0]['path'] must be a str",
+        );
+        refused(
+            r#"{"step": 5, "seed": 1, "mode": "iid", "events": [{"step": 6, "skip": 1}]}"#,
+            "events come in step order",
+        );
+        refused(
+            r#"{"step": 5, "seed": 1, "mode": "iid", "events": [{"step": 4, "skip": 3}]}"#,
+            "past the state's step 5",
+        );
+        refused(
+            r#"{"step": 5, "seed": 1, "mode": "iid", "events": [{"step": 2, "skip": 2}, {"step": 3, "exclude": [1]}]}"#,
+            "events come in step order, from 4",
+        );
+        refused(
+            r#"{"step": 5, "seed": 1, "mode": "iid", "events": [{"step": 4, "drop": 3}]}"#,
+            "must hold 'exclude' or 'skip', got keys ['drop', 'step']",
+        );
+        refused(
+            r#"{"step": 5, "seed": 1, "mode": "iid", "events": [{"step": 4, "exclude": [-2]}]}"#,
+            "state['events'][0]['exclude'] must be an integer",
+        );
+    }
+}
