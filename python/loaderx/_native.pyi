@@ -437,6 +437,7 @@ def ingest_sharded(
     sources: list[Any] | None = None,
     run_bytes: int | None = None,
     layout: Layout = None,
+    base: int | None = None,
 ) -> int: ...
 def read_table_file(
     path: str, name: str, storage_options: dict[str, str] | None = None

@@ -410,7 +410,7 @@ class Table(Mapping, Closing):
         if isinstance(source, Mapping):
             source = as_table(source, None, "source")
         try:
-            with ingest_sharded(
+            with _ingest_sharded(
                 source,
                 self._path,
                 codec=codec,
@@ -418,6 +418,7 @@ class Table(Mapping, Closing):
                 shards=1,
                 storage_options=self._storage_options,
                 layout=layout,
+                base=self.version,
             ) as after:
                 version, rows = after.version, after.num_rows
         except BaseException:
@@ -886,6 +887,33 @@ def ingest_sharded(
     (retried when another writer committed first, so concurrent writers on
     any hosts keep each other's shards).
     """
+    return _ingest_sharded(
+        source,
+        path,
+        codec=codec,
+        dict_bytes=dict_bytes,
+        workers=workers,
+        shards=shards,
+        storage_options=storage_options,
+        layout=layout,
+    )
+
+
+def _ingest_sharded(
+    source,
+    path,
+    *,
+    codec: str = "zstd",
+    dict_bytes: bytes | None = None,
+    workers: int | None = None,
+    shards: int | None = None,
+    storage_options: dict[str, str] | None = None,
+    layout=None,
+    base: int | None = None,
+) -> Table:
+    """:func:`ingest_sharded`; with ``base``, the rows were made for that
+    version (:meth:`Table.append`'s), so a concurrent change of the columns
+    is a :class:`~loaderx.CommitConflict` naming both versions."""
     from ._streams import check_codec, require_pyarrow
 
     path = check_path(path)
@@ -900,7 +928,7 @@ def ingest_sharded(
     # The core writes the shards on its own threads, commits them at once
     # and on any error removes every shard it wrote.
     write = functools.partial(
-        _native.ingest_sharded, path, options, codec, blob, workers, layout=layout
+        _native.ingest_sharded, path, options, codec, blob, workers, layout=layout, base=base
     )
     if isinstance(source, (str, os.PathLike)):
         source = check_path(source)

@@ -198,9 +198,11 @@ impl TableWriteHandle {
 /// are appended) on `workers` threads and commits them at once: a Parquet
 /// file (`parquet`, split by row groups into `shards`), several Arrow
 /// streams (one shard each), or one stream cut into runs of `run_bytes`.
-/// Returns the table's rows; on error nothing is committed or left.
+/// With `base`, the rows were made for that version (`Table.append`'s):
+/// a concurrent change of columns is a `CommitConflict`. Returns the
+/// table's rows; on error nothing is committed or left.
 #[pyfunction]
-#[pyo3(signature = (uri, storage_options, codec, dict_bytes, workers, shards=None, parquet=None, sources=None, run_bytes=None, layout=None))]
+#[pyo3(signature = (uri, storage_options, codec, dict_bytes, workers, shards=None, parquet=None, sources=None, run_bytes=None, layout=None, base=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn ingest_sharded(
     py: Python<'_>,
@@ -214,6 +216,7 @@ pub fn ingest_sharded(
     sources: Option<Vec<AnyRecordBatch>>,
     run_bytes: Option<usize>,
     layout: Option<Bound<'_, PyAny>>,
+    base: Option<u64>,
 ) -> PyResult<u64> {
     let codec = crate::store::parse_codec(codec)?;
     let asked = parse_layouts(layout.as_ref())?;
@@ -224,7 +227,14 @@ pub fn ingest_sharded(
         .map(|s| s.into_reader())
         .collect::<PyResult<Vec<_>>>()?;
     py.detach(|| {
-        let write = TableWrite::begin(&at, WriteMode::Append)?;
+        let mut write = TableWrite::begin(&at, WriteMode::Append)?;
+        if let Some(version) = base {
+            // The rows were made for that version (a table handle's).
+            if let Err(e) = write.plan_on(version) {
+                let _ = write.discard();
+                return Err(e);
+            }
+        }
         let dict = dict_bytes.as_deref();
         let written: loaderx::Result<Vec<WrittenShard>> =
             write.layouts(&asked).and_then(|layouts| match &parquet {

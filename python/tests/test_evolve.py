@@ -203,6 +203,37 @@ def test_bad_evolution_changes_nothing(tmp_path):
     assert files_of(path) == before
 
 
+def test_an_append_overtaken_by_a_change_of_columns_is_a_commit_conflict(table):
+    """Rows made for the columns a handle shows, appended after another
+    writer added or dropped columns, raise CommitConflict naming both
+    versions (not the ValueError of mismatched shards), and commit nothing."""
+    path, kw = table
+    a = loaderx.open_table(path, readonly=False, **kw)
+    b = loaderx.open_table(path, readonly=False, **kw)
+    try:
+        b.add_columns({"extra": np.arange(8)})
+        with pytest.raises(
+            loaderx.CommitConflict, match=r"version 1 \(columns .*\), but version 2 .*'extra'"
+        ):
+            a.append(rows(8, 10))
+        assert a.version == 2 and a.num_rows == 8  # it shows the latest
+        b.drop_columns(["extra"])  # version 3, and a holds version 2
+        with pytest.raises(loaderx.CommitConflict, match="version 2 .* version 3"):
+            a.append(rows(8, 10).append_column("extra", pa.array([8, 9])))
+        with loaderx.open_table(path, **kw) as latest:
+            assert latest.version == 3 and latest.num_rows == 8
+        # Planned on the latest, the same rows go in.
+        b.append(rows(8, 10))
+        assert b.num_rows == 10
+    finally:
+        a.close()
+        b.close()
+    if not kw:
+        shards = [d for d in os.listdir(path) if d.startswith("shard")]
+        manifest = open(os.path.join(path, "manifest.json")).read()
+        assert all(d in manifest for d in shards), "a refused append left no shard"
+
+
 def test_a_commit_planned_on_an_older_version_conflicts_or_is_retried(table):
     path, kw = table
     a = loaderx.open_table(path, readonly=False, **kw)

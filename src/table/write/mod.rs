@@ -50,6 +50,7 @@ pub use rows::{compact, delete_rows, delete_where};
 use super::files;
 use super::manifest::{is_shard_name, MANIFEST_FILE, MANIFEST_LOCK};
 use super::shard::{ColumnSpec, ShardSchema};
+use super::versions::VersionRef;
 use crate::repr::{py_list, py_str};
 use crate::{Error, Location, Result};
 
@@ -145,6 +146,19 @@ impl TableWrite {
             finished: Mutex::default(),
             planned: None,
         })
+    }
+
+    /// Plans this append on `version` (the version its rows were made
+    /// for, such as the version a table handle shows) instead of the
+    /// latest: when a later version changed the columns, the commit raises
+    /// `CommitConflict` naming both versions rather than refusing the
+    /// rows' columns. `Missing` for a version the table does not have.
+    pub fn plan_on(&mut self, version: u64) -> Result<()> {
+        let resolved = super::versions::resolve_at(&self.root.at, &VersionRef::Number(version))?;
+        let mut cols = resolved.manifest.columns.clone();
+        cols.sort();
+        self.planned = Some((version, cols));
+        Ok(())
     }
 
     /// The latest version and its columns (sorted), if the table has one.
