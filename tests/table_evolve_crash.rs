@@ -141,6 +141,15 @@ fn run_op(op: &str, path: &Path) {
         "view" => {
             table::save_view(&at(path), "some", None, &[0, 2]).unwrap();
         }
+        "split" => {
+            let fractions = [
+                ("train".into(), 0.5),
+                ("val".into(), 0.25),
+                ("test".into(), 0.25),
+            ];
+            table::split(&at(path), None, &fractions, 7, None).unwrap();
+        }
+        "drop_split" => table::drop_view(&at(path), "val").unwrap(),
         "cleanup" => {
             table::cleanup(&at(path), 0, 1).unwrap();
         }
@@ -235,6 +244,37 @@ fn sweep(op: &str, pristine: &Path, tmp: &Path) {
                 "{op} step {step}"
             );
         }
+        if op == "split" || op == "drop_split" {
+            // No split, or all of it: disjoint views covering every row;
+            // a view dropped from one, or not.
+            let names: Vec<String> = table::list_views(&at(&path))
+                .unwrap()
+                .into_iter()
+                .map(|v| v.name)
+                .collect();
+            let all = ["test", "train", "val"].map(String::from).to_vec();
+            let rest = ["test", "train"].map(String::from).to_vec();
+            match op {
+                "split" => assert!(
+                    names.is_empty() || names == all,
+                    "{op} step {step}: {names:?}"
+                ),
+                _ => assert!(names == all || names == rest, "{op} step {step}: {names:?}"),
+            }
+            if names == all {
+                let mut rows: Vec<i64> = names
+                    .iter()
+                    .flat_map(|n| content(&Table::open_view(&at(&path), n).unwrap())["x"].clone())
+                    .collect();
+                rows.sort_unstable();
+                let mut latest = old["x"].clone();
+                latest.sort_unstable();
+                assert_eq!(rows, latest, "{op} step {step}");
+            }
+            if !killed {
+                assert_eq!(names, if op == "split" { all } else { rest }, "{op}");
+            }
+        }
         if op == "view" {
             // No view, or the whole view.
             let views = table::list_views(&at(&path)).unwrap();
@@ -246,18 +286,24 @@ fn sweep(op: &str, pristine: &Path, tmp: &Path) {
             }
         }
         if !killed {
-            let versioned = !matches!(op, "view" | "cleanup");
+            let versioned = !matches!(op, "view" | "cleanup" | "split" | "drop_split");
             assert!(new.is_some() || !versioned, "{op}: it changed nothing");
             std::fs::remove_dir_all(&path).unwrap();
             break;
         }
-        let view_saved = op == "view" && !table::list_views(&at(&path)).unwrap().is_empty();
-        if v == old_v && !view_saved {
+        let view_saved =
+            matches!(op, "view" | "split") && !table::list_views(&at(&path)).unwrap().is_empty();
+        let view_dropped = op == "drop_split"
+            && !table::list_views(&at(&path))
+                .unwrap()
+                .iter()
+                .any(|v| v.name == "val");
+        if v == old_v && !view_saved && !view_dropped {
             // What the killed operation left never blocks running it again.
             run_op(op, &path);
             let (v2, _, _) = state(&path);
             assert!(
-                v2 == old_v + 1 || matches!(op, "view" | "cleanup"),
+                v2 == old_v + 1 || matches!(op, "view" | "cleanup" | "split" | "drop_split"),
                 "{op} step {step}: rerun"
             );
         }
@@ -271,9 +317,16 @@ fn every_evolution_killed_at_any_step_leaves_the_old_version_or_the_new() {
     let tmp = tempfile::tempdir().unwrap();
     let pristine = tmp.path().join("pristine");
     sharded(&pristine);
-    for op in ["add", "drop", "delete", "compact", "view", "cleanup"] {
+    for op in [
+        "add", "drop", "delete", "compact", "view", "split", "cleanup",
+    ] {
         sweep(op, &pristine, tmp.path());
     }
+    // A view dropped from a split: the other views stay whatever the kill.
+    let split = tmp.path().join("split");
+    common::copy_tree(&pristine, &split);
+    run_op("split", &split);
+    sweep("drop_split", &split, tmp.path());
     // A plain table made versioned in place.
     let plain = tmp.path().join("plain");
     std::fs::create_dir_all(&plain).unwrap();

@@ -313,3 +313,60 @@ fn an_interrupted_cleanup_is_finished_by_the_next() {
     assert!(matches!(e, Error::Corrupted { .. }), "{e}");
     assert!(path.join(MANIFEST_FILE).exists());
 }
+
+#[test]
+fn a_split_saves_its_views_as_one_set_and_a_cleanup_removes_what_a_killed_one_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t");
+    commit(&path, 0, 10);
+    let at = Location::local(&path);
+    let fractions = [("train".to_string(), 0.7), ("test".to_string(), 0.3)];
+    let views = table::split(&at, None, &fractions, 5, None).unwrap();
+    assert_eq!(
+        views
+            .iter()
+            .map(|v| (v.name.as_str(), v.rows))
+            .collect::<Vec<_>>(),
+        [("train", 7), ("test", 3)]
+    );
+    let set = views[0].set.clone().unwrap();
+    assert!(views.iter().all(|v| v.set.as_ref() == Some(&set)));
+    // One commit point: the set's file; no view file of its own.
+    let sets = path.join(table::VIEWS_DIR).join("_sets");
+    assert!(sets.join(format!("{set}.json")).is_file());
+    assert!(!path.join(table::VIEWS_DIR).join("train.json").exists());
+    let mut rows: Vec<i64> = ["train", "test"]
+        .iter()
+        .flat_map(|n| ids_of(&Table::open_view(&at, n).unwrap()))
+        .collect();
+    rows.sort_unstable();
+    assert_eq!(rows, range(0, 10));
+    // The same names again, or any of them, are refused, naming them.
+    match table::split(&at, None, &fractions, 5, None) {
+        Err(Error::InvalidValue(m)) => assert!(m.contains("views ['test', 'train']"), "{m}"),
+        other => panic!("expected InvalidValue, got {other:?}"),
+    }
+    match table::split(&at, None, &[("a".into(), 0.6), ("b".into(), 0.6)], 5, None) {
+        Err(Error::InvalidValue(m)) => assert!(m.contains("fractions must sum to 1"), "{m}"),
+        other => panic!("expected InvalidValue, got {other:?}"),
+    }
+    // A view dropped from the set: the other stays, in a new set.
+    let test_rows = ids_of(&Table::open_view(&at, "test").unwrap());
+    table::drop_view(&at, "train").unwrap();
+    let left = table::list_views(&at).unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].name, "test");
+    assert_ne!(left[0].set.as_ref(), Some(&set));
+    assert_eq!(ids_of(&Table::open_view(&at, "test").unwrap()), test_rows);
+    // What a killed save leaves (a row file no view names, a temporary
+    // file) goes with the next cleanup; the views stay.
+    let stray = path.join(table::VIEWS_DIR).join("gone-abcd.u64");
+    std::fs::write(&stray, 7u64.to_le_bytes()).unwrap();
+    let tmp = sets.join(".split-x.json.1234");
+    std::fs::write(&tmp, b"{").unwrap();
+    table::cleanup(&at, 0, 1).unwrap();
+    assert!(!stray.exists() && !tmp.exists());
+    assert_eq!(ids_of(&Table::open_view(&at, "test").unwrap()), test_rows);
+    table::drop_view(&at, "test").unwrap();
+    assert!(table::list_views(&at).unwrap().is_empty());
+}

@@ -330,6 +330,14 @@ def save_view(
     version: int | None = None,
     storage_options: dict[str, str] | None = None,
 ) -> tuple[int, int]: ...
+def split(
+    uri: str,
+    fractions: list[tuple[str, float]],
+    seed: int,
+    by: str | None = None,
+    version: int | None = None,
+    storage_options: dict[str, str] | None = None,
+) -> list[tuple[str, int]]: ...
 def list_views(
     uri: str, storage_options: dict[str, str] | None = None
 ) -> list[tuple[str, int, int]]: ...

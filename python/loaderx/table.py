@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import numbers
 import os
 from collections.abc import Iterator, Mapping
 
@@ -576,21 +577,23 @@ class Table(Mapping, Closing):
         version, sizes within one row of the fractions, the same for the
         same ``seed``. With ``by`` (a column), rows of equal value stay in
         one split (whole groups are assigned, so sizes follow the fractions
-        as closely as the groups allow). Returns ``{name: num_rows}``."""
-        from ._evolve import split_rows
-
+        as closely as the groups allow). The core plans it and saves every
+        view at once, or none (a view named already, a bad fraction, a
+        kill midway: no view is saved). Returns ``{name: num_rows}``."""
         self._sharded("split")
         self._not_a_view("split")
-        taken = (
-            [n for n in fractions if n in self.views()] if isinstance(fractions, Mapping) else []
-        )
-        if taken:
-            raise ValueError(f"views {taken} exist already; drop them first")
-        out = {}
-        for name, ids in split_rows(self, fractions, seed, by).items():
-            _native.save_view(self._path, name, ids, self._version, self._storage_options)
-            out[name] = len(ids)
-        return out
+        if not isinstance(fractions, Mapping) or not fractions:
+            raise ValueError(f"fractions must map split names to fractions, got {fractions!r}")
+        if type(seed) is not int or not 0 <= seed < 2**64:
+            raise ValueError(f"seed must be an int in 0..2**64-1, got {seed!r}")
+        shares = []
+        for name, share in fractions.items():
+            if not isinstance(name, str) or not isinstance(share, numbers.Real):
+                raise ValueError(f"fractions must map split names to numbers, got {fractions!r}")
+            shares.append((name, float(share)))
+        # Planned and saved by the core, all views at once (or none).
+        saved = _native.split(self._path, shares, seed, by, self._version, self._storage_options)
+        return dict(saved)
 
     def drop_columns(self, names) -> None:
         """Drops the columns ``names`` (one name or a list), committed as one

@@ -134,6 +134,26 @@ pub fn save_view(
     })
 }
 
+/// Splits version `version` of the sharded table at `uri` into the views
+/// `fractions` names (`loaderx::table::split`), saved at once:
+/// `[(name, rows)]`.
+#[pyfunction]
+#[pyo3(signature = (uri, fractions, seed, by=None, version=None, storage_options=None))]
+pub fn split(
+    py: Python<'_>,
+    uri: String,
+    fractions: Vec<(String, f64)>,
+    seed: u64,
+    by: Option<String>,
+    version: Option<u64>,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<Vec<(String, u64)>> {
+    crate::remote::on(py, &uri, storage_options, |at| {
+        table::split(at, version, &fractions, seed, by.as_deref())
+            .map(|views| views.into_iter().map(|v| (v.name, v.rows)).collect())
+    })
+}
+
 /// `[(name, version, rows)]` of the views of the sharded table at `uri`.
 #[pyfunction]
 #[pyo3(signature = (uri, storage_options=None))]
@@ -319,6 +339,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(delete_where, m)?)?;
     m.add_function(wrap_pyfunction!(compact, m)?)?;
     m.add_function(wrap_pyfunction!(save_view, m)?)?;
+    m.add_function(wrap_pyfunction!(split, m)?)?;
     m.add_function(wrap_pyfunction!(list_views, m)?)?;
     m.add_function(wrap_pyfunction!(drop_view, m)?)?;
     Ok(())

@@ -14,6 +14,7 @@
 //!
 //! Tags are `_tags/<name>.json` (`{"version": N}`), written once.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -30,6 +31,9 @@ pub const VERSIONS_DIR: &str = "_versions";
 pub const TAGS_DIR: &str = "_tags";
 /// The directory of a sharded table's views.
 pub const VIEWS_DIR: &str = "_views";
+/// The directory of view sets (the views a split saves all at once),
+/// below [`VIEWS_DIR`].
+pub const VIEW_SETS_DIR: &str = "_views/_sets";
 /// The list of files a cleanup removes, written before it removes any
 /// (a cleanup killed midway is finished by the next one).
 pub(crate) const CLEANUP_FILE: &str = "_cleanup.json";
@@ -398,6 +402,9 @@ pub struct View {
     /// Its row file (record ids, little-endian u64, strictly increasing),
     /// relative to [`VIEWS_DIR`].
     pub file: String,
+    /// The view set it was saved in (its file's name in
+    /// [`VIEW_SETS_DIR`], without `.json`); None for a view saved alone.
+    pub set: Option<String>,
 }
 
 impl View {
@@ -415,6 +422,11 @@ impl View {
     pub(crate) fn parse(name: &str, file: &Path, raw: &[u8]) -> Result<View> {
         let doc: Value = serde_json::from_slice(raw)
             .map_err(|e| Error::corrupted(file, format!("not valid JSON ({e})")))?;
+        View::of_value(name, file, &doc)
+    }
+
+    /// The view `name` a view file's (or a set's entry's) JSON describes.
+    fn of_value(name: &str, file: &Path, doc: &Value) -> Result<View> {
         let field = |k: &str| doc.get(k).and_then(Value::as_u64);
         match (
             field("version").filter(|&v| v >= 1),
@@ -428,6 +440,7 @@ impl View {
                 version,
                 rows,
                 file: f.to_owned(),
+                set: None,
             }),
             _ => Err(Error::corrupted(
                 file,
@@ -453,12 +466,67 @@ impl View {
     }
 }
 
-/// The views of the sharded table `dir`, by name.
-pub(crate) fn views(fs: &Fs, dir: &Path) -> Result<Vec<View>> {
-    named_files(fs, dir, VIEWS_DIR)?
-        .into_iter()
-        .map(|(name, path, raw)| View::parse(&name, &path, &raw))
+/// A view set's file: `{"views": [{"name", "version", "rows", "file"},
+/// ...]}`, the views a split saved at once.
+pub(crate) fn view_set_json(views: &[View]) -> Vec<u8> {
+    let entries: Vec<Value> = views
+        .iter()
+        .map(|v| {
+            serde_json::json!({
+                "name": v.name,
+                "version": v.version,
+                "rows": v.rows,
+                "file": v.file,
+            })
+        })
+        .collect();
+    let mut out =
+        serde_json::to_vec(&serde_json::json!({ "views": entries })).expect("a set serialises");
+    out.push(b'\n');
+    out
+}
+
+/// The views of the view set `set` (its file `file`, bytes `raw`).
+fn parse_view_set(set: &str, file: &Path, raw: &[u8]) -> Result<Vec<View>> {
+    let doc: Value = serde_json::from_slice(raw)
+        .map_err(|e| Error::corrupted(file, format!("not valid JSON ({e})")))?;
+    let bad = || {
+        Error::corrupted(
+            file,
+            "a view set must hold 'views': a list of {'name', 'version', 'rows', 'file'}",
+        )
+    };
+    let entries = doc.get("views").and_then(Value::as_array).ok_or_else(bad)?;
+    entries
+        .iter()
+        .map(|e| {
+            let name = e
+                .get("name")
+                .and_then(Value::as_str)
+                .filter(|n| is_tag_name(n))
+                .ok_or_else(bad)?;
+            let mut view = View::of_value(name, file, e)?;
+            view.set = Some(set.to_owned());
+            Ok(view)
+        })
         .collect()
+}
+
+/// The views of the sharded table `dir`, by name: those saved alone
+/// (`_views/<name>.json`) and those of view sets (`_views/_sets/`). A
+/// name saved twice (a bucket's race of two writers) is the view saved
+/// alone, or the first set's by set name.
+pub(crate) fn views(fs: &Fs, dir: &Path) -> Result<Vec<View>> {
+    let mut out: BTreeMap<String, View> = BTreeMap::new();
+    for (name, path, raw) in named_files(fs, dir, VIEWS_DIR)? {
+        out.insert(name.clone(), View::parse(&name, &path, &raw)?);
+    }
+    for (set, path, raw) in named_files(fs, dir, VIEW_SETS_DIR)? {
+        for view in parse_view_set(&set, &path, &raw)? {
+            out.entry(view.name.clone()).or_insert(view);
+        }
+    }
+    Ok(out.into_values().collect())
 }
 
 /// The view `name` of the sharded table `dir`: `InvalidValue` naming the
@@ -476,7 +544,11 @@ pub(crate) fn view(fs: &Fs, dir: &Path, name: &str) -> Result<View> {
             if !super::manifest::is_sharded_in(fs, dir) {
                 return Err(not_sharded(dir));
             }
-            let names: Vec<String> = views(fs, dir)?.into_iter().map(|v| v.name).collect();
+            let all = views(fs, dir)?;
+            if let Some(v) = all.iter().find(|v| v.name == name) {
+                return Ok(v.clone());
+            }
+            let names: Vec<String> = all.into_iter().map(|v| v.name).collect();
             Err(Error::InvalidValue(format!(
                 "table {} has no view {} (its views: {})",
                 dir.display(),

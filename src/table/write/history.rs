@@ -17,7 +17,7 @@ use crate::table::types::VALIDITY_DIR;
 use crate::table::versions::now_ms;
 use crate::table::versions::{
     self, is_tag_name, parse_tag, tag_json, tag_rel, version_rel, view_rel, Resolved, VersionRef,
-    View, CLEANUP_FILE, TAGS_DIR, VERSIONS_DIR, VIEWS_DIR,
+    View, CLEANUP_FILE, TAGS_DIR, VERSIONS_DIR, VIEWS_DIR, VIEW_SETS_DIR,
 };
 use crate::{Error, Location, Result};
 
@@ -138,61 +138,136 @@ pub fn tags(at: &Location) -> Result<Vec<(String, u64)>> {
 /// exists already; `InvalidIndex` naming the first id past the version's
 /// rows.
 pub fn save_view(at: &Location, name: &str, version: Option<u64>, ids: &[u64]) -> Result<View> {
-    check_name("view", name)?;
+    let views = save_views(at, version, &[(name.to_owned(), ids.to_vec())], false)?;
+    Ok(views.into_iter().next().expect("one view saved"))
+}
+
+/// Saves `views` (`(name, record ids)` of version `version`, None: the
+/// latest) of the sharded table at `at` all at once, as one view set:
+/// every row file first, then the set's file (`_views/_sets/<set>.json`),
+/// written once, which is the one point where they all appear. A
+/// failure or a kill before it leaves none of them (only row files no
+/// view names, which a cleanup removes). Errors as [`save_view`]'s,
+/// naming every view that exists already; nothing is written then.
+pub fn save_view_set(
+    at: &Location,
+    version: Option<u64>,
+    views: &[(String, Vec<u64>)],
+) -> Result<Vec<View>> {
+    save_views(at, version, views, true)
+}
+
+/// [`save_view`] (one view, `as_set` false) and [`save_view_set`].
+fn save_views(
+    at: &Location,
+    version: Option<u64>,
+    asked: &[(String, Vec<u64>)],
+    as_set: bool,
+) -> Result<Vec<View>> {
+    for (i, (name, _)) in asked.iter().enumerate() {
+        check_name("view", name)?;
+        if asked[..i].iter().any(|(n, _)| n == name) {
+            return Err(Error::InvalidValue(format!(
+                "view {} is named twice",
+                py_str(name)
+            )));
+        }
+    }
     let at = fresh(at);
     let root = Root::of(&at)?;
     let _lock = lock(&root)?;
     let want = version.map_or(VersionRef::Latest, VersionRef::Number);
     let m = versions::resolve(at.fs(), at.path(), &want)?.manifest;
-    let mut ids = ids.to_vec();
-    ids.sort_unstable();
-    ids.dedup();
-    if let Some(&bad) = ids.last().filter(|&&i| i >= m.num_rows()) {
-        return Err(Error::InvalidIndex(format!(
-            "rows of a view must be record ids of version {} (0..{}), got {bad}",
-            m.version(),
-            m.num_rows()
+    let existing = versions::views(at.fs(), at.path())?;
+    let taken: Vec<&View> = existing
+        .iter()
+        .filter(|v| asked.iter().any(|(n, _)| *n == v.name))
+        .collect();
+    if let Some(first) = taken.first() {
+        let names: Vec<&str> = taken.iter().map(|v| v.name.as_str()).collect();
+        return Err(Error::InvalidValue(format!(
+            "table {} already has view{} {} (of version {}); drop {} first",
+            at.path().display(),
+            if names.len() > 1 { "s" } else { "" },
+            if names.len() > 1 {
+                py_list(&names)
+            } else {
+                py_str(names[0])
+            },
+            first.version,
+            if names.len() > 1 { "them" } else { "it" }
         )));
     }
-    let taken = |v: &View| {
-        Error::InvalidValue(format!(
-            "table {} already has view {} (of version {}); drop it first",
-            at.path().display(),
-            py_str(name),
-            v.version
-        ))
-    };
-    if let Ok(v) = versions::view(at.fs(), at.path(), name) {
-        return Err(taken(&v));
+    let set = as_set.then(|| format!("split-{}", files::random_hex(6)));
+    let mut rows = Vec::with_capacity(asked.len());
+    let mut views = Vec::with_capacity(asked.len());
+    for (name, ids) in asked {
+        let mut ids = ids.clone();
+        ids.sort_unstable();
+        ids.dedup();
+        if let Some(&bad) = ids.last().filter(|&&i| i >= m.num_rows()) {
+            return Err(Error::InvalidIndex(format!(
+                "rows of a view must be record ids of version {} (0..{}), got {bad}",
+                m.version(),
+                m.num_rows()
+            )));
+        }
+        views.push(View {
+            name: name.clone(),
+            version: m.version(),
+            rows: ids.len() as u64,
+            file: format!("{name}-{}.u64", files::random_hex(4)),
+            set: set.clone(),
+        });
+        rows.push(crate::table::manifest::deletion_bytes(&ids));
     }
-    let view = View {
-        name: name.to_owned(),
-        version: m.version(),
-        rows: ids.len() as u64,
-        file: format!("{name}-{}.u64", files::random_hex(4)),
+    // The commit point: the view's file, or the set's.
+    let (commit_rel, commit) = match &set {
+        Some(set) => (
+            format!("{VIEW_SETS_DIR}/{set}.json"),
+            versions::view_set_json(&views),
+        ),
+        None => (view_rel(&views[0].name), views[0].to_json()),
     };
-    let bytes = crate::table::manifest::deletion_bytes(&ids);
     match &root.kind {
         RootKind::Local(dir) => {
+            let tmp = |n: &str| format!(".{n}.{}", files::random_hex(4));
             let vdir = dir.join(VIEWS_DIR);
             files::create_dir_all(&vdir)?;
-            let tmp = |n: &str| format!(".{n}.{}", files::random_hex(4));
-            files::write_atomically(&vdir, &view.file, &tmp(&view.file), &bytes)?;
-            let json = format!("{name}.json");
-            files::write_atomically(&vdir, &json, &tmp(&json), &view.to_json())?;
+            for (view, bytes) in views.iter().zip(&rows) {
+                files::write_atomically(&vdir, &view.file, &tmp(&view.file), bytes)?;
+            }
+            let path = dir.join(&commit_rel);
+            let parent = path.parent().unwrap_or(dir);
+            files::create_dir_all(parent)?;
+            let file = path
+                .file_name()
+                .and_then(|f| f.to_str())
+                .unwrap_or_default();
+            files::write_atomically(parent, file, &tmp(file), &commit)?;
         }
         #[cfg(feature = "remote")]
         RootKind::Bucket(b) => {
-            let rows_rel = format!("{VIEWS_DIR}/{}", view.file);
-            bucket::overwrite(b, &rows_rel, bytes)?;
-            if !bucket::create(b, &view_rel(name), view.to_json())? {
-                let _ = bucket::delete_rels(b, std::slice::from_ref(&rows_rel));
-                let held = versions::view(at.fresh().fs(), at.path(), name)?;
-                return Err(taken(&held));
+            let row_rels: Vec<String> = views
+                .iter()
+                .map(|v| format!("{VIEWS_DIR}/{}", v.file))
+                .collect();
+            for (rel, bytes) in row_rels.iter().zip(rows) {
+                bucket::overwrite(b, rel, bytes)?;
+            }
+            if !bucket::create(b, &commit_rel, commit)? {
+                let _ = bucket::delete_rels(b, &row_rels);
+                let held = versions::view(at.fresh().fs(), at.path(), &views[0].name)?;
+                return Err(Error::InvalidValue(format!(
+                    "table {} already has view {} (of version {}); drop it first",
+                    at.path().display(),
+                    py_str(&held.name),
+                    held.version
+                )));
             }
         }
     }
-    Ok(view)
+    Ok(views)
 }
 
 /// The views of the sharded table at `at`, by name.
@@ -211,10 +286,33 @@ pub fn drop_view(at: &Location, name: &str) -> Result<()> {
     let root = Root::of(&at)?;
     let _lock = lock(&root)?;
     let view = versions::view(at.fs(), at.path(), name)?;
-    remove_files(
-        &root,
-        &[view_rel(name), format!("{VIEWS_DIR}/{}", view.file)],
-    )
+    let rows = format!("{VIEWS_DIR}/{}", view.file);
+    let Some(set) = &view.set else {
+        return remove_files(&root, &[view_rel(name), rows]);
+    };
+    // A view of a set: the set without it is written (as a new set, once)
+    // before the old one goes, so a kill in between leaves the other views
+    // twice (the same views) and this one still there.
+    let others: Vec<View> = versions::views(at.fs(), at.path())?
+        .into_iter()
+        .filter(|v| v.set.as_ref() == Some(set) && v.name != name)
+        .collect();
+    if !others.is_empty() {
+        let new_set = format!("split-{}", files::random_hex(6));
+        let bytes = versions::view_set_json(&others);
+        match &root.kind {
+            RootKind::Local(dir) => {
+                let parent = dir.join(VIEW_SETS_DIR);
+                let file = format!("{new_set}.json");
+                files::write_atomically(&parent, &file, &format!(".{file}.tmp"), &bytes)?;
+            }
+            #[cfg(feature = "remote")]
+            RootKind::Bucket(b) => {
+                bucket::create(b, &format!("{VIEW_SETS_DIR}/{new_set}.json"), bytes)?;
+            }
+        }
+    }
+    remove_files(&root, &[format!("{VIEW_SETS_DIR}/{set}.json"), rows])
 }
 
 /// Every version the sharded table at `at` can open, oldest first.
@@ -373,14 +471,11 @@ pub fn cleanup(at: &Location, older_than_ms: u64, keep_last: u64) -> Result<u64>
     let latest = versions::resolve(at.fs(), at.path(), &VersionRef::Latest)?;
     let top = latest.manifest.version();
     // Tagged versions and the versions views select rows of are kept.
+    let views = versions::views(at.fs(), at.path())?;
     let tagged: BTreeSet<u64> = versions::tags(at.fs(), at.path())?
         .into_iter()
         .map(|(_, v)| v)
-        .chain(
-            versions::views(at.fs(), at.path())?
-                .into_iter()
-                .map(|v| v.version),
-        )
+        .chain(views.iter().map(|v| v.version))
         .collect();
     let now = now_ms();
     let mut kept: Vec<Resolved> = vec![latest];
@@ -502,12 +597,46 @@ pub fn cleanup(at: &Location, older_than_ms: u64, keep_last: u64) -> Result<u64>
             .collect(),
         columns,
     };
+    // Row files of views a killed save left without its view (locally:
+    // under the table's lock, no view is being saved now).
+    match &root.kind {
+        RootKind::Local(dir) => {
+            for path in stray_view_files(dir, &views)? {
+                freed += files::file_len(&path).unwrap_or(0);
+                files::remove_file_synced(&path, path.parent().unwrap_or(dir))?;
+            }
+        }
+        #[cfg(feature = "remote")]
+        RootKind::Bucket(_) => {}
+    }
     if doomed.files.is_empty() && doomed.shards.is_empty() && doomed.columns.is_empty() {
         return Ok(freed);
     }
     write_pending(&root, &doomed.to_json())?;
     freed += remove(&root, &doomed)?;
     Ok(freed)
+}
+
+/// The files in the views' directories of the local table `dir` that no
+/// view of `views` needs: row files no view names, and the temporary files
+/// of killed writes.
+fn stray_view_files(dir: &Path, views: &[View]) -> Result<Vec<std::path::PathBuf>> {
+    let named: BTreeSet<&str> = views.iter().map(|v| v.file.as_str()).collect();
+    let mut out = Vec::new();
+    for sub in [VIEWS_DIR, VIEW_SETS_DIR] {
+        let d = dir.join(sub);
+        if !d.is_dir() {
+            continue;
+        }
+        for name in files::list(&d)? {
+            let stray = name.starts_with('.')
+                || (sub == VIEWS_DIR && name.ends_with(".u64") && !named.contains(name.as_str()));
+            if stray && d.join(&name).is_file() {
+                out.push(d.join(name));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The write token in a shard directory's name `shard-<token>-<random>`

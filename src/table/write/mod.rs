@@ -37,15 +37,19 @@ mod hand;
 mod history;
 mod root;
 mod rows;
+mod split;
 
 #[cfg(feature = "remote")]
 pub(crate) use commit::publish_at;
 use commit::{next_manifest, publish};
 pub use evolve::{drop_columns, make_versioned, ColumnsWrite};
 pub use hand::{commit_shards, new_shard};
-pub use history::{cleanup, drop_view, list_versions, list_views, save_view, tag, tags, untag};
+pub use history::{
+    cleanup, drop_view, list_versions, list_views, save_view, save_view_set, tag, tags, untag,
+};
 use root::{Root, RootKind};
 pub use rows::{compact, delete_rows, delete_where};
+pub use split::split;
 
 use super::files;
 use super::manifest::{is_shard_name, MANIFEST_FILE, MANIFEST_LOCK};
