@@ -385,6 +385,7 @@ def table_cleanup(
     older_than_ms: int,
     keep_last: int,
     storage_options: dict[str, str] | None = None,
+    _leftover_min_age_ms: int | None = None,
 ) -> int: ...
 def open_columns(
     path: str | PathLike[str], readonly: bool = True, names: list[str] | None = None

@@ -176,18 +176,32 @@ pub fn table_untag(
 
 /// Removes old versions of the sharded table at `path` and what only they
 /// need (see `loaderx::table::cleanup`); returns the bytes freed.
+/// `_leftover_min_age_ms` lowers the hour that dead writers' leftovers are
+/// kept at least: for the tests of that reclaim only.
 #[pyfunction]
-#[pyo3(signature = (path, older_than_ms, keep_last, storage_options=None))]
+#[pyo3(signature = (path, older_than_ms, keep_last, storage_options=None, _leftover_min_age_ms=None))]
 pub fn table_cleanup(
     py: Python<'_>,
     path: String,
     older_than_ms: u64,
     keep_last: u64,
     storage_options: Option<HashMap<String, String>>,
+    _leftover_min_age_ms: Option<u64>,
 ) -> PyResult<u64> {
-    crate::remote::on(py, &path, storage_options, |at| {
-        table::cleanup(at, older_than_ms, keep_last)
-    })
+    crate::remote::on(
+        py,
+        &path,
+        storage_options,
+        |at| match _leftover_min_age_ms {
+            None => table::cleanup(at, older_than_ms, keep_last),
+            Some(ms) => table::cleanup_leaving(
+                at,
+                older_than_ms,
+                keep_last,
+                std::time::Duration::from_millis(ms),
+            ),
+        },
+    )
 }
 
 /// The columns of the plain table `path` (all, or those of `names`), typed

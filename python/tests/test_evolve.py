@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import loaderx
+from loaderx import _native
 
 pa = pytest.importorskip("pyarrow")
 
@@ -879,6 +880,65 @@ def test_cleanup_reclaims_what_a_killed_writer_left_never_a_live_ones(tmp_path, 
         assert t.cleanup(older_than=datetime.timedelta(0)) > 0
         assert column(t, "id").tolist() == list(range(8))
     assert entries_of(path) - before == set(), sorted(entries_of(path) - before)
+
+
+_KILLED_BUCKET_WRITER = """
+import json, os, sys
+import numpy as np, pyarrow as pa
+from loaderx import _native
+
+path, what, opts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+if what == "append":
+    w = _native.TableWrite(path, opts, False)
+    w.write_streams([pa.table({"id": np.arange(8, 12), "caption": ["x"] * 4})], "zstd")
+else:
+    g = _native.ColumnsWrite(path, opts, None)
+    rows = g.shards()[0][1]
+    g.write_group(0, [pa.table({"z": np.arange(rows)})], "zstd", None)
+os._exit(0)  # as if killed: nothing committed, discarded or given back
+"""
+
+
+@pytest.mark.parametrize("what", ["append", "add_columns"])
+def test_cleanup_reclaims_what_a_killed_writer_left_in_a_bucket(s3, what):
+    """Objects a writer to a bucket left when it died (a shard, or a column
+    group in a shard), named by no version: a cleanup keeps them while they
+    are younger than an hour or a lease object of their write was rewritten
+    lately (a live writer's), and removes them otherwise, with the dead
+    writers' lease objects; the table reads as before."""
+    import json
+    import subprocess
+    import sys
+
+    path, opts = uri(s3, "killed"), s3.options()
+    loaderx.ingest_sharded(
+        rows(0, 8).select(["id", "caption"]), path, workers=1, storage_options=opts
+    ).close()
+    prefix = f"{s3.prefix}/killed/"
+    before = set(s3.keys(prefix))
+    subprocess.run(
+        [sys.executable, "-c", _KILLED_BUCKET_WRITER, path, what, json.dumps(opts)], check=True
+    )
+    left = sorted(set(s3.keys(prefix)) - before)
+    assert left, "the killed write left objects"
+    kind = "shard-" if what == "append" else "_g-"
+    names = {k[len(prefix) :].split("/")[0 if what == "append" else 1] for k in left}
+    assert all(n.startswith(kind) for n in names), names
+    token = next(iter(names)).split("-")[1]
+    # Younger than an hour: kept.
+    assert _native.table_cleanup(path, 0, 1, opts) == 0
+    assert set(s3.keys(prefix)) - before == set(left)
+    # A lease object rewritten lately: a live writer's, kept.
+    lease = f"{prefix}_leases/{token}.json"
+    s3.client().put_object(Bucket=s3.bucket, Key=lease, Body=b'{"pid": 1, "beat_ms": 0}')
+    assert _native.table_cleanup(path, 0, 1, opts, _leftover_min_age_ms=0) == 0
+    assert set(s3.keys(prefix)) - before == set(left) | {lease}
+    # Dead (no lease), and old enough: removed.
+    s3.client().delete_object(Bucket=s3.bucket, Key=lease)
+    assert _native.table_cleanup(path, 0, 1, opts, _leftover_min_age_ms=0) > 0
+    assert set(s3.keys(prefix)) == before
+    with loaderx.open_table(path, storage_options=opts) as t:
+        assert column(t, "id").tolist() == list(range(8))
 
 
 def test_cleanup_removes_staging_directories_of_dead_bucket_writers(tmp_path, monkeypatch):

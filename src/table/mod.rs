@@ -71,3 +71,8 @@ pub use write::{
     TableWrite, WriteMode, WrittenShard,
 };
 pub use write::{commit_shards, new_shard};
+// The reclaim of dead writers' leftovers with another age floor than an
+// hour, for the tests of it (a bucket's objects cannot be made to look
+// old); not product API.
+#[doc(hidden)]
+pub use write::cleanup_leaving;

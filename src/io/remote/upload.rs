@@ -125,6 +125,16 @@ impl Remote {
     /// The objects below `prefix` (a key; empty for the root): key and
     /// size, sorted, listed afresh.
     pub(crate) fn list_objects(&self, prefix: &str) -> io::Result<Vec<(String, u64)>> {
+        Ok(self
+            .list_dated(prefix)?
+            .into_iter()
+            .map(|(k, size, _)| (k, size))
+            .collect())
+    }
+
+    /// [`Remote::list_objects`] with each object's last modification
+    /// (milliseconds since the epoch, the store's clock).
+    pub(crate) fn list_dated(&self, prefix: &str) -> io::Result<Vec<(String, u64, i64)>> {
         let store = self.store()?;
         let p = (!prefix.is_empty()).then(|| Key::from(prefix));
         let listed: Vec<object_store::ObjectMeta> = self
@@ -134,9 +144,12 @@ impl Remote {
             })?
             .map_err(|e| self.error(prefix, "listing", e))?;
         fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
-        let mut out: Vec<(String, u64)> = listed
+        let mut out: Vec<(String, u64, i64)> = listed
             .into_iter()
-            .map(|m| (m.location.as_ref().to_owned(), m.size))
+            .map(|m| {
+                let modified = m.last_modified.timestamp_millis();
+                (m.location.as_ref().to_owned(), m.size, modified)
+            })
             .collect();
         out.sort();
         Ok(out)

@@ -619,3 +619,121 @@ pub(super) fn listed_schema(
         nulls,
     })
 }
+
+/// Every object below `root` (relative paths, sizes and last
+/// modifications in milliseconds since the epoch), listed afresh.
+pub(super) fn dated_files(root: &Bucket) -> Result<Vec<(String, u64, i64)>> {
+    let (remote, base) = parts(root);
+    let strip = if base.is_empty() {
+        String::new()
+    } else {
+        format!("{base}/")
+    };
+    let listed = remote
+        .list_dated(base)
+        .map_err(|e| io_error(root.path(), e))?;
+    Ok(listed
+        .into_iter()
+        .filter_map(|(k, size, at)| {
+            k.strip_prefix(strip.as_str())
+                .map(|r| (r.to_owned(), size, at))
+        })
+        .collect())
+}
+
+/// How often a writer to a bucket rewrites its lease object.
+pub(super) const LEASE_BEAT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How long after its last rewrite a lease object still shows a live
+/// writer (many beats, and room for clocks that disagree by minutes).
+pub(super) const LEASE_TTL_MS: i64 = 15 * 60 * 1000;
+
+/// The lease object of write `token`, relative to the table.
+pub(super) fn lease_rel(token: &str) -> String {
+    format!("{}/{token}.json", files::LEASES_DIR)
+}
+
+/// A write's lease in a bucket: the object `_leases/<token>.json`,
+/// written by a thread of the writing process [`LEASE_BEAT`] after the
+/// write began and rewritten every beat until the lease is dropped (then
+/// removed). A write shorter than a beat makes no request for it: what a
+/// writer killed before its first beat left is younger than a beat too,
+/// and a cleanup leaves nothing younger than an hour. A writer that dies
+/// stops rewriting it, so an object not rewritten for [`LEASE_TTL_MS`] is
+/// a dead writer's (buckets have no locks a dead process gives back).
+pub(super) struct BucketLease {
+    stop: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    written: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    beat: Option<std::thread::JoinHandle<()>>,
+    root: Bucket,
+    rel: String,
+    pid: u32,
+}
+
+impl BucketLease {
+    /// Takes the lease of write `token` in `root`: starts the thread that
+    /// writes its object every beat.
+    pub(super) fn take(root: &Bucket, token: &str) -> Result<BucketLease> {
+        let rel = lease_rel(token);
+        let body = || {
+            format!(
+                "{{\"pid\": {}, \"beat_ms\": {}}}\n",
+                std::process::id(),
+                versions::now_ms()
+            )
+            .into_bytes()
+        };
+        let stop = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let written = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, bucket, key) = (stop.clone(), root.clone(), rel.clone());
+        let wrote = written.clone();
+        let beat = std::thread::Builder::new()
+            .name("loaderx-lease".into())
+            .spawn(move || {
+                let (lock, cv) = &*flag;
+                let mut stopped = lock.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    let (s, _) = cv
+                        .wait_timeout(stopped, LEASE_BEAT)
+                        .unwrap_or_else(|e| e.into_inner());
+                    stopped = s;
+                    if *stopped {
+                        return;
+                    }
+                    // A failed beat is retried at the next one.
+                    if overwrite(&bucket, &key, body()).is_ok() {
+                        wrote.store(true, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+            })
+            .map_err(|e| Error::io(root.path(), e))?;
+        Ok(BucketLease {
+            stop,
+            written,
+            beat: Some(beat),
+            root: root.clone(),
+            rel,
+            pid: std::process::id(),
+        })
+    }
+}
+
+impl Drop for BucketLease {
+    fn drop(&mut self) {
+        if std::process::id() != self.pid {
+            // A fork()ed child: the beating thread is the parent's.
+            if let Some(beat) = self.beat.take() {
+                std::mem::forget(beat);
+            }
+            return;
+        }
+        *self.stop.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.stop.1.notify_all();
+        if let Some(beat) = self.beat.take() {
+            let _ = beat.join();
+        }
+        if self.written.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = delete_rels(&self.root, std::slice::from_ref(&self.rel));
+        }
+    }
+}

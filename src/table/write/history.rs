@@ -440,17 +440,33 @@ impl Doomed {
 /// version reads or lists. Returns the bytes freed.
 ///
 /// It also removes what killed writers left, older than `older_than_ms`
-/// and at least an hour: in a local table,
-/// the shard and column-group directories no version names whose write no
-/// live process holds a lease of (`_leases/`); on this machine, the local
-/// staging directories (`loaderx-<kind>-*` in the temporary directory) of
-/// writers to buckets that died. A live writer's are never removed.
+/// and at least an hour: the shard and column-group directories (in a
+/// bucket, prefixes) no version names whose write no live process holds a
+/// lease of (`_leases/`: a locked file, or in a bucket an object rewritten
+/// in the last 15 minutes), and dead writers' lease objects; on this
+/// machine, the local staging directories (`loaderx-<kind>-*` in the
+/// temporary directory) of writers to buckets that died. A live writer's
+/// are never removed. See docs/format.md.
 ///
 /// Version files go first, then the shards: a cleanup killed midway
 /// leaves no version naming a missing shard, and its list of what it
 /// removes (`_cleanup.json`, written before anything is removed) is
 /// finished by the next cleanup.
 pub fn cleanup(at: &Location, older_than_ms: u64, keep_last: u64) -> Result<u64> {
+    cleanup_leaving(at, older_than_ms, keep_last, files::LEFTOVER_MIN_AGE)
+}
+
+/// [`cleanup`] with another floor than an hour for the age of what dead
+/// writers left: what the tests of that reclaim call (a bucket's objects
+/// cannot be made to look old). Not for use on tables that live writers
+/// may be writing.
+#[doc(hidden)]
+pub fn cleanup_leaving(
+    at: &Location,
+    older_than_ms: u64,
+    keep_last: u64,
+    leftover_min_age: std::time::Duration,
+) -> Result<u64> {
     if keep_last == 0 {
         return Err(Error::InvalidValue(
             "keep_last must be at least 1 (the latest version is always kept), got 0".into(),
@@ -575,13 +591,18 @@ pub fn cleanup(at: &Location, older_than_ms: u64, keep_last: u64) -> Result<u64>
         .collect();
     // What dead writers left: shard and group directories no version
     // names, old enough, of writes no live process holds a lease of.
+    let min_age = std::time::Duration::from_millis(older_than_ms).max(leftover_min_age);
+    let every: Vec<&Resolved> = kept.iter().chain(&removed).collect();
+    #[cfg(feature = "remote")]
+    let mut stale_leases = Vec::new();
     let leftovers = match &root.kind {
-        RootKind::Local(dir) => {
-            let every: Vec<&Resolved> = kept.iter().chain(&removed).collect();
-            leftovers(dir, &every, older_than_ms)?
-        }
+        RootKind::Local(dir) => leftovers(dir, &every, min_age)?,
         #[cfg(feature = "remote")]
-        RootKind::Bucket(_) => Vec::new(),
+        RootKind::Bucket(b) => {
+            let (dirs, leases) = bucket_leftovers(b, &every, min_age)?;
+            stale_leases = leases;
+            dirs
+        }
     };
     let doomed = Doomed {
         files: removed
@@ -608,6 +629,11 @@ pub fn cleanup(at: &Location, older_than_ms: u64, keep_last: u64) -> Result<u64>
         }
         #[cfg(feature = "remote")]
         RootKind::Bucket(_) => {}
+    }
+    #[cfg(feature = "remote")]
+    if let RootKind::Bucket(b) = &root.kind {
+        // Dead writers' lease objects: nothing names them.
+        bucket::delete_rels(b, &stale_leases)?;
     }
     if doomed.files.is_empty() && doomed.shards.is_empty() && doomed.columns.is_empty() {
         return Ok(freed);
@@ -650,22 +676,14 @@ fn write_token(name: &str) -> Option<&str> {
     (!token.is_empty() && !random.is_empty()).then_some(token)
 }
 
-/// The shard directories of the local table `dir` that no version of
-/// `every` names, and the group directories in its shards that none lists,
-/// whose write no live process holds a lease of and that are older than
-/// `older_than_ms` and [`files::LEFTOVER_MIN_AGE`]: what killed writers
-/// left (shards by hand, without a lease, by age alone).
-fn leftovers(dir: &Path, every: &[&Resolved], older_than_ms: u64) -> Result<Vec<String>> {
-    let min_age = std::time::Duration::from_millis(older_than_ms).max(files::LEFTOVER_MIN_AGE);
-    let dead = |rel: &str, name: &str| {
-        files::age(&dir.join(rel)) >= min_age
-            && !write_token(name).is_some_and(|t| files::write_live(dir, t))
-    };
-    let named: BTreeSet<&str> = every
+/// The shards the versions `every` name, and the column groups (paths
+/// below the table) they list.
+fn named_and_listed<'a>(every: &[&'a Resolved]) -> (BTreeSet<&'a str>, BTreeSet<String>) {
+    let named = every
         .iter()
         .flat_map(|r| r.manifest.shards.iter().map(|s| s.name.as_str()))
         .collect();
-    let listed: BTreeSet<String> = every
+    let listed = every
         .iter()
         .flat_map(|r| {
             r.manifest
@@ -674,6 +692,88 @@ fn leftovers(dir: &Path, every: &[&Resolved], older_than_ms: u64) -> Result<Vec<
                 .flat_map(|s| s.groups.iter().map(|g| in_shard_dir(&s.name, &g.dir)))
         })
         .collect();
+    (named, listed)
+}
+
+/// What dead writers left in the bucket `b`: the shard prefixes no
+/// version of `every` names and the group prefixes in named shards that
+/// none lists, whose newest object is older than `min_age` and whose write
+/// has no live lease object (one rewritten within
+/// [`bucket::LEASE_TTL_MS`]); and the lease objects of dead writers older
+/// than that too.
+#[cfg(feature = "remote")]
+fn bucket_leftovers(
+    b: &bucket::Bucket,
+    every: &[&Resolved],
+    min_age: std::time::Duration,
+) -> Result<(Vec<String>, Vec<String>)> {
+    let (named, listed) = named_and_listed(every);
+    let objects = bucket::dated_files(b)?;
+    let now = now_ms() as i64;
+    let min_age = i64::try_from(min_age.as_millis()).unwrap_or(i64::MAX);
+    let leases = format!("{}/", files::LEASES_DIR);
+    let mut live = BTreeSet::new();
+    let mut stale = Vec::new();
+    // The newest object below each shard or group a leftover may be.
+    let mut newest: std::collections::BTreeMap<String, i64> = Default::default();
+    for (rel, _, at) in &objects {
+        if let Some(token) = rel
+            .strip_prefix(&leases)
+            .and_then(|t| t.strip_suffix(".json"))
+        {
+            if now - at < bucket::LEASE_TTL_MS {
+                live.insert(token.to_owned());
+            } else if now - at >= min_age {
+                stale.push(rel.clone());
+            }
+            continue;
+        }
+        let mut parts = rel.split('/');
+        let first = parts.next().unwrap_or_default();
+        let candidate = if first.starts_with("shard-") && !named.contains(first) {
+            Some(first.to_owned())
+        } else {
+            let (shard, group) = if first.starts_with("_g-") {
+                (SELF_SHARD, first)
+            } else {
+                (first, parts.next().unwrap_or_default())
+            };
+            let prefix = in_shard_dir(shard, group);
+            (named.contains(shard)
+                && group.starts_with("_g-")
+                && rel.len() > prefix.len()
+                && !listed.contains(&prefix))
+            .then_some(prefix)
+        };
+        if let Some(c) =
+            candidate.filter(|c| crate::table::is_shard_name(c.rsplit('/').next().unwrap_or(c)))
+        {
+            let e = newest.entry(c).or_insert(i64::MIN);
+            *e = (*e).max(*at);
+        }
+    }
+    let dirs = newest
+        .into_iter()
+        .filter(|(rel, at)| {
+            let name = rel.rsplit('/').next().unwrap_or(rel);
+            now - at >= min_age && !write_token(name).is_some_and(|t| live.contains(t))
+        })
+        .map(|(rel, _)| rel)
+        .collect();
+    Ok((dirs, stale))
+}
+
+/// The shard directories of the local table `dir` that no version of
+/// `every` names, and the group directories in its shards that none lists,
+/// whose write no live process holds a lease of and that are older than
+/// `older_than_ms` and [`files::LEFTOVER_MIN_AGE`]: what killed writers
+/// left (shards by hand, without a lease, by age alone).
+fn leftovers(dir: &Path, every: &[&Resolved], min_age: std::time::Duration) -> Result<Vec<String>> {
+    let dead = |rel: &str, name: &str| {
+        files::age(&dir.join(rel)) >= min_age
+            && !write_token(name).is_some_and(|t| files::write_live(dir, t))
+    };
+    let (named, listed) = named_and_listed(every);
     let mut out = Vec::new();
     for name in files::list(dir)? {
         let is_shard = name.starts_with("shard-")

@@ -21,9 +21,23 @@ use super::bucket;
 pub(super) struct Root {
     pub(super) at: Location,
     pub(super) kind: RootKind,
-    /// This process's lease of the write in progress (a local table's),
-    /// taken before its first shard or group directory is made.
-    lease: std::sync::Mutex<Option<files::Lease>>,
+    /// This process's lease of the write in progress, taken before its
+    /// first shard or group directory is made.
+    lease: std::sync::Mutex<Option<Held>>,
+}
+
+/// A lease this process holds: a locked file, or a bucket's lease object
+/// it keeps rewriting. Dropping it gives it back.
+enum Held {
+    Local(#[allow(dead_code)] files::Lease),
+    #[cfg(feature = "remote")]
+    Bucket(#[allow(dead_code)] bucket::BucketLease),
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Held")
+    }
 }
 
 #[derive(Debug)]
@@ -57,20 +71,19 @@ impl Root {
         }
     }
 
-    /// Marks the write `token` in progress in a local table before it
-    /// makes a shard or group directory there: a lease this process holds
-    /// until [`release_lease`](Root::release_lease) or its end, so that
-    /// `cleanup` leaves the write's directories alone while it lives.
+    /// Marks the write `token` in progress before it makes a shard or
+    /// group directory (or objects) there: a lease this process holds
+    /// until [`release_lease`](Root::release_lease) or its end (a locked
+    /// file; in a bucket, an object it keeps rewriting), so that `cleanup`
+    /// leaves the write's directories alone while it lives.
     pub(super) fn hold_lease(&self, token: &str) -> Result<()> {
-        match &self.kind {
-            RootKind::Local(dir) => {
-                let mut lease = self.lease.lock().unwrap_or_else(|e| e.into_inner());
-                if lease.is_none() {
-                    *lease = Some(files::write_lease(dir, token)?);
-                }
-            }
-            #[cfg(feature = "remote")]
-            RootKind::Bucket(_) => {}
+        let mut lease = self.lease.lock().unwrap_or_else(|e| e.into_inner());
+        if lease.is_none() {
+            *lease = Some(match &self.kind {
+                RootKind::Local(dir) => Held::Local(files::write_lease(dir, token)?),
+                #[cfg(feature = "remote")]
+                RootKind::Bucket(b) => Held::Bucket(bucket::BucketLease::take(b, token)?),
+            });
         }
         Ok(())
     }
