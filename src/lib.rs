@@ -60,6 +60,8 @@ pub mod columnar;
 pub mod error;
 pub mod executor;
 mod format;
+#[cfg(feature = "image")]
+pub mod image;
 mod io;
 pub mod loader;
 pub mod pack;

@@ -29,6 +29,8 @@ Modules:
   ``as_tensors`` for loader batches.
 * :mod:`loaderx.hf` — tables as Hugging Face datasets (``to_hf``) and back
   (``ingest``).
+* :mod:`loaderx.images` — encoded images (JPEG, PNG, WebP) decoded natively:
+  ``loaderx.Image`` settings, ``decode`` and ``ingest_folder``.
 * :mod:`loaderx.table` — :func:`loaderx.open_table` and the sharded-table
   writers below.
 * :func:`loaderx.open_table` — a table (plain: a directory of equal-length
@@ -63,6 +65,7 @@ __all__ = [
     "sql",
     "pack",
     "Mix",
+    "Image",
     "open_table",
     "Table",
     "new_shard",
@@ -80,6 +83,7 @@ _SUBMODULES = frozenset(
         "dataloader",
         "grain",
         "hf",
+        "images",
         "mixture",
         "pandas",
         "parquet",
@@ -99,6 +103,10 @@ def __getattr__(name: str):
         from .mixture import Mix
 
         return Mix
+    if name == "Image":
+        from .images import Image
+
+        return Image
     if name in _SUBMODULES:
         import importlib
 
@@ -107,4 +115,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _SUBMODULES | {"Mix"})
+    return sorted(set(globals()) | _SUBMODULES | {"Mix", "Image"})

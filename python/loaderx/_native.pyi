@@ -119,6 +119,28 @@ class Sampler:
 
 def parse_state(text: str) -> str: ...
 
+_ImageSpec = tuple[int, int, str, tuple[float, float], tuple[float, float], float, str, str]
+
+def image_check(spec: _ImageSpec) -> None: ...
+def image_decode(
+    values: list[bytes],
+    spec: _ImageSpec,
+    seeds: npt.NDArray[np.uint64],
+    ids: npt.NDArray[np.uint64],
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.bool_]]: ...
+def image_plan(
+    spec: _ImageSpec,
+    heights: npt.NDArray[np.int64],
+    widths: npt.NDArray[np.int64],
+    seeds: npt.NDArray[np.uint64],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]: ...
+def image_read_files(
+    paths: list[str],
+) -> list[tuple[bytes | None, int, int, str | None]]: ...
+def table_metadata(
+    path: str, version: int | None = None, storage_options: dict[str, str] | None = None
+) -> str: ...
+
 class Loader:
     def __init__(
         self,
@@ -447,6 +469,7 @@ def ingest_sharded(
     run_bytes: int | None = None,
     layout: Layout = None,
     base: int | None = None,
+    metadata: Any = None,
 ) -> int: ...
 def read_table_file(
     path: str, name: str, storage_options: dict[str, str] | None = None

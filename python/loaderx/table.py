@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import json
 import numbers
 import os
 from collections.abc import Iterator, Mapping
@@ -169,6 +170,7 @@ class Table(Mapping, Closing):
         self._shards = shards
         self._storage_options = storage_options
         self._version = version
+        self._metadata = None  # read on first use
         self._num_rows = len(next(iter(columns.values()))) if columns else 0
 
     def _own(self, columns: dict) -> dict:
@@ -238,6 +240,18 @@ class Table(Mapping, Closing):
         if self._columns is not None:
             self._live()
         return self._version
+
+    @property
+    def metadata(self) -> dict:
+        """The table's own metadata, a dict of plain data carried from
+        version to version (an image table's ``"classes"``, say; empty for
+        a plain table). A copy: changing it changes nothing on disk."""
+        self._live()
+        if self._metadata is None:
+            self._metadata = json.loads(
+                _native.table_metadata(self._path, self._version, self._storage_options)
+            )
+        return json.loads(json.dumps(self._metadata))
 
     @property
     def view(self) -> str | None:
@@ -392,6 +406,7 @@ class Table(Mapping, Closing):
         self._columns = self._own(fresh._release())
         self._shards = fresh._shards
         self._version = fresh._version
+        self._metadata = None
         self._num_rows = fresh._num_rows
 
     def append(self, source, *, codec: str = "zstd", layout=None) -> int:
@@ -913,10 +928,13 @@ def _ingest_sharded(
     storage_options: dict[str, str] | None = None,
     layout=None,
     base: int | None = None,
+    metadata=None,
 ) -> Table:
     """:func:`ingest_sharded`; with ``base``, the rows were made for that
     version (:meth:`Table.append`'s), so a concurrent change of the columns
-    is a :class:`~loaderx.CommitConflict` naming both versions."""
+    is a :class:`~loaderx.CommitConflict` naming both versions; ``metadata``
+    (a callable returning a dict, called once every row is read) is set in
+    the new version's :attr:`Table.metadata`."""
     from ._streams import check_codec, require_pyarrow
 
     path = check_path(path)
@@ -931,7 +949,15 @@ def _ingest_sharded(
     # The core writes the shards on its own threads, commits them at once
     # and on any error removes every shard it wrote.
     write = functools.partial(
-        _native.ingest_sharded, path, options, codec, blob, workers, layout=layout, base=base
+        _native.ingest_sharded,
+        path,
+        options,
+        codec,
+        blob,
+        workers,
+        layout=layout,
+        base=base,
+        metadata=None if metadata is None else (lambda: json.dumps(metadata())),
     )
     if isinstance(source, (str, os.PathLike)):
         source = check_path(source)

@@ -6,6 +6,7 @@ mod arrays;
 mod arrow;
 mod errors;
 mod evolve;
+mod image;
 mod loader;
 mod mixture;
 mod pack;
@@ -77,6 +78,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<arrays::GatherBuffer>()?;
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<loader::Loader>()?;
+    image::register(m)?;
     m.add_function(wrap_pyfunction!(loader::parse_state, m)?)?;
     m.add_function(wrap_pyfunction!(pack::pack, m)?)?;
     m.add_function(wrap_pyfunction!(mixture::mix_counts, m)?)?;

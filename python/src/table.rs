@@ -174,6 +174,21 @@ pub fn table_untag(
     crate::remote::on(py, &path, storage_options, |at| table::untag(at, &name))
 }
 
+/// The table metadata of version `version` (None: the latest) of the
+/// table at `path`, as JSON (`{}` for a plain table).
+#[pyfunction]
+#[pyo3(signature = (path, version=None, storage_options=None))]
+pub fn table_metadata(
+    py: Python<'_>,
+    path: String,
+    version: Option<u64>,
+    storage_options: Option<HashMap<String, String>>,
+) -> PyResult<String> {
+    crate::remote::on(py, &path, storage_options, |at| {
+        table::metadata(at, version).map(|m| serde_json::Value::Object(m).to_string())
+    })
+}
+
 /// Removes old versions of the sharded table at `path` and what only they
 /// need (see `loaderx::table::cleanup`); returns the bytes freed.
 /// `_leftover_min_age_ms` lowers the hour that dead writers' leftovers are
@@ -305,6 +320,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(table_tag, m)?)?;
     m.add_function(wrap_pyfunction!(table_untag, m)?)?;
     m.add_function(wrap_pyfunction!(table_cleanup, m)?)?;
+    m.add_function(wrap_pyfunction!(table_metadata, m)?)?;
     m.add_function(wrap_pyfunction!(open_columns, m)?)?;
     m.add_function(wrap_pyfunction!(column_names, m)?)?;
     m.add_function(wrap_pyfunction!(open_columnar, m)?)?;

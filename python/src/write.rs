@@ -199,10 +199,12 @@ impl TableWriteHandle {
 /// file (`parquet`, split by row groups into `shards`), several Arrow
 /// streams (one shard each), or one stream cut into runs of `run_bytes`.
 /// With `base`, the rows were made for that version (`Table.append`'s):
-/// a concurrent change of columns is a `CommitConflict`. Returns the
+/// a concurrent change of columns is a `CommitConflict`; `metadata` (a JSON
+/// object, or a callable returning one once every row is read) is set in
+/// the table metadata of the version committed. Returns the
 /// table's rows; on error nothing is committed or left.
 #[pyfunction]
-#[pyo3(signature = (uri, storage_options, codec, dict_bytes, workers, shards=None, parquet=None, sources=None, run_bytes=None, layout=None, base=None))]
+#[pyo3(signature = (uri, storage_options, codec, dict_bytes, workers, shards=None, parquet=None, sources=None, run_bytes=None, layout=None, base=None, metadata=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn ingest_sharded(
     py: Python<'_>,
@@ -217,6 +219,7 @@ pub fn ingest_sharded(
     run_bytes: Option<usize>,
     layout: Option<Bound<'_, PyAny>>,
     base: Option<u64>,
+    metadata: Option<Py<PyAny>>,
 ) -> PyResult<u64> {
     let codec = crate::store::parse_codec(codec)?;
     let asked = parse_layouts(layout.as_ref())?;
@@ -252,9 +255,39 @@ pub fn ingest_sharded(
                 return Err(e);
             }
         };
+        if let Some(f) = &metadata {
+            // Asked for now that every row is read (a callable may say
+            // what the reading found).
+            match Python::attach(|py| metadata_of(py, f)) {
+                Ok(m) => m.into_iter().for_each(|(k, v)| write.set_metadata(&k, v)),
+                Err(e) => {
+                    let _ = write.discard();
+                    return Err(loaderx::Error::InvalidValue(e.to_string()));
+                }
+            }
+        }
         write.commit(&names)
     })
     .py()
+}
+
+/// The table metadata `f` gives: a JSON object, or a callable returning one.
+fn metadata_of(
+    py: Python<'_>,
+    f: &Py<PyAny>,
+) -> PyResult<serde_json::Map<String, serde_json::Value>> {
+    let f = f.bind(py);
+    let text: String = if f.is_callable() {
+        f.call0()?.extract()?
+    } else {
+        f.extract()?
+    };
+    match serde_json::from_str(&text) {
+        Ok(serde_json::Value::Object(m)) => Ok(m),
+        _ => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "metadata must be a JSON object, got {text:?}"
+        ))),
+    }
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -141,6 +141,9 @@ pub struct Manifest {
     pub timestamp_ms: Option<u64>,
     /// What made the version (`create`, `append`, `copy`, ...).
     pub operation: Option<String>,
+    /// The table's own key-value metadata (`Table.metadata`: an image
+    /// table's class names, say), carried from version to version.
+    pub metadata: serde_json::Map<String, Value>,
 }
 
 impl Manifest {
@@ -200,6 +203,8 @@ impl Manifest {
             timestamp: Option<u64>,
             #[serde(skip_serializing_if = "Option::is_none")]
             operation: Option<&'a str>,
+            #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+            metadata: &'a serde_json::Map<String, Value>,
         }
         let doc = Doc {
             format: MANIFEST_FORMAT,
@@ -224,6 +229,7 @@ impl Manifest {
             table_version: self.table_version,
             timestamp: self.timestamp_ms,
             operation: self.operation.as_deref(),
+            metadata: &self.metadata,
         };
         let mut out = Vec::new();
         let fmt = serde_json::ser::PrettyFormatter::with_indent(b" ");
@@ -431,6 +437,16 @@ pub(crate) fn parse_manifest(file: &Path, raw: &[u8]) -> Result<Manifest> {
             ))
         }
     };
+    let metadata = match doc.get("metadata") {
+        None => serde_json::Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(v) => {
+            return Err(bad(
+                &file,
+                format!("'metadata' must be an object, got {}", py_repr(v)),
+            ))
+        }
+    };
     let mut out: Vec<ShardEntry> = Vec::with_capacity(shards.len());
     for (i, s) in shards.iter().enumerate() {
         let name = s.get("name").unwrap_or(&Value::Null);
@@ -520,6 +536,7 @@ pub(crate) fn parse_manifest(file: &Path, raw: &[u8]) -> Result<Manifest> {
         table_version,
         timestamp_ms,
         operation,
+        metadata,
     })
 }
 

@@ -60,7 +60,7 @@ pub use shard::{column_names, shard_schema, ColumnSpec, ShardSchema};
 pub use types::{read_types, write_types, ColumnLayout, ColumnType, Layouts};
 #[doc(hidden)]
 pub use types::{validity_dir, TABLE_FILE, VALIDITY_DIR};
-pub use versions::{read_manifest, VersionRef, View};
+pub use versions::{metadata, read_manifest, VersionRef, View};
 #[doc(hidden)]
 pub use versions::{TAGS_DIR, VERSIONS_DIR, VIEWS_DIR};
 #[cfg(feature = "remote")]

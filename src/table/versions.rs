@@ -84,6 +84,12 @@ pub(crate) fn stamp(
 ) -> Manifest {
     manifest.table_version = Some(current.map_or(0, |c| c.manifest.version()) + 1);
     manifest.timestamp_ms = Some(now_ms());
+    // The table's metadata goes on, with what this commit sets over it.
+    let mut metadata = current
+        .map(|c| c.manifest.metadata.clone())
+        .unwrap_or_default();
+    metadata.extend(std::mem::take(&mut manifest.metadata));
+    manifest.metadata = metadata;
     // A table's first commit of shards creates it.
     let first = current.is_none() && operation == "append";
     manifest.operation = Some(if first { "create" } else { operation }.to_owned());
@@ -298,6 +304,20 @@ pub(crate) fn resolve(fs: &Fs, dir: &Path, want: &VersionRef) -> Result<Resolved
 }
 
 /// `resolve` of the table at `at`, read afresh.
+/// The table metadata of version `version` (None: the latest) of the
+/// table at `at`; empty for a plain table, which has none.
+pub fn metadata(
+    at: &crate::Location,
+    version: Option<u64>,
+) -> Result<serde_json::Map<String, Value>> {
+    let fresh = at.fresh();
+    if !super::manifest::is_sharded_in(fresh.fs(), fresh.path()) {
+        return Ok(serde_json::Map::new());
+    }
+    let want = version.map_or(VersionRef::Latest, VersionRef::Number);
+    Ok(resolve(fresh.fs(), fresh.path(), &want)?.manifest.metadata)
+}
+
 pub fn resolve_at(at: &crate::Location, want: &VersionRef) -> Result<Resolved> {
     let at = at.fresh();
     resolve(at.fs(), at.path(), want)

@@ -93,6 +93,8 @@ pub struct TableWrite {
     /// (sorted): a commit made impossible by a change of columns since is
     /// a conflict, not bad input.
     planned: Option<(u64, Vec<String>)>,
+    /// Table metadata this write's commit sets (see [`TableWrite::set_metadata`]).
+    metadata: serde_json::Map<String, serde_json::Value>,
 }
 
 /// A shard or group as its writer checked it: its schema and, in a
@@ -117,6 +119,7 @@ impl TableWrite {
             existed,
             finished: Mutex::default(),
             planned: None,
+            metadata: Default::default(),
         };
         write.check_target()?;
         if mode == WriteMode::Append && existed {
@@ -150,6 +153,7 @@ impl TableWrite {
             existed,
             finished: Mutex::default(),
             planned: None,
+            metadata: Default::default(),
         })
     }
 
@@ -164,6 +168,12 @@ impl TableWrite {
         cols.sort();
         self.planned = Some((version, cols));
         Ok(())
+    }
+
+    /// Sets the table metadata `key` to `value` in the version this write
+    /// commits (`Table.metadata`; the other keys stay as they were).
+    pub fn set_metadata(&mut self, key: &str, value: serde_json::Value) {
+        self.metadata.insert(key.to_owned(), value);
     }
 
     /// The latest version and its columns (sorted), if the table has one.
@@ -456,7 +466,9 @@ impl TableWrite {
                     ),
                 });
             }
-            next_manifest(root, current, &new, &known)
+            let mut next = next_manifest(root, current, &new, &known)?;
+            next.metadata.extend(self.metadata.clone());
+            Ok(next)
         })?;
         Ok(manifest.num_rows())
     }

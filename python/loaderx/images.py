@@ -1,0 +1,299 @@
+"""Encoded images in, training tensors out.
+
+* :class:`Image` says how a column of encoded images (JPEG, PNG, WebP)
+  becomes uint8 tensors: the output size, the crop (torchvision's
+  random-resized-crop, the evaluation centre crop, or the whole image), the
+  flip probability, the layout and what an undecodable record becomes.
+* :func:`decode` decodes a list of encoded images that way, natively, on
+  the worker pool with the GIL released.
+* :func:`ingest_folder` turns an ImageFolder tree (one folder per class)
+  into a table: ``image`` (the file's bytes), ``label``, ``height``,
+  ``width`` and ``path``, the class names in ``Table.metadata["classes"]``.
+
+Crop boxes and flips are drawn from one seed per record (see
+:func:`decode`), a pure function of it: the same seed gives the same box
+on every run and machine. EXIF orientation is not applied (PIL and
+torchvision do not apply it by default either).
+
+>>> import io, os, tempfile
+>>> import numpy as np
+>>> from PIL import Image as PILImage
+>>> import loaderx
+>>> from loaderx import images
+>>> root = tempfile.mkdtemp()
+>>> for label, color in (("cat", 200), ("dog", 40)):
+...     os.makedirs(os.path.join(root, label))
+...     pixels = np.full((48, 64, 3), color, np.uint8)
+...     PILImage.fromarray(pixels).save(os.path.join(root, label, "a.png"))
+>>> t = images.ingest_folder(root, os.path.join(tempfile.mkdtemp(), "pets"), workers=1)
+>>> t.metadata["classes"], t["label"][:].tolist(), t["height"][:].tolist()
+(['cat', 'dog'], [0, 1], [48, 48])
+>>> batch = images.decode(t["image"][:], loaderx.Image(32, crop="none"))
+>>> batch.shape, int(batch[0, 0, 0, 0]), int(batch[1, 0, 0, 0])
+((2, 3, 32, 32), 200, 40)
+>>> t.close()
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from . import _native
+
+__all__ = ["Image", "decode", "ingest_folder", "EXTENSIONS"]
+
+#: File name endings :func:`ingest_folder` reads (any case).
+EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")
+
+_CROPS = ("random", "center", "none")
+_LAYOUTS = ("CHW", "HWC")
+_ON_ERROR = ("raise", "zeros")
+
+
+def _pair(name: str, value) -> tuple[float, float]:
+    try:
+        lo, hi = value
+        return float(lo), float(hi)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a pair of numbers (low, high), got {value!r}") from None
+
+
+class Image:
+    """How encoded images are decoded: ``size`` (an int for a square, or
+    ``(height, width)``), ``crop`` (``"random"``: torchvision's
+    random-resized-crop with ``scale``, the area fraction, and ``ratio``,
+    the aspect ratio, each ``(low, high)``; ``"center"``: the shorter side
+    resized to ``size / 0.875``, then the centre; ``"none"``: the whole
+    image resized to ``size``), ``flip`` (the probability of a horizontal
+    flip), ``layout`` (``"CHW"``, the seed's, or ``"HWC"``) and
+    ``on_error`` (``"raise"``: a ``ValueError`` naming the record;
+    ``"zeros"``: a zero image, and ``False`` in a boolean ``ok``
+    column). The output is uint8 RGB."""
+
+    __slots__ = ("height", "width", "crop", "scale", "ratio", "flip", "layout", "on_error")
+
+    def __init__(
+        self,
+        size: int | tuple[int, int],
+        *,
+        crop: str = "random",
+        scale: tuple[float, float] = (0.08, 1.0),
+        ratio: tuple[float, float] = (3 / 4, 4 / 3),
+        flip: float = 0.5,
+        layout: str = "CHW",
+        on_error: str = "raise",
+    ) -> None:
+        if isinstance(size, numbers.Integral) and not isinstance(size, bool):
+            h = w = int(size)
+        elif (
+            isinstance(size, Sequence)
+            and len(size) == 2
+            and all(isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in size)
+        ):
+            h, w = int(size[0]), int(size[1])
+        else:
+            raise TypeError(f"size must be an int or (height, width), got {size!r}")
+        if h < 1 or w < 1:
+            raise ValueError(f"size must be positive, got {size!r}")
+        if crop not in _CROPS:
+            raise ValueError(f"crop must be 'random', 'center' or 'none', got {crop!r}")
+        if layout not in _LAYOUTS:
+            raise ValueError(f"layout must be 'CHW' or 'HWC', got {layout!r}")
+        if on_error not in _ON_ERROR:
+            raise ValueError(f"on_error must be 'raise' or 'zeros', got {on_error!r}")
+        if not isinstance(flip, numbers.Real) or isinstance(flip, bool):
+            raise TypeError(f"flip must be a probability (a number), got {flip!r}")
+        self.height, self.width = h, w
+        self.crop, self.layout, self.on_error = crop, layout, on_error
+        self.scale, self.ratio = _pair("scale", scale), _pair("ratio", ratio)
+        self.flip = float(flip)
+        _native.image_check(self._spec())  # the core's checks (scale, ratio, flip)
+
+    def _spec(self) -> tuple:
+        return (
+            self.height,
+            self.width,
+            self.crop,
+            self.scale,
+            self.ratio,
+            self.flip,
+            self.layout,
+            self.on_error,
+        )
+
+    def _state(self) -> dict:
+        """The settings as plain data (a loader's state keeps them)."""
+        return {
+            "size": [self.height, self.width],
+            "crop": self.crop,
+            "scale": list(self.scale),
+            "ratio": list(self.ratio),
+            "flip": self.flip,
+            "layout": self.layout,
+            "on_error": self.on_error,
+        }
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Image) and self._spec() == other._spec()
+
+    def __hash__(self) -> int:
+        return hash(self._spec())
+
+    def __repr__(self) -> str:
+        size = self.height if self.height == self.width else (self.height, self.width)
+        return (
+            f"Image({size!r}, crop={self.crop!r}, scale={self.scale}, ratio={self.ratio}, "
+            f"flip={self.flip}, layout={self.layout!r}, on_error={self.on_error!r})"
+        )
+
+
+def _values(values) -> list[bytes]:
+    """``values`` as a list of bytes: a list of bytes-likes, a binary
+    Arrow array or chunked array, or a binary column of a table."""
+    if hasattr(values, "to_pylist"):
+        values = values.to_pylist()
+    elif not isinstance(values, (list, tuple)) and hasattr(values, "__getitem__"):
+        values = values[np.arange(len(values))]
+    out = []
+    for i, v in enumerate(values):
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            out.append(bytes(v))
+        elif isinstance(v, np.ndarray) and v.dtype == np.uint8 and v.ndim == 1:
+            out.append(v.tobytes())
+        else:
+            raise TypeError(f"values[{i}] must be bytes (an encoded image), got {type(v).__name__}")
+    return out
+
+
+def decode(values, image: Image, *, seeds=None, ids=None):
+    """Decodes ``values`` (a list of bytes, a binary Arrow array, or a
+    binary column) as ``image`` says, natively with the GIL released:
+    uint8 ``(n, 3, H, W)`` (or ``(n, H, W, 3)``). ``seeds`` are the
+    records' seeds (uint64, one per value) that draw random crops and
+    flips; by default value ``i`` has
+    ``loaderx.dataloader.record_seeds(0, 0, [i])[0]``. An undecodable
+    value raises ``ValueError`` naming its index (or ``ids[i]``), or with
+    ``on_error="zeros"`` becomes a zero image: then ``(array, ok)`` is
+    returned, ``ok`` a bool array."""
+    from .dataloader import record_seeds
+
+    if not isinstance(image, Image):
+        raise TypeError(f"image must be a loaderx.Image, got {type(image).__name__}")
+    data = _values(values)
+    n = len(data)
+    if seeds is None:
+        seeds = record_seeds(0, 0, np.arange(n, dtype=np.uint64))
+    seeds = np.ascontiguousarray(seeds, dtype=np.uint64).reshape(-1)
+    ids = np.arange(n, dtype=np.uint64) if ids is None else np.asarray(ids, dtype=np.uint64)
+    ids = np.ascontiguousarray(ids).reshape(-1)
+    if len(seeds) != n or len(ids) != n:
+        raise ValueError(
+            f"seeds and ids must hold one value per image ({n}), got {len(seeds)} and {len(ids)}"
+        )
+    array, ok = _native.image_decode(data, image._spec(), seeds, ids)
+    return (array, ok) if image.on_error == "zeros" else array
+
+
+def _files(root: str) -> tuple[list[str], list[tuple[str, int]]]:
+    """The class names (sub-folders sorted by name) and ``(relative path,
+    label)`` of every image file below them, in class and path order."""
+    classes = sorted(e.name for e in os.scandir(root) if e.is_dir())
+    if not classes:
+        raise ValueError(f"root {root!r} holds no class folder (one folder per class)")
+    found = []
+    for label, name in enumerate(classes):
+        top = os.path.join(root, name)
+        for d, dirs, names in sorted(os.walk(top, followlinks=True)):
+            dirs.sort()
+            for f in sorted(names):
+                if f.lower().endswith(EXTENSIONS):
+                    found.append((os.path.relpath(os.path.join(d, f), root), label))
+    return classes, found
+
+
+#: Files read per native call of an ingest.
+_CHUNK = 256
+
+
+def ingest_folder(
+    root,
+    uri,
+    *,
+    workers: int | None = None,
+    on_error: str = "raise",
+    progress: bool = False,
+    storage_options: dict[str, str] | None = None,
+):
+    """Ingests the ImageFolder tree ``root`` (one folder per class,
+    classes sorted by name as torchvision sorts them; files ending in
+    ``.jpg``, ``.jpeg``, ``.png`` or ``.webp``, any case, others ignored)
+    into a new sharded table at ``uri``, opened and returned: ``image``
+    (binary, the file's bytes, records layout), ``label`` (int64),
+    ``height`` and ``width`` (int32, from each header) and ``path`` (utf8,
+    relative to ``root``); ``Table.metadata["classes"]`` lists the class
+    names in label order. The files are read and checked (each fully
+    decoded) on the worker pool. A file that is not a decodable image
+    raises ``ValueError`` naming it and nothing is committed, or with
+    ``on_error="skip"`` is left out and listed in
+    ``Table.metadata["skipped"]``. ``progress=True`` prints the files read
+    to stderr."""
+    import pyarrow as pa
+
+    from .table import _ingest_sharded
+
+    root = os.fspath(root)
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"no folder at {root!r}")
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    classes, files = _files(root)
+    if not files:
+        raise ValueError(f"root {root!r} holds no image file ({', '.join(EXTENSIONS)})")
+    schema = pa.schema(
+        [
+            ("image", pa.binary()),
+            ("label", pa.int64()),
+            ("height", pa.int32()),
+            ("width", pa.int32()),
+            ("path", pa.string()),
+        ]
+    )
+    skipped: list[str] = []
+
+    def batches():
+        done = 0
+        for at in range(0, len(files), _CHUNK):
+            chunk = files[at : at + _CHUNK]
+            read = _native.image_read_files([os.path.join(root, p) for p, _ in chunk])
+            rows = {"image": [], "label": [], "height": [], "width": [], "path": []}
+            for (path, label), (data, h, w, why) in zip(chunk, read):
+                if why is not None:
+                    if on_error == "raise":
+                        raise ValueError(f"{path!r} in {root!r} is not a decodable image: {why}")
+                    skipped.append(path)
+                    continue
+                for k, v in zip(rows, (data, label, h, w, path)):
+                    rows[k].append(v)
+            done += len(chunk)
+            if progress:
+                print(f"\ringest_folder: {done}/{len(files)} files", end="", file=sys.stderr)
+            if rows["path"]:
+                yield pa.record_batch([pa.array(rows[f.name], f.type) for f in schema], schema)
+        if progress:
+            print(file=sys.stderr)
+
+    reader = pa.RecordBatchReader.from_batches(schema, batches())
+    return _ingest_sharded(
+        reader,
+        uri,
+        workers=workers,
+        storage_options=storage_options,
+        layout={"image": "records"},
+        # Once every file is read: the skipped ones are known.
+        metadata=lambda: {"classes": classes, **({"skipped": skipped} if skipped else {})},
+    )

@@ -1,0 +1,249 @@
+"""Encoded images decoded natively (loaderx.images): exact PNG and WebP
+decodes and JPEG decodes within the IDCT's rounding of PIL's, on the
+photos scikit-image and scikit-learn ship; crops and flips drawn from each
+record's seed; bad data that never stops a process; ImageFolder ingest."""
+
+import io
+import os
+
+import numpy as np
+import pytest
+
+import loaderx
+from loaderx import images
+
+PIL = pytest.importorskip("PIL.Image")
+skdata = pytest.importorskip("skimage.data")
+sklearn_datasets = pytest.importorskip("sklearn.datasets")
+pa = pytest.importorskip("pyarrow")
+
+
+def photos() -> dict[str, np.ndarray]:
+    """The bundled photos, RGB uint8, at ImageNet-like sizes (longer side
+    500 pixels)."""
+    out = {
+        "astronaut": skdata.astronaut(),
+        "chelsea": skdata.chelsea(),
+        "coffee": skdata.coffee(),
+        "rocket": skdata.rocket(),
+    }
+    for i, img in enumerate(sklearn_datasets.load_sample_images().images):
+        out[f"sample{i}"] = img
+    for name, a in out.items():
+        im = PIL.fromarray(a).convert("RGB")
+        s = 500 / max(im.size)
+        out[name] = np.asarray(im.resize((round(im.size[0] * s), round(im.size[1] * s))))
+    return out
+
+
+PHOTOS = photos()
+
+
+def encode(a: np.ndarray, fmt: str, mode: str | None = None, **kw) -> bytes:
+    im = PIL.fromarray(a)
+    if mode is not None:
+        im = im.convert(mode)
+    buf = io.BytesIO()
+    im.save(buf, fmt, **kw)
+    return buf.getvalue()
+
+
+def pil_rgb(data: bytes) -> np.ndarray:
+    return np.asarray(PIL.open(io.BytesIO(data)).convert("RGB"))
+
+
+def whole(h: int, w: int, **kw) -> loaderx.Image:
+    """Settings that decode a source of h × w as it is."""
+    return loaderx.Image((h, w), crop="none", flip=0.0, layout="HWC", **kw)
+
+
+@pytest.mark.parametrize("mode", ["RGB", "RGBA", "L", "LA", "P"])
+def test_png_decodes_exactly_as_pil(mode):
+    for name, a in list(PHOTOS.items())[:3]:
+        data = encode(a, "PNG", mode)
+        h, w = a.shape[:2]
+        got = images.decode([data], whole(h, w))[0]
+        np.testing.assert_array_equal(got, pil_rgb(data), err_msg=f"{name} {mode}")
+
+
+def test_a_16_bit_png_keeps_the_high_byte():
+    a = (np.arange(64 * 48, dtype=np.uint32).reshape(48, 64) * 21).astype(np.uint16)
+    buf = io.BytesIO()
+    PIL.fromarray(a).save(buf, "PNG")
+    got = images.decode([buf.getvalue()], whole(48, 64))[0]
+    want = (a >> 8).astype(np.uint8)
+    np.testing.assert_array_equal(got, np.stack([want] * 3, axis=-1))
+
+
+def test_lossless_webp_decodes_exactly():
+    a = PHOTOS["chelsea"]
+    data = encode(a, "WEBP", lossless=True)
+    got = images.decode([data], whole(*a.shape[:2]))[0]
+    np.testing.assert_array_equal(got, a)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"quality": 90, "subsampling": 0},
+        {"quality": 85, "subsampling": 1},
+        {"quality": 75, "subsampling": 2},
+        {"quality": 90, "progressive": True},
+    ],
+    ids=["444", "422", "420", "progressive"],
+)
+def test_jpeg_decodes_within_the_idct_rounding_of_pil(kw):
+    worst = []
+    for name, a in PHOTOS.items():
+        data = encode(a, "JPEG", **kw)
+        got = images.decode([data], whole(*a.shape[:2]))[0].astype(np.int16)
+        diff = np.abs(got - pil_rgb(data).astype(np.int16))
+        worst.append((float(diff.mean()), int(diff.max()), name))
+        assert diff.mean() <= 0.5, (name, kw, diff.mean(), diff.max())
+    print(kw, "mean/max absolute difference to PIL:", max(worst))
+
+
+@pytest.mark.parametrize("mode", ["L", "CMYK"])
+def test_grayscale_and_cmyk_jpegs_become_rgb(mode):
+    a = PHOTOS["coffee"]
+    data = encode(a, "JPEG", mode, quality=92)
+    got = images.decode([data], whole(*a.shape[:2]))[0].astype(np.int16)
+    diff = np.abs(got - pil_rgb(data).astype(np.int16))
+    assert got.shape == a.shape and diff.mean() <= 1.0, (mode, diff.mean())
+
+
+def test_crops_and_flips_are_a_function_of_the_seed():
+    a = PHOTOS["astronaut"]
+    data = [encode(a, "PNG")] * 4
+    img = loaderx.Image(64)
+    seeds = np.array([1, 2, 1, 3], dtype=np.uint64)
+    out = images.decode(data, img, seeds=seeds)
+    assert out.shape == (4, 3, 64, 64) and out.dtype == np.uint8
+    np.testing.assert_array_equal(out[0], out[2])
+    assert not np.array_equal(out[0], out[1])
+    np.testing.assert_array_equal(images.decode(data, img, seeds=seeds), out)
+    # A flip mirrors the image; HWC holds the same pixels as CHW.
+    plain = loaderx.Image(64, crop="none", flip=0.0)
+    mirrored = loaderx.Image(64, crop="none", flip=1.0)
+    np.testing.assert_array_equal(
+        images.decode(data[:1], mirrored), images.decode(data[:1], plain)[..., ::-1]
+    )
+    hwc = images.decode(data[:1], loaderx.Image(64, crop="none", flip=0.0, layout="HWC"))
+    np.testing.assert_array_equal(hwc[0], images.decode(data[:1], plain)[0].transpose(1, 2, 0))
+    # The centre crop of a 500 × 500 image is its middle 438 × 438 pixels
+    # (500 → 256, then 224): PIL's resize of that box, within rounding.
+    centre = loaderx.Image(224, crop="center", flip=0.0, layout="HWC")
+    got = images.decode(data[:1], centre)[0].astype(int)
+    box = PIL.fromarray(a).crop((31, 31, 469, 469)).resize((224, 224), PIL.BILINEAR)
+    assert np.abs(got - np.asarray(box).astype(int)).mean() < 0.5
+
+
+def test_bad_data_raises_naming_the_record_or_becomes_zeros():
+    good = encode(PHOTOS["chelsea"], "JPEG", quality=90)
+    bad = [b"", b"not an image", good[: len(good) // 3], b"\x89PNG\r\n\x1a\n" + b"\0" * 40]
+    for i, b in enumerate(bad):
+        with pytest.raises(ValueError, match=f"record {i + 7}: not a decodable image"):
+            images.decode([good, b], loaderx.Image(32), ids=[0, i + 7])
+    out, ok = images.decode([good, *bad], loaderx.Image(32, on_error="zeros"))
+    assert ok.tolist() == [True] + [False] * len(bad)
+    assert out[0].any() and not out[1:].any()
+    with pytest.raises(TypeError, match=r"values\[1\] must be bytes"):
+        images.decode([good, 3], loaderx.Image(32))
+
+
+def test_mutated_images_never_stop_the_process():
+    rng = np.random.default_rng(5)
+    sources = [
+        encode(PHOTOS["rocket"], "JPEG", quality=80),
+        encode(PHOTOS["rocket"], "JPEG", quality=80, progressive=True),
+        encode(PHOTOS["coffee"][:64, :64], "PNG"),
+        encode(PHOTOS["coffee"][:64, :64], "WEBP", quality=70),
+    ]
+    values = []
+    for src in sources:
+        for _ in range(60):
+            b = bytearray(src)
+            for _ in range(int(rng.integers(1, 12))):
+                b[int(rng.integers(0, len(b)))] = int(rng.integers(0, 256))
+            if rng.random() < 0.3:
+                b = b[: int(rng.integers(1, len(b)))]
+            values.append(bytes(b))
+    out, ok = images.decode(values, loaderx.Image(48, on_error="zeros"))
+    assert out.shape == (len(values), 3, 48, 48)
+    assert not out[~ok].any()
+
+
+def test_bad_settings_are_refused_naming_them():
+    with pytest.raises(ValueError, match="crop must be"):
+        loaderx.Image(224, crop="square")
+    with pytest.raises(ValueError, match="scale must be"):
+        loaderx.Image(224, scale=(0.5, 2.0))
+    with pytest.raises(ValueError, match="ratio must be"):
+        loaderx.Image(224, ratio=(2.0, 1.0))
+    with pytest.raises(ValueError, match="flip must be"):
+        loaderx.Image(224, flip=1.5)
+    with pytest.raises(ValueError, match="layout must be"):
+        loaderx.Image(224, layout="CWH")
+    with pytest.raises(TypeError, match="size must be"):
+        loaderx.Image("224")
+    with pytest.raises(ValueError, match="size must be positive"):
+        loaderx.Image((0, 4))
+    assert loaderx.Image(224) == loaderx.Image((224, 224))
+    assert "crop='random'" in repr(loaderx.Image(224))
+
+
+def make_folder(root, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+
+
+def test_ingest_folder_reads_an_imagefolder_tree(tmp_path):
+    jpg = encode(PHOTOS["chelsea"], "JPEG", quality=90)
+    png = encode(PHOTOS["coffee"][:40, :50], "PNG")
+    webp = encode(PHOTOS["rocket"][:30, :20], "WEBP", lossless=True)
+    root = tmp_path / "root"
+    make_folder(
+        root,
+        {
+            "zebra/b.JPG": jpg,
+            "zebra/a.png": png,
+            "zebra/notes.txt": b"not an image",
+            "ant/deep/x.WebP": webp,
+            "ant/y.jpeg": jpg,
+            "bee/.keep": b"",
+        },
+    )
+    t = images.ingest_folder(root, str(tmp_path / "t"), workers=2)
+    try:
+        assert t.metadata == {"classes": ["ant", "bee", "zebra"]}
+        assert set(t) == {"image", "label", "height", "width", "path"}
+        # torchvision's order: folders walked in sorted order, files sorted.
+        assert t["path"][:] == ["ant/y.jpeg", "ant/deep/x.WebP", "zebra/a.png", "zebra/b.JPG"]
+        assert t["label"][:].tolist() == [0, 0, 2, 2]
+        assert t["height"][:].tolist() == [333, 30, 40, 333]
+        assert t["width"][:].tolist() == [500, 20, 50, 500]
+        assert t["image"][[0]][0] == jpg
+        batch = images.decode(t["image"], whole(30, 20, on_error="zeros"))[0]
+        assert batch.shape == (4, 30, 20, 3)
+    finally:
+        t.close()
+
+
+def test_ingest_folder_refuses_an_undecodable_file_or_skips_it(tmp_path):
+    good = encode(PHOTOS["coffee"][:32, :32], "PNG")
+    broken = encode(PHOTOS["chelsea"], "JPEG", quality=90)[:2000]
+    root = tmp_path / "root"
+    make_folder(root, {"a/ok.png": good, "b/broken.jpg": broken, "b/ok.png": good})
+    with pytest.raises(ValueError, match=r"'b/broken.jpg' .* is not a decodable image"):
+        images.ingest_folder(root, str(tmp_path / "t"))
+    assert not os.path.exists(tmp_path / "t" / "manifest.json"), "nothing committed"
+    with images.ingest_folder(root, str(tmp_path / "t"), on_error="skip") as t:
+        assert t.num_rows == 2 and t["path"][:] == ["a/ok.png", "b/ok.png"]
+        assert t.metadata == {"classes": ["a", "b"], "skipped": ["b/broken.jpg"]}
+    with pytest.raises(FileNotFoundError):
+        images.ingest_folder(tmp_path / "nowhere", str(tmp_path / "u"))
+    with pytest.raises(ValueError, match="on_error must be"):
+        images.ingest_folder(root, str(tmp_path / "u"), on_error="ignore")

@@ -1,0 +1,419 @@
+//! Encoded images to training tensors: JPEG, PNG and WebP decoded
+//! natively, cropped, resized and flipped by a plan drawn from each
+//! record's seed.
+//!
+//! An [`Image`] says what a decoded record becomes: `height × width` RGB
+//! `u8`, in `CHW` or `HWC` layout, from a crop box of the source
+//! ([`Crop`]): torchvision's random-resized-crop, the evaluation centre
+//! crop, or the whole image. The box and the flip are a pure function of
+//! the source size and the record's seed ([`Image::plan`]), so they can be
+//! listed without reading a byte of the image, and a resumed run draws
+//! them again exactly.
+//!
+//! Decoders: `zune-jpeg` (baseline and progressive, every subsampling,
+//! grayscale and CMYK converted to RGB), `zune-png` (every bit depth;
+//! 16-bit samples keep their high byte; palettes expanded; alpha dropped)
+//! and `image-webp` (lossy and lossless). The crop box is resized with a
+//! separable bilinear filter whose support widens with the reduction (as
+//! PIL's and torchvision's antialiased resize), by `fast_image_resize`.
+//! EXIF orientation is not applied (PIL and torchvision do not by
+//! default). A decoder that fails, on any input, is an error naming the
+//! record; a decoder that panics is caught and reported the same way.
+
+mod plan;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use fast_image_resize as fr;
+
+use crate::error::{Error, Result};
+pub use plan::{Crop, Placement};
+
+/// The largest source image decoded, in pixels (a 8192 × 8192 photo):
+/// what a corrupt header cannot make the decoder allocate beyond.
+pub const MAX_PIXELS: u64 = 1 << 26;
+
+/// The layout of a decoded batch's images.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageLayout {
+    /// Channels first: `(3, height, width)` per image (the seed's layout).
+    Chw,
+    /// Channels last: `(height, width, 3)`.
+    Hwc,
+}
+
+impl ImageLayout {
+    pub fn name(self) -> &'static str {
+        match self {
+            ImageLayout::Chw => "CHW",
+            ImageLayout::Hwc => "HWC",
+        }
+    }
+}
+
+/// What a record that cannot be decoded becomes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnError {
+    /// An error naming the record.
+    Raise,
+    /// A zero image, and `false` in the batch's `<column>_ok` column.
+    Zeros,
+}
+
+/// How a column of encoded images is decoded (see the module
+/// documentation).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Image {
+    pub height: u32,
+    pub width: u32,
+    pub crop: Crop,
+    /// The probability of a horizontal flip.
+    pub flip: f64,
+    pub layout: ImageLayout,
+    pub on_error: OnError,
+}
+
+/// The encodings read, by their first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    Jpeg,
+    Png,
+    Webp,
+}
+
+fn format_of(bytes: &[u8]) -> Option<Format> {
+    if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        Some(Format::Jpeg)
+    } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some(Format::Png)
+    } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+        Some(Format::Webp)
+    } else {
+        None
+    }
+}
+
+/// Why `bytes` are not an image, as messages say it.
+fn not_an_image(why: impl std::fmt::Display) -> Error {
+    Error::InvalidValue(format!("not a decodable image: {why}"))
+}
+
+/// Runs a decoder, turning a panic into an error.
+fn guarded<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        Err(not_an_image(
+            "the decoder failed on it (a malformed stream)",
+        ))
+    })
+}
+
+fn check_size(w: usize, h: usize) -> Result<(u32, u32)> {
+    if w == 0 || h == 0 {
+        return Err(not_an_image(format!("it is {w} × {h} pixels")));
+    }
+    if (w as u64) * (h as u64) > MAX_PIXELS {
+        return Err(not_an_image(format!(
+            "it is {w} × {h} pixels, more than the {MAX_PIXELS} decoded at most"
+        )));
+    }
+    Ok((h as u32, w as u32))
+}
+
+fn jpeg_options() -> zune_core::options::DecoderOptions {
+    zune_core::options::DecoderOptions::default()
+        .jpeg_set_out_colorspace(zune_core::colorspace::ColorSpace::RGB)
+        // A truncated or corrupt stream is an error, as PIL's is (not an
+        // image padded with grey).
+        .set_strict_mode(true)
+        .set_max_width(1 << 16)
+        .set_max_height(1 << 16)
+}
+
+fn png_options() -> zune_core::options::DecoderOptions {
+    zune_core::options::DecoderOptions::default()
+        .png_set_strip_to_8bit(true)
+        .png_set_add_alpha_channel(false)
+        .png_set_confirm_crc(true)
+        .set_strict_mode(true)
+        .set_max_width(1 << 16)
+        .set_max_height(1 << 16)
+}
+
+/// The `(height, width)` of an encoded image, read from its header only.
+pub fn dimensions(bytes: &[u8]) -> Result<(u32, u32)> {
+    guarded(|| match format_of(bytes) {
+        Some(Format::Jpeg) => {
+            let cursor = zune_core::bytestream::ZCursor::new(bytes);
+            let mut d = zune_jpeg::JpegDecoder::new_with_options(cursor, jpeg_options());
+            d.decode_headers()
+                .map_err(|e| not_an_image(format!("{e:?}")))?;
+            let info = d.info().ok_or_else(|| not_an_image("no JPEG header"))?;
+            check_size(info.width as usize, info.height as usize)
+        }
+        Some(Format::Png) => {
+            let cursor = zune_core::bytestream::ZCursor::new(bytes);
+            let mut d = zune_png::PngDecoder::new_with_options(cursor, png_options());
+            d.decode_headers()
+                .map_err(|e| not_an_image(format!("{e:?}")))?;
+            let (w, h) = d
+                .dimensions()
+                .ok_or_else(|| not_an_image("no PNG header"))?;
+            check_size(w, h)
+        }
+        Some(Format::Webp) => {
+            let d = image_webp::WebPDecoder::new(std::io::Cursor::new(bytes))
+                .map_err(|e| not_an_image(format!("{e}")))?;
+            let (w, h) = d.dimensions();
+            check_size(w as usize, h as usize)
+        }
+        None => Err(not_an_image(
+            "it starts like no JPEG, PNG or WebP file".to_string(),
+        )),
+    })
+}
+
+/// A decoded source image: RGB, row after row.
+pub struct Rgb {
+    pub height: u32,
+    pub width: u32,
+    pub pixels: Vec<u8>,
+}
+
+/// `pixels` of `channels` samples each as RGB (gray replicated, alpha
+/// dropped).
+fn to_rgb(pixels: Vec<u8>, channels: usize) -> Vec<u8> {
+    match channels {
+        3 => pixels,
+        1 => pixels.iter().flat_map(|&g| [g, g, g]).collect(),
+        2 => pixels
+            .chunks_exact(2)
+            .flat_map(|p| [p[0], p[0], p[0]])
+            .collect(),
+        _ => pixels
+            .chunks_exact(channels)
+            .flat_map(|p| [p[0], p[1], p[2]])
+            .collect(),
+    }
+}
+
+/// Decodes an encoded image whole, to RGB.
+pub fn decode_rgb(bytes: &[u8]) -> Result<Rgb> {
+    let (height, width) = dimensions(bytes)?;
+    let want = height as usize * width as usize * 3;
+    let pixels = guarded(|| match format_of(bytes) {
+        Some(Format::Jpeg) => {
+            let cursor = zune_core::bytestream::ZCursor::new(bytes);
+            let mut d = zune_jpeg::JpegDecoder::new_with_options(cursor, jpeg_options());
+            d.decode().map_err(|e| not_an_image(format!("{e:?}")))
+        }
+        Some(Format::Png) => {
+            let cursor = zune_core::bytestream::ZCursor::new(bytes);
+            let mut d = zune_png::PngDecoder::new_with_options(cursor, png_options());
+            let out = d.decode().map_err(|e| not_an_image(format!("{e:?}")))?;
+            let channels = d
+                .colorspace()
+                .map(|c| c.num_components())
+                .ok_or_else(|| not_an_image("no PNG colour type"))?;
+            match out {
+                zune_core::result::DecodingResult::U8(v) => Ok(to_rgb(v, channels)),
+                _ => Err(not_an_image("a PNG sample depth not reduced to 8 bits")),
+            }
+        }
+        Some(Format::Webp) => {
+            let mut d = image_webp::WebPDecoder::new(std::io::Cursor::new(bytes))
+                .map_err(|e| not_an_image(format!("{e}")))?;
+            let len = d
+                .output_buffer_size()
+                .ok_or_else(|| not_an_image("a WebP image too large"))?;
+            let channels = if d.has_alpha() { 4 } else { 3 };
+            let mut out = vec![0u8; len];
+            d.read_image(&mut out)
+                .map_err(|e| not_an_image(format!("{e}")))?;
+            Ok(to_rgb(out, channels))
+        }
+        None => Err(not_an_image("an unknown format")),
+    })?;
+    if pixels.len() != want {
+        return Err(not_an_image(format!(
+            "it decoded to {} bytes, not {height} × {width} × 3",
+            pixels.len()
+        )));
+    }
+    Ok(Rgb {
+        height,
+        width,
+        pixels,
+    })
+}
+
+impl Image {
+    /// Checks the settings: a positive output size, a crop's scale within
+    /// `0 < lo <= hi <= 1` and ratio within `0 < lo <= hi`, `flip` in
+    /// `0..=1`. `InvalidValue` naming the setting otherwise.
+    pub fn new(
+        height: u32,
+        width: u32,
+        crop: Crop,
+        flip: f64,
+        layout: ImageLayout,
+        on_error: OnError,
+    ) -> Result<Image> {
+        if height == 0 || width == 0 || (height as u64) * (width as u64) > MAX_PIXELS {
+            return Err(Error::InvalidValue(format!(
+                "size must be positive and at most {MAX_PIXELS} pixels, got ({height}, {width})"
+            )));
+        }
+        crop.check()?;
+        if !(0.0..=1.0).contains(&flip) {
+            return Err(Error::InvalidValue(format!(
+                "flip must be a probability in [0, 1], got {flip}"
+            )));
+        }
+        Ok(Image {
+            height,
+            width,
+            crop,
+            flip,
+            layout,
+            on_error,
+        })
+    }
+
+    /// Bytes of one decoded image.
+    pub fn image_len(&self) -> usize {
+        3 * self.height as usize * self.width as usize
+    }
+
+    /// The crop box and flip of a source of `src_h × src_w` pixels for the
+    /// record whose seed is `seed` (see [`Crop`]).
+    pub fn plan(&self, src_h: u32, src_w: u32, seed: u64) -> Placement {
+        plan::place(self, src_h, src_w, seed)
+    }
+
+    /// Decodes `bytes`, crops, resizes and flips them as planned for
+    /// `seed`, into `out` ([`Image::image_len`] bytes, in the layout).
+    pub fn decode_into(&self, bytes: &[u8], seed: u64, out: &mut [u8]) -> Result<Placement> {
+        assert_eq!(out.len(), self.image_len(), "one image's bytes");
+        let src = decode_rgb(bytes)?;
+        let place = self.plan(src.height, src.width, seed);
+        self.render(&src, &place, out)?;
+        Ok(place)
+    }
+
+    /// `src`'s box `place` resized to the output size, flipped as placed,
+    /// into `out` in the layout.
+    fn render(&self, src: &Rgb, place: &Placement, out: &mut [u8]) -> Result<()> {
+        let (oh, ow) = (self.height, self.width);
+        let src_view =
+            fr::images::ImageRef::new(src.width, src.height, &src.pixels, fr::PixelType::U8x3)
+                .map_err(|e| not_an_image(format!("{e}")))?;
+        let mut hwc = vec![0u8; self.image_len()];
+        {
+            let mut dst = fr::images::Image::from_slice_u8(ow, oh, &mut hwc, fr::PixelType::U8x3)
+                .map_err(|e| Error::InvalidValue(format!("{e}")))?;
+            let options = fr::ResizeOptions::new()
+                .resize_alg(fr::ResizeAlg::Convolution(fr::FilterType::Bilinear))
+                .crop(
+                    place.x as f64,
+                    place.y as f64,
+                    place.w as f64,
+                    place.h as f64,
+                );
+            fr::Resizer::new()
+                .resize(&src_view, &mut dst, &options)
+                .map_err(|e| Error::InvalidValue(format!("resizing an image: {e}")))?;
+        }
+        let (oh, ow) = (oh as usize, ow as usize);
+        match self.layout {
+            ImageLayout::Hwc => {
+                if place.flip {
+                    for (row_out, row_in) in
+                        out.chunks_exact_mut(ow * 3).zip(hwc.chunks_exact(ow * 3))
+                    {
+                        for (px_out, px_in) in row_out
+                            .chunks_exact_mut(3)
+                            .zip(row_in.chunks_exact(3).rev())
+                        {
+                            px_out.copy_from_slice(px_in);
+                        }
+                    }
+                } else {
+                    out.copy_from_slice(&hwc);
+                }
+            }
+            ImageLayout::Chw => {
+                let plane = oh * ow;
+                for y in 0..oh {
+                    let row = &hwc[y * ow * 3..(y + 1) * ow * 3];
+                    for x in 0..ow {
+                        let sx = if place.flip { ow - 1 - x } else { x };
+                        let px = &row[sx * 3..sx * 3 + 3];
+                        out[y * ow + x] = px[0];
+                        out[plane + y * ow + x] = px[1];
+                        out[2 * plane + y * ow + x] = px[2];
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes a batch: `values[i]` with seed `seeds[i]` into image `i` of
+    /// `out`, on the worker pool. With [`OnError::Zeros`] a record that
+    /// fails is a zero image and `false` in `ok`; with [`OnError::Raise`]
+    /// the first failure (in row order) is the error, its message naming
+    /// `ids[i]`, the record's id.
+    pub fn decode_batch(
+        &self,
+        values: &[&[u8]],
+        seeds: &[u64],
+        ids: &[u64],
+        out: &mut [u8],
+        ok: &mut [bool],
+    ) -> Result<Vec<Placement>> {
+        use rayon::prelude::*;
+        let n = values.len();
+        assert!(
+            seeds.len() == n && ids.len() == n && ok.len() == n,
+            "one seed, id and flag per value"
+        );
+        assert_eq!(out.len(), n * self.image_len(), "one image per value");
+        let results: Vec<Result<Placement>> = crate::executor::pool().install(|| {
+            out.par_chunks_mut(self.image_len())
+                .zip(values.par_iter())
+                .zip(seeds.par_iter())
+                .map(|((dst, v), &seed)| self.decode_into(v, seed, dst))
+                .collect()
+        });
+        let mut places = Vec::with_capacity(n);
+        for (i, r) in results.into_iter().enumerate() {
+            match r {
+                Ok(p) => {
+                    ok[i] = true;
+                    places.push(p);
+                }
+                Err(e) if self.on_error == OnError::Zeros => {
+                    let _ = e;
+                    ok[i] = false;
+                    out[i * self.image_len()..(i + 1) * self.image_len()].fill(0);
+                    places.push(Placement::default());
+                }
+                Err(e) => {
+                    return Err(Error::InvalidValue(format!(
+                        "record {}: {}",
+                        ids[i],
+                        message(&e)
+                    )))
+                }
+            }
+        }
+        Ok(places)
+    }
+}
+
+fn message(e: &Error) -> String {
+    match e {
+        Error::InvalidValue(m) => m.clone(),
+        other => other.to_string(),
+    }
+}
