@@ -160,6 +160,7 @@ class Loader:
         block_size: int | None = None,
         weights: npt.NDArray[np.float64] | None = None,
         pins: list[tuple[str, int | None, str | None] | None] | None = None,
+        decode: list[tuple[str, _ImageSpec]] | None = None,
     ) -> None: ...
     @staticmethod
     def mixture(

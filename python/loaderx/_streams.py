@@ -14,6 +14,8 @@ import os
 from collections.abc import Mapping
 from typing import TypeVar
 
+import numpy as np
+
 from . import _native
 
 __all__ = [
@@ -318,3 +320,25 @@ def chunked_array(pa, native_store, name: str):
     while (chunk := reader.read_next()) is not None:
         chunks.append(pa.array(chunk))
     return pa.chunked_array(chunks, type=pa.field(reader.field).type)
+
+
+def index_array(indices, name: str = "indices", *, ids: bool = False) -> np.ndarray:
+    """``indices`` (the argument ``name``) as a contiguous int64 or uint64
+    array (uint64 with ``ids``, after refusing a negative one). Whether it
+    is nonempty and within the streams is the native loader's check."""
+    try:
+        arr = np.asarray(indices)
+    except Exception as exc:  # noqa: BLE001
+        raise TypeError(
+            f"{name} must be an array of integers, got {type(indices).__name__}"
+        ) from exc
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    # An empty list has a float dtype: it is reported as empty, not as floats.
+    if arr.size and arr.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be integers, got dtype {arr.dtype}")
+    if not ids:
+        return np.ascontiguousarray(arr, dtype=np.uint64 if arr.dtype.kind == "u" else np.int64)
+    if arr.size and arr.dtype.kind == "i" and int(arr.min()) < 0:
+        raise ValueError(f"{name} holds {int(arr.min())}: ids and steps are >= 0")
+    return np.ascontiguousarray(arr, dtype=np.uint64)

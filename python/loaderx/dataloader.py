@@ -48,7 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _native
-from ._streams import Closing, check_streams, require_pyarrow
+from ._streams import Closing, check_streams, index_array, require_pyarrow
 from ._transform import TransformInfo, _takes_info, record_seeds
 from .mixture import Mix, source_seed
 from .zrecord import DenseStore, RaggedStore
@@ -63,28 +63,6 @@ _PRODUCERS = 2
 # Steps of a schedule's weights evaluated and pushed to the native loader at
 # once (the schedule is a pure function of the step, so earlier is fine).
 _PUSH_AHEAD = 32
-
-
-def _index_array(indices, name: str = "indices", *, ids: bool = False) -> np.ndarray:
-    """``indices`` (the argument ``name``) as a contiguous int64 or uint64
-    array (uint64 with ``ids``, after refusing a negative one). Whether it
-    is nonempty and within the streams is the native loader's check."""
-    try:
-        arr = np.asarray(indices)
-    except Exception as exc:  # noqa: BLE001
-        raise TypeError(
-            f"{name} must be an array of integers, got {type(indices).__name__}"
-        ) from exc
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
-    # An empty list has a float dtype: it is reported as empty, not as floats.
-    if arr.size and arr.dtype.kind not in "iu":
-        raise TypeError(f"{name} must be integers, got dtype {arr.dtype}")
-    if not ids:
-        return np.ascontiguousarray(arr, dtype=np.uint64 if arr.dtype.kind == "u" else np.int64)
-    if arr.size and arr.dtype.kind == "i" and int(arr.min()) < 0:
-        raise ValueError(f"{name} holds {int(arr.min())}: ids and steps are >= 0")
-    return np.ascontiguousarray(arr, dtype=np.uint64)
 
 
 class _Failure:
@@ -176,6 +154,12 @@ class DataLoader(Closing):
         the other modes): each global batch draws from a few blocks of that
         many consecutive records (of ``indices`` when given), so a cache of a
         few blocks serves a whole cycle with each block read about once.
+    decode:
+        ``{column: loaderx.Image(...)}``: each binary column of encoded
+        images arrives decoded on the native threads, uint8 ``(B, 3, H, W)``
+        (or ``(B, H, W, 3)``), cropped and flipped as each row's record seed
+        draws (see :mod:`loaderx.images`); with ``on_error="zeros"`` a bool
+        column ``<column>_ok`` comes last. Kept in :meth:`state_dict`.
     """
 
     def __init__(
@@ -196,8 +180,13 @@ class DataLoader(Closing):
         raw: bool = False,
         block_size: int | None = None,
         weights: npt.ArrayLike | DenseStore | Mapping[str, Any] | None = None,
+        decode: Mapping[str, Any] | None = None,
     ) -> None:
         self._closed = True  # until fully constructed
+        if decode is not None:
+            from .images import _decode_specs
+
+            decode = _decode_specs(decode, streams)
         mix = streams if isinstance(streams, Mix) else None
         if mix is None:
             check_streams(streams)
@@ -240,7 +229,7 @@ class DataLoader(Closing):
         else:
             self._to_arrow = None
         if indices is not None:
-            indices = _index_array(indices)
+            indices = index_array(indices)
             if weights is not None:
                 # The subset's records keep their weights (bounds are checked
                 # natively; an out-of-range index raises IndexError there).
@@ -284,6 +273,7 @@ class DataLoader(Closing):
         self._rank = rank
         self._world_size = world_size
         self._output = output
+        self._decode = decode
         self._step = start_step
         self._start()
         self._closed = False
@@ -339,6 +329,7 @@ class DataLoader(Closing):
                 self._block_size,
                 self._weights,
                 self._pins,
+                self._decode,
             )
         failed = self._schedule()
         if failed is not None:
@@ -576,7 +567,7 @@ class DataLoader(Closing):
         draw; then nothing changes."""
         if self._closed:
             raise ValueError("DataLoader is closed")
-        ids = _index_array(record_ids, "record_ids", ids=True)
+        ids = index_array(record_ids, "record_ids", ids=True)
         if ids.size:
             self._edit(lambda: self._native.exclude(self._step, ids, source))
 
@@ -642,7 +633,7 @@ class DataLoader(Closing):
         if isinstance(steps, range) and steps.step == 1 and steps.start >= 0:
             arr = np.arange(steps.start, max(steps.start, steps.stop), dtype=np.uint64)
         else:
-            arr = _index_array(np.atleast_1d(steps), "steps", ids=True)
+            arr = index_array(np.atleast_1d(steps), "steps", ids=True)
         step_col, ranks, rows, records, sources = self._native.provenance(
             arr, *self._rows(arr, rank)
         )
@@ -656,6 +647,10 @@ class DataLoader(Closing):
                 pa.array(sources, pa.uint16()), pa.array(self._mix.names, pa.string())
             )
         columns["record_id"] = pa.array(records, pa.uint64())
+        if self._decode:
+            from .images import _provenance
+
+            columns.update(_provenance(self, step_col, records))
         return pa.table(columns)
 
     @classmethod

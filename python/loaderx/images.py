@@ -126,18 +126,6 @@ class Image:
             self.on_error,
         )
 
-    def _state(self) -> dict:
-        """The settings as plain data (a loader's state keeps them)."""
-        return {
-            "size": [self.height, self.width],
-            "crop": self.crop,
-            "scale": list(self.scale),
-            "ratio": list(self.ratio),
-            "flip": self.flip,
-            "layout": self.layout,
-            "on_error": self.on_error,
-        }
-
     def __eq__(self, other) -> bool:
         return isinstance(other, Image) and self._spec() == other._spec()
 
@@ -150,6 +138,56 @@ class Image:
             f"Image({size!r}, crop={self.crop!r}, scale={self.scale}, ratio={self.ratio}, "
             f"flip={self.flip}, layout={self.layout!r}, on_error={self.on_error!r})"
         )
+
+
+def _decode_specs(decode, streams) -> list[tuple]:
+    """A loader's ``decode=``: ``{column: Image}`` checked, as the native
+    loader takes it (``[(column, settings)]``)."""
+    from collections.abc import Mapping
+
+    from .mixture import Mix
+
+    if not isinstance(decode, Mapping):
+        raise TypeError(f"decode must be a dict of column -> loaderx.Image, got {decode!r}")
+    if isinstance(streams, Mix):
+        raise ValueError("decode does not apply to a Mix yet: decode each source's loader")
+    out = []
+    for name, image in decode.items():
+        if not isinstance(image, Image):
+            raise TypeError(f"decode[{name!r}] must be a loaderx.Image, got {image!r}")
+        out.append((name, image._spec()))
+    return out
+
+
+def _provenance(loader, steps: np.ndarray, records: np.ndarray) -> dict:
+    """``<column>_box`` (y, x, h, w in source pixels) and ``<column>_flip``
+    of each provenance row, drawn from the records' ``height`` and
+    ``width`` columns and seeds without reading an image."""
+    import pyarrow as pa
+
+    from .dataloader import record_seeds
+
+    streams = loader._streams
+    if "height" not in streams or "width" not in streams:
+        raise ValueError(
+            "provenance of a decoded column needs the streams' 'height' and 'width' columns "
+            f"(images.ingest_folder writes them), got streams {list(streams)}"
+        )
+    ids = np.asarray(records, dtype=np.uint64)
+    heights = np.asarray(streams["height"][ids], dtype=np.int64).reshape(-1)
+    widths = np.asarray(streams["width"][ids], dtype=np.int64).reshape(-1)
+    seeds = np.empty(len(ids), dtype=np.uint64)
+    steps = np.asarray(steps, dtype=np.uint64)
+    for step in np.unique(steps):
+        at = steps == step
+        seeds[at] = record_seeds(loader._seed, int(step), ids[at])
+    out = {}
+    for name, spec in loader._decode:
+        boxes, flips = _native.image_plan(spec, heights, widths, seeds)
+        flat = pa.array(np.ascontiguousarray(boxes, dtype=np.int32).reshape(-1), pa.int32())
+        out[f"{name}_box"] = pa.FixedSizeListArray.from_arrays(flat, 4)
+        out[f"{name}_flip"] = pa.array(flips, pa.bool_())
+    return out
 
 
 def _values(values) -> list[bytes]:

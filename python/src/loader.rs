@@ -78,6 +78,34 @@ pub struct Loader {
     raw: bool,
     /// A mixture's column of row sources (None: not added).
     source_column: Option<String>,
+    /// Per stream, the shape of one decoded image (None: not decoded).
+    decoded: Vec<Option<[usize; 3]>>,
+}
+
+/// `decode` as Python hands it over, `(column, image settings)`, in the
+/// core's terms, and per stream of `names` the shape of one image.
+#[allow(clippy::type_complexity)]
+fn decode_of(
+    names: &[String],
+    decode: Option<Vec<(String, crate::image::Spec)>>,
+) -> PyResult<(
+    Vec<(String, loaderx::image::Image)>,
+    Vec<Option<[usize; 3]>>,
+)> {
+    let mut out = Vec::new();
+    let mut shapes = vec![None; names.len()];
+    for (column, spec) in decode.unwrap_or_default() {
+        let image = crate::image::image_of(&spec)?;
+        let (h, w) = (image.height as usize, image.width as usize);
+        if let Some(i) = names.iter().position(|n| *n == column) {
+            shapes[i] = Some(match image.layout {
+                loaderx::image::ImageLayout::Chw => [3, h, w],
+                loaderx::image::ImageLayout::Hwc => [h, w, 3],
+            });
+        }
+        out.push((column, image));
+    }
+    Ok((out, shapes))
 }
 
 #[pymethods]
@@ -86,7 +114,7 @@ impl Loader {
     /// sampler draws global batches of `batch_size * world_size` over
     /// `len(indices)` (or the store length) and this rank takes slice `rank`.
     #[new]
-    #[pyo3(signature = (stores, names, batch_size, mode, seed, start_step, indices, depth, producers, rank, world_size, arrow=false, raw=false, block_size=None, weights=None, pins=None))]
+    #[pyo3(signature = (stores, names, batch_size, mode, seed, start_step, indices, depth, producers, rank, world_size, arrow=false, raw=false, block_size=None, weights=None, pins=None, decode=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -106,7 +134,9 @@ impl Loader {
         block_size: Option<u64>,
         weights: Option<numpy::PyReadonlyArray1<'_, f64>>,
         pins: Option<Pins>,
+        decode: Option<Vec<(String, crate::image::Spec)>>,
     ) -> PyResult<Loader> {
+        let (decode, decoded) = decode_of(&names, decode)?;
         let weights = weights
             .map(|w| crate::sampler::alias_table(py, &w))
             .transpose()?;
@@ -130,6 +160,7 @@ impl Loader {
             output: if arrow { Output::Arrow } else { Output::Arrays },
             events: Vec::new(),
             pins: self::pins(pins),
+            decode,
         };
         let streams = names
             .into_iter()
@@ -140,6 +171,7 @@ impl Loader {
             inner: Mutex::new(Arc::new(inner)),
             raw,
             source_column: None,
+            decoded,
         })
     }
 
@@ -224,6 +256,7 @@ impl Loader {
             output: if arrow { Output::Arrow } else { Output::Arrays },
             events: Vec::new(),
             pins: self::pins(pins),
+            decode: Vec::new(),
         };
         let weights = match weights {
             Some(w) => MixWeights::Fixed(w),
@@ -236,6 +269,7 @@ impl Loader {
             inner: Mutex::new(Arc::new(inner)),
             raw,
             source_column,
+            decoded: Vec::new(),
         })
     }
 
@@ -286,7 +320,8 @@ impl Loader {
     fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let inner = self.get();
         let batch = py.detach(|| inner.next()).map_err(to_py)?;
-        to_python(py, &inner, batch, self.raw, self.source_column.as_deref())
+        let column = self.source_column.as_deref();
+        to_python(py, &inner, batch, self.raw, column, &self.decoded)
     }
 
     /// The step the next `next()` returns.
@@ -464,6 +499,7 @@ fn to_python<'py>(
     batch: Batch,
     raw: bool,
     source_column: Option<&str>,
+    decoded: &[Option<[usize; 3]>],
 ) -> PyResult<Bound<'py, PyAny>> {
     let sources = batch.sources.filter(|_| source_column.is_some());
     let mut columns = batch.columns.into_iter().peekable();
@@ -487,9 +523,28 @@ fn to_python<'py>(
             .into_any());
     }
     let dict = PyDict::new(py);
-    for (((name, handle), column), valid) in
-        loader.streams().iter().zip(columns).zip(batch.validity)
+    let u8_descr = numpy::dtype::<u8>(py);
+    for (i, (((name, handle), column), valid)) in loader
+        .streams()
+        .iter()
+        .zip(columns)
+        .zip(batch.validity)
+        .enumerate()
     {
+        if let Some(Some(shape)) = decoded.get(i) {
+            // Decoded images: uint8 (B, 3, H, W) or (B, H, W, 3).
+            if let BatchColumn::Dense(buf) = column {
+                let rows = buf.len() / shape.iter().product::<usize>().max(1);
+                let owner = crate::arrays::GatherBuffer::new(py, buf)?;
+                let dims = [rows, shape[0], shape[1], shape[2]];
+                let array = crate::arrays::array_view(py, &owner, 0, &u8_descr, &dims)?;
+                dict.set_item(name, array)?;
+                continue;
+            }
+            return Err(pyo3::exceptions::PySystemError::new_err(
+                "internal error: a decoded column came back not dense",
+            ));
+        }
         let store = handle.0.get();
         let value = match column {
             BatchColumn::Dense(buf) => store.dense_array(py, buf, Some(loader.batch_size()))?,
@@ -507,6 +562,12 @@ fn to_python<'py>(
     }
     if let (Some(name), Some(sources)) = (source_column, sources) {
         dict.set_item(name, numpy::PyArray1::from_vec(py, sources))?;
+    }
+    for (name, column) in batch.extra {
+        if let BatchColumn::Dense(buf) = column {
+            let ok: Vec<bool> = buf.as_slice().iter().map(|&b| b != 0).collect();
+            dict.set_item(name, numpy::PyArray1::from_vec(py, ok))?;
+        }
     }
     Ok(dict.into_any())
 }

@@ -247,3 +247,94 @@ def test_ingest_folder_refuses_an_undecodable_file_or_skips_it(tmp_path):
         images.ingest_folder(tmp_path / "nowhere", str(tmp_path / "u"))
     with pytest.raises(ValueError, match="on_error must be"):
         images.ingest_folder(root, str(tmp_path / "u"), on_error="ignore")
+
+
+@pytest.fixture
+def pets(tmp_path):
+    """A table of 12 photos in two classes, from ingest_folder."""
+    root = tmp_path / "root"
+    files = {}
+    for i, (name, a) in enumerate(list(PHOTOS.items()) * 2):
+        files[f"{'cat' if i % 2 else 'dog'}/{i:02d}-{name}.jpg"] = encode(a, "JPEG", quality=85)
+    make_folder(root, files)
+    return images.ingest_folder(root, str(tmp_path / "pets"), workers=2)
+
+
+def test_the_loader_decodes_on_its_threads_and_resumes_exactly(pets):
+    from loaderx.dataloader import DataLoader, record_seeds
+
+    img = loaderx.Image(40)
+    with pets as t, DataLoader(t, batch_size=4, seed=3, decode={"image": img}) as run:
+        first = [next(run) for _ in range(3)]
+        state = run.state_dict()
+        want = [next(run) for _ in range(3)]
+        assert state["decode"] == {
+            "image": {
+                "size": [40, 40],
+                "crop": "random",
+                "scale": [0.08, 1.0],
+                "ratio": [0.75, 4 / 3],
+                "flip": 0.5,
+                "layout": "CHW",
+                "on_error": "raise",
+            }
+        }
+        b = first[1]
+        assert b["image"].shape == (4, 3, 40, 40) and b["image"].dtype == np.uint8
+        # The batch is images.decode of its records with their record seeds.
+        ids = run.indices(1)
+        values = t["image"][ids]
+        again = images.decode(values, img, seeds=record_seeds(3, 1, ids))
+        np.testing.assert_array_equal(b["image"], again)
+        assert b["label"].tolist() == t["label"][ids].tolist()
+        prov = run.provenance(range(2))
+        assert prov.column_names[-2:] == ["image_box", "image_flip"]
+        boxes = np.array(prov["image_box"].to_pylist())
+        heights = t["height"][prov["record_id"].to_numpy()]
+        assert (boxes[:, 0] + boxes[:, 2] <= heights).all() and (boxes[:, 2] > 0).all()
+    with loaderx.open_table(t.path) as t2:
+        with DataLoader(t2, batch_size=4, seed=3, decode={"image": img}) as resumed:
+            resumed.load_state_dict(state)
+            for w, g in zip(want, (next(resumed) for _ in range(3))):
+                np.testing.assert_array_equal(w["image"], g["image"])
+        other = {"image": loaderx.Image(40, flip=0.0)}
+        with DataLoader(t2, batch_size=4, seed=3, decode=other) as wrong:
+            with pytest.raises(ValueError, match=r"state\['decode'\] is"):
+                wrong.load_state_dict(state)
+        with DataLoader(t2, batch_size=4, seed=3) as plain:
+            with pytest.raises(ValueError, match=r"state\['decode'\]"):
+                plain.load_state_dict(state)
+    with DataLoader.from_state(state, decode={"image": img}) as again:
+        np.testing.assert_array_equal(next(again)["image"], want[0]["image"])
+
+
+def test_a_corrupt_image_in_the_loader_raises_naming_it_or_is_zeros(tmp_path):
+    from loaderx.dataloader import DataLoader
+
+    good = encode(PHOTOS["coffee"][:60, :80], "JPEG", quality=90)
+    values = [good, good, b"\xff\xd8\xff broken", good]
+    path = str(tmp_path / "t")
+    loaderx.ingest_sharded(
+        pa.table({"image": pa.array(values, pa.binary()), "label": np.arange(4)}),
+        path,
+        workers=1,
+        layout={"image": "records"},
+    ).close()
+    with loaderx.open_table(path) as t:
+        with DataLoader(
+            t, batch_size=4, mode="sequential", decode={"image": loaderx.Image(16)}, workers=0
+        ) as run:
+            with pytest.raises(ValueError, match="record 2: not a decodable image"):
+                next(run)
+        zeros = {"image": loaderx.Image(16, on_error="zeros")}
+        with DataLoader(t, batch_size=4, mode="sequential", decode=zeros) as run:
+            b = next(run)
+            assert list(b) == ["image", "label", "image_ok"]
+            assert b["image_ok"].tolist() == [True, True, False, True]
+            assert not b["image"][2].any() and b["image"][3].any()
+        with pytest.raises(ValueError, match="decode names column 'img'"):
+            DataLoader(t, batch_size=2, decode={"img": loaderx.Image(16)})
+        with pytest.raises(ValueError, match="must be a binary column"):
+            DataLoader(t, batch_size=2, decode={"label": loaderx.Image(16)})
+        with pytest.raises(TypeError, match="must be a loaderx.Image"):
+            DataLoader(t, batch_size=2, decode={"image": 16})

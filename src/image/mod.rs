@@ -279,6 +279,27 @@ impl Image {
         })
     }
 
+    /// The settings as a run's state keeps them (`{"size", "crop",
+    /// "scale", "ratio", "flip", "layout", "on_error"}`, `scale` and
+    /// `ratio` for a random crop only).
+    pub fn to_value(&self) -> serde_json::Value {
+        let mut m = serde_json::Map::new();
+        m.insert("size".into(), serde_json::json!([self.height, self.width]));
+        m.insert("crop".into(), self.crop.name().into());
+        if let Crop::Random { scale, ratio } = &self.crop {
+            m.insert("scale".into(), serde_json::json!([scale.0, scale.1]));
+            m.insert("ratio".into(), serde_json::json!([ratio.0, ratio.1]));
+        }
+        m.insert("flip".into(), self.flip.into());
+        m.insert("layout".into(), self.layout.name().into());
+        let on_error = match self.on_error {
+            OnError::Raise => "raise",
+            OnError::Zeros => "zeros",
+        };
+        m.insert("on_error".into(), on_error.into());
+        serde_json::Value::Object(m)
+    }
+
     /// Bytes of one decoded image.
     pub fn image_len(&self) -> usize {
         3 * self.height as usize * self.width as usize

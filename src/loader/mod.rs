@@ -160,6 +160,14 @@ pub struct Options {
     /// where its table was read; kept in [`DataLoader::state`] and
     /// compared by [`DataLoader::load_state`]. None: not tables.
     pub pins: Option<Vec<Option<Pin>>>,
+    /// Columns of encoded images decoded on the producer threads (see
+    /// [`crate::image`]): each named stream (a binary column) becomes a
+    /// dense `u8` column of `(B, 3, H, W)` (or `(B, H, W, 3)`) images, each
+    /// cropped and flipped as its record's seed (`record_seed(seed, step,
+    /// record)`) draws. With [`crate::image::OnError::Zeros`] the batch
+    /// also holds a bool column `<name>_ok`, after every stream.
+    #[cfg(feature = "image")]
+    pub decode: Vec<(String, crate::image::Image)>,
 }
 
 /// Records excluded from `step` on: record ids of the streams (of source
@@ -295,6 +303,8 @@ impl Default for Options {
             output: Output::Arrays,
             events: Vec::new(),
             pins: None,
+            #[cfg(feature = "image")]
+            decode: Vec::new(),
         }
     }
 }
@@ -326,6 +336,9 @@ pub struct Batch {
     /// A mixture's batch: each row's source (its position among the
     /// sources); `indices` are then records within each row's source.
     pub sources: Option<Vec<u16>>,
+    /// Columns placed after the streams': a decoded column's `<name>_ok`
+    /// (one bool byte per row) with [`crate::image::OnError::Zeros`].
+    pub extra: Vec<(String, BatchColumn)>,
 }
 
 /// Everything a producer needs; shared by every producer thread.
@@ -342,6 +355,13 @@ struct Plan<S> {
     /// A mixture's sources and planner (then `streams` is empty and
     /// `sampler` is its first source's record sampler).
     mix: Option<MixDraw<S>>,
+    /// Per stream, how its encoded images are decoded (None: gathered as
+    /// they are).
+    #[cfg(feature = "image")]
+    decode: Vec<Option<crate::image::Image>>,
+    /// The seed of the records' seeds.
+    #[cfg(feature = "image")]
+    seed: u64,
 }
 
 impl<S: StoreAccess> Plan<S> {
@@ -407,25 +427,47 @@ impl<S: StoreAccess> Plan<S> {
                 columns,
                 validity,
                 sources: Some(rows.sources),
+                extra: Vec::new(),
             });
         }
         let indices = self.indices_at(step);
         // Large records bypass the mapping (see `store::streaming`).
-        let (columns, validity) = store::streaming(|| self.gather(&indices))?;
+        let (columns, validity, extra) = store::streaming(|| self.gather(step, &indices))?;
         Ok(Batch {
             step,
             indices,
             columns,
             validity,
             sources: None,
+            extra,
         })
     }
 
     #[allow(clippy::type_complexity)]
-    fn gather(&self, idx: &[u64]) -> Result<(Vec<BatchColumn>, Vec<Option<Buffer>>)> {
+    fn gather(
+        &self,
+        #[cfg_attr(not(feature = "image"), allow(unused_variables))] step: u64,
+        idx: &[u64],
+    ) -> Result<(
+        Vec<BatchColumn>,
+        Vec<Option<Buffer>>,
+        Vec<(String, BatchColumn)>,
+    )> {
         let mut columns = Vec::with_capacity(self.streams.len());
         let mut validity = Vec::with_capacity(self.streams.len());
-        for (name, s) in &self.streams {
+        #[cfg_attr(not(feature = "image"), allow(unused_mut))]
+        let mut extra = Vec::new();
+        for (_i, (name, s)) in self.streams.iter().enumerate() {
+            #[cfg(feature = "image")]
+            if let Some(image) = &self.decode[_i] {
+                let (c, ok) = s.with(|e| self.decoded(e, image, step, idx))?;
+                columns.push(c);
+                validity.push(None);
+                if let Some(ok) = ok {
+                    extra.push((format!("{name}_ok"), ok));
+                }
+                continue;
+            }
             let (c, v) = s.with(|e| {
                 let c = self.column(e, name, idx)?;
                 let v = match (self.output, e.validity()) {
@@ -437,7 +479,37 @@ impl<S: StoreAccess> Plan<S> {
             columns.push(c);
             validity.push(v);
         }
-        Ok((columns, validity))
+        Ok((columns, validity, extra))
+    }
+
+    /// The images of `store` (a binary column) at `idx`, decoded as
+    /// `image` says with the records' seeds of `step`: the images' column
+    /// and, with [`crate::image::OnError::Zeros`], the `ok` column.
+    #[cfg(feature = "image")]
+    fn decoded(
+        &self,
+        store: &dyn Records,
+        image: &crate::image::Image,
+        step: u64,
+        idx: &[u64],
+    ) -> Result<(BatchColumn, Option<BatchColumn>)> {
+        let values = store.gather_ragged(idx)?;
+        let slices: Vec<&[u8]> = (0..values.len())
+            .map(|i| values.record(i).payload)
+            .collect();
+        let mut seeds = vec![0u64; idx.len()];
+        crate::sampler::record_seeds(&[self.seed], step, idx, &mut seeds);
+        let mut out = Buffer::new(idx.len() * image.image_len());
+        let mut ok = vec![false; idx.len()];
+        image.decode_batch(&slices, &seeds, idx, out.as_mut_slice(), &mut ok)?;
+        let ok = (image.on_error == crate::image::OnError::Zeros).then(|| {
+            let mut b = Buffer::new(ok.len());
+            for (d, &o) in b.as_mut_slice().iter_mut().zip(&ok) {
+                *d = o as u8;
+            }
+            BatchColumn::Dense(b)
+        });
+        Ok((BatchColumn::Dense(out), ok))
     }
 
     #[cfg_attr(not(feature = "arrow"), allow(unused_variables))]
@@ -635,6 +707,13 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
             o.start_step,
             exclusions,
         )?;
+        #[cfg(feature = "image")]
+        if let Some((name, _)) = o.decode.first() {
+            return Err(Error::InvalidValue(format!(
+                "decode does not apply to a mixture yet, got decode for column {}",
+                py_str(name)
+            )));
+        }
         let sampler = Edited::new(mix.template().1.clone());
         Ok(Plan {
             streams: Vec::new(),
@@ -645,6 +724,10 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
             indices: None,
             output: o.output,
             mix: Some(mix),
+            #[cfg(feature = "image")]
+            decode: Vec::new(),
+            #[cfg(feature = "image")]
+            seed: o.seed,
         })
     }
 
@@ -690,6 +773,8 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
                 o.mode.name()
             )));
         }
+        #[cfg(feature = "image")]
+        let decode = Self::decoded_streams(&streams, &o.decode, o.output)?;
         let sampler = Sampler::with_options(space, global, o.mode, o.seed, o.block_size, o.weights)
             .map_err(|e| Error::InvalidValue(e.to_string()))?;
         let sampler = Self::excluding(sampler, n, subset.as_deref(), exclusions)?;
@@ -702,7 +787,64 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
             indices: subset,
             output: o.output,
             mix: None,
+            #[cfg(feature = "image")]
+            decode,
+            #[cfg(feature = "image")]
+            seed: o.seed,
         })
+    }
+
+    /// Per stream, its decoding (`decode` checked: each names a binary
+    /// stream once, and a `<name>_ok` column would not clash with one).
+    #[cfg(feature = "image")]
+    fn decoded_streams(
+        streams: &[(String, S)],
+        decode: &[(String, crate::image::Image)],
+        #[cfg_attr(not(feature = "arrow"), allow(unused_variables))] output: Output,
+    ) -> Result<Vec<Option<crate::image::Image>>> {
+        let names: Vec<&str> = streams.iter().map(|(n, _)| n.as_str()).collect();
+        let mut out = vec![None; streams.len()];
+        for (column, image) in decode {
+            let Some(i) = names.iter().position(|n| n == column) else {
+                return Err(Error::InvalidValue(format!(
+                    "decode names column {}, which the streams do not have (streams: {})",
+                    py_str(column),
+                    py_list(&names)
+                )));
+            };
+            if out[i].is_some() {
+                return Err(Error::InvalidValue(format!(
+                    "decode names column {} twice",
+                    py_str(column)
+                )));
+            }
+            let binary = streams[i].1.with(|r| {
+                Ok(r.logical() == crate::schema::Logical::Binary && r.kind() == Kind::Ragged)
+            })?;
+            if !binary {
+                return Err(Error::InvalidValue(format!(
+                    "decode: column {} must be a binary column of encoded images",
+                    py_str(column)
+                )));
+            }
+            let ok = format!("{column}_ok");
+            if image.on_error == crate::image::OnError::Zeros && names.contains(&ok.as_str()) {
+                return Err(Error::InvalidValue(format!(
+                    "decode: column {}'s on_error='zeros' adds a column {}, which the streams \
+                     have already",
+                    py_str(column),
+                    py_str(&ok)
+                )));
+            }
+            #[cfg(feature = "arrow")]
+            if output == Output::Arrow {
+                return Err(Error::InvalidValue(
+                    "decode gives arrays: use output='numpy' with it".into(),
+                ));
+            }
+            out[i] = Some(image.clone());
+        }
+        Ok(out)
     }
 
     /// The sampler's stream with `exclusions` (record ids of streams of
@@ -929,7 +1071,22 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
             mix_weights,
             tables: self.recipe.pins.clone(),
             events: self.recipe.events.clone(),
+            decode: self.decode_state(),
         }
+    }
+
+    /// The decode settings of the run's state.
+    fn decode_state(&self) -> std::collections::BTreeMap<String, serde_json::Value> {
+        #[cfg(feature = "image")]
+        return self
+            .recipe
+            .options
+            .decode
+            .iter()
+            .map(|(c, image)| (c.clone(), image.to_value()))
+            .collect();
+        #[cfg(not(feature = "image"))]
+        Default::default()
     }
 
     /// Checks that `state` is this loader's run: the same seed, mode, block
@@ -955,6 +1112,20 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
                     py_str(key)
                 )));
             }
+        }
+        let ours = self.decode_state();
+        if state.decode != ours {
+            let show = |d: &std::collections::BTreeMap<String, serde_json::Value>| {
+                crate::repr::py_repr(&serde_json::Value::Object(
+                    d.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                ))
+            };
+            return Err(Error::InvalidValue(format!(
+                "state['decode'] is {}, but this loader's decode is {}: a run resumes with the \
+                 decode settings it was made with",
+                show(&state.decode),
+                show(&ours)
+            )));
         }
         match (&state.tables, &self.recipe.pins) {
             (Some(theirs), Some(ours)) if theirs != ours => Err(pins_differ(theirs, ours)),
@@ -1028,8 +1199,8 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
             pins: Some(read),
             ..options
         };
-        match &state.sources {
-            None => DataLoader::new(opened.pop().unwrap_or_default(), options),
+        let loader = match &state.sources {
+            None => DataLoader::new(opened.pop().unwrap_or_default(), options)?,
             Some(names) => {
                 let weights = match &state.mix_weights {
                     Some(w) => MixWeights::Fixed(w.clone()),
@@ -1044,9 +1215,12 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
                         weights: None,
                     })
                     .collect();
-                DataLoader::mixture(sources, weights, options)
+                DataLoader::mixture(sources, weights, options)?
             }
-        }
+        };
+        // The decode settings must be the state's too.
+        loader.check_state(state)?;
+        Ok(loader)
     }
 
     /// The sources' names of a mixture, in order (None otherwise).

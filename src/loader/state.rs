@@ -123,6 +123,8 @@ struct Wire<'a> {
     tables: Option<Vec<Option<WirePin<'a>>>>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     events: Vec<WireEvent<'a>>,
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    decode: &'a std::collections::BTreeMap<String, Value>,
 }
 
 /// A run's state (see the module documentation).
@@ -147,6 +149,9 @@ pub struct LoaderState {
     /// The plan's edits, in step order: skips end by `step`; an exclusion
     /// may be planned for a later step.
     pub events: Vec<Event>,
+    /// Per decoded column, its decode settings (`crate::image::Image`'s
+    /// `to_value`), by column name; empty when no column is decoded.
+    pub decode: std::collections::BTreeMap<String, Value>,
 }
 
 /// `state[key]` as a message names it.
@@ -370,6 +375,18 @@ impl LoaderState {
                 )))
             }
         };
+        let decode = match m.get("decode") {
+            None | Some(Value::Null) => Default::default(),
+            Some(Value::Object(d)) if d.values().all(Value::is_object) => {
+                d.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+            }
+            Some(other) => {
+                return Err(invalid(format!(
+                    "state['decode'] must be a dict of column name -> decode settings, got {}",
+                    py_repr(other)
+                )))
+            }
+        };
         let events = match m.get("events") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(a)) => parse_events(a, step)?,
@@ -390,6 +407,7 @@ impl LoaderState {
             mix_weights,
             tables,
             events,
+            decode,
         })
     }
 
@@ -512,6 +530,7 @@ impl Serialize for LoaderState {
                     },
                 })
                 .collect(),
+            decode: &self.decode,
         }
         .serialize(s)
     }
@@ -565,6 +584,11 @@ mod tests {
                 },
                 Event::Skip { step: 7, n: 2 },
             ],
+            decode: [(
+                "image".to_string(),
+                serde_json::json!({"size": [224, 224], "crop": "center"}),
+            )]
+            .into(),
         };
         let text = s.to_json();
         assert_eq!(LoaderState::from_json(&text).unwrap(), s);
