@@ -26,6 +26,7 @@ GUIDE = [
     "tables",
     "evolving",
     "loader",
+    "images",
     "arrow",
     "sql-parquet",
     "cli",

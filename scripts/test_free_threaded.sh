@@ -129,6 +129,7 @@ DESELECT=(
     --deselect $T/test_examples.py::test_example_runs[ray_train.py] # ray
     --deselect $T/test_examples.py::test_example_runs[torch_train.py] # torch (not in the free-threaded requirements)
     --deselect $T/test_examples.py::test_example_runs[torch_dataset.py] # torch (not in the free-threaded requirements)
+    --deselect $T/test_examples.py::test_example_runs[images_resnet.py] # torch (not in the free-threaded requirements)
     --deselect $T/test_examples.py::test_example_runs[grain_source.py] # grain (not in the free-threaded requirements)
 )
 if [ "$FT_MINOR" = 3.13 ]; then

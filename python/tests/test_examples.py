@@ -18,6 +18,11 @@ CASES = [
     ("duckdb_inspect.py", ["--records", "1000"], ["pyarrow", "duckdb"]),
     ("polars_prep.py", ["--rows", "800", "--steps", "5"], ["pyarrow", "polars"]),
     ("torch_train.py", ["--steps", "5"], ["torch"]),
+    (
+        "images_resnet.py",
+        ["--steps", "6", "--per-class", "8"],
+        ["torch", "PIL", "sklearn", "skimage"],
+    ),
     ("llm_packing.py", ["--docs", "300", "--seq-len", "512", "--steps", "4"], []),
     ("llm_mixture.py", ["--docs", "300", "--seq-len", "512", "--steps", "6"], []),
     ("torch_dataset.py", ["--records", "600"], ["torch"]),

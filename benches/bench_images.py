@@ -1,0 +1,240 @@
+"""Encoded images to training tensors: loaderx's native decode in the loader
+against the torch DataLoader with PIL, and the full-decode limit.
+
+Workload: ``--images`` JPEGs (1,200 by default) made from the photos
+scikit-image and scikit-learn ship, each a random crop of one photo
+resized so that its longer side is 500 pixels (about ImageNet's typical
+500 × 375) and saved at quality 75 to 95. Every peer reads the same files
+and makes the same output: a 224 × 224 random-resized-crop (scale 0.08–1,
+ratio 3/4–4/3) with a horizontal flip at 0.5, uint8, batches of 64, on
+``--workers`` cores (all of them by default).
+
+* **loaderx**: the files ingested once with ``images.ingest_folder``, then
+  ``DataLoader(table, decode={"image": loaderx.Image(224)})``: decoding,
+  cropping, resizing and flipping on the native producer threads.
+* **torch + PIL**: ``torch.utils.data.DataLoader`` with ``num_workers`` =
+  cores over a map-style dataset that opens each file with PIL, draws the
+  crop as torchvision's ``RandomResizedCrop`` does, resizes it (bilinear)
+  and flips it, then collates uint8 tensors. (torchvision itself is not
+  installed here; its transform does the same PIL calls.)
+* **limit**: cores × one core's full-size decode rate of the same files
+  with PIL (libjpeg-turbo): what a decoder that reads every pixel reaches.
+
+Each loader runs ``--batches`` batches after one warm-up batch, ``--rounds``
+interleaved rounds; a figure is the best round. Page cache warm.
+
+    .venv/bin/python benches/bench_images.py [--images 1200] [--quick]
+
+The markdown table goes to stdout, everything measured to
+``benches/out/images.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import math
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import loaderx  # noqa: E402
+from loaderx import images  # noqa: E402
+
+from _machine import describe_machine_and_build  # noqa: E402
+from _report import DEFAULT_OUT, log, write_json  # noqa: E402
+
+SIZE = 224
+BATCH = 64
+
+
+def photos() -> list[np.ndarray]:
+    import skimage.data as d
+    from sklearn.datasets import load_sample_images
+
+    out = [d.astronaut(), d.chelsea(), d.coffee(), d.rocket()]
+    out += list(load_sample_images().images)
+    return out
+
+
+def make_files(root: Path, n: int) -> list[Path]:
+    """``n`` JPEGs in two class folders (see the module documentation)."""
+    from PIL import Image
+
+    rng = random.Random(0)
+    sources = [Image.fromarray(p).convert("RGB") for p in photos()]
+    files = []
+    for i in range(n):
+        src = sources[i % len(sources)]
+        w, h = src.size
+        cw, ch = int(w * rng.uniform(0.6, 1.0)), int(h * rng.uniform(0.6, 1.0))
+        x, y = rng.randint(0, w - cw), rng.randint(0, h - ch)
+        im = src.crop((x, y, x + cw, y + ch))
+        s = 500 / max(im.size)
+        im = im.resize((round(im.size[0] * s), round(im.size[1] * s)), Image.BICUBIC)
+        path = root / f"class{i % 2}" / f"{i:05d}.jpg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        im.save(path, quality=rng.randint(75, 95))
+        files.append(path)
+    return files
+
+
+def rrc_params(rng: random.Random, h: int, w: int) -> tuple[int, int, int, int]:
+    """torchvision's ``RandomResizedCrop.get_params`` (scale 0.08–1, ratio
+    3/4–4/3), with Python's random."""
+    area = h * w
+    log_ratio = (math.log(3 / 4), math.log(4 / 3))
+    for _ in range(10):
+        target = area * rng.uniform(0.08, 1.0)
+        aspect = math.exp(rng.uniform(*log_ratio))
+        cw = int(round(math.sqrt(target * aspect)))
+        ch = int(round(math.sqrt(target / aspect)))
+        if 0 < cw <= w and 0 < ch <= h:
+            return rng.randint(0, h - ch), rng.randint(0, w - cw), ch, cw
+    return 0, 0, h, w
+
+
+class PilDataset:
+    """A map-style dataset: PIL decode, random-resized-crop, flip."""
+
+    def __init__(self, files: list[Path]):
+        self.files = [str(f) for f in files]
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, i: int):
+        import torch
+        from PIL import Image
+
+        rng = random.Random(i * 7919 + int(time.time_ns() % 1000))
+        with Image.open(self.files[i]) as im:
+            im = im.convert("RGB")
+            y, x, h, w = rrc_params(rng, im.size[1], im.size[0])
+            im = im.resize((SIZE, SIZE), Image.BILINEAR, box=(x, y, x + w, y + h))
+            if rng.random() < 0.5:
+                im = im.transpose(Image.FLIP_LEFT_RIGHT)
+            a = np.asarray(im)
+        return torch.from_numpy(a.transpose(2, 0, 1).copy()), i % 2
+
+
+def run_torch(files: list[Path], workers: int, batches: int) -> float:
+    import torch
+
+    ds = PilDataset(files)
+    sampler = torch.utils.data.RandomSampler(ds, replacement=True, num_samples=10**9)
+    dl = torch.utils.data.DataLoader(
+        ds, batch_size=BATCH, sampler=sampler, num_workers=workers, persistent_workers=False
+    )
+    it = iter(dl)
+    next(it)  # warm-up: workers started
+    t = time.perf_counter()
+    for _ in range(batches):
+        x, _ = next(it)
+        assert x.shape == (BATCH, 3, SIZE, SIZE) and x.dtype == torch.uint8
+    dt = time.perf_counter() - t
+    del it, dl
+    return batches * BATCH / dt
+
+
+def run_loaderx(table, workers: int, batches: int) -> float:
+    from loaderx.dataloader import DataLoader
+
+    with DataLoader(
+        table,
+        batch_size=BATCH,
+        mode="iid",
+        seed=1,
+        prefetch=max(2, workers),
+        workers=0,
+        decode={"image": loaderx.Image(SIZE)},
+    ) as run:
+        next(run)
+        t = time.perf_counter()
+        for _ in range(batches):
+            b = next(run)
+            assert b["image"].shape == (BATCH, 3, SIZE, SIZE)
+        return batches * BATCH / (time.perf_counter() - t)
+
+
+def decode_limit(files: list[Path], cores: int) -> float:
+    """cores × one core's full decode rate (PIL, libjpeg-turbo)."""
+    from PIL import Image
+
+    blobs = [f.read_bytes() for f in files[:300]]
+    t = time.perf_counter()
+    for b in blobs:
+        with Image.open(io.BytesIO(b)) as im:
+            im.convert("RGB").load()
+    return cores * len(blobs) / (time.perf_counter() - t)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--images", type=int, default=1200)
+    ap.add_argument("--batches", type=int, default=40)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--quick", action="store_true", help="a small run (a smoke test)")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = ap.parse_args()
+    if args.quick:
+        args.images, args.batches, args.rounds = 64, 3, 1
+    tmp = Path(tempfile.mkdtemp(prefix="loaderx-bench-images-"))
+    try:
+        log(f"writing {args.images} JPEGs")
+        files = make_files(tmp / "folder", args.images)
+        t = time.perf_counter()
+        table = images.ingest_folder(tmp / "folder", str(tmp / "table"), workers=args.workers)
+        ingest_s = time.perf_counter() - t
+        results: dict[str, list[float]] = {"loaderx": [], "torch_pil": []}
+        for r in range(args.rounds):
+            log(f"round {r + 1}/{args.rounds}")
+            results["loaderx"].append(run_loaderx(table, args.workers, args.batches))
+            results["torch_pil"].append(run_torch(files, args.workers, args.batches))
+        limit = decode_limit(files, args.workers)
+        table.close()
+        best = {k: max(v) for k, v in results.items()}
+        rows = [
+            ("loaderx (decode in the loader)", best["loaderx"]),
+            ("torch DataLoader + PIL", best["torch_pil"]),
+            ("limit: cores × one core's PIL full decode", limit),
+        ]
+        print(
+            f"| {args.images} JPEGs, 224² random-resized-crop + flip, {args.workers} cores "
+            "| images/s | loaderx ÷ it |"
+        )
+        print("|---|---:|---:|")
+        for name, v in rows:
+            print(f"| {name} | {v:,.0f} | {best['loaderx'] / v:.2f}× |")
+        print(f"\ningest_folder: {args.images / ingest_s:,.0f} files/s (each fully decoded once)")
+        machine, text = describe_machine_and_build(tmp)
+        print("\n" + text)
+        write_json(
+            args.out,
+            "images",
+            {
+                "machine": machine,
+                "images": args.images,
+                "workers": args.workers,
+                "batch": BATCH,
+                "rounds": results,
+                "best": best,
+                "limit_images_per_s": limit,
+                "ingest_files_per_s": args.images / ingest_s,
+            },
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
