@@ -159,7 +159,9 @@ class DataLoader(Closing):
         images arrives decoded on the native threads, uint8 ``(B, 3, H, W)``
         (or ``(B, H, W, 3)``), cropped and flipped as each row's record seed
         draws (see :mod:`loaderx.images`); with ``on_error="zeros"`` a bool
-        column ``<column>_ok`` comes last. Kept in :meth:`state_dict`.
+        column ``<column>_ok`` comes last. With ``output="arrow"`` the
+        column is a fixed-shape tensor column; a :class:`~loaderx.mixture.Mix`
+        decodes each source's column. Kept in :meth:`state_dict`.
     """
 
     def __init__(
@@ -186,7 +188,7 @@ class DataLoader(Closing):
         if decode is not None:
             from .images import _decode_specs
 
-            decode = _decode_specs(decode, streams)
+            decode = _decode_specs(decode)
         mix = streams if isinstance(streams, Mix) else None
         if mix is None:
             check_streams(streams)
@@ -310,6 +312,7 @@ class DataLoader(Closing):
                 self._block_size,
                 mix.source_column,
                 self._pins,
+                self._decode,
             )
         else:
             self._native = _native.Loader(
@@ -650,7 +653,7 @@ class DataLoader(Closing):
         if self._decode:
             from .images import _provenance
 
-            columns.update(_provenance(self, step_col, records))
+            columns.update(_provenance(self, step_col, records, sources))
         return pa.table(columns)
 
     @classmethod

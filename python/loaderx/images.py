@@ -9,6 +9,8 @@
 * :func:`ingest_folder` turns an ImageFolder tree (one folder per class)
   into a table: ``image`` (the file's bytes), ``label``, ``height``,
   ``width`` and ``path``, the class names in ``Table.metadata["classes"]``.
+* :func:`ingest_parquet` does the same for Hugging Face–style Parquet
+  files, whose image column is a struct ``{bytes, path}``.
 
 Crop boxes and flips are drawn from one seed per record (see
 :func:`decode`), a pure function of it: the same seed gives the same box
@@ -45,7 +47,7 @@ import numpy as np
 
 from . import _native
 
-__all__ = ["Image", "decode", "ingest_folder", "EXTENSIONS"]
+__all__ = ["Image", "decode", "ingest_folder", "ingest_parquet", "EXTENSIONS"]
 
 #: File name endings :func:`ingest_folder` reads (any case).
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")
@@ -140,17 +142,13 @@ class Image:
         )
 
 
-def _decode_specs(decode, streams) -> list[tuple]:
+def _decode_specs(decode) -> list[tuple]:
     """A loader's ``decode=``: ``{column: Image}`` checked, as the native
     loader takes it (``[(column, settings)]``)."""
     from collections.abc import Mapping
 
-    from .mixture import Mix
-
     if not isinstance(decode, Mapping):
         raise TypeError(f"decode must be a dict of column -> loaderx.Image, got {decode!r}")
-    if isinstance(streams, Mix):
-        raise ValueError("decode does not apply to a Mix yet: decode each source's loader")
     out = []
     for name, image in decode.items():
         if not isinstance(image, Image):
@@ -159,28 +157,40 @@ def _decode_specs(decode, streams) -> list[tuple]:
     return out
 
 
-def _provenance(loader, steps: np.ndarray, records: np.ndarray) -> dict:
+def _provenance(loader, steps: np.ndarray, records: np.ndarray, sources=None) -> dict:
     """``<column>_box`` (y, x, h, w in source pixels) and ``<column>_flip``
     of each provenance row, drawn from the records' ``height`` and
-    ``width`` columns and seeds without reading an image."""
+    ``width`` columns and seeds without reading an image (for a mixture,
+    each row's source's columns and seeds)."""
     import pyarrow as pa
 
-    from .dataloader import record_seeds
+    from ._transform import _row_record_seeds
 
-    streams = loader._streams
-    if "height" not in streams or "width" not in streams:
-        raise ValueError(
-            "provenance of a decoded column needs the streams' 'height' and 'width' columns "
-            f"(images.ingest_folder writes them), got streams {list(streams)}"
-        )
     ids = np.asarray(records, dtype=np.uint64)
-    heights = np.asarray(streams["height"][ids], dtype=np.int64).reshape(-1)
-    widths = np.asarray(streams["width"][ids], dtype=np.int64).reshape(-1)
+    if sources is None:
+        parts = [(loader._streams, np.ones(len(ids), dtype=bool))]
+        row_seeds = np.full(len(ids), loader._seed, dtype=np.uint64)
+    else:
+        sources = np.asarray(sources)
+        mix = loader._mix
+        parts = [(mix.sources[name], sources == i) for i, name in enumerate(mix.names)]
+        row_seeds = loader._source_seeds[sources]
+    heights = np.empty(len(ids), dtype=np.int64)
+    widths = np.empty(len(ids), dtype=np.int64)
+    for streams, at in parts:
+        if "height" not in streams or "width" not in streams:
+            raise ValueError(
+                "provenance of a decoded column needs the streams' 'height' and 'width' "
+                f"columns (the image ingests write them), got streams {list(streams)}"
+            )
+        if at.any():
+            heights[at] = np.asarray(streams["height"][ids[at]], dtype=np.int64).reshape(-1)
+            widths[at] = np.asarray(streams["width"][ids[at]], dtype=np.int64).reshape(-1)
     seeds = np.empty(len(ids), dtype=np.uint64)
     steps = np.asarray(steps, dtype=np.uint64)
     for step in np.unique(steps):
         at = steps == step
-        seeds[at] = record_seeds(loader._seed, int(step), ids[at])
+        seeds[at] = _row_record_seeds(row_seeds[at], int(step), ids[at])
     out = {}
     for name, spec in loader._decode:
         boxes, flips = _native.image_plan(spec, heights, widths, seeds)
@@ -334,4 +344,204 @@ def ingest_folder(
         layout={"image": "records"},
         # Once every file is read: the skipped ones are known.
         metadata=lambda: {"classes": classes, **({"skipped": skipped} if skipped else {})},
+    )
+
+
+def _parquet_files(source) -> list[str]:
+    """``source`` as Parquet file paths: a file, a folder (every
+    ``*.parquet`` file below it, sorted) or a list of files."""
+    if isinstance(source, (str, os.PathLike)):
+        source = os.fspath(source)
+        if os.path.isdir(source):
+            found = sorted(
+                os.path.join(d, f)
+                for d, _, names in os.walk(source)
+                for f in names
+                if f.lower().endswith(".parquet")
+            )
+            if not found:
+                raise ValueError(f"source {source!r} holds no .parquet file")
+            return found
+        if not os.path.isfile(source):
+            raise FileNotFoundError(f"no Parquet file or folder at {source!r}")
+        return [source]
+    if isinstance(source, Sequence) and source:
+        files = [os.fspath(f) for f in source]
+        for f in files:
+            if not os.path.isfile(f):
+                raise FileNotFoundError(f"no Parquet file at {f!r}")
+        return files
+    raise TypeError(f"source must be a Parquet file, a folder or a list of files, got {source!r}")
+
+
+def _class_names(schema, column_names) -> list[str] | None:
+    """The class names of a Hugging Face ``ClassLabel`` feature, from the
+    schema's ``huggingface`` metadata: the ``label`` column's, or the only
+    one's."""
+    import json
+
+    raw = (schema.metadata or {}).get(b"huggingface")
+    if raw is None:
+        return None
+    try:
+        features = json.loads(raw).get("info", {}).get("features", {})
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(features, dict):
+        return None
+    labels = {
+        k: v["names"]
+        for k, v in features.items()
+        if isinstance(v, dict)
+        and v.get("_type") == "ClassLabel"
+        and isinstance(v.get("names"), list)
+        and k in column_names
+    }
+    if "label" in labels:
+        return [str(n) for n in labels["label"]]
+    if len(labels) == 1:
+        return [str(n) for n in next(iter(labels.values()))]
+    return None
+
+
+def ingest_parquet(
+    source,
+    uri,
+    *,
+    column: str = "image",
+    workers: int | None = None,
+    on_error: str = "raise",
+    progress: bool = False,
+    storage_options: dict[str, str] | None = None,
+):
+    """Ingests Hugging Face–style Parquet ``source`` (a file, a folder of
+    ``*.parquet`` files read in sorted order, or a list of files) into a
+    new sharded table at ``uri``, opened and returned. The image column
+    ``column`` is a struct ``{bytes, path}`` (the ``datasets`` library's
+    ``Image`` feature) or plain binary; it becomes a binary column of the
+    encoded bytes (records layout), followed by ``height`` and ``width``
+    (int32, from each header) and, for a struct, ``path`` (utf8). Every
+    other column is kept as it is. The class names of a ``ClassLabel``
+    feature (the ``label`` column's, or the only one's) go in
+    ``Table.metadata["classes"]``. Each image is checked (fully decoded)
+    on the worker pool. A null or undecodable image raises ``ValueError``
+    naming its file, row and path, and nothing is committed; with
+    ``on_error="skip"`` its row is left out and listed (``file[row]``) in
+    ``Table.metadata["skipped"]``. ``progress=True`` prints the rows read
+    to stderr."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from .table import _ingest_sharded
+
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    files = _parquet_files(source)
+    schema = pq.read_schema(files[0])
+    if column not in schema.names:
+        raise ValueError(f"column {column!r} is not in {files[0]!r}; its columns: {schema.names}")
+    kind = schema.field(column).type
+    binary = (pa.types.is_binary, pa.types.is_large_binary)
+    if pa.types.is_struct(kind):
+        names = [kind.field(i).name for i in range(kind.num_fields)]
+        if "bytes" not in names or not any(f(kind.field("bytes").type) for f in binary):
+            raise TypeError(
+                f"column {column!r} must be binary or a struct with a binary 'bytes' field, "
+                f"got {kind}"
+            )
+        with_path = "path" in names
+    elif any(f(kind) for f in binary):
+        with_path = False
+    else:
+        raise TypeError(f"column {column!r} must be binary or a struct {{bytes, path}}, got {kind}")
+    added = ["height", "width"] + (["path"] if with_path else [])
+    clash = [n for n in added if n in schema.names]
+    if clash:
+        raise ValueError(f"the ingest adds columns {added}, but {files[0]!r} already has {clash}")
+    fields = []
+    for f in schema:
+        if f.name == column:
+            fields += [pa.field(column, pa.binary()), ("height", pa.int32()), ("width", pa.int32())]
+            if with_path:
+                fields.append(("path", pa.string()))
+        else:
+            fields.append(f)
+    out_schema = pa.schema(fields)
+    classes = _class_names(schema, schema.names)
+    skipped: list[str] = []
+    total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+
+    def batches():
+        done = 0
+        for file in files:
+            pf = pq.ParquetFile(file)
+            if pf.schema_arrow.remove_metadata() != schema.remove_metadata():
+                raise ValueError(
+                    f"{file!r} has columns {pf.schema_arrow.names} of other types than "
+                    f"{files[0]!r}: every file must have the same schema"
+                )
+            row = 0
+            for batch in pf.iter_batches(batch_size=_CHUNK):
+                col = batch.column(column)
+                if pa.types.is_struct(col.type):
+                    data = col.field("bytes")
+                    paths = col.field("path").to_pylist() if with_path else None
+                    nulls = pc.or_(col.is_null(), data.is_null()).to_pylist()
+                else:
+                    data, paths, nulls = col, None, col.is_null().to_pylist()
+                values = [b"" if v is None else v for v in data.to_pylist()]
+                checked = _native.image_check_values(values)
+                keep = []
+                for i, ((_, _, why), null) in enumerate(zip(checked, nulls)):
+                    if null:
+                        why = "the image is null"
+                    if why is not None:
+                        where = f"{file!r} row {row + i}" + (
+                            f" (path {paths[i]!r})" if paths and paths[i] else ""
+                        )
+                        if on_error == "raise":
+                            raise ValueError(f"{where} is not a decodable image: {why}")
+                        skipped.append(f"{os.path.basename(file)}[{row + i}]")
+                    else:
+                        keep.append(i)
+                row += len(values)
+                done += len(values)
+                if progress:
+                    print(f"\ringest_parquet: {done}/{total} rows", end="", file=sys.stderr)
+                if not keep:
+                    continue
+                take = pa.array(keep, pa.int64())
+                cols = []
+                for f in out_schema:
+                    if f.name == column:
+                        cols.append(pc.take(data, take).cast(pa.binary()))
+                    elif f.name in ("height", "width"):
+                        k = 0 if f.name == "height" else 1
+                        cols.append(pa.array([checked[i][k] for i in keep], pa.int32()))
+                    elif with_path and f.name == "path":
+                        cols.append(pa.array([paths[i] for i in keep], pa.string()))
+                    else:
+                        cols.append(pc.take(batch.column(f.name), take))
+                yield pa.record_batch(cols, out_schema)
+        if progress:
+            print(file=sys.stderr)
+
+    reader = pa.RecordBatchReader.from_batches(out_schema, batches())
+
+    def metadata():
+        out = {}
+        if classes is not None:
+            out["classes"] = classes
+        if skipped:
+            out["skipped"] = skipped
+        return out
+
+    return _ingest_sharded(
+        reader,
+        uri,
+        workers=workers,
+        storage_options=storage_options,
+        layout={column: "records"},
+        metadata=metadata,
     )

@@ -179,10 +179,50 @@ pub fn image_read_files<'py>(
         .collect())
 }
 
+/// Checks encoded images `values` (a list of bytes) on the worker pool,
+/// with the GIL released: per value its height and width (from its
+/// header), or the reason it is not a decodable image (a full decode
+/// checks it).
+#[pyfunction]
+pub fn image_check_values(
+    py: Python<'_>,
+    values: Bound<'_, PyList>,
+) -> PyResult<Vec<(i32, i32, Option<String>)>> {
+    let held: Vec<Bound<'_, PyBytes>> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            v.cast_into::<PyBytes>().map_err(|_| {
+                pyo3::exceptions::PyTypeError::new_err(format!(
+                    "values[{i}] must be bytes (an encoded image)"
+                ))
+            })
+        })
+        .collect::<PyResult<_>>()?;
+    let slices: Vec<&[u8]> = held.iter().map(|b| b.as_bytes()).collect();
+    Ok(py.detach(|| {
+        use rayon::prelude::*;
+        loaderx::executor::pool().install(|| {
+            slices
+                .par_iter()
+                .map(|b| {
+                    let checked = loaderx::image::dimensions(b)
+                        .and_then(|d| loaderx::image::decode_rgb(b).map(|_| d));
+                    match checked {
+                        Ok((h, w)) => (h as i32, w as i32, None),
+                        Err(e) => (0, 0, Some(e.to_string())),
+                    }
+                })
+                .collect()
+        })
+    }))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(image_check, m)?)?;
     m.add_function(wrap_pyfunction!(image_decode, m)?)?;
     m.add_function(wrap_pyfunction!(image_plan, m)?)?;
     m.add_function(wrap_pyfunction!(image_read_files, m)?)?;
+    m.add_function(wrap_pyfunction!(image_check_values, m)?)?;
     Ok(())
 }

@@ -96,12 +96,8 @@ fn decode_of(
     let mut shapes = vec![None; names.len()];
     for (column, spec) in decode.unwrap_or_default() {
         let image = crate::image::image_of(&spec)?;
-        let (h, w) = (image.height as usize, image.width as usize);
         if let Some(i) = names.iter().position(|n| *n == column) {
-            shapes[i] = Some(match image.layout {
-                loaderx::image::ImageLayout::Chw => [3, h, w],
-                loaderx::image::ImageLayout::Hwc => [h, w, 3],
-            });
+            shapes[i] = Some(image.shape());
         }
         out.push((column, image));
     }
@@ -182,7 +178,7 @@ impl Loader {
     /// 'weighted'). `source_column` names the column of row sources (None:
     /// no such column).
     #[staticmethod]
-    #[pyo3(signature = (sources, source_names, names, batch_size, mode, seed, start_step, depth, producers, rank, world_size, weights, record_weights=None, arrow=false, raw=false, block_size=None, source_column=None, pins=None))]
+    #[pyo3(signature = (sources, source_names, names, batch_size, mode, seed, start_step, depth, producers, rank, world_size, weights, record_weights=None, arrow=false, raw=false, block_size=None, source_column=None, pins=None, decode=None))]
     #[allow(clippy::too_many_arguments)]
     fn mixture(
         py: Python<'_>,
@@ -204,6 +200,7 @@ impl Loader {
         block_size: Option<u64>,
         source_column: Option<String>,
         pins: Option<Pins>,
+        decode: Option<Vec<(String, crate::image::Spec)>>,
     ) -> PyResult<Loader> {
         if sources.len() != source_names.len() {
             return Err(PyValueError::new_err(
@@ -222,6 +219,7 @@ impl Loader {
                 .collect::<PyResult<Vec<Option<Arc<_>>>>>()?,
             None => vec![None; sources.len()],
         };
+        let (decode, decoded) = decode_of(&names, decode)?;
         let mut mix = Vec::with_capacity(sources.len());
         for ((stores, name), weights) in sources.into_iter().zip(source_names).zip(record_weights) {
             if stores.len() != names.len() {
@@ -256,7 +254,7 @@ impl Loader {
             output: if arrow { Output::Arrow } else { Output::Arrays },
             events: Vec::new(),
             pins: self::pins(pins),
-            decode: Vec::new(),
+            decode,
         };
         let weights = match weights {
             Some(w) => MixWeights::Fixed(w),
@@ -269,7 +267,7 @@ impl Loader {
             inner: Mutex::new(Arc::new(inner)),
             raw,
             source_column,
-            decoded: Vec::new(),
+            decoded,
         })
     }
 
@@ -515,6 +513,11 @@ fn to_python<'py>(
                 arrow_schema::Field::new(name, arrow_schema::DataType::UInt16, false),
                 Arc::new(arrow_array::UInt16Array::from(sources)) as arrow_array::ArrayRef,
             ));
+        }
+        for (_, column) in batch.extra {
+            if let BatchColumn::Arrow(field, array) = column {
+                columns.push((field, array));
+            }
         }
         let batch = crate::arrow::record_batch(columns)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;

@@ -338,3 +338,158 @@ def test_a_corrupt_image_in_the_loader_raises_naming_it_or_is_zeros(tmp_path):
             DataLoader(t, batch_size=2, decode={"label": loaderx.Image(16)})
         with pytest.raises(TypeError, match="must be a loaderx.Image"):
             DataLoader(t, batch_size=2, decode={"image": 16})
+
+
+def test_arrow_output_gives_a_fixed_shape_tensor_column(tmp_path):
+    from loaderx.dataloader import DataLoader
+
+    good = encode(PHOTOS["coffee"][:60, :80], "JPEG", quality=90)
+    path = str(tmp_path / "t")
+    values = [good, b"broken", good, good]
+    loaderx.ingest_sharded(
+        pa.table({"image": pa.array(values, pa.binary()), "label": np.arange(4)}),
+        path,
+        workers=1,
+        layout={"image": "records"},
+    ).close()
+    img = {"image": loaderx.Image((12, 16), layout="HWC", on_error="zeros")}
+    with loaderx.open_table(path) as t:
+        with (
+            DataLoader(t, batch_size=4, seed=1, decode=img) as arrays,
+            DataLoader(t, batch_size=4, seed=1, decode=img, output="arrow") as arrow,
+        ):
+            for _ in range(2):
+                a, b = next(arrays), next(arrow)
+                assert b.schema.names == ["image", "label", "image_ok"]
+                field = b.schema.field("image")
+                # pyarrow reads the canonical extension as a tensor type.
+                assert isinstance(field.type, pa.FixedShapeTensorType)
+                assert field.type.shape == [12, 16, 3] and field.type.value_type == pa.uint8()
+                tensors = b.column("image").to_numpy_ndarray()
+                np.testing.assert_array_equal(tensors, a["image"])
+                assert b.column("image_ok").to_pylist() == a["image_ok"].tolist()
+                assert b.column("label").to_pylist() == a["label"].tolist()
+
+
+def test_a_mix_decodes_each_sources_images_with_its_record_seeds(tmp_path):
+    from loaderx._transform import _row_record_seeds
+    from loaderx.dataloader import DataLoader
+    from loaderx.mixture import Mix, source_seed
+
+    tables = {}
+    for k, names in enumerate((("astronaut", "chelsea", "coffee"), ("rocket", "sample0"))):
+        path = str(tmp_path / f"t{k}")
+        blobs = [encode(PHOTOS[n], "JPEG", quality=85) for n in names]
+        loaderx.ingest_sharded(
+            pa.table(
+                {
+                    "image": pa.array(blobs, pa.binary()),
+                    "height": pa.array([PHOTOS[n].shape[0] for n in names], pa.int32()),
+                    "width": pa.array([PHOTOS[n].shape[1] for n in names], pa.int32()),
+                }
+            ),
+            path,
+            workers=1,
+            layout={"image": "records"},
+        ).close()
+        tables[f"s{k}"] = loaderx.open_table(path)
+    img = loaderx.Image(24)
+    mix = Mix(tables, {"s0": 1.0, "s1": 1.0})
+    try:
+        with DataLoader(mix, batch_size=4, seed=5, decode={"image": img}) as run:
+            batches = [next(run) for _ in range(3)]
+            prov = run.provenance(range(3))
+            state = run.state_dict()
+            after = next(run)
+        for step, b in enumerate(batches):
+            assert b["image"].shape == (4, 3, 24, 24)
+            rows = prov.filter(pa.compute.equal(prov["step"], step))
+            ids = rows["record_id"].to_numpy()
+            sources = b["source"]
+            seeds = np.array([source_seed(5, f"s{s}") for s in sources], dtype=np.uint64)
+            for i, (s, rec) in enumerate(zip(sources, ids)):
+                value = tables[f"s{s}"]["image"][[int(rec)]]
+                seed = _row_record_seeds(seeds[i : i + 1], step, [rec])
+                np.testing.assert_array_equal(
+                    b["image"][i], images.decode(value, img, seeds=seed)[0]
+                )
+            boxes = np.array(rows["image_box"].to_pylist())
+            assert (boxes[:, 2] > 0).all() and (boxes[:, 3] > 0).all()
+        with DataLoader(
+            Mix(tables, {"s0": 1.0, "s1": 1.0}), batch_size=4, seed=5, decode={"image": img}
+        ) as again:
+            again.load_state_dict(state)
+            np.testing.assert_array_equal(next(again)["image"], after["image"])
+    finally:
+        for t in tables.values():
+            t.close()
+
+
+def hf_parquet(path, rows: list[tuple[bytes | None, str, int]], **kw) -> None:
+    """A Parquet file as Hugging Face ``datasets`` writes an image dataset:
+    ``image`` a struct {bytes, path}, ``label`` a ClassLabel (its names in
+    the schema's ``huggingface`` metadata) and a caption."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    image = pa.array(
+        [{"bytes": b, "path": p} for b, p, _ in rows],
+        pa.struct([("bytes", pa.binary()), ("path", pa.string())]),
+    )
+    features = {
+        "image": {"_type": "Image"},
+        "label": {"names": ["cat", "dog"], "_type": "ClassLabel"},
+        "caption": {"dtype": "string", "_type": "Value"},
+    }
+    table = pa.table(
+        {
+            "caption": [f"photo {i}" for i in range(len(rows))],
+            "image": image,
+            "label": pa.array([label for *_, label in rows], pa.int64()),
+        }
+    ).replace_schema_metadata({"huggingface": json.dumps({"info": {"features": features}})})
+    pq.write_table(table, path, **kw)
+
+
+def test_ingest_parquet_reads_hugging_face_image_datasets(tmp_path):
+    jpg = encode(PHOTOS["chelsea"], "JPEG", quality=90)
+    png = encode(PHOTOS["coffee"][:40, :50], "PNG")
+    folder = tmp_path / "data"
+    folder.mkdir()
+    hf_parquet(folder / "train-00000.parquet", [(jpg, "a.jpg", 1), (png, "b.png", 0)])
+    hf_parquet(folder / "train-00001.parquet", [(png, "c.png", 1)], row_group_size=1)
+    t = images.ingest_parquet(folder, str(tmp_path / "t"), workers=2)
+    try:
+        assert t.metadata == {"classes": ["cat", "dog"]}
+        assert sorted(t) == ["caption", "height", "image", "label", "path", "width"]
+        assert t["caption"][:] == ["photo 0", "photo 1", "photo 0"]
+        assert t["path"][:] == ["a.jpg", "b.png", "c.png"]
+        assert t["label"][:].tolist() == [1, 0, 1]
+        assert t["height"][:].tolist() == [333, 40, 40]
+        assert t["width"][:].tolist() == [500, 50, 50]
+        assert t["image"][[0, 2]] == [jpg, png]
+        decoded = images.decode(t["image"][[1]], whole(40, 50))
+        assert np.array_equal(decoded[0], pil_rgb(png))
+    finally:
+        t.close()
+
+
+def test_ingest_parquet_refuses_a_bad_image_or_skips_it(tmp_path):
+    good = encode(PHOTOS["coffee"][:32, :32], "PNG")
+    broken = encode(PHOTOS["chelsea"], "JPEG", quality=90)[:2000]
+    src = tmp_path / "train.parquet"
+    hf_parquet(src, [(good, "ok.png", 0), (broken, "broken.jpg", 1), (None, "gone.png", 1)])
+    with pytest.raises(ValueError, match=r"row 1 \(path 'broken.jpg'\) is not a decodable image"):
+        images.ingest_parquet(src, str(tmp_path / "t"))
+    assert not os.path.exists(tmp_path / "t" / "manifest.json"), "nothing committed"
+    with images.ingest_parquet(src, str(tmp_path / "t"), on_error="skip") as t:
+        assert t.num_rows == 1 and t["path"][:] == ["ok.png"]
+        assert t.metadata["skipped"] == ["train.parquet[1]", "train.parquet[2]"]
+    with pytest.raises(ValueError, match="column 'picture' is not in"):
+        images.ingest_parquet(src, str(tmp_path / "u"), column="picture")
+    with pytest.raises(TypeError, match="column 'caption' must be binary or a struct"):
+        images.ingest_parquet(src, str(tmp_path / "u"), column="caption")
+    with pytest.raises(FileNotFoundError):
+        images.ingest_parquet(tmp_path / "nowhere.parquet", str(tmp_path / "u"))
+    assert not os.path.exists(tmp_path / "u")

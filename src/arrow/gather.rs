@@ -15,7 +15,7 @@ use arrow_schema::{ArrowError, DataType, Field};
 use crate::error::{Error, Result};
 use crate::read::records::{Indices, Records};
 use crate::schema::Kind;
-use crate::schema::{DType, Layout, Logical};
+use crate::schema::{DType, Layout, Logical, Schema};
 
 use super::types::{item_field, ragged_fields, tensor_fields, variable_tensor_field};
 
@@ -105,6 +105,31 @@ pub fn gather_array<'i>(store: &dyn Records, idx: impl Into<Indices<'i>>) -> Res
         }
         _ => Ok(array),
     }
+}
+
+/// `values`, uint8 tensors of `shape` end to end, as the column `name`
+/// of a dense uint8 store of that item shape reads in Arrow (a
+/// `FixedSizeList<UInt8>` with the `arrow.fixed_shape_tensor` extension),
+/// without a copy.
+pub fn u8_tensors(name: &str, shape: &[u64], values: crate::Buffer) -> Result<(Field, ArrayRef)> {
+    let schema = Schema {
+        dtype: DType::U8,
+        layout: Layout::Dense {
+            item_shape: shape.to_vec(),
+        },
+    };
+    let per = shape.iter().product::<u64>() as usize;
+    let rows = values.len() / per.max(1);
+    let flat = values_array(DType::U8, into_arrow_buffer(values), rows * per);
+    let list = FixedSizeListArray::try_new_with_length(
+        item_field(DType::U8),
+        per as i32,
+        flat,
+        None,
+        rows,
+    )
+    .map_err(arrow_err)?;
+    Ok((super::field_for(&schema, name), Arc::new(list)))
 }
 
 /// [`gather_array`] without the nulls.

@@ -300,6 +300,16 @@ impl Image {
         serde_json::Value::Object(m)
     }
 
+    /// The shape of one decoded image in its layout: `[3, height, width]`
+    /// or `[height, width, 3]`.
+    pub fn shape(&self) -> [usize; 3] {
+        let (h, w) = (self.height as usize, self.width as usize);
+        match self.layout {
+            ImageLayout::Chw => [3, h, w],
+            ImageLayout::Hwc => [h, w, 3],
+        }
+    }
+
     /// Bytes of one decoded image.
     pub fn image_len(&self) -> usize {
         3 * self.height as usize * self.width as usize

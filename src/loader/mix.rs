@@ -559,25 +559,59 @@ impl<S: StoreAccess> MixDraw<S> {
         }
     }
 
-    /// Gathers every column of `rows`, one gather per source and column.
-    #[allow(clippy::type_complexity)]
-    pub(super) fn gather(
-        &self,
-        rows: &Rows,
-        output: Output,
-    ) -> Result<(Vec<BatchColumn>, Vec<Option<Buffer>>)> {
-        let columns = self.sources[0].0.streams.len();
-        let mut out = Vec::with_capacity(columns);
-        let mut validity = Vec::with_capacity(columns);
-        for c in 0..columns {
-            let (col, valid) = self.gather_column(c, rows, output)?;
-            out.push(col);
-            validity.push(valid);
+    /// The parts of `rows`: per source with rows, the source, its rows'
+    /// records and where they start in the batch.
+    fn parts<'a>(&'a self, rows: &'a Rows) -> Vec<(&'a MixSource<S>, &'a [u64], usize)> {
+        let mut parts = Vec::new();
+        let mut at = 0;
+        for ((src, _), &n) in self.sources.iter().zip(&rows.counts) {
+            if n > 0 {
+                parts.push((src, &rows.indices[at..at + n], at));
+            }
+            at += n;
         }
-        Ok((out, validity))
+        parts
     }
 
-    fn gather_column(
+    /// The images of column `c` (binary, in every source) at `rows`,
+    /// decoded as `image` says: each row's crop and flip drawn from
+    /// `record_seeds(source_seed(seed, source), step, record)`, the seeds a
+    /// transform's `info.record_seeds` gives a mixture's rows.
+    #[cfg(feature = "image")]
+    pub(super) fn decode_column(
+        &self,
+        c: usize,
+        rows: &Rows,
+        image: &crate::image::Image,
+        seed: u64,
+        step: u64,
+        output: Output,
+    ) -> Result<(BatchColumn, Option<BatchColumn>)> {
+        let total = rows.indices.len();
+        let len = image.image_len();
+        let mut out = Buffer::new(total * len);
+        let mut ok = vec![false; total];
+        for (src, idx, at) in self.parts(rows) {
+            let seed = crate::sampler::mixture::source_seed(seed, &src.name);
+            let dst = &mut out.as_mut_slice()[at * len..(at + idx.len()) * len];
+            src.streams[c].1.with(|r| {
+                super::decode::decode_part(
+                    r,
+                    image,
+                    seed,
+                    step,
+                    idx,
+                    dst,
+                    &mut ok[at..at + idx.len()],
+                )
+            })?;
+        }
+        let name = &self.sources[0].0.streams[c].0;
+        super::decode::image_columns(output, name, image, out, ok)
+    }
+
+    /// Gathers column `c` of `rows`, one gather per source.
+    pub(super) fn gather_column(
         &self,
         c: usize,
         rows: &Rows,
@@ -586,14 +620,11 @@ impl<S: StoreAccess> MixDraw<S> {
         fn stream<S>(src: &MixSource<S>, c: usize) -> &S {
             &src.streams[c].1
         }
-        let mut parts = Vec::new();
-        let mut at = 0;
-        for ((src, _), &n) in self.sources.iter().zip(&rows.counts) {
-            if n > 0 {
-                parts.push((stream(src, c), &rows.indices[at..at + n], at));
-            }
-            at += n;
-        }
+        let parts: Vec<_> = self
+            .parts(rows)
+            .into_iter()
+            .map(|(src, idx, at)| (stream(src, c), idx, at))
+            .collect();
         let total = rows.indices.len();
         let (kind, schema) = self.sources[0].0.streams[c]
             .1

@@ -43,6 +43,8 @@
 //! and closing or dropping the loader leaks the pipeline instead of joining
 //! threads that do not exist in the child.
 
+#[cfg(feature = "image")]
+mod decode;
 mod mix;
 mod prefetch;
 pub mod state;
@@ -420,14 +422,15 @@ impl<S: StoreAccess> Plan<S> {
     fn produce(&self, step: u64) -> Result<Batch> {
         if let Some(mix) = &self.mix {
             let rows = mix.rows(step, self.rank, self.local_batch, true)?;
-            let (columns, validity) = store::streaming(|| mix.gather(&rows, self.output))?;
+            let (columns, validity, extra) =
+                store::streaming(|| self.gather_mixed(mix, step, &rows))?;
             return Ok(Batch {
                 step,
                 indices: rows.indices,
                 columns,
                 validity,
                 sources: Some(rows.sources),
-                extra: Vec::new(),
+                extra,
             });
         }
         let indices = self.indices_at(step);
@@ -441,6 +444,42 @@ impl<S: StoreAccess> Plan<S> {
             sources: None,
             extra,
         })
+    }
+
+    /// A mixture's batch of `rows`: every column, one gather per source and
+    /// column, decoded columns decoded.
+    #[allow(clippy::type_complexity)]
+    fn gather_mixed(
+        &self,
+        mix: &MixDraw<S>,
+        #[cfg_attr(not(feature = "image"), allow(unused_variables))] step: u64,
+        rows: &mix::Rows,
+    ) -> Result<(
+        Vec<BatchColumn>,
+        Vec<Option<Buffer>>,
+        Vec<(String, BatchColumn)>,
+    )> {
+        let names = mix.template().0;
+        let mut columns = Vec::with_capacity(names.len());
+        let mut validity = Vec::with_capacity(names.len());
+        #[cfg_attr(not(feature = "image"), allow(unused_mut))]
+        let mut extra = Vec::new();
+        for (c, (_name, _)) in names.iter().enumerate() {
+            #[cfg(feature = "image")]
+            if let Some(image) = &self.decode[c] {
+                let (col, ok) = mix.decode_column(c, rows, image, self.seed, step, self.output)?;
+                columns.push(col);
+                validity.push(None);
+                if let Some(ok) = ok {
+                    extra.push((format!("{_name}_ok"), ok));
+                }
+                continue;
+            }
+            let (col, valid) = mix.gather_column(c, rows, self.output)?;
+            columns.push(col);
+            validity.push(valid);
+        }
+        Ok((columns, validity, extra))
     }
 
     #[allow(clippy::type_complexity)]
@@ -460,7 +499,7 @@ impl<S: StoreAccess> Plan<S> {
         for (_i, (name, s)) in self.streams.iter().enumerate() {
             #[cfg(feature = "image")]
             if let Some(image) = &self.decode[_i] {
-                let (c, ok) = s.with(|e| self.decoded(e, image, step, idx))?;
+                let (c, ok) = s.with(|e| self.decoded(e, name, image, step, idx))?;
                 columns.push(c);
                 validity.push(None);
                 if let Some(ok) = ok {
@@ -482,34 +521,30 @@ impl<S: StoreAccess> Plan<S> {
         Ok((columns, validity, extra))
     }
 
-    /// The images of `store` (a binary column) at `idx`, decoded as
+    /// The images of `store` (a binary column `name`) at `idx`, decoded as
     /// `image` says with the records' seeds of `step`: the images' column
     /// and, with [`crate::image::OnError::Zeros`], the `ok` column.
     #[cfg(feature = "image")]
     fn decoded(
         &self,
         store: &dyn Records,
+        name: &str,
         image: &crate::image::Image,
         step: u64,
         idx: &[u64],
     ) -> Result<(BatchColumn, Option<BatchColumn>)> {
-        let values = store.gather_ragged(idx)?;
-        let slices: Vec<&[u8]> = (0..values.len())
-            .map(|i| values.record(i).payload)
-            .collect();
-        let mut seeds = vec![0u64; idx.len()];
-        crate::sampler::record_seeds(&[self.seed], step, idx, &mut seeds);
         let mut out = Buffer::new(idx.len() * image.image_len());
         let mut ok = vec![false; idx.len()];
-        image.decode_batch(&slices, &seeds, idx, out.as_mut_slice(), &mut ok)?;
-        let ok = (image.on_error == crate::image::OnError::Zeros).then(|| {
-            let mut b = Buffer::new(ok.len());
-            for (d, &o) in b.as_mut_slice().iter_mut().zip(&ok) {
-                *d = o as u8;
-            }
-            BatchColumn::Dense(b)
-        });
-        Ok((BatchColumn::Dense(out), ok))
+        decode::decode_part(
+            store,
+            image,
+            self.seed,
+            step,
+            idx,
+            out.as_mut_slice(),
+            &mut ok,
+        )?;
+        decode::image_columns(self.output, name, image, out, ok)
     }
 
     #[cfg_attr(not(feature = "arrow"), allow(unused_variables))]
@@ -707,13 +742,16 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
             o.start_step,
             exclusions,
         )?;
+        // Every source's column must be decodable (their columns look the
+        // same, so the decodings are the first source's).
         #[cfg(feature = "image")]
-        if let Some((name, _)) = o.decode.first() {
-            return Err(Error::InvalidValue(format!(
-                "decode does not apply to a mixture yet, got decode for column {}",
-                py_str(name)
-            )));
-        }
+        let decode = {
+            let mut decode = Vec::new();
+            for src in mix.sources() {
+                decode = decode::decoded_streams(&src.streams, &o.decode)?;
+            }
+            decode
+        };
         let sampler = Edited::new(mix.template().1.clone());
         Ok(Plan {
             streams: Vec::new(),
@@ -725,7 +763,7 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
             output: o.output,
             mix: Some(mix),
             #[cfg(feature = "image")]
-            decode: Vec::new(),
+            decode,
             #[cfg(feature = "image")]
             seed: o.seed,
         })
@@ -774,7 +812,7 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
             )));
         }
         #[cfg(feature = "image")]
-        let decode = Self::decoded_streams(&streams, &o.decode, o.output)?;
+        let decode = decode::decoded_streams(&streams, &o.decode)?;
         let sampler = Sampler::with_options(space, global, o.mode, o.seed, o.block_size, o.weights)
             .map_err(|e| Error::InvalidValue(e.to_string()))?;
         let sampler = Self::excluding(sampler, n, subset.as_deref(), exclusions)?;
@@ -792,59 +830,6 @@ impl<S: StoreAccess + 'static> DataLoader<S> {
             #[cfg(feature = "image")]
             seed: o.seed,
         })
-    }
-
-    /// Per stream, its decoding (`decode` checked: each names a binary
-    /// stream once, and a `<name>_ok` column would not clash with one).
-    #[cfg(feature = "image")]
-    fn decoded_streams(
-        streams: &[(String, S)],
-        decode: &[(String, crate::image::Image)],
-        #[cfg_attr(not(feature = "arrow"), allow(unused_variables))] output: Output,
-    ) -> Result<Vec<Option<crate::image::Image>>> {
-        let names: Vec<&str> = streams.iter().map(|(n, _)| n.as_str()).collect();
-        let mut out = vec![None; streams.len()];
-        for (column, image) in decode {
-            let Some(i) = names.iter().position(|n| n == column) else {
-                return Err(Error::InvalidValue(format!(
-                    "decode names column {}, which the streams do not have (streams: {})",
-                    py_str(column),
-                    py_list(&names)
-                )));
-            };
-            if out[i].is_some() {
-                return Err(Error::InvalidValue(format!(
-                    "decode names column {} twice",
-                    py_str(column)
-                )));
-            }
-            let binary = streams[i].1.with(|r| {
-                Ok(r.logical() == crate::schema::Logical::Binary && r.kind() == Kind::Ragged)
-            })?;
-            if !binary {
-                return Err(Error::InvalidValue(format!(
-                    "decode: column {} must be a binary column of encoded images",
-                    py_str(column)
-                )));
-            }
-            let ok = format!("{column}_ok");
-            if image.on_error == crate::image::OnError::Zeros && names.contains(&ok.as_str()) {
-                return Err(Error::InvalidValue(format!(
-                    "decode: column {}'s on_error='zeros' adds a column {}, which the streams \
-                     have already",
-                    py_str(column),
-                    py_str(&ok)
-                )));
-            }
-            #[cfg(feature = "arrow")]
-            if output == Output::Arrow {
-                return Err(Error::InvalidValue(
-                    "decode gives arrays: use output='numpy' with it".into(),
-                ));
-            }
-            out[i] = Some(image.clone());
-        }
-        Ok(out)
     }
 
     /// The sampler's stream with `exclusions` (record ids of streams of
