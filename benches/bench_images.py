@@ -17,8 +17,21 @@ ratio 3/4–4/3) with a horizontal flip at 0.5, uint8, batches of 64, on
   crop as torchvision's ``RandomResizedCrop`` does, resizes it (bilinear)
   and flips it, then collates uint8 tensors. (torchvision itself is not
   installed here; its transform does the same PIL calls.)
+* **torch + torchvision.io**: the same loader, each file decoded with
+  ``torchvision.io.decode_jpeg`` and cropped, resized (bilinear,
+  antialiased) and flipped with ``torchvision.transforms.v2.functional``.
+* **DALI CPU**: a DALI pipeline on the CPU alone (``device_id=None``,
+  ``num_threads`` = cores): ``fn.readers.file``,
+  ``fn.decoders.image_random_crop`` (libjpeg-turbo, decoding only the
+  crop's region), ``fn.resize`` and ``fn.crop_mirror_normalize`` (flip,
+  CHW, uint8).
 * **limit**: cores × one core's full-size decode rate of the same files
-  with PIL (libjpeg-turbo): what a decoder that reads every pixel reaches.
+  with simplejpeg (libjpeg-turbo; PIL where simplejpeg is not installed):
+  what a decoder that reads every pixel reaches.
+
+The optional peers (torchvision, DALI, simplejpeg) are in
+``requirements/bench-images.txt``; a peer that does not import is left out
+and said so.
 
 Each loader runs ``--batches`` batches after one warm-up batch, ``--rounds``
 interleaved rounds; a figure is the best round. Page cache warm.
@@ -126,10 +139,36 @@ class PilDataset:
         return torch.from_numpy(a.transpose(2, 0, 1).copy()), i % 2
 
 
-def run_torch(files: list[Path], workers: int, batches: int) -> float:
+class TvDataset(PilDataset):
+    """A map-style dataset: torchvision.io.decode_jpeg, random-resized-crop
+    and flip with torchvision's tensor functions."""
+
+    def __getitem__(self, i: int):
+        import torch
+        from torchvision.io import decode_jpeg
+        from torchvision.transforms.v2 import functional as F
+
+        rng = random.Random(i * 7919 + int(time.time_ns() % 1000))
+        with open(self.files[i], "rb") as f:
+            data = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
+        x = decode_jpeg(data, mode=torchvision_rgb())
+        y0, x0, h, w = rrc_params(rng, x.shape[1], x.shape[2])
+        x = F.resized_crop(x, y0, x0, h, w, [SIZE, SIZE], antialias=True)
+        if rng.random() < 0.5:
+            x = F.horizontal_flip(x)
+        return x, i % 2
+
+
+def torchvision_rgb():
+    from torchvision.io import ImageReadMode
+
+    return ImageReadMode.RGB
+
+
+def run_torch(files: list[Path], workers: int, batches: int, dataset=PilDataset) -> float:
     import torch
 
-    ds = PilDataset(files)
+    ds = dataset(files)
     sampler = torch.utils.data.RandomSampler(ds, replacement=True, num_samples=10**9)
     dl = torch.utils.data.DataLoader(
         ds, batch_size=BATCH, sampler=sampler, num_workers=workers, persistent_workers=False
@@ -142,6 +181,40 @@ def run_torch(files: list[Path], workers: int, batches: int) -> float:
         assert x.shape == (BATCH, 3, SIZE, SIZE) and x.dtype == torch.uint8
     dt = time.perf_counter() - t
     del it, dl
+    return batches * BATCH / dt
+
+
+def run_dali(files: list[Path], workers: int, batches: int) -> float:
+    from nvidia.dali import fn, pipeline_def, types
+
+    @pipeline_def(batch_size=BATCH, num_threads=workers, device_id=None, seed=1)
+    def pipe():
+        jpegs, labels = fn.readers.file(
+            files=[str(f) for f in files], random_shuffle=True, name="reader"
+        )
+        x = fn.decoders.image_random_crop(
+            jpegs,
+            device="cpu",
+            output_type=types.RGB,
+            random_area=[0.08, 1.0],
+            random_aspect_ratio=[3 / 4, 4 / 3],
+        )
+        x = fn.resize(x, resize_x=SIZE, resize_y=SIZE)
+        x = fn.crop_mirror_normalize(
+            x, dtype=types.UINT8, output_layout="CHW", mirror=fn.random.coin_flip()
+        )
+        return x, labels
+
+    p = pipe()
+    p.build()
+    p.run()  # warm-up
+    t = time.perf_counter()
+    for _ in range(batches):
+        x, _ = p.run()
+        a = x.as_array()
+        assert a.shape == (BATCH, 3, SIZE, SIZE) and a.dtype == np.uint8
+    dt = time.perf_counter() - t
+    del p
     return batches * BATCH / dt
 
 
@@ -165,16 +238,45 @@ def run_loaderx(table, workers: int, batches: int) -> float:
         return batches * BATCH / (time.perf_counter() - t)
 
 
-def decode_limit(files: list[Path], cores: int) -> float:
-    """cores × one core's full decode rate (PIL, libjpeg-turbo)."""
-    from PIL import Image
-
+def decode_limit(files: list[Path], cores: int) -> tuple[float, str]:
+    """cores × one core's full decode rate (simplejpeg, or PIL; both
+    libjpeg-turbo), and which decoder measured it."""
     blobs = [f.read_bytes() for f in files[:300]]
-    t = time.perf_counter()
-    for b in blobs:
-        with Image.open(io.BytesIO(b)) as im:
-            im.convert("RGB").load()
-    return cores * len(blobs) / (time.perf_counter() - t)
+    try:
+        import simplejpeg
+
+        def decode(b):
+            simplejpeg.decode_jpeg(b, colorspace="RGB")
+
+        name = "simplejpeg"
+    except ImportError:
+        from PIL import Image
+
+        def decode(b):
+            with Image.open(io.BytesIO(b)) as im:
+                im.convert("RGB").load()
+
+        name = "PIL"
+    best = 0.0
+    for _ in range(3):
+        t = time.perf_counter()
+        for b in blobs:
+            decode(b)
+        best = max(best, cores * len(blobs) / (time.perf_counter() - t))
+    return best, name
+
+
+def available(peer: str) -> str | None:
+    """Why an optional peer cannot run here (None: it can)."""
+    try:
+        if peer == "torch_tv":
+            import torchvision.io  # noqa: F401
+            from torchvision.transforms.v2 import functional  # noqa: F401
+        elif peer == "dali_cpu":
+            import nvidia.dali  # noqa: F401
+    except Exception as e:  # noqa: BLE001 (any failure to import leaves the peer out)
+        return f"{type(e).__name__}: {e}"
+    return None
 
 
 def main() -> None:
@@ -195,19 +297,32 @@ def main() -> None:
         t = time.perf_counter()
         table = images.ingest_folder(tmp / "folder", str(tmp / "table"), workers=args.workers)
         ingest_s = time.perf_counter() - t
-        results: dict[str, list[float]] = {"loaderx": [], "torch_pil": []}
+        peers = {
+            "loaderx": lambda: run_loaderx(table, args.workers, args.batches),
+            "torch_pil": lambda: run_torch(files, args.workers, args.batches),
+            "torch_tv": lambda: run_torch(files, args.workers, args.batches, TvDataset),
+            "dali_cpu": lambda: run_dali(files, args.workers, args.batches),
+        }
+        missing = {p: why for p in peers if (why := available(p)) is not None}
+        for p, why in missing.items():
+            log(f"{p} left out: {why}")
+            del peers[p]
+        results: dict[str, list[float]] = {p: [] for p in peers}
         for r in range(args.rounds):
             log(f"round {r + 1}/{args.rounds}")
-            results["loaderx"].append(run_loaderx(table, args.workers, args.batches))
-            results["torch_pil"].append(run_torch(files, args.workers, args.batches))
-        limit = decode_limit(files, args.workers)
+            for p, run in peers.items():
+                results[p].append(run())
+        limit, limit_by = decode_limit(files, args.workers)
         table.close()
         best = {k: max(v) for k, v in results.items()}
-        rows = [
-            ("loaderx (decode in the loader)", best["loaderx"]),
-            ("torch DataLoader + PIL", best["torch_pil"]),
-            ("limit: cores × one core's PIL full decode", limit),
-        ]
+        names = {
+            "loaderx": "loaderx (decode in the loader)",
+            "torch_pil": "torch DataLoader + PIL",
+            "torch_tv": "torch DataLoader + torchvision.io.decode_jpeg",
+            "dali_cpu": "DALI CPU pipeline",
+        }
+        rows = [(names[p], v) for p, v in best.items()]
+        rows.append((f"limit: cores × one core's {limit_by} full decode", limit))
         print(
             f"| {args.images} JPEGs, 224² random-resized-crop + flip, {args.workers} cores "
             "| images/s | loaderx ÷ it |"
@@ -229,6 +344,8 @@ def main() -> None:
                 "rounds": results,
                 "best": best,
                 "limit_images_per_s": limit,
+                "limit_decoder": limit_by,
+                "left_out": missing,
                 "ingest_files_per_s": args.images / ingest_s,
             },
         )
