@@ -228,7 +228,7 @@ def decode(values, image: Image, *, seeds=None, ids=None):
     value raises ``ValueError`` naming its index (or ``ids[i]``), or with
     ``on_error="zeros"`` becomes a zero image: then ``(array, ok)`` is
     returned, ``ok`` a bool array."""
-    from .dataloader import record_seeds
+    from ._transform import record_seeds
 
     if not isinstance(image, Image):
         raise TypeError(f"image must be a loaderx.Image, got {type(image).__name__}")
