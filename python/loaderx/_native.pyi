@@ -411,6 +411,7 @@ def table_cleanup(
     keep_last: int,
     storage_options: dict[str, str] | None = None,
     _leftover_min_age_ms: int | None = None,
+    _lease_ttl_ms: int | None = None,
 ) -> int: ...
 def open_columns(
     path: str | PathLike[str], readonly: bool = True, names: list[str] | None = None

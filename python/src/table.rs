@@ -192,9 +192,11 @@ pub fn table_metadata(
 /// Removes old versions of the sharded table at `path` and what only they
 /// need (see `loaderx::table::cleanup`); returns the bytes freed.
 /// `_leftover_min_age_ms` lowers the hour that dead writers' leftovers are
-/// kept at least: for the tests of that reclaim only.
+/// kept at least, `_lease_ttl_ms` the 15 minutes after which a bucket's
+/// lease object not rewritten is a dead writer's: for the tests of that
+/// reclaim only.
 #[pyfunction]
-#[pyo3(signature = (path, older_than_ms, keep_last, storage_options=None, _leftover_min_age_ms=None))]
+#[pyo3(signature = (path, older_than_ms, keep_last, storage_options=None, _leftover_min_age_ms=None, _lease_ttl_ms=None))]
 pub fn table_cleanup(
     py: Python<'_>,
     path: String,
@@ -202,21 +204,21 @@ pub fn table_cleanup(
     keep_last: u64,
     storage_options: Option<HashMap<String, String>>,
     _leftover_min_age_ms: Option<u64>,
+    _lease_ttl_ms: Option<u64>,
 ) -> PyResult<u64> {
-    crate::remote::on(
-        py,
-        &path,
-        storage_options,
-        |at| match _leftover_min_age_ms {
-            None => table::cleanup(at, older_than_ms, keep_last),
-            Some(ms) => table::cleanup_leaving(
-                at,
-                older_than_ms,
-                keep_last,
-                std::time::Duration::from_millis(ms),
-            ),
-        },
-    )
+    crate::remote::on(py, &path, storage_options, |at| {
+        if _leftover_min_age_ms.is_none() && _lease_ttl_ms.is_none() {
+            return table::cleanup(at, older_than_ms, keep_last);
+        }
+        let mut leftover = table::Leftovers::default();
+        if let Some(ms) = _leftover_min_age_ms {
+            leftover.min_age = std::time::Duration::from_millis(ms);
+        }
+        if let Some(ms) = _lease_ttl_ms {
+            leftover.lease_ttl = std::time::Duration::from_millis(ms);
+        }
+        table::cleanup_leaving(at, older_than_ms, keep_last, leftover)
+    })
 }
 
 /// The columns of the plain table `path` (all, or those of `names`), typed

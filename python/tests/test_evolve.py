@@ -900,7 +900,7 @@ os._exit(0)  # as if killed: nothing committed, discarded or given back
 
 
 @pytest.mark.parametrize("what", ["append", "add_columns"])
-def test_cleanup_reclaims_what_a_killed_writer_left_in_a_bucket(s3, what):
+def test_cleanup_reclaims_what_a_killed_writer_left_in_a_bucket(s3, what, tmp_path, monkeypatch):
     """Objects a writer to a bucket left when it died (a shard, or a column
     group in a shard), named by no version: a cleanup keeps them while they
     are younger than an hour or a lease object of their write was rewritten
@@ -909,6 +909,10 @@ def test_cleanup_reclaims_what_a_killed_writer_left_in_a_bucket(s3, what):
     import json
     import subprocess
     import sys
+
+    # Staging directories of this test's own (a cleanup also reclaims the
+    # machine's dead ones, which other runs may have left).
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
 
     path, opts = uri(s3, "killed"), s3.options()
     loaderx.ingest_sharded(
@@ -936,6 +940,92 @@ def test_cleanup_reclaims_what_a_killed_writer_left_in_a_bucket(s3, what):
     # Dead (no lease), and old enough: removed.
     s3.client().delete_object(Bucket=s3.bucket, Key=lease)
     assert _native.table_cleanup(path, 0, 1, opts, _leftover_min_age_ms=0) > 0
+    assert set(s3.keys(prefix)) == before
+    with loaderx.open_table(path, storage_options=opts) as t:
+        assert column(t, "id").tolist() == list(range(8))
+
+
+_KILLED_LARGE_WRITER = """
+import json, sys
+import numpy as np, pyarrow as pa
+from loaderx import _native
+
+path, opts = sys.argv[1], json.loads(sys.argv[2])
+# 40 MiB that do not compress: a column file uploaded in parts.
+blob = np.random.default_rng(0).integers(0, 256, (40, 1 << 20), dtype=np.uint8)
+x = pa.FixedSizeListArray.from_arrays(pa.array(blob.reshape(-1)), 1 << 20)
+w = _native.TableWrite(path, opts, False)
+w.write_streams([pa.table({"id": np.arange(8, 48), "x": x})], "zstd")
+"""
+
+
+def test_cleanup_aborts_the_multipart_uploads_a_killed_bucket_writer_left(
+    s3, tmp_path, monkeypatch
+):
+    """A writer to a bucket records each multipart upload in its lease
+    object before the upload's first part: killed mid-upload (SIGKILL when
+    its second part arrives), it leaves the upload open, which a cleanup
+    keeps while the lease may be a live writer's and aborts once it is a
+    dead one's, with the lease object and the shard; the table reads as
+    before."""
+    import signal
+    import subprocess
+    import sys
+
+    from remote_servers import FaultProxy
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # staging of this test's own
+    path, opts = uri(s3, "parts"), s3.options()
+    x0 = pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(8 << 20, np.uint8)), 1 << 20)
+    loaderx.ingest_sharded(
+        pa.table({"id": np.arange(8), "x": x0}), path, workers=1, storage_options=opts
+    ).close()
+    prefix = f"{s3.prefix}/parts/"
+    before = set(s3.keys(prefix))
+    client = s3.client()
+
+    def open_uploads():
+        got = client.list_multipart_uploads(Bucket=s3.bucket, Prefix=prefix)
+        return [(u["Key"], u["UploadId"]) for u in got.get("Uploads", [])]
+
+    holder = {}
+
+    def rule(n, r):
+        if r.method == "PUT" and "partNumber=2" in r.path and "uploadId=" in r.path:
+            os.kill(holder["pid"], signal.SIGKILL)
+            return "stall"
+        return None
+
+    proxy = FaultProxy(s3.endpoint, rule)
+    proxy.stall_seconds = 0.2
+    try:
+        child = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                _KILLED_LARGE_WRITER,
+                path,
+                json.dumps(s3.options(endpoint=proxy.url)),
+            ]
+        )
+        holder["pid"] = child.pid
+        assert child.wait(120) == -signal.SIGKILL
+    finally:
+        proxy.stop()
+    uploads = open_uploads()
+    assert len(uploads) == 1, uploads
+    key, upload = uploads[0]
+    assert key.startswith(prefix + "shard-"), key
+    leases = [k for k in s3.keys(prefix) if k.startswith(prefix + "_leases/")]
+    assert len(leases) == 1, leases
+    body = json.loads(client.get_object(Bucket=s3.bucket, Key=leases[0])["Body"].read())
+    assert body["uploads"] == [{"key": key, "id": upload}]
+    # The lease object is fresh: maybe a live writer's, its upload kept.
+    assert _native.table_cleanup(path, 0, 1, opts, _leftover_min_age_ms=0) == 0
+    assert open_uploads() == [(key, upload)]
+    # A dead writer's: its upload aborted, its lease object and shard gone.
+    assert _native.table_cleanup(path, 0, 1, opts, _leftover_min_age_ms=0, _lease_ttl_ms=0) > 0
+    assert open_uploads() == []
     assert set(s3.keys(prefix)) == before
     with loaderx.open_table(path, storage_options=opts) as t:
         assert column(t, "id").tolist() == list(range(8))

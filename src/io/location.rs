@@ -141,7 +141,7 @@ impl Location {
                     to: Place::Remote(r.clone(), key),
                     size,
                 };
-                transfer(std::slice::from_ref(&t), &|_| Ok(()))
+                transfer(std::slice::from_ref(&t), &|_| Ok(()), None)
                     .map_err(|e| crate::io::io_error(&self.path, e))?;
             }
         }

@@ -219,7 +219,7 @@ pub fn copy_table(src: &Location, dst: &Location, progress: Progress<'_>) -> Res
                 })
                 .collect();
             let done = (|| {
-                transfer(&transfers, &count).map_err(|e| stopped(e, src.path()))?;
+                transfer(&transfers, &count, None).map_err(|e| stopped(e, src.path()))?;
                 if let Some(m) = &manifest {
                     // The copy's first version, then its pointer.
                     let bytes = super::versions::stamp(m.clone(), None, "copy").to_json();
@@ -263,7 +263,7 @@ pub fn copy_table(src: &Location, dst: &Location, progress: Progress<'_>) -> Res
                     size: *size,
                 })
                 .collect();
-            transfer(&transfers, &count).map_err(|e| stopped(e, src.path()))?;
+            transfer(&transfers, &count, None).map_err(|e| stopped(e, src.path()))?;
             // What an interrupted copy left that this one did not write.
             let ours: BTreeSet<&str> = files.iter().map(|f| f.0.as_str()).collect();
             let stale: Vec<String> = existing

@@ -75,4 +75,4 @@ pub use write::{commit_shards, new_shard};
 // hour, for the tests of it (a bucket's objects cannot be made to look
 // old); not product API.
 #[doc(hidden)]
-pub use write::cleanup_leaving;
+pub use write::{cleanup_leaving, Leftovers};

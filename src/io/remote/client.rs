@@ -16,6 +16,7 @@ use std::sync::Arc;
 use crate::per_process::PerProcess;
 use std::time::Duration;
 
+use object_store::multipart::MultipartStore;
 use object_store::{BackoffConfig, ObjectStore, RetryConfig};
 
 use super::hedge::ReadPolicy;
@@ -258,9 +259,9 @@ impl ClientConfig {
         not(any(feature = "aws", feature = "gcp", feature = "azure", feature = "http")),
         allow(unused_variables, unreachable_code)
     )]
-    fn build(&self) -> Result<Arc<dyn ObjectStore>> {
+    fn build(&self) -> Result<Stores> {
         let root = &self.uri.root;
-        let store: Arc<dyn ObjectStore> = match self.uri.scheme {
+        let store: Stores = match self.uri.scheme {
             #[cfg(feature = "aws")]
             Scheme::S3 => {
                 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
@@ -270,7 +271,7 @@ impl ClientConfig {
                     let key = AmazonS3ConfigKey::from_str(k).map_err(|_| self.unknown_key(k))?;
                     b = b.with_config(key, v);
                 }
-                Arc::new(b.with_retry(self.retry.clone()).build().map_err(|e| self.build_error(e))?)
+                Stores::multipart(b.with_retry(self.retry.clone()).build().map_err(|e| self.build_error(e))?)
             }
             #[cfg(feature = "gcp")]
             Scheme::Gcs => {
@@ -281,7 +282,7 @@ impl ClientConfig {
                     let key = GoogleConfigKey::from_str(k).map_err(|_| self.unknown_key(k))?;
                     b = b.with_config(key, v);
                 }
-                Arc::new(b.with_retry(self.retry.clone()).build().map_err(|e| self.build_error(e))?)
+                Stores::multipart(b.with_retry(self.retry.clone()).build().map_err(|e| self.build_error(e))?)
             }
             #[cfg(feature = "azure")]
             Scheme::Azure => {
@@ -292,7 +293,7 @@ impl ClientConfig {
                     let key = AzureConfigKey::from_str(k).map_err(|_| self.unknown_key(k))?;
                     b = b.with_config(key, v);
                 }
-                Arc::new(b.with_retry(self.retry.clone()).build().map_err(|e| self.build_error(e))?)
+                Stores::multipart(b.with_retry(self.retry.clone()).build().map_err(|e| self.build_error(e))?)
             }
             #[cfg(feature = "http")]
             Scheme::Http => {
@@ -308,7 +309,10 @@ impl ClientConfig {
                     let key = ClientConfigKey::from_str(k).map_err(|_| self.unknown_key(k))?;
                     b = b.with_config(key, v);
                 }
-                Arc::new(b.with_retry(self.retry.clone()).build().map_err(|e| self.build_error(e))?)
+                Stores {
+                    object: Arc::new(b.with_retry(self.retry.clone()).build().map_err(|e| self.build_error(e))?),
+                    multipart: None,
+                }
             }
             #[allow(unreachable_patterns)]
             other => {
@@ -329,11 +333,30 @@ impl ClientConfig {
     }
 }
 
+/// One client seen as an object store and, where the service has them,
+/// as a store of multipart uploads by id (what a writer records so that a
+/// cleanup can abort the uploads a killed writer left open).
+struct Stores {
+    object: Arc<dyn ObjectStore>,
+    multipart: Option<Arc<dyn MultipartStore>>,
+}
+
+impl Stores {
+    #[allow(dead_code)]
+    fn multipart<S: ObjectStore + MultipartStore>(store: S) -> Stores {
+        let store = Arc::new(store);
+        Stores {
+            object: store.clone(),
+            multipart: Some(store),
+        }
+    }
+}
+
 /// A location's client, built again in a forked child (the parent's holds
 /// connections registered with a runtime that is not in the child).
 pub(crate) struct Client {
     pub(crate) config: ClientConfig,
-    inner: PerProcess<Arc<dyn ObjectStore>>,
+    inner: PerProcess<Stores>,
 }
 
 impl std::fmt::Debug for Client {
@@ -350,15 +373,24 @@ impl Client {
         }
     }
 
-    pub(crate) fn get(&self) -> io::Result<Arc<dyn ObjectStore>> {
+    fn stores(&self) -> io::Result<&Stores> {
         // A forked child's parent client holds connections of the
         // parent's runtime: leaked there, a new one made.
-        let store = self.inner.get_or_try_init(|| {
+        self.inner.get_or_try_init(|| {
             self.config
                 .build()
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
-        })?;
-        Ok(store.clone())
+        })
+    }
+
+    pub(crate) fn get(&self) -> io::Result<Arc<dyn ObjectStore>> {
+        Ok(self.stores()?.object.clone())
+    }
+
+    /// The client as a store of multipart uploads by id; None for a
+    /// service without them (HTTP).
+    pub(crate) fn multipart(&self) -> io::Result<Option<Arc<dyn MultipartStore>>> {
+        Ok(self.stores()?.multipart.clone())
     }
 }
 

@@ -186,6 +186,12 @@ impl Remote {
         self.client.get()
     }
 
+    /// The client as a store of multipart uploads by id, where the service
+    /// has them (not HTTP).
+    fn multipart(&self) -> io::Result<Option<Arc<dyn object_store::multipart::MultipartStore>>> {
+        self.client.multipart()
+    }
+
     /// An `io::Error` for a failed request about `key`: its kind from the
     /// error (see [`client::error_kind`]), its message naming the object
     /// and never a credential.

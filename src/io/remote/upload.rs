@@ -11,7 +11,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
+use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path as Key;
 use object_store::{
     GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion,
@@ -238,10 +239,121 @@ async fn read_part(
     }
 }
 
+/// A multipart object is checked for its size once assembled (a single
+/// request's length is the server's to check).
+async fn check_size(
+    t: &Transfer,
+    remote: &Remote,
+    key: &str,
+    store: &Arc<dyn ObjectStore>,
+) -> io::Result<()> {
+    let head = store
+        .head(&Key::from(key))
+        .await
+        .map_err(|e| remote.error(key, "checking", e))?;
+    fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+    if head.size != t.size {
+        return Err(io::Error::other(format!(
+            "{}: the store holds {} bytes after the upload, expected {}",
+            remote.path_of(key).display(),
+            head.size,
+            t.size
+        )));
+    }
+    Ok(())
+}
+
+/// What a writer records of its multipart uploads while they are open, so
+/// that a cleanup can abort those it left when it was killed (an open
+/// upload's parts are stored, and billed, until it is completed or
+/// aborted): `(key, id, true)` once the upload is made and before its
+/// first part (an error aborts the upload), `(key, id, false)` once it is
+/// completed or aborted.
+pub(crate) type Journal<'a> = dyn Fn(&str, &str, bool) -> io::Result<()> + Sync + 'a;
+
+/// Parts of one object uploaded at once.
+const PARTS_IN_FLIGHT: usize = 4;
+
+/// Uploads `t` (to the object `key` of `remote`) as a multipart upload
+/// by id, recorded in `journal` while it is open.
+async fn upload_by_id(
+    t: &Transfer,
+    src_store: Option<&Arc<dyn ObjectStore>>,
+    (remote, key): (&Remote, &str),
+    by_id: Arc<dyn MultipartStore>,
+    parts: Vec<Range<u64>>,
+    journal: &Journal<'_>,
+    progress: &(dyn Fn(u64) -> io::Result<()> + Sync),
+) -> io::Result<()> {
+    let k = Key::from(key);
+    let id = by_id
+        .create_multipart(&k)
+        .await
+        .map_err(|e| remote.error(key, "writing", e))?;
+    fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+    if let Err(e) = journal(key, &id, true) {
+        let _ = by_id.abort_multipart(&k, &id).await;
+        return Err(e);
+    }
+    let sent = async {
+        let (k, id, by_id) = (&k, &id, &by_id);
+        let sends = parts.into_iter().enumerate().map(|(i, r)| async move {
+            let n = r.end - r.start;
+            let bytes = read_part(&t.from, src_store, r).await?;
+            let part = by_id
+                .put_part(k, id, i, PutPayload::from(bytes))
+                .await
+                .map_err(|e| remote.error(key, "writing", e))?;
+            fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+            progress(n)?;
+            Ok::<_, io::Error>(part)
+        });
+        let done: Vec<PartId> = futures::stream::iter(sends)
+            .buffered(PARTS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        by_id
+            .complete_multipart(k, id, done)
+            .await
+            .map_err(|e| remote.error(key, "writing", e))?;
+        fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+        Ok::<_, io::Error>(())
+    }
+    .await;
+    if sent.is_err() {
+        let _ = by_id.abort_multipart(&k, &id).await;
+    }
+    // Closed: a completed upload's id aborts as no upload at all.
+    let _ = journal(key, &id, false);
+    sent
+}
+
+impl Remote {
+    /// Aborts the multipart upload `id` of the object `key`, which a killed
+    /// writer left open; done already when the service knows no such
+    /// upload (completed or aborted since). Nothing to do for a service
+    /// without uploads by id.
+    pub(crate) fn abort_upload(&self, key: &str, id: &str) -> io::Result<()> {
+        let Some(by_id) = self.multipart()? else {
+            return Ok(());
+        };
+        let k = Key::from(key);
+        let id = id.to_owned();
+        let r = self.block_on(async { by_id.abort_multipart(&k, &id).await })?;
+        fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+        match r {
+            Ok(()) => Ok(()),
+            Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.error(key, "aborting the upload of", e)),
+        }
+    }
+}
+
 /// Copies one object, part by part; returns the bytes written.
 async fn copy_one(
     t: &Transfer,
     progress: &(dyn Fn(u64) -> io::Result<()> + Sync),
+    journal: Option<&Journal<'_>>,
 ) -> io::Result<()> {
     let src_store = match &t.from {
         Place::Remote(r, _) => Some(r.store()?),
@@ -286,6 +398,18 @@ async fn copy_one(
                     .await
                     .map_err(|e| remote.error(key, "writing", e))?;
                 progress(t.size)?;
+            } else if let Some((journal, by_id)) = journal.zip(remote.multipart()?) {
+                upload_by_id(
+                    t,
+                    src_store.as_ref(),
+                    (remote, key),
+                    by_id,
+                    parts,
+                    journal,
+                    progress,
+                )
+                .await?;
+                check_size(t, remote, key, &store).await?;
             } else {
                 let upload = store
                     .put_multipart_opts(&k, Default::default())
@@ -317,21 +441,7 @@ async fn copy_one(
                         return Err(e);
                     }
                 }
-                // A multipart object is checked for its size once assembled (a
-                // single request's length is the server's to check).
-                let head = store
-                    .head(&k)
-                    .await
-                    .map_err(|e| remote.error(key, "checking", e))?;
-                fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
-                if head.size != t.size {
-                    return Err(io::Error::other(format!(
-                        "{}: the store holds {} bytes after the upload, expected {}",
-                        remote.path_of(key).display(),
-                        head.size,
-                        t.size
-                    )));
-                }
+                check_size(t, remote, key, &store).await?;
             }
         }
     }
@@ -342,15 +452,22 @@ async fn copy_one(
 /// `progress(bytes)` as bytes land (on the calling thread). The first
 /// failure (or error from `progress`) stops the copy and is returned,
 /// naming its object.
+///
+/// With a `journal`, large objects go up as multipart uploads it records
+/// while they are open (where the service has uploads by id).
 pub(crate) fn transfer(
     transfers: &[Transfer],
     progress: &(dyn Fn(u64) -> io::Result<()> + Sync),
+    journal: Option<&Journal<'_>>,
 ) -> io::Result<()> {
     if transfers.is_empty() {
         return Ok(());
     }
     let io = runtime::io()?;
-    let futs: Vec<_> = transfers.iter().map(|t| copy_named(t, progress)).collect();
+    let futs: Vec<_> = transfers
+        .iter()
+        .map(|t| copy_named(t, progress, journal))
+        .collect();
     io.block_on(async move {
         let mut stream = futures::stream::iter(futs).buffer_unordered(OBJECTS_IN_FLIGHT);
         while let Some(r) = stream.next().await {
@@ -364,8 +481,9 @@ pub(crate) fn transfer(
 async fn copy_named(
     t: &Transfer,
     progress: &(dyn Fn(u64) -> io::Result<()> + Sync),
+    journal: Option<&Journal<'_>>,
 ) -> io::Result<()> {
-    copy_one(t, progress).await.map_err(|e| {
+    copy_one(t, progress, journal).await.map_err(|e| {
         let text = e.to_string();
         if text.contains(&t.from.name()) || text.contains(&t.to.name()) {
             e

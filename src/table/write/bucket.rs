@@ -31,6 +31,10 @@ pub(super) struct Bucket {
     pub(super) at: Location,
     remote: std::sync::Arc<crate::io::remote::Remote>,
     base: String,
+    /// The lease of the write in progress, while this process holds one
+    /// (shared by the clones of a write's bucket): its uploads are
+    /// recorded in its object.
+    lease: std::sync::Arc<std::sync::Mutex<Option<std::sync::Arc<LeaseObject>>>>,
 }
 
 impl Bucket {
@@ -57,13 +61,21 @@ impl Bucket {
             at: at.clone(),
             remote: remote.clone(),
             base,
+            lease: Default::default(),
         })
     }
 
     /// [`Bucket::of`] the same location, with nothing it has learnt of
-    /// the bucket (a fresh view: what a commit's attempt reads is its own).
+    /// the bucket (a fresh view: what a commit's attempt reads is its own),
+    /// the same write's.
     pub(super) fn fresh(&self) -> Result<Bucket> {
-        Bucket::of(&self.at.fresh())
+        let mut b = Bucket::of(&self.at.fresh())?;
+        b.lease = self.lease.clone();
+        Ok(b)
+    }
+
+    fn held_lease(&self) -> Option<std::sync::Arc<LeaseObject>> {
+        self.lease.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub(super) fn path(&self) -> &Path {
@@ -124,7 +136,16 @@ pub(super) fn upload_dir(root: &Bucket, local: &Path, rel: &str) -> Result<Vec<(
         })
         .collect();
     let at = root.path().join(rel);
-    transfer(&transfers, &|_| Ok(())).map_err(|e| io_error(&at, e))?;
+    // Large files go up as multipart uploads the write's lease records
+    // while they are open: a cleanup aborts those a killed writer left.
+    let lease = root.held_lease();
+    let journal = |key: &str, id: &str, open: bool| match &lease {
+        Some(l) => l.record(root, key, id, open),
+        None => Ok(()),
+    };
+    let journal: Option<&crate::io::remote::upload::Journal<'_>> =
+        lease.is_some().then_some(&journal);
+    transfer(&transfers, &|_| Ok(()), journal).map_err(|e| io_error(&at, e))?;
     Ok(listed)
 }
 
@@ -644,10 +665,6 @@ pub(super) fn dated_files(root: &Bucket) -> Result<Vec<(String, u64, i64)>> {
 /// How often a writer to a bucket rewrites its lease object.
 pub(super) const LEASE_BEAT: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// How long after its last rewrite a lease object still shows a live
-/// writer (many beats, and room for clocks that disagree by minutes).
-pub(super) const LEASE_TTL_MS: i64 = 15 * 60 * 1000;
-
 /// The lease object of write `token`, relative to the table.
 pub(super) fn lease_rel(token: &str) -> String {
     format!("{}/{token}.json", files::LEASES_DIR)
@@ -659,34 +676,127 @@ pub(super) fn lease_rel(token: &str) -> String {
 /// removed). A write shorter than a beat makes no request for it: what a
 /// writer killed before its first beat left is younger than a beat too,
 /// and a cleanup leaves nothing younger than an hour. A writer that dies
-/// stops rewriting it, so an object not rewritten for [`LEASE_TTL_MS`] is
+/// stops rewriting it, so an object not rewritten for
+/// [`LEASE_TTL_MS`](super::history::LEASE_TTL_MS) is
 /// a dead writer's (buckets have no locks a dead process gives back).
+///
+/// The object also lists the write's open multipart uploads (`uploads`:
+/// each object's key and upload id, written before the upload's first
+/// part), which a cleanup aborts when the lease is a dead writer's.
 pub(super) struct BucketLease {
     stop: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
-    written: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    object: std::sync::Arc<LeaseObject>,
     beat: Option<std::thread::JoinHandle<()>>,
     root: Bucket,
-    rel: String,
     pid: u32,
+}
+
+/// A lease object and what it says: written whole, under its lock (a
+/// beat never writes an older list of uploads over a newer one).
+#[derive(Debug)]
+pub(super) struct LeaseObject {
+    rel: String,
+    /// The open uploads (key, id), under the lock every write holds.
+    uploads: std::sync::Mutex<Vec<(String, String)>>,
+    written: std::sync::atomic::AtomicBool,
+}
+
+/// What a lease object holds.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct LeaseBody {
+    pid: u32,
+    beat_ms: u64,
+    #[serde(default)]
+    uploads: Vec<Upload>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Upload {
+    key: String,
+    id: String,
+}
+
+impl LeaseObject {
+    fn body(uploads: &[(String, String)]) -> Vec<u8> {
+        let body = LeaseBody {
+            pid: std::process::id(),
+            beat_ms: versions::now_ms(),
+            uploads: uploads
+                .iter()
+                .map(|(key, id)| Upload {
+                    key: key.clone(),
+                    id: id.clone(),
+                })
+                .collect(),
+        };
+        let mut out = serde_json::to_vec(&body).unwrap_or_default();
+        out.push(b'\n');
+        out
+    }
+
+    /// Writes the object afresh.
+    fn write(&self, root: &Bucket) -> Result<()> {
+        let uploads = self.uploads.lock().unwrap_or_else(|e| e.into_inner());
+        overwrite(root, &self.rel, Self::body(&uploads))?;
+        self.written
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Records the upload `id` of the object `key` as open (written to the
+    /// object before this returns) or as closed (left for the next beat:
+    /// aborting a completed upload changes nothing).
+    fn record(&self, root: &Bucket, key: &str, id: &str, open: bool) -> std::io::Result<()> {
+        let mut uploads = self.uploads.lock().unwrap_or_else(|e| e.into_inner());
+        if !open {
+            uploads.retain(|(k, i)| !(k == key && i == id));
+            return Ok(());
+        }
+        uploads.push((key.to_owned(), id.to_owned()));
+        match overwrite(root, &self.rel, Self::body(&uploads)) {
+            Ok(()) => {
+                self.written
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                Ok(())
+            }
+            Err(e) => {
+                uploads.pop();
+                Err(std::io::Error::other(e.to_string()))
+            }
+        }
+    }
+}
+
+/// Aborts the multipart uploads the dead writers' lease objects `rels`
+/// list (an object that does not parse lists none).
+pub(super) fn abort_uploads(root: &Bucket, rels: &[String]) -> Result<()> {
+    for rel in rels {
+        let Some(raw) = read(root, rel)? else {
+            continue;
+        };
+        let Ok(body) = serde_json::from_slice::<LeaseBody>(&raw) else {
+            continue;
+        };
+        for u in body.uploads {
+            root.remote
+                .abort_upload(&u.key, &u.id)
+                .map_err(|e| io_error(&root.path().join(rel), e))?;
+        }
+    }
+    Ok(())
 }
 
 impl BucketLease {
     /// Takes the lease of write `token` in `root`: starts the thread that
-    /// writes its object every beat.
+    /// writes its object every beat, and records the write's uploads in it.
     pub(super) fn take(root: &Bucket, token: &str) -> Result<BucketLease> {
-        let rel = lease_rel(token);
-        let body = || {
-            format!(
-                "{{\"pid\": {}, \"beat_ms\": {}}}\n",
-                std::process::id(),
-                versions::now_ms()
-            )
-            .into_bytes()
-        };
+        let object = std::sync::Arc::new(LeaseObject {
+            rel: lease_rel(token),
+            uploads: Default::default(),
+            written: Default::default(),
+        });
         let stop = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
-        let written = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (flag, bucket, key) = (stop.clone(), root.clone(), rel.clone());
-        let wrote = written.clone();
+        let (flag, bucket, beating) = (stop.clone(), root.clone(), object.clone());
         let beat = std::thread::Builder::new()
             .name("loaderx-lease".into())
             .spawn(move || {
@@ -701,18 +811,16 @@ impl BucketLease {
                         return;
                     }
                     // A failed beat is retried at the next one.
-                    if overwrite(&bucket, &key, body()).is_ok() {
-                        wrote.store(true, std::sync::atomic::Ordering::SeqCst);
-                    }
+                    let _ = beating.write(&bucket);
                 }
             })
             .map_err(|e| Error::io(root.path(), e))?;
+        *root.lease.lock().unwrap_or_else(|e| e.into_inner()) = Some(object.clone());
         Ok(BucketLease {
             stop,
-            written,
+            object,
             beat: Some(beat),
             root: root.clone(),
-            rel,
             pid: std::process::id(),
         })
     }
@@ -732,8 +840,13 @@ impl Drop for BucketLease {
         if let Some(beat) = self.beat.take() {
             let _ = beat.join();
         }
-        if self.written.load(std::sync::atomic::Ordering::SeqCst) {
-            let _ = delete_rels(&self.root, std::slice::from_ref(&self.rel));
+        *self.root.lease.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        if self
+            .object
+            .written
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            let _ = delete_rels(&self.root, std::slice::from_ref(&self.object.rel));
         }
     }
 }

@@ -453,20 +453,46 @@ impl Doomed {
 /// removes (`_cleanup.json`, written before anything is removed) is
 /// finished by the next cleanup.
 pub fn cleanup(at: &Location, older_than_ms: u64, keep_last: u64) -> Result<u64> {
-    cleanup_leaving(at, older_than_ms, keep_last, files::LEFTOVER_MIN_AGE)
+    cleanup_leaving(at, older_than_ms, keep_last, Leftovers::default())
 }
 
-/// [`cleanup`] with another floor than an hour for the age of what dead
-/// writers left: what the tests of that reclaim call (a bucket's objects
-/// cannot be made to look old). Not for use on tables that live writers
-/// may be writing.
+/// How [`cleanup_leaving`] tells a dead writer's leftovers from a live
+/// one's.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct Leftovers {
+    /// What dead writers left is kept at least this long (an hour).
+    pub min_age: std::time::Duration,
+    /// A bucket's lease object not rewritten for this long is a dead
+    /// writer's (15 minutes).
+    pub lease_ttl: std::time::Duration,
+}
+
+impl Default for Leftovers {
+    fn default() -> Leftovers {
+        Leftovers {
+            min_age: files::LEFTOVER_MIN_AGE,
+            lease_ttl: std::time::Duration::from_millis(LEASE_TTL_MS),
+        }
+    }
+}
+
+/// How long after its last rewrite a bucket's lease object still shows a
+/// live writer: many beats, and room for clocks that disagree by minutes.
+pub(super) const LEASE_TTL_MS: u64 = 15 * 60 * 1000;
+
+/// [`cleanup`] with other floors than an hour for the age of what dead
+/// writers left and 15 minutes for the age of their lease objects: what
+/// the tests of that reclaim call (a bucket's objects cannot be made to
+/// look old). Not for use on tables that live writers may be writing.
 #[doc(hidden)]
 pub fn cleanup_leaving(
     at: &Location,
     older_than_ms: u64,
     keep_last: u64,
-    leftover_min_age: std::time::Duration,
+    leftover: Leftovers,
 ) -> Result<u64> {
+    let leftover_min_age = leftover.min_age;
     if keep_last == 0 {
         return Err(Error::InvalidValue(
             "keep_last must be at least 1 (the latest version is always kept), got 0".into(),
@@ -599,7 +625,7 @@ pub fn cleanup_leaving(
         RootKind::Local(dir) => leftovers(dir, &every, min_age)?,
         #[cfg(feature = "remote")]
         RootKind::Bucket(b) => {
-            let (dirs, leases) = bucket_leftovers(b, &every, min_age)?;
+            let (dirs, leases) = bucket_leftovers(b, &every, min_age, leftover.lease_ttl)?;
             stale_leases = leases;
             dirs
         }
@@ -632,7 +658,9 @@ pub fn cleanup_leaving(
     }
     #[cfg(feature = "remote")]
     if let RootKind::Bucket(b) = &root.kind {
-        // Dead writers' lease objects: nothing names them.
+        // Dead writers' lease objects: nothing names them. The multipart
+        // uploads they left open, which they list, are aborted first.
+        bucket::abort_uploads(b, &stale_leases)?;
         bucket::delete_rels(b, &stale_leases)?;
     }
     if doomed.files.is_empty() && doomed.shards.is_empty() && doomed.columns.is_empty() {
@@ -698,15 +726,16 @@ fn named_and_listed<'a>(every: &[&'a Resolved]) -> (BTreeSet<&'a str>, BTreeSet<
 /// What dead writers left in the bucket `b`: the shard prefixes no
 /// version of `every` names and the group prefixes in named shards that
 /// none lists, whose newest object is older than `min_age` and whose write
-/// has no live lease object (one rewritten within
-/// [`bucket::LEASE_TTL_MS`]); and the lease objects of dead writers older
-/// than that too.
+/// has no live lease object (one rewritten within `lease_ttl`); and the
+/// lease objects of dead writers older than `min_age` too.
 #[cfg(feature = "remote")]
 fn bucket_leftovers(
     b: &bucket::Bucket,
     every: &[&Resolved],
     min_age: std::time::Duration,
+    lease_ttl: std::time::Duration,
 ) -> Result<(Vec<String>, Vec<String>)> {
+    let lease_ttl = i64::try_from(lease_ttl.as_millis()).unwrap_or(i64::MAX);
     let (named, listed) = named_and_listed(every);
     let objects = bucket::dated_files(b)?;
     let now = now_ms() as i64;
@@ -721,7 +750,7 @@ fn bucket_leftovers(
             .strip_prefix(&leases)
             .and_then(|t| t.strip_suffix(".json"))
         {
-            if now - at < bucket::LEASE_TTL_MS {
+            if now - at < lease_ttl {
                 live.insert(token.to_owned());
             } else if now - at >= min_age {
                 stale.push(rel.clone());

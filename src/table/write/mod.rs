@@ -46,7 +46,7 @@ pub use evolve::{drop_columns, make_versioned, ColumnsWrite};
 pub use hand::{commit_shards, new_shard};
 pub use history::{
     cleanup, cleanup_leaving, drop_view, list_versions, list_views, save_view, save_view_set, tag,
-    tags, untag,
+    tags, untag, Leftovers,
 };
 use root::{Root, RootKind};
 pub use rows::{compact, delete_rows, delete_where};
