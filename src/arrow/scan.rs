@@ -433,6 +433,17 @@ impl<S: StoreAccess> Scan<S> {
                         let name = leaf.columns()[0];
                         let i = named.iter().find(|(c, _)| c == name).map_or(0, |(_, i)| *i);
                         if self.projection.contains(&(i + offset)) {
+                            // No chunk of the stripe can match: nothing read.
+                            if let crate::columnar::Pred::Cmp(_, op, lit) = leaf {
+                                let may = self.streams[i].1.with(|s| {
+                                    Ok(s.columnar().is_none_or(|col| {
+                                        col.may_match(stripe.start, stripe.end, *op, lit)
+                                    }))
+                                })?;
+                                if !may {
+                                    return Ok(arrow_buffer::BooleanBuffer::new_unset(n));
+                                }
+                            }
                             let array = match read.iter().find(|(c, _)| *c == i + offset) {
                                 Some((_, a)) => Arc::clone(a),
                                 None => {
@@ -493,9 +504,17 @@ impl<S: StoreAccess> Scan<S> {
                 continue;
             }
             let mut arrays = Vec::with_capacity(self.projection.len());
+            let offset = usize::from(self.index);
             for &c in &self.projection {
                 let a = match filtered.iter().find(|(fc, _)| *fc == c) {
                     Some((_, a)) => Arc::clone(a),
+                    // The index column of the rows kept, made as such.
+                    None if c < offset && kept < n => {
+                        let m = mask.as_ref().expect("a mask");
+                        let ids = m.values().set_indices().map(|i| stripe.start + i as u64);
+                        arrays.push(Arc::new(UInt64Array::from_iter_values(ids)) as ArrayRef);
+                        continue;
+                    }
                     None if mask.is_some() && kept <= n / 4096 => {
                         // Very few rows pass (fewer than chunks): gather just those.
                         let m = mask.as_ref().expect("a mask");

@@ -13,12 +13,12 @@
 use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder};
 use serde_json::Value;
 
+use super::arrow::chunk_array;
 use super::column::Columnar;
-use super::decode::{decode_narrowed, Decoded};
+use super::decode::decode_narrowed;
 use super::format::{Encoding, Entry, ValueKind};
 use super::num::Num;
 use crate::error::{Error, Result};
-use crate::schema::DType;
 
 /// A comparison operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -242,9 +242,6 @@ fn out_of_range(n: usize, op: CmpOp, below: bool) -> BooleanBuffer {
 /// under IEEE or total order always passes a strict comparison: a superset
 /// of what either order keeps).
 pub fn compare_array(a: &dyn arrow_array::Array, leaf: &Pred) -> Result<BooleanBuffer> {
-    use arrow_array::cast::AsArray;
-    use arrow_array::types::*;
-    use arrow_schema::DataType;
     let n = a.len();
     let (op, lit) = match leaf {
         Pred::Cmp(_, op, lit) => (*op, lit),
@@ -266,6 +263,16 @@ pub fn compare_array(a: &dyn arrow_array::Array, leaf: &Pred) -> Result<BooleanB
             ))
         }
     };
+    Ok(compare_values(a, op, lit))
+}
+
+/// Which rows of the Arrow array `a` satisfy `value op lit`, as
+/// [`compare_array`] says; one vectorised loop for numbers.
+fn compare_values(a: &dyn arrow_array::Array, op: CmpOp, lit: &Lit) -> BooleanBuffer {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::*;
+    use arrow_schema::DataType;
+    let n = a.len();
     macro_rules! ints {
         ($t:ty, $native:ty) => {{
             let v: &[$native] = a.as_primitive::<$t>().values();
@@ -291,7 +298,7 @@ pub fn compare_array(a: &dyn arrow_array::Array, leaf: &Pred) -> Result<BooleanB
             let l = match lit {
                 Lit::Float(l) => *l,
                 Lit::Int(l) => *l as f64,
-                Lit::Bytes(_) => return Ok(BooleanBuffer::new_set(n)),
+                Lit::Bytes(_) => return BooleanBuffer::new_set(n),
             };
             if l.is_nan() || op == CmpOp::NotEq {
                 BooleanBuffer::new_set(n)
@@ -336,10 +343,10 @@ pub fn compare_array(a: &dyn arrow_array::Array, leaf: &Pred) -> Result<BooleanB
         // caller filters).
         _ => BooleanBuffer::new_set(n),
     };
-    Ok(match a.logical_nulls() {
+    match a.logical_nulls() {
         Some(nb) => &bits & nb.inner(),
         None => bits,
-    })
+    }
 }
 
 /// What a chunk's statistics say of `value op lit` over its rows.
@@ -408,51 +415,6 @@ fn order(v: Num, lit: &Lit) -> Option<std::cmp::Ordering> {
     }
 }
 
-/// Appends, for rows `a..b` of decoded chunk `d`, whether each satisfies
-/// `value op lit` (null rows false; NaN rows true).
-fn compare_decoded(
-    d: &Decoded,
-    a: usize,
-    b: usize,
-    op: CmpOp,
-    lit: &Lit,
-    out: &mut BooleanBufferBuilder,
-) {
-    let valid = |i: usize| d.null_count == 0 || d.is_valid(i);
-    match d.kind {
-        ValueKind::Fixed(DType::Bool) => {
-            for i in a..b {
-                let v = (d.values.as_slice()[i / 8] >> (i % 8)) & 1;
-                out.append(valid(i) && order(Num::U(v as u64), lit).is_some_and(|o| op.test(o)));
-            }
-        }
-        ValueKind::Fixed(dtype) => {
-            let w = dtype.itemsize();
-            let bytes = d.values.as_slice();
-            for i in a..b {
-                let v = super::num::value(dtype, &bytes[i * w..(i + 1) * w], 0);
-                let keep = match v {
-                    Num::F(x) if x.is_nan() => true,
-                    v => order(v, lit).is_none_or(|o| op.test(o)),
-                };
-                out.append(valid(i) && keep);
-            }
-        }
-        _ => {
-            let Lit::Bytes(l) = lit else {
-                // Text against a number: keep (the caller decides).
-                for i in a..b {
-                    out.append(valid(i));
-                }
-                return;
-            };
-            for i in a..b {
-                out.append(valid(i) && op.test(d.value(i).cmp(l.as_slice())));
-            }
-        }
-    }
-}
-
 impl Columnar {
     /// Whether each of physical rows `lo..hi` is not null.
     pub fn valid_bits(&self, lo: u64, hi: u64) -> Result<BooleanBuffer> {
@@ -495,6 +457,16 @@ impl Columnar {
         Ok(out.finish())
     }
 
+    /// Whether any of physical rows `lo..hi` may satisfy `value op lit`,
+    /// by the chunks' statistics alone (nothing is read).
+    pub fn may_match(&self, lo: u64, hi: u64, op: CmpOp, lit: &Lit) -> bool {
+        let kind = self.kind();
+        self.pieces(lo, hi).iter().any(|p| {
+            let e = &self.parts()[p.part].footer().entries[p.chunk];
+            !matches!(verdict(kind, e, op, lit), Verdict::None)
+        })
+    }
+
     fn compare_piece(
         &self,
         p: &super::arrow::Piece,
@@ -510,10 +482,8 @@ impl Columnar {
             Verdict::All => return Ok(BooleanBuffer::new_set(n)),
             Verdict::Some => {}
         }
-        let mut out = BooleanBufferBuilder::new(n);
         if let Some(d) = file.kept_arc(p.chunk) {
-            compare_decoded(&d, p.a, p.b, op, lit, &mut out);
-            return Ok(out.finish());
+            return Ok(compare_values(&chunk_array(&d, p.a, p.b), op, lit));
         }
         if let (ValueKind::Fixed(dtype), Encoding::Narrowed, Lit::Int(l)) =
             (kind, e.encoding(), lit)
@@ -568,7 +538,6 @@ impl Columnar {
             return Ok(bits);
         }
         let d = file.chunk_arc(p.chunk)?;
-        compare_decoded(&d, p.a, p.b, op, lit, &mut out);
-        Ok(out.finish())
+        Ok(compare_values(&chunk_array(&d, p.a, p.b), op, lit))
     }
 }
