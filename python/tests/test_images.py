@@ -308,6 +308,43 @@ def test_the_loader_decodes_on_its_threads_and_resumes_exactly(pets):
         np.testing.assert_array_equal(next(again)["image"], want[0]["image"])
 
 
+def test_grain_and_hugging_face_datasets_get_the_decoded_images(pets):
+    """The hand-off the guide shows: Grain's pipeline over
+    loaderx.grain.DataSource and a datasets.Dataset from loaderx.hf.to_hf
+    decode their batches with images.decode (one call per batch) and get
+    exactly the images of the table's bytes, with the labels beside."""
+    grain = pytest.importorskip("grain.python")
+    pytest.importorskip("datasets")
+    from loaderx.grain import DataSource
+    from loaderx.hf import to_hf
+
+    center = loaderx.Image(48, crop="center", flip=0)
+    rows = np.arange(pets.num_rows)
+    raw = [bytes(v) for v in pets["image"][rows]]
+    labels = pets["label"][rows]
+    want = images.decode(raw, center)
+    assert want.shape == (12, 3, 48, 48)
+
+    def decode_batch(records):
+        return {
+            "image": images.decode([r["image"] for r in records], center),
+            "label": np.array([r["label"] for r in records]),
+        }
+
+    source = DataSource(pets, columns=["image", "label"])
+    batches = grain.MapDataset.source(source).batch(5, batch_fn=decode_batch)
+    got = [batches[i] for i in range(len(batches))]
+    assert [b["image"].shape[0] for b in got] == [5, 5, 2]
+    np.testing.assert_array_equal(np.concatenate([b["image"] for b in got]), want)
+    np.testing.assert_array_equal(np.concatenate([b["label"] for b in got]), labels)
+
+    hf = to_hf(pets, columns=["image", "label"])
+    hf.set_transform(lambda b: {"image": images.decode(b["image"], center), "label": b["label"]})
+    part = hf[3:9]
+    np.testing.assert_array_equal(part["image"], want[3:9])
+    assert list(part["label"]) == labels[3:9].tolist()
+
+
 def test_a_corrupt_image_in_the_loader_raises_naming_it_or_is_zeros(tmp_path):
     from loaderx.dataloader import DataLoader
 
