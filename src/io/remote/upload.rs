@@ -275,23 +275,24 @@ pub(crate) type Journal<'a> = dyn Fn(&str, &str, bool) -> io::Result<()> + Sync 
 const PARTS_IN_FLIGHT: usize = 4;
 
 /// Uploads `t` (to the object `key` of `remote`) as a multipart upload
-/// by id, recorded in `journal` while it is open.
+/// by id, recorded in `journal` (if any) while it is open.
 async fn upload_by_id(
     t: &Transfer,
     src_store: Option<&Arc<dyn ObjectStore>>,
     (remote, key): (&Remote, &str),
     by_id: Arc<dyn MultipartStore>,
     parts: Vec<Range<u64>>,
-    journal: &Journal<'_>,
+    journal: Option<&Journal<'_>>,
     progress: &(dyn Fn(u64) -> io::Result<()> + Sync),
 ) -> io::Result<()> {
+    let journal = |open: bool, id: &str| journal.map_or(Ok(()), |j| j(key, id, open));
     let k = Key::from(key);
     let id = by_id
         .create_multipart(&k)
         .await
         .map_err(|e| remote.error(key, "writing", e))?;
     fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
-    if let Err(e) = journal(key, &id, true) {
+    if let Err(e) = journal(true, &id) {
         let _ = by_id.abort_multipart(&k, &id).await;
         return Err(e);
     }
@@ -324,7 +325,7 @@ async fn upload_by_id(
         let _ = by_id.abort_multipart(&k, &id).await;
     }
     // Closed: a completed upload's id aborts as no upload at all.
-    let _ = journal(key, &id, false);
+    let _ = journal(false, &id);
     sent
 }
 
@@ -398,7 +399,7 @@ async fn copy_one(
                     .await
                     .map_err(|e| remote.error(key, "writing", e))?;
                 progress(t.size)?;
-            } else if let Some((journal, by_id)) = journal.zip(remote.multipart()?) {
+            } else if let Some(by_id) = remote.multipart()? {
                 upload_by_id(
                     t,
                     src_store.as_ref(),
@@ -411,6 +412,7 @@ async fn copy_one(
                 .await?;
                 check_size(t, remote, key, &store).await?;
             } else {
+                // A service without uploads by id.
                 let upload = store
                     .put_multipart_opts(&k, Default::default())
                     .await
@@ -453,8 +455,8 @@ async fn copy_one(
 /// failure (or error from `progress`) stops the copy and is returned,
 /// naming its object.
 ///
-/// With a `journal`, large objects go up as multipart uploads it records
-/// while they are open (where the service has uploads by id).
+/// Large objects go up as multipart uploads by id where the service has
+/// them, each recorded in `journal` (if any) while it is open.
 pub(crate) fn transfer(
     transfers: &[Transfer],
     progress: &(dyn Fn(u64) -> io::Result<()> + Sync),
