@@ -4,6 +4,14 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/loaderx-target}"
+# The JPEG decoder (libjpeg-turbo, built from source by turbojpeg-sys) needs
+# cmake and nasm; a new machine gets them from Debian's packages.
+if ! command -v cmake >/dev/null || ! command -v nasm >/dev/null; then
+    sudo=""
+    if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+    $sudo apt-get install -y -qq cmake nasm >/dev/null 2>&1 \
+        || { $sudo apt-get update -qq && $sudo apt-get install -y -qq cmake nasm >/dev/null; }
+fi
 VENV="${LOADERX_VENV:-$ROOT/.venv}"
 PYTHON="${PYTHON:-python3}"
 if [ ! -x "$VENV/bin/python" ]; then

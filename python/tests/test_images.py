@@ -112,6 +112,38 @@ def test_grayscale_and_cmyk_jpegs_become_rgb(mode):
     assert got.shape == a.shape and diff.mean() <= 1.0, (mode, diff.mean())
 
 
+@pytest.mark.parametrize("subsampling", [0, 2], ids=["444", "420"])
+def test_a_jpeg_crop_decodes_its_region_and_a_small_output_a_scaled_image(subsampling):
+    a = np.asarray(PIL.fromarray(PHOTOS["astronaut"]).resize((500, 500)))
+    data = encode(a, "JPEG", quality=85, subsampling=subsampling)
+    full = PIL.open(io.BytesIO(data)).convert("RGB")
+    # The centre box (31, 31, 438, 438) is decoded alone, its left edge
+    # moved back to an iMCU column: the same pixels as PIL's whole decode,
+    # so the resize matches PIL's within rounding.
+    centre = loaderx.Image(224, crop="center", flip=0.0, layout="HWC")
+    got = images.decode([data], centre)[0].astype(int)
+    want = np.asarray(full.crop((31, 31, 469, 469)).resize((224, 224), PIL.BILINEAR))
+    assert np.abs(got - want.astype(int)).mean() < 0.5
+    # An output a quarter of the source or less is decoded at a DCT scale
+    # (1/4 here): block averages instead of every pixel, then resized, so
+    # close to PIL's resize of the whole image but not equal to it.
+    for size in (100, 60):
+        small = loaderx.Image(size, crop="none", flip=0.0, layout="HWC")
+        got = images.decode([data], small)[0].astype(int)
+        want = np.asarray(full.resize((size, size), PIL.BILINEAR)).astype(int)
+        diff = np.abs(got - want)
+        assert 0 < diff.mean() < 4.0, (size, diff.mean())
+    # A random crop decodes the same as cropping the whole decode would, up
+    # to the region's rounding: every box of a run of seeds (none twice the
+    # output's size, so none scaled).
+    rrc = loaderx.Image(224, scale=(0.08, 0.7), flip=0.0, layout="HWC")
+    seeds = np.arange(16, dtype=np.uint64)
+    got = images.decode([data] * 16, rrc, seeds=seeds).astype(int)
+    png = encode(np.asarray(full), "PNG")
+    want = images.decode([png] * 16, rrc, seeds=seeds).astype(int)
+    assert np.abs(got - want).mean() < 1.0
+
+
 def test_crops_and_flips_are_a_function_of_the_seed():
     a = PHOTOS["astronaut"]
     data = [encode(a, "PNG")] * 4

@@ -10,8 +10,10 @@
 //! listed without reading a byte of the image, and a resumed run draws
 //! them again exactly.
 //!
-//! Decoders: `zune-jpeg` (baseline and progressive, every subsampling,
-//! grayscale and CMYK converted to RGB), `zune-png` (every bit depth;
+//! Decoders: libjpeg-turbo ([`jpeg`]: baseline, progressive and
+//! lossless, every subsampling, grayscale and CMYK converted to RGB; a
+//! crop reads only its region, at a DCT scale where the box is much
+//! larger than the output), `zune-png` (every bit depth;
 //! 16-bit samples keep their high byte; palettes expanded; alpha dropped)
 //! and `image-webp` (lossy and lossless). The crop box is resized with a
 //! separable bilinear filter whose support widens with the reduction (as
@@ -20,8 +22,10 @@
 //! default). A decoder that fails, on any input, is an error naming the
 //! record; a decoder that panics is caught and reported the same way.
 
+mod jpeg;
 mod plan;
 
+use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use fast_image_resize as fr;
@@ -119,16 +123,6 @@ fn check_size(w: usize, h: usize) -> Result<(u32, u32)> {
     Ok((h as u32, w as u32))
 }
 
-fn jpeg_options() -> zune_core::options::DecoderOptions {
-    zune_core::options::DecoderOptions::default()
-        .jpeg_set_out_colorspace(zune_core::colorspace::ColorSpace::RGB)
-        // A truncated or corrupt stream is an error, as PIL's is (not an
-        // image padded with grey).
-        .set_strict_mode(true)
-        .set_max_width(1 << 16)
-        .set_max_height(1 << 16)
-}
-
 fn png_options() -> zune_core::options::DecoderOptions {
     zune_core::options::DecoderOptions::default()
         .png_set_strip_to_8bit(true)
@@ -142,14 +136,7 @@ fn png_options() -> zune_core::options::DecoderOptions {
 /// The `(height, width)` of an encoded image, read from its header only.
 pub fn dimensions(bytes: &[u8]) -> Result<(u32, u32)> {
     guarded(|| match format_of(bytes) {
-        Some(Format::Jpeg) => {
-            let cursor = zune_core::bytestream::ZCursor::new(bytes);
-            let mut d = zune_jpeg::JpegDecoder::new_with_options(cursor, jpeg_options());
-            d.decode_headers()
-                .map_err(|e| not_an_image(format!("{e:?}")))?;
-            let info = d.info().ok_or_else(|| not_an_image("no JPEG header"))?;
-            check_size(info.width as usize, info.height as usize)
-        }
+        Some(Format::Jpeg) => jpeg::header(bytes).map(|h| (h.height, h.width)),
         Some(Format::Png) => {
             let cursor = zune_core::bytestream::ZCursor::new(bytes);
             let mut d = zune_png::PngDecoder::new_with_options(cursor, png_options());
@@ -170,6 +157,18 @@ pub fn dimensions(bytes: &[u8]) -> Result<(u32, u32)> {
             "it starts like no JPEG, PNG or WebP file".to_string(),
         )),
     })
+}
+
+/// One thread's buffers for the image it decodes: the decoded region and
+/// the resized box (kept from image to image: no allocation per record).
+#[derive(Default)]
+struct Scratch {
+    source: Vec<u8>,
+    resized: Vec<u8>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
 /// A decoded source image: RGB, row after row.
@@ -202,9 +201,9 @@ pub fn decode_rgb(bytes: &[u8]) -> Result<Rgb> {
     let want = height as usize * width as usize * 3;
     let pixels = guarded(|| match format_of(bytes) {
         Some(Format::Jpeg) => {
-            let cursor = zune_core::bytestream::ZCursor::new(bytes);
-            let mut d = zune_jpeg::JpegDecoder::new_with_options(cursor, jpeg_options());
-            d.decode().map_err(|e| not_an_image(format!("{e:?}")))
+            let mut out = Vec::new();
+            jpeg::decode_region(bytes, (0, 0, height, width), 1, &mut out)?;
+            Ok(out)
         }
         Some(Format::Png) => {
             let cursor = zune_core::bytestream::ZCursor::new(bytes);
@@ -322,66 +321,116 @@ impl Image {
     }
 
     /// Decodes `bytes`, crops, resizes and flips them as planned for
-    /// `seed`, into `out` ([`Image::image_len`] bytes, in the layout).
+    /// `seed`, into `out` ([`Image::image_len`] bytes, in the layout). A
+    /// JPEG is decoded only over the planned box (at a DCT scale where the
+    /// box is at least twice the output's size); other formats whole.
     pub fn decode_into(&self, bytes: &[u8], seed: u64, out: &mut [u8]) -> Result<Placement> {
         assert_eq!(out.len(), self.image_len(), "one image's bytes");
-        let src = decode_rgb(bytes)?;
-        let place = self.plan(src.height, src.width, seed);
-        self.render(&src, &place, out)?;
-        Ok(place)
-    }
-
-    /// `src`'s box `place` resized to the output size, flipped as placed,
-    /// into `out` in the layout.
-    fn render(&self, src: &Rgb, place: &Placement, out: &mut [u8]) -> Result<()> {
-        let (oh, ow) = (self.height, self.width);
-        let src_view =
-            fr::images::ImageRef::new(src.width, src.height, &src.pixels, fr::PixelType::U8x3)
-                .map_err(|e| not_an_image(format!("{e}")))?;
-        let mut hwc = vec![0u8; self.image_len()];
-        {
-            let mut dst = fr::images::Image::from_slice_u8(ow, oh, &mut hwc, fr::PixelType::U8x3)
-                .map_err(|e| Error::InvalidValue(format!("{e}")))?;
-            let options = fr::ResizeOptions::new()
-                .resize_alg(fr::ResizeAlg::Convolution(fr::FilterType::Bilinear))
-                .crop(
+        SCRATCH.with(|cell| {
+            let scratch = &mut *cell.borrow_mut();
+            if format_of(bytes) == Some(Format::Jpeg) {
+                let (src_h, src_w) = dimensions(bytes)?;
+                let place = self.plan(src_h, src_w, seed);
+                let d = jpeg::scale_for(place.h, place.w, self.height, self.width);
+                let region = guarded(|| {
+                    jpeg::decode_region(
+                        bytes,
+                        (place.y, place.x, place.h, place.w),
+                        d,
+                        &mut scratch.source,
+                    )
+                })?;
+                let source = (region.height, region.width, scratch.source.as_slice());
+                self.render(source, region.boxed, place.flip, &mut scratch.resized, out)?;
+                Ok(place)
+            } else {
+                let src = decode_rgb(bytes)?;
+                let place = self.plan(src.height, src.width, seed);
+                let boxed = (
                     place.x as f64,
                     place.y as f64,
                     place.w as f64,
                     place.h as f64,
                 );
+                let source = (src.height, src.width, src.pixels.as_slice());
+                self.render(source, boxed, place.flip, &mut scratch.resized, out)?;
+                Ok(place)
+            }
+        })
+    }
+
+    /// The box `(x, y, w, h)` of `source` (`height, width, RGB pixels`)
+    /// resized to the output size (through `resized`, a buffer kept for
+    /// the next image), flipped if asked, into `out` in the layout.
+    fn render(
+        &self,
+        (src_h, src_w, pixels): (u32, u32, &[u8]),
+        (bx, by, bw, bh): (f64, f64, f64, f64),
+        flip: bool,
+        resized: &mut Vec<u8>,
+        out: &mut [u8],
+    ) -> Result<()> {
+        let (oh, ow) = (self.height, self.width);
+        let src_view = fr::images::ImageRef::new(src_w, src_h, pixels, fr::PixelType::U8x3)
+            .map_err(|e| not_an_image(format!("{e}")))?;
+        // Straight into `out` where nothing is left to do after the resize;
+        // through `resized` (kept for the next image: no zeroing or
+        // allocation per image once it has grown) where a flip or the
+        // planes of CHW are.
+        let direct = self.layout == ImageLayout::Hwc && !flip;
+        if !direct {
+            resized.resize(self.image_len(), 0);
+        }
+        let hwc: &mut [u8] = if direct { out } else { resized.as_mut_slice() };
+        {
+            let mut dst = fr::images::Image::from_slice_u8(ow, oh, hwc, fr::PixelType::U8x3)
+                .map_err(|e| Error::InvalidValue(format!("{e}")))?;
+            let options = fr::ResizeOptions::new()
+                .resize_alg(fr::ResizeAlg::Convolution(fr::FilterType::Bilinear))
+                .crop(bx, by, bw, bh);
             fr::Resizer::new()
                 .resize(&src_view, &mut dst, &options)
                 .map_err(|e| Error::InvalidValue(format!("resizing an image: {e}")))?;
         }
-        let (oh, ow) = (oh as usize, ow as usize);
+        if direct {
+            return Ok(());
+        }
+        let hwc = resized.as_slice();
+        let ow = ow as usize;
         match self.layout {
             ImageLayout::Hwc => {
-                if place.flip {
-                    for (row_out, row_in) in
-                        out.chunks_exact_mut(ow * 3).zip(hwc.chunks_exact(ow * 3))
+                for (row_out, row_in) in out.chunks_exact_mut(ow * 3).zip(hwc.chunks_exact(ow * 3))
+                {
+                    for (px_out, px_in) in row_out
+                        .chunks_exact_mut(3)
+                        .zip(row_in.chunks_exact(3).rev())
                     {
-                        for (px_out, px_in) in row_out
-                            .chunks_exact_mut(3)
-                            .zip(row_in.chunks_exact(3).rev())
-                        {
-                            px_out.copy_from_slice(px_in);
-                        }
+                        px_out.copy_from_slice(px_in);
                     }
-                } else {
-                    out.copy_from_slice(&hwc);
                 }
             }
             ImageLayout::Chw => {
-                let plane = oh * ow;
-                for y in 0..oh {
-                    let row = &hwc[y * ow * 3..(y + 1) * ow * 3];
-                    for x in 0..ow {
-                        let sx = if place.flip { ow - 1 - x } else { x };
-                        let px = &row[sx * 3..sx * 3 + 3];
-                        out[y * ow + x] = px[0];
-                        out[plane + y * ow + x] = px[1];
-                        out[2 * plane + y * ow + x] = px[2];
+                // One row of each plane at a time, the pixels walked forward
+                // or backward (the flip): no index arithmetic per sample.
+                let plane = self.height as usize * ow;
+                let (r, rest) = out.split_at_mut(plane);
+                let (g, b) = rest.split_at_mut(plane);
+                let rows = r
+                    .chunks_exact_mut(ow)
+                    .zip(g.chunks_exact_mut(ow))
+                    .zip(b.chunks_exact_mut(ow))
+                    .zip(hwc.chunks_exact(ow * 3));
+                for (((r, g), b), row) in rows {
+                    let px = row.chunks_exact(3);
+                    let outs = r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut());
+                    if flip {
+                        for (((r, g), b), p) in outs.zip(px.rev()) {
+                            (*r, *g, *b) = (p[0], p[1], p[2]);
+                        }
+                    } else {
+                        for (((r, g), b), p) in outs.zip(px) {
+                            (*r, *g, *b) = (p[0], p[1], p[2]);
+                        }
                     }
                 }
             }
