@@ -70,6 +70,22 @@ pub fn image_check(spec: Spec) -> PyResult<()> {
     image_of(&spec).map(|_| ())
 }
 
+/// The items of `values`, each checked to be bytes (an encoded image):
+/// `TypeError` naming the first that is not.
+fn encoded_values<'py>(values: Bound<'py, PyList>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            v.cast_into::<PyBytes>().map_err(|_| {
+                pyo3::exceptions::PyTypeError::new_err(format!(
+                    "values[{i}] must be bytes (an encoded image)"
+                ))
+            })
+        })
+        .collect()
+}
+
 /// Decodes `values` (a list of bytes) as `spec` says, record `i` with seed
 /// `seeds[i]` (its id `ids[i]` in messages), with the GIL released:
 /// `(images, ok)`, `images` uint8 `(n, 3, h, w)` or `(n, h, w, 3)`.
@@ -82,17 +98,7 @@ pub fn image_decode<'py>(
     ids: PyReadonlyArray1<'py, u64>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<bool>>)> {
     let image = image_of(&spec)?;
-    let held: Vec<Bound<'py, PyBytes>> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            v.cast_into::<PyBytes>().map_err(|_| {
-                pyo3::exceptions::PyTypeError::new_err(format!(
-                    "values[{i}] must be bytes (an encoded image)"
-                ))
-            })
-        })
-        .collect::<PyResult<_>>()?;
+    let held = encoded_values(values)?;
     let slices: Vec<&[u8]> = held.iter().map(|b| b.as_bytes()).collect();
     let seeds = seeds.as_slice()?;
     let ids = ids.as_slice()?;
@@ -188,17 +194,7 @@ pub fn image_check_values(
     py: Python<'_>,
     values: Bound<'_, PyList>,
 ) -> PyResult<Vec<(i32, i32, Option<String>)>> {
-    let held: Vec<Bound<'_, PyBytes>> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            v.cast_into::<PyBytes>().map_err(|_| {
-                pyo3::exceptions::PyTypeError::new_err(format!(
-                    "values[{i}] must be bytes (an encoded image)"
-                ))
-            })
-        })
-        .collect::<PyResult<_>>()?;
+    let held = encoded_values(values)?;
     let slices: Vec<&[u8]> = held.iter().map(|b| b.as_bytes()).collect();
     Ok(py.detach(|| {
         use rayon::prelude::*;
