@@ -151,17 +151,18 @@ pub(super) fn scale_for(bh: u32, bw: u32, oh: u32, ow: u32) -> u32 {
 }
 
 /// Decodes the box `(y, x, h, w)` (source pixels) of `bytes` at scale
-/// `1/d` into `out` (RGB, resized to fit), reading only the rows and iMCU
-/// columns the box covers. A lossless JPEG is decoded whole at full size
-/// (TurboJPEG neither scales nor crops those).
+/// `1/d`, both chosen by `choose` from the source's height and width (read
+/// from the header once), into `out` (RGB, resized to fit), reading only
+/// the rows and iMCU columns the box covers. A lossless JPEG is decoded
+/// whole at full size (TurboJPEG neither scales nor crops those).
 pub(super) fn decode_region(
     bytes: &[u8],
-    (by, bx, bh, bw): (u32, u32, u32, u32),
-    d: u32,
+    choose: impl FnOnce(u32, u32) -> ((u32, u32, u32, u32), u32),
     out: &mut Vec<u8>,
 ) -> Result<Region> {
     with_handle(|h| {
         let hd = read_header(h, bytes)?;
+        let ((by, bx, bh, bw), d) = choose(hd.height, hd.width);
         if by.saturating_add(bh) > hd.height
             || bx.saturating_add(bw) > hd.width
             || bh == 0

@@ -167,6 +167,18 @@ struct Scratch {
     resized: Vec<u8>,
 }
 
+impl Scratch {
+    /// What a thread keeps between images: enough for a 24-megapixel
+    /// region; a larger one (up to [`MAX_PIXELS`]) is freed after use.
+    const KEEP: usize = 3 << 23;
+
+    fn shrink(&mut self) {
+        if self.source.capacity() > Self::KEEP {
+            self.source = Vec::new();
+        }
+    }
+}
+
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
@@ -202,7 +214,7 @@ pub fn decode_rgb(bytes: &[u8]) -> Result<Rgb> {
     let pixels = guarded(|| match format_of(bytes) {
         Some(Format::Jpeg) => {
             let mut out = Vec::new();
-            jpeg::decode_region(bytes, (0, 0, height, width), 1, &mut out)?;
+            jpeg::decode_region(bytes, |h, w| ((0, 0, h, w), 1), &mut out)?;
             Ok(out)
         }
         Some(Format::Png) => {
@@ -329,20 +341,25 @@ impl Image {
         SCRATCH.with(|cell| {
             let scratch = &mut *cell.borrow_mut();
             if format_of(bytes) == Some(Format::Jpeg) {
-                let (src_h, src_w) = dimensions(bytes)?;
-                let place = self.plan(src_h, src_w, seed);
-                let d = jpeg::scale_for(place.h, place.w, self.height, self.width);
+                // The plan is drawn from the header the decode reads.
+                let mut place = Placement::default();
                 let region = guarded(|| {
                     jpeg::decode_region(
                         bytes,
-                        (place.y, place.x, place.h, place.w),
-                        d,
+                        |src_h, src_w| {
+                            place = self.plan(src_h, src_w, seed);
+                            let d = jpeg::scale_for(place.h, place.w, self.height, self.width);
+                            ((place.y, place.x, place.h, place.w), d)
+                        },
                         &mut scratch.source,
                     )
-                })?;
-                let source = (region.height, region.width, scratch.source.as_slice());
-                self.render(source, region.boxed, place.flip, &mut scratch.resized, out)?;
-                Ok(place)
+                });
+                let rendered = region.and_then(|region| {
+                    let source = (region.height, region.width, scratch.source.as_slice());
+                    self.render(source, region.boxed, place.flip, &mut scratch.resized, out)
+                });
+                scratch.shrink();
+                rendered.map(|()| place)
             } else {
                 let src = decode_rgb(bytes)?;
                 let place = self.plan(src.height, src.width, seed);
