@@ -131,7 +131,8 @@ pub(super) fn header(bytes: &[u8]) -> Result<Header> {
     with_handle(|h| read_header(h, bytes))
 }
 
-/// A decoded region: `height × width` RGB pixels, and where the asked box
+/// A decoded region: `height × width` RGBX pixels (four bytes each, the
+/// fourth padding: the resize's fastest pixel), and where the asked box
 /// lies in them (`x`, `y`, `w`, `h`, in the region's pixels, fractional
 /// where the scale divides a box edge).
 pub(super) struct Region {
@@ -152,7 +153,7 @@ pub(super) fn scale_for(bh: u32, bw: u32, oh: u32, ow: u32) -> u32 {
 
 /// Decodes the box `(y, x, h, w)` (source pixels) of `bytes` at scale
 /// `1/d`, both chosen by `choose` from the source's height and width (read
-/// from the header once), into `out` (RGB, resized to fit), reading only
+/// from the header once), into `out` (RGBX, resized to fit), reading only
 /// the rows and iMCU columns the box covers. A lossless JPEG is decoded
 /// whole at full size (TurboJPEG neither scales nor crops those).
 pub(super) fn decode_region(
@@ -223,15 +224,15 @@ pub(super) fn decode_region(
             return Err(error_of(h));
         }
         let pixels = rw as usize * rh as usize;
-        let (format, channels) = if hd.cmyk {
-            (tj::TJPF_TJPF_CMYK, 4)
+        let format = if hd.cmyk {
+            tj::TJPF_TJPF_CMYK
         } else {
-            (tj::TJPF_TJPF_RGB, 3)
+            tj::TJPF_TJPF_RGBX
         };
         // Grown once per thread, never zeroed again: every byte below is
         // written by the decode.
-        out.resize(pixels * channels, 0);
-        // SAFETY: `out` holds rh rows of rw pixels of `channels` bytes,
+        out.resize(pixels * 4, 0);
+        // SAFETY: `out` holds rh rows of rw pixels of 4 bytes,
         // which is what TurboJPEG writes for this scale and region with a
         // pitch of 0 (rows packed); `bytes` outlives the call.
         let rc = unsafe {
@@ -248,7 +249,7 @@ pub(super) fn decode_region(
             return Err(error_of(h));
         }
         if hd.cmyk {
-            cmyk_to_rgb(out);
+            cmyk_to_rgbx(out);
         }
         Ok(Region {
             height: rh,
@@ -259,15 +260,12 @@ pub(super) fn decode_region(
 }
 
 /// CMYK samples as libjpeg gives them (Adobe's inverted convention, as
-/// PIL reads them too) to RGB the way PIL converts them: `R = C·K / 255`.
-fn cmyk_to_rgb(px: &mut Vec<u8>) {
-    let n = px.len() / 4;
-    for i in 0..n {
-        let (c, m, y, k) = (px[4 * i], px[4 * i + 1], px[4 * i + 2], px[4 * i + 3]);
-        let mul = |a: u8| ((a as u32 * k as u32 + 127) / 255) as u8;
-        px[3 * i] = mul(c);
-        px[3 * i + 1] = mul(m);
-        px[3 * i + 2] = mul(y);
+/// PIL reads them too) to RGBX, in place, the way PIL converts them to RGB:
+/// `R = C·K / 255`.
+fn cmyk_to_rgbx(px: &mut [u8]) {
+    for p in px.chunks_exact_mut(4) {
+        let k = p[3] as u32;
+        let mul = |a: u8| ((a as u32 * k + 127) / 255) as u8;
+        (p[0], p[1], p[2], p[3]) = (mul(p[0]), mul(p[1]), mul(p[2]), 255);
     }
-    px.truncate(3 * n);
 }

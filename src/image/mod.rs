@@ -24,6 +24,7 @@
 
 mod jpeg;
 mod plan;
+mod planes;
 
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -159,22 +160,28 @@ pub fn dimensions(bytes: &[u8]) -> Result<(u32, u32)> {
     })
 }
 
-/// One thread's buffers for the image it decodes: the decoded region and
-/// the resized box (kept from image to image: no allocation per record).
+/// One thread's buffers for the image it decodes: the decoded region, the
+/// resized box and the resizer's own intermediate rows (kept from image to
+/// image: no allocation or zeroing per record).
 #[derive(Default)]
 struct Scratch {
     source: Vec<u8>,
     resized: Vec<u8>,
+    resizer: fr::Resizer,
 }
 
 impl Scratch {
-    /// What a thread keeps between images: enough for a 24-megapixel
-    /// region; a larger one (up to [`MAX_PIXELS`]) is freed after use.
-    const KEEP: usize = 3 << 23;
+    /// What a thread keeps between images: 32 MiB, enough for an
+    /// 8-megapixel region of RGBX; a larger one (up to [`MAX_PIXELS`]) is
+    /// freed after use.
+    const KEEP: usize = 4 << 23;
 
     fn shrink(&mut self) {
         if self.source.capacity() > Self::KEEP {
             self.source = Vec::new();
+        }
+        if self.resizer.size_of_internal_buffers() > Self::KEEP {
+            self.resizer.reset_internal_buffers();
         }
     }
 }
@@ -215,7 +222,7 @@ pub fn decode_rgb(bytes: &[u8]) -> Result<Rgb> {
         Some(Format::Jpeg) => {
             let mut out = Vec::new();
             jpeg::decode_region(bytes, |h, w| ((0, 0, h, w), 1), &mut out)?;
-            Ok(out)
+            Ok(to_rgb(out, 4))
         }
         Some(Format::Png) => {
             let cursor = zune_core::bytestream::ZCursor::new(bytes);
@@ -355,8 +362,9 @@ impl Image {
                     )
                 });
                 let rendered = region.and_then(|region| {
-                    let source = (region.height, region.width, scratch.source.as_slice());
-                    self.render(source, region.boxed, place.flip, &mut scratch.resized, out)
+                    let source = (region.height, region.width, 4, scratch.source.as_slice());
+                    let buffers = (&mut scratch.resizer, &mut scratch.resized);
+                    self.render(source, region.boxed, place.flip, buffers, out)
                 });
                 scratch.shrink();
                 rendered.map(|()| place)
@@ -369,87 +377,68 @@ impl Image {
                     place.w as f64,
                     place.h as f64,
                 );
-                let source = (src.height, src.width, src.pixels.as_slice());
-                self.render(source, boxed, place.flip, &mut scratch.resized, out)?;
-                Ok(place)
+                let source = (src.height, src.width, 3, src.pixels.as_slice());
+                let buffers = (&mut scratch.resizer, &mut scratch.resized);
+                let rendered = self.render(source, boxed, place.flip, buffers, out);
+                scratch.shrink();
+                rendered.map(|()| place)
             }
         })
     }
 
-    /// The box `(x, y, w, h)` of `source` (`height, width, RGB pixels`)
-    /// resized to the output size (through `resized`, a buffer kept for
-    /// the next image), flipped if asked, into `out` in the layout.
+    /// The box `(x, y, w, h)` of `source` (`height, width, bytes per
+    /// pixel, pixels`: RGB, or RGBX as the JPEG decoder writes them) resized
+    /// to the output size (by the thread's `resizer`, through `resized`,
+    /// both kept for the next image), flipped if asked, into `out` in the
+    /// layout.
     fn render(
         &self,
-        (src_h, src_w, pixels): (u32, u32, &[u8]),
+        (src_h, src_w, stride, pixels): (u32, u32, usize, &[u8]),
         (bx, by, bw, bh): (f64, f64, f64, f64),
         flip: bool,
-        resized: &mut Vec<u8>,
+        (resizer, resized): (&mut fr::Resizer, &mut Vec<u8>),
         out: &mut [u8],
     ) -> Result<()> {
         let (oh, ow) = (self.height, self.width);
-        let src_view = fr::images::ImageRef::new(src_w, src_h, pixels, fr::PixelType::U8x3)
+        let pixel = if stride == 4 {
+            fr::PixelType::U8x4
+        } else {
+            fr::PixelType::U8x3
+        };
+        let src_view = fr::images::ImageRef::new(src_w, src_h, pixels, pixel)
             .map_err(|e| not_an_image(format!("{e}")))?;
         // Straight into `out` where nothing is left to do after the resize;
         // through `resized` (kept for the next image: no zeroing or
-        // allocation per image once it has grown) where a flip or the
+        // allocation per image once it has grown) where a flip, RGBX or the
         // planes of CHW are.
-        let direct = self.layout == ImageLayout::Hwc && !flip;
+        let direct = self.layout == ImageLayout::Hwc && !flip && stride == 3;
         if !direct {
-            resized.resize(self.image_len(), 0);
+            resized.resize(oh as usize * ow as usize * stride, 0);
         }
-        let hwc: &mut [u8] = if direct { out } else { resized.as_mut_slice() };
+        let dst_buf: &mut [u8] = if direct { out } else { resized.as_mut_slice() };
         {
-            let mut dst = fr::images::Image::from_slice_u8(ow, oh, hwc, fr::PixelType::U8x3)
+            let mut dst = fr::images::Image::from_slice_u8(ow, oh, dst_buf, pixel)
                 .map_err(|e| Error::InvalidValue(format!("{e}")))?;
+            // RGBX's fourth byte is padding, not alpha.
             let options = fr::ResizeOptions::new()
                 .resize_alg(fr::ResizeAlg::Convolution(fr::FilterType::Bilinear))
-                .crop(bx, by, bw, bh);
-            fr::Resizer::new()
+                .crop(bx, by, bw, bh)
+                .use_alpha(false);
+            resizer
                 .resize(&src_view, &mut dst, &options)
                 .map_err(|e| Error::InvalidValue(format!("resizing an image: {e}")))?;
         }
         if direct {
             return Ok(());
         }
-        let hwc = resized.as_slice();
         let ow = ow as usize;
         match self.layout {
-            ImageLayout::Hwc => {
-                for (row_out, row_in) in out.chunks_exact_mut(ow * 3).zip(hwc.chunks_exact(ow * 3))
-                {
-                    for (px_out, px_in) in row_out
-                        .chunks_exact_mut(3)
-                        .zip(row_in.chunks_exact(3).rev())
-                    {
-                        px_out.copy_from_slice(px_in);
-                    }
-                }
-            }
+            ImageLayout::Hwc => planes::to_hwc(resized, ow, stride, flip, out),
             ImageLayout::Chw => {
-                // One row of each plane at a time, the pixels walked forward
-                // or backward (the flip): no index arithmetic per sample.
                 let plane = self.height as usize * ow;
                 let (r, rest) = out.split_at_mut(plane);
                 let (g, b) = rest.split_at_mut(plane);
-                let rows = r
-                    .chunks_exact_mut(ow)
-                    .zip(g.chunks_exact_mut(ow))
-                    .zip(b.chunks_exact_mut(ow))
-                    .zip(hwc.chunks_exact(ow * 3));
-                for (((r, g), b), row) in rows {
-                    let px = row.chunks_exact(3);
-                    let outs = r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut());
-                    if flip {
-                        for (((r, g), b), p) in outs.zip(px.rev()) {
-                            (*r, *g, *b) = (p[0], p[1], p[2]);
-                        }
-                    } else {
-                        for (((r, g), b), p) in outs.zip(px) {
-                            (*r, *g, *b) = (p[0], p[1], p[2]);
-                        }
-                    }
-                }
+                planes::to_chw(resized, ow, stride, flip, [r, g, b]);
             }
         }
         Ok(())
