@@ -25,11 +25,20 @@ ratio 3/4–4/3) with a horizontal flip at 0.5, uint8, batches of 64, on
   ``fn.decoders.image_random_crop`` (libjpeg-turbo, decoding only the
   crop's region), ``fn.resize`` and ``fn.crop_mirror_normalize`` (flip,
   CHW, uint8).
+* **FFCV**: the files written to an FFCV dataset (``RGBImageField``, JPEG:
+  FFCV encodes them itself, with OpenCV at quality 90), read by its
+  ``Loader`` with ``num_workers`` = cores, random order,
+  ``RandomResizedCropRGBImageDecoder``, ``RandomHorizontalFlip`` and
+  ``ToTorchImage(channels_last=False)`` (contiguous CHW, like the others).
+  FFCV builds from source against the system's OpenCV and libjpeg-turbo
+  (Debian: ``libopencv-dev libturbojpeg0-dev pkg-config``); where it is
+  installed in a separate environment, run this script with that
+  environment's interpreter.
 * **limit**: cores × one core's full-size decode rate of the same files
   with simplejpeg (libjpeg-turbo; PIL where simplejpeg is not installed):
   what a decoder that reads every pixel reaches.
 
-The optional peers (torchvision, DALI, simplejpeg) are in
+The optional peers (torchvision, DALI, FFCV, simplejpeg) are in
 ``requirements/bench-images.txt``; a peer that does not import is left out
 and said so.
 
@@ -50,6 +59,7 @@ import math
 import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -218,6 +228,83 @@ def run_dali(files: list[Path], workers: int, batches: int) -> float:
     return batches * BATCH / dt
 
 
+def write_ffcv(files: list[Path], path: Path, workers: int) -> None:
+    """The files in an FFCV dataset: FFCV stores JPEGs it encodes itself
+    (OpenCV, quality 90; the files here are 75 to 95), so each file is
+    decoded and handed to its writer."""
+    from ffcv.fields import IntField, RGBImageField
+    from ffcv.writer import DatasetWriter
+    from PIL import Image
+
+    class Files:
+        def __len__(self) -> int:
+            return len(files)
+
+        def __getitem__(self, i: int):
+            with Image.open(files[i]) as im:
+                return np.asarray(im.convert("RGB")), i % 2
+
+    fields = {"image": RGBImageField(write_mode="jpg", jpeg_quality=90), "label": IntField()}
+    DatasetWriter(str(path), fields, num_workers=workers).from_indexed_dataset(Files())
+
+
+def run_ffcv(path: Path, workers: int, batches: int) -> float:
+    """FFCV's loader: random order, its random-resized-crop JPEG decoder
+    (libjpeg-turbo), flip, CHW uint8 tensors (contiguous, as the others)."""
+    import torch
+    from ffcv.fields.decoders import IntDecoder, RandomResizedCropRGBImageDecoder
+    from ffcv.loader import Loader, OrderOption
+    from ffcv.transforms import RandomHorizontalFlip, ToTensor, ToTorchImage
+
+    loader = Loader(
+        str(path),
+        batch_size=BATCH,
+        num_workers=workers,
+        order=OrderOption.RANDOM,
+        os_cache=True,
+        seed=1,
+        pipelines={
+            "image": [
+                RandomResizedCropRGBImageDecoder((SIZE, SIZE)),
+                RandomHorizontalFlip(),
+                ToTensor(),
+                ToTorchImage(channels_last=False),
+            ],
+            "label": [IntDecoder(), ToTensor()],
+        },
+    )
+
+    def batches_forever(epochs):
+        while True:
+            yield from epochs
+
+    it = batches_forever(loader)
+    for _ in range(len(loader)):  # warm-up: one epoch (its code is compiled on first use)
+        next(it)
+    t = time.perf_counter()
+    for _ in range(batches):
+        x, _ = next(it)
+        assert x.shape == (BATCH, 3, SIZE, SIZE) and x.dtype == torch.uint8
+    dt = time.perf_counter() - t
+    del it, loader
+    return batches * BATCH / dt
+
+
+def ffcv_child(what: str, path: Path, workers: int, batches: int, files: list[Path] = ()) -> float:
+    """FFCV in a process of its own (``--ffcv-child``): its loader's threads
+    and compiled code stay out of the other peers' way, and of the limit's."""
+    cmd = [sys.executable, __file__, "--ffcv-child", what, "--ffcv-path", str(path)]
+    cmd += ["--workers", str(workers), "--batches", str(batches)]
+    cmd += [str(f) for f in files]
+    # FFCV 1.0.2 with numba 0.68 may abort at interpreter exit (a numba
+    # finalizer), after its figure is printed: the figure is what counts.
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    lines = done.stdout.strip().splitlines()
+    if not lines:
+        raise RuntimeError(f"FFCV child ({what}) failed: {done.stderr[-2000:]}")
+    return float(lines[-1])
+
+
 def run_loaderx(table, workers: int, batches: int) -> float:
     from loaderx.dataloader import DataLoader
 
@@ -275,6 +362,8 @@ def available(peer: str) -> str | None:
             from torchvision.transforms.v2 import functional  # noqa: F401
         elif peer == "dali_cpu":
             import nvidia.dali  # noqa: F401
+        elif peer == "ffcv":
+            import ffcv.loader  # noqa: F401
     except Exception as e:  # noqa: BLE001 (any failure to import leaves the peer out)
         return f"{type(e).__name__}: {e}"
     return None
@@ -288,7 +377,17 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--quick", action="store_true", help="a small run (a smoke test)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--ffcv-child", choices=["write", "run"], help=argparse.SUPPRESS)
+    ap.add_argument("--ffcv-path", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("files", nargs="*", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.ffcv_child == "write":
+        write_ffcv(args.files, args.ffcv_path, args.workers)
+        print(0.0)
+        return
+    if args.ffcv_child == "run":
+        print(run_ffcv(args.ffcv_path, args.workers, args.batches))
+        return
     if args.quick:
         args.images, args.batches, args.rounds = 64, 3, 1
     tmp = Path(tempfile.mkdtemp(prefix="loaderx-bench-images-"))
@@ -303,11 +402,14 @@ def main() -> None:
             "torch_pil": lambda: run_torch(files, args.workers, args.batches),
             "torch_tv": lambda: run_torch(files, args.workers, args.batches, TvDataset),
             "dali_cpu": lambda: run_dali(files, args.workers, args.batches),
+            "ffcv": lambda: ffcv_child("run", tmp / "ffcv.beton", args.workers, args.batches),
         }
         missing = {p: why for p in peers if (why := available(p)) is not None}
         for p, why in missing.items():
             log(f"{p} left out: {why}")
             del peers[p]
+        if "ffcv" in peers:
+            ffcv_child("write", tmp / "ffcv.beton", args.workers, 0, files)
         results: dict[str, list[float]] = {p: [] for p in peers}
         limits: list[float] = []
         for r in range(args.rounds):
@@ -326,6 +428,7 @@ def main() -> None:
             "torch_pil": "torch DataLoader + PIL",
             "torch_tv": "torch DataLoader + torchvision.io.decode_jpeg",
             "dali_cpu": "DALI CPU pipeline",
+            "ffcv": "FFCV Loader (its own JPEGs, quality 90)",
         }
         rows = [(names[p], v) for p, v in best.items()]
         rows.append((f"limit: cores × one core's {limit_by} full decode", limit))
