@@ -503,3 +503,53 @@ fn message(e: &Error) -> String {
         other => other.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A JPEG region is resized as RGBX and a PNG or WebP image as RGB:
+    /// both give the same samples for the same pixels, in both layouts,
+    /// flipped or not.
+    #[test]
+    fn rgbx_and_rgb_sources_render_the_same() {
+        let (h, w) = (97u32, 131u32);
+        let rgb: Vec<u8> = (0..(h * w * 3) as usize)
+            .map(|i| (i * 37 % 253) as u8)
+            .collect();
+        let rgbx: Vec<u8> = rgb
+            .chunks_exact(3)
+            .flat_map(|p| [p[0], p[1], p[2], 255])
+            .collect();
+        for layout in [ImageLayout::Chw, ImageLayout::Hwc] {
+            let image = Image::new(40, 56, Crop::Whole, 0.5, layout, OnError::Raise)
+                .expect("valid settings");
+            for flip in [false, true] {
+                let boxed = (7.25, 3.5, 101.0, 80.5);
+                let mut resizer = fr::Resizer::new();
+                let mut scratch = Vec::new();
+                let mut a = vec![0u8; image.image_len()];
+                let mut b = vec![0u8; image.image_len()];
+                image
+                    .render(
+                        (h, w, 3, &rgb),
+                        boxed,
+                        flip,
+                        (&mut resizer, &mut scratch),
+                        &mut a,
+                    )
+                    .unwrap();
+                image
+                    .render(
+                        (h, w, 4, &rgbx),
+                        boxed,
+                        flip,
+                        (&mut resizer, &mut scratch),
+                        &mut b,
+                    )
+                    .unwrap();
+                assert_eq!(a, b, "{layout:?}, flip {flip}");
+            }
+        }
+    }
+}
