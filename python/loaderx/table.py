@@ -834,7 +834,10 @@ def copy_table(
     ``manifest.json`` (recording every shard's objects, so readers need not
     list them) is written after everything else. An interrupted copy leaves
     nothing that opens as a table, and copying again over it is allowed; any
-    other existing content at ``dst`` raises FileExistsError.
+    other existing content at ``dst`` raises FileExistsError. A copy into a
+    bucket lists its open multipart uploads in a lease object
+    (``_leases/``), as writers do: copying again over an interrupted copy
+    aborts the uploads it left open.
 
     ``progress(done, total)`` is called with byte counts as objects land; an
     exception it raises stops the copy. ``storage_options`` apply to both

@@ -1031,6 +1031,82 @@ def test_cleanup_aborts_the_multipart_uploads_a_killed_bucket_writer_left(
         assert column(t, "id").tolist() == list(range(8))
 
 
+_KILLED_COPY = """
+import json, sys
+import loaderx
+
+src, dst, opts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+loaderx.copy_table(src, dst, storage_options=opts)
+"""
+
+
+def test_a_copy_rerun_aborts_the_multipart_uploads_a_killed_copy_left(s3, tmp_path):
+    """A copy into a bucket holds a lease, as a write does, and records
+    each multipart upload in its lease object before the upload's first
+    part: killed mid-upload, it leaves the upload listed there, and the
+    copy run again (which finishes an interrupted copy) aborts it and
+    removes the lease object; the copy reads as its source."""
+    import signal
+    import subprocess
+    import sys
+
+    from remote_servers import FaultProxy
+
+    src = str(tmp_path / "src")
+    # 40 MiB that do not compress, in one shard: a file uploaded in parts.
+    blob = np.random.default_rng(0).integers(0, 256, (40, 1 << 20), dtype=np.uint8)
+    x = pa.FixedSizeListArray.from_arrays(pa.array(blob.reshape(-1)), 1 << 20)
+    loaderx.ingest_sharded(
+        pa.table({"id": np.arange(40), "x": x}), src, workers=1, shards=1
+    ).close()
+    dst, opts = uri(s3, "copied"), s3.options()
+    prefix = f"{s3.prefix}/copied/"
+    client = s3.client()
+
+    def open_uploads():
+        got = client.list_multipart_uploads(Bucket=s3.bucket, Prefix=prefix)
+        return [(u["Key"], u["UploadId"]) for u in got.get("Uploads", [])]
+
+    holder = {}
+
+    def rule(n, r):
+        if r.method == "PUT" and "partNumber=2" in r.path and "uploadId=" in r.path:
+            os.kill(holder["pid"], signal.SIGKILL)
+            return "stall"
+        return None
+
+    proxy = FaultProxy(s3.endpoint, rule)
+    proxy.stall_seconds = 0.2
+    try:
+        child = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                _KILLED_COPY,
+                src,
+                dst,
+                json.dumps(s3.options(endpoint=proxy.url)),
+            ]
+        )
+        holder["pid"] = child.pid
+        assert child.wait(120) == -signal.SIGKILL
+    finally:
+        proxy.stop()
+    uploads = open_uploads()
+    assert len(uploads) == 1, uploads
+    key, upload = uploads[0]
+    leases = [k for k in s3.keys(prefix) if k.startswith(prefix + "_leases/")]
+    assert len(leases) == 1, leases
+    body = json.loads(client.get_object(Bucket=s3.bucket, Key=leases[0])["Body"].read())
+    assert body["uploads"] == [{"key": key, "id": upload}]
+    assert loaderx.copy_table(src, dst, storage_options=opts) > 40 << 20
+    assert open_uploads() == []
+    assert not [k for k in s3.keys(prefix) if "/_leases/" in k[len(prefix) - 1 :]]
+    with loaderx.open_table(dst, storage_options=opts) as t:
+        assert column(t, "id").tolist() == list(range(40))
+        assert np.array_equal(np.asarray(t["x"][[0, 39]]).reshape(2, -1), blob[[0, 39]])
+
+
 def test_cleanup_removes_staging_directories_of_dead_bucket_writers(tmp_path, monkeypatch):
     """Local staging directories a writer to a bucket makes in the
     temporary directory: removed by a cleanup once no live process holds

@@ -263,7 +263,16 @@ pub fn copy_table(src: &Location, dst: &Location, progress: Progress<'_>) -> Res
                     size: *size,
                 })
                 .collect();
-            transfer(&transfers, &count, None).map_err(|e| stopped(e, src.path()))?;
+            // The lease objects an interrupted copy left: the uploads they
+            // list are aborted, and the objects removed with its others.
+            let leases = format!("{}/", files::LEASES_DIR);
+            let dead: Vec<String> = existing
+                .iter()
+                .filter(|(rel, _)| rel.starts_with(&leases))
+                .map(|(rel, _)| rel.clone())
+                .collect();
+            super::write::copy_leased(dst, &dead, &transfers, &count)?
+                .map_err(|e| stopped(e, src.path()))?;
             // What an interrupted copy left that this one did not write.
             let ours: BTreeSet<&str> = files.iter().map(|f| f.0.as_str()).collect();
             let stale: Vec<String> = existing

@@ -136,8 +136,18 @@ pub(super) fn upload_dir(root: &Bucket, local: &Path, rel: &str) -> Result<Vec<(
         })
         .collect();
     let at = root.path().join(rel);
-    // Large files go up as multipart uploads the write's lease records
-    // while they are open: a cleanup aborts those a killed writer left.
+    leased(root, &transfers, &|_| Ok(())).map_err(|e| io_error(&at, e))?;
+    Ok(listed)
+}
+
+/// [`transfer`] into `root`, whose large files go up as multipart uploads
+/// the write's lease (if one is held) records while they are open: a
+/// cleanup aborts those a killed writer left.
+fn leased(
+    root: &Bucket,
+    transfers: &[Transfer],
+    progress: &(dyn Fn(u64) -> std::io::Result<()> + Sync),
+) -> std::io::Result<()> {
     let lease = root.held_lease();
     let journal = |key: &str, id: &str, open: bool| match &lease {
         Some(l) => l.record(root, key, id, open),
@@ -145,8 +155,25 @@ pub(super) fn upload_dir(root: &Bucket, local: &Path, rel: &str) -> Result<Vec<(
     };
     let journal: Option<&crate::io::remote::upload::Journal<'_>> =
         lease.is_some().then_some(&journal);
-    transfer(&transfers, &|_| Ok(()), journal).map_err(|e| io_error(&at, e))?;
-    Ok(listed)
+    transfer(transfers, progress, journal)
+}
+
+/// Copies `transfers` into the bucket of `at` (a copy of a table) under a
+/// lease of its own, as a write holds one, so that the multipart uploads a
+/// killed copy left open are listed in a lease object; first aborts the
+/// uploads that the lease objects `dead` (relative to `at`: those an
+/// interrupted copy left, which the caller then removes) list. The outer
+/// error is the lease's, the inner one the transfer's.
+pub(crate) fn copy_leased(
+    at: &Location,
+    dead: &[String],
+    transfers: &[Transfer],
+    progress: &(dyn Fn(u64) -> std::io::Result<()> + Sync),
+) -> Result<std::io::Result<()>> {
+    let root = Bucket::of(at)?;
+    abort_uploads(&root, dead)?;
+    let _lease = BucketLease::take(&root, &format!("copy{}", files::random_hex(6)))?;
+    Ok(leased(&root, transfers, progress))
 }
 
 /// The objects below `rel` of `root` (relative to it) and their sizes.

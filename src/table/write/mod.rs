@@ -40,6 +40,8 @@ mod rows;
 mod split;
 
 #[cfg(feature = "remote")]
+pub(crate) use bucket::copy_leased;
+#[cfg(feature = "remote")]
 pub(crate) use commit::publish_at;
 use commit::{next_manifest, publish};
 pub use evolve::{drop_columns, make_versioned, ColumnsWrite};
