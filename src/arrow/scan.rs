@@ -420,10 +420,30 @@ impl<S: StoreAccess> Scan<S> {
             };
             let n = (stripe.end - stripe.start) as usize;
             let mut filtered: Vec<(usize, ArrayRef)> = Vec::new();
+            // Columns whose rows kept are read already (filtered).
+            let mut done: Vec<(usize, ArrayRef)> = Vec::new();
             let mask = match self.filter.as_ref().map(|f| f.columns.clone()) {
-                None if self.pred.is_some() => {
+                None if self.pred.is_some() => 'mask: {
                     let (named, pred) = self.pred.as_ref().expect("a predicate");
                     let offset = usize::from(self.index);
+                    // One comparison of a column the batch projects: its
+                    // rows kept and their values in one pass (a narrowed
+                    // chunk compared as stored, only the rows kept widened).
+                    if let crate::columnar::Pred::Cmp(name, op, lit) = pred {
+                        let i = named.iter().find(|(c, _)| c == name).map_or(0, |(_, i)| *i);
+                        if self.projection.contains(&(i + offset)) {
+                            let got = self.streams[i].1.with(|s| match s.columnar() {
+                                Some(col) => col
+                                    .filter_range(stripe.start, stripe.end, *op, lit)
+                                    .map(Some),
+                                None => Ok(None),
+                            });
+                            if let Some((bits, kept)) = got.map_err(to_arrow)? {
+                                done.push((i + offset, kept));
+                                break 'mask Some(BooleanArray::new(bits, None));
+                            }
+                        }
+                    }
                     // A column the batch projects is read whole anyway: its
                     // comparisons run on what is read (read once); the
                     // others on the stored chunks.
@@ -506,6 +526,10 @@ impl<S: StoreAccess> Scan<S> {
             let mut arrays = Vec::with_capacity(self.projection.len());
             let offset = usize::from(self.index);
             for &c in &self.projection {
+                if let Some((_, a)) = done.iter().find(|(dc, _)| *dc == c) {
+                    arrays.push(Arc::clone(a));
+                    continue;
+                }
                 let a = match filtered.iter().find(|(fc, _)| *fc == c) {
                     Some((_, a)) => Arc::clone(a),
                     // The index column of the rows kept, made as such.

@@ -25,6 +25,22 @@ fn shared(owner: &Arc<Decoded>, bytes: &[u8]) -> Buffer {
     unsafe { Buffer::from_custom_allocation(ptr, bytes.len(), Arc::clone(owner) as Arc<_>) }
 }
 
+/// The Arrow type of a column's values.
+pub(crate) fn value_type(kind: ValueKind) -> arrow_schema::DataType {
+    match kind {
+        ValueKind::Fixed(d) => crate::arrow::arrow_type(d),
+        ValueKind::Utf8 => arrow_schema::DataType::Utf8,
+        ValueKind::Binary => arrow_schema::DataType::Binary,
+    }
+}
+
+/// Numbers of `dtype` (not booleans), their little-endian bytes end to
+/// end in `bytes`, as one array without nulls.
+pub(crate) fn fixed_array(dtype: DType, bytes: MutableBuffer) -> ArrayRef {
+    let n = bytes.len() / dtype.itemsize().max(1);
+    crate::arrow::values_array(dtype, Buffer::from(bytes), n)
+}
+
 /// Rows `lo..hi` of the decoded chunk `d` as one array, sharing its
 /// buffers.
 pub fn chunk_array(d: &Arc<Decoded>, lo: usize, hi: usize) -> ArrayRef {

@@ -172,6 +172,28 @@ fn stream_into(src: &[u8], zstd: bool, dst: &mut [u8], what: &str) -> Result<(),
     }
 }
 
+/// `f` of a stream of values of `size` bytes stored as `src`: `src` itself,
+/// or (a zstd frame when `zstd`) its bytes decoded into the thread's
+/// scratch.
+fn stored_values<R>(
+    src: &[u8],
+    zstd: bool,
+    size: usize,
+    f: impl FnOnce(&[u8]) -> Result<R, Broken>,
+) -> Result<R, Broken> {
+    if !zstd {
+        return f(src);
+    }
+    SCRATCH.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < size {
+            s.resize(size, 0);
+        }
+        stream_into(src, true, &mut s[..size], "values")?;
+        f(&s[..size])
+    })
+}
+
 fn alloc(len: usize) -> Result<Aligned, Broken> {
     Aligned::zeroed(len).ok_or_else(|| format!("cannot allocate {len} bytes to decode it"))
 }
@@ -301,17 +323,7 @@ pub fn decode_fixed_into(
     let mut narrowed = None;
     match e.encoding() {
         Encoding::Plain | Encoding::Bits => stream_into(st.values, values_zstd, out, "values")?,
-        enc => SCRATCH.with(|s| -> Result<(), Broken> {
-            let mut s = s.borrow_mut();
-            let src: &[u8] = if values_zstd {
-                if s.len() < size {
-                    s.resize(size, 0);
-                }
-                stream_into(st.values, true, &mut s[..size], "values")?;
-                &s[..size]
-            } else {
-                st.values
-            };
+        enc => stored_values(st.values, values_zstd, size, |src| {
             if enc == Encoding::Shuffled {
                 num::unshuffle(src, w, rows, out);
             } else {
@@ -341,41 +353,92 @@ pub fn decode_fixed_into(
     Ok(st.validity)
 }
 
+/// A narrowed chunk's values (each row's value minus the chunk's minimum)
+/// as unsigned integers of the chunk's width.
+pub enum Narrow {
+    U8(Vec<u8>),
+    U16(Vec<u16>),
+    U32(Vec<u32>),
+}
+
+/// The smallest and largest of `v`'s rows that are valid (every row when
+/// `valid` is None), in a loop of their own (which vectorises without
+/// nulls).
+fn span_of<T: Copy + Ord + Into<u64>>(v: &[T], valid: Option<&[bool]>) -> (u64, u64) {
+    let (lo, hi) = match valid {
+        None => (v.iter().copied().min(), v.iter().copied().max()),
+        Some(ok) => {
+            let kept = || v.iter().zip(ok).filter(|(_, &o)| o).map(|(&x, _)| x);
+            (kept().min(), kept().max())
+        }
+    };
+    match (lo, hi) {
+        (Some(a), Some(b)) => (a.into(), b.into()),
+        _ => (u64::MAX, 0),
+    }
+}
+
 /// The narrowed values of the chunk `e` of integers of `dtype` (encoding
 /// narrowed: unsigned integers of the entry's width minus its minimum,
-/// shuffled) as they are stored, decompressed, and its validity bits:
-/// everything a read checks (the checksum, the sizes, the null count, and
-/// that the values span exactly the recorded bounds) without widening.
+/// shuffled), decompressed and put back together but not widened, and its
+/// validity bits: everything a read checks (the checksum, the sizes, the
+/// null count, and that the values span exactly the recorded bounds).
 #[cfg(feature = "arrow")]
 pub fn decode_narrowed(
     dtype: DType,
     e: &Entry,
     stored: &[u8],
-) -> Result<(Vec<u8>, Option<Vec<u8>>), Broken> {
+) -> Result<(Narrow, Option<Vec<u8>>), Broken> {
     let st = split(e, stored)?;
     let size = e.values_size as usize;
-    let mut values = vec![0u8; size];
-    stream_into(
-        st.values,
-        e.flags & FLAG_VALUES_ZSTD != 0,
-        &mut values,
-        "values",
-    )?;
     let rows = st.rows;
     let k = e.width as usize;
-    let valid = st.valid_bools();
-    let (mut lo, mut hi) = (u64::MAX, 0u64);
-    for i in 0..rows {
-        if valid.as_ref().is_some_and(|v| !v[i]) {
-            continue;
-        }
-        let mut d = 0u64;
-        for b in 0..k {
-            d |= (values[b * rows + i] as u64) << (8 * b);
-        }
-        lo = lo.min(d);
-        hi = hi.max(d);
+    if !matches!(k, 1 | 2 | 4) || size != k * rows {
+        return Err(format!(
+            "it is narrowed to {k} bytes a value, with {size} bytes of values for {rows} rows"
+        ));
     }
+    let valid = st.valid_bools();
+    let valid = valid.as_deref();
+    let zstd = e.flags & FLAG_VALUES_ZSTD != 0;
+    let (narrow, (lo, hi)) = stored_values(st.values, zstd, size, |planes| {
+        if planes.len() != size {
+            return Err(format!(
+                "its values take {} bytes, not {size}",
+                planes.len()
+            ));
+        }
+        let plane = |j: usize| &planes[j * rows..(j + 1) * rows];
+        Ok(match k {
+            1 => {
+                let v = planes.to_vec();
+                let span = span_of(&v, valid);
+                (Narrow::U8(v), span)
+            }
+            2 => {
+                let v: Vec<u16> = plane(0)
+                    .iter()
+                    .zip(plane(1))
+                    .map(|(&a, &b)| a as u16 | (b as u16) << 8)
+                    .collect();
+                let span = span_of(&v, valid);
+                (Narrow::U16(v), span)
+            }
+            _ => {
+                let v: Vec<u32> = plane(0)
+                    .iter()
+                    .zip(plane(1))
+                    .zip(plane(2))
+                    .zip(plane(3))
+                    .map(|(((&a, &b), &c), &d)| {
+                        a as u32 | (b as u32) << 8 | (c as u32) << 16 | (d as u32) << 24
+                    })
+                    .collect();
+                let span = span_of(&v, valid);
+                (Narrow::U32(v), span)
+            }
+        })
+    })?;
     let (min, max) = (
         Num::from_bytes(dtype, e.min.number_bytes()),
         Num::from_bytes(dtype, e.max.number_bytes()),
@@ -390,7 +453,7 @@ pub fn decode_narrowed(
             "its values span {lo}..={hi} above its minimum, but its statistics say 0..={span}"
         ));
     }
-    Ok((values, st.validity))
+    Ok((narrow, st.validity))
 }
 
 /// Decodes the chunk `e` of text or bytes from `stored`: its values into

@@ -3,8 +3,9 @@
 //!
 //! A chunk whose statistics rule a comparison out is not decoded at all; a
 //! narrowed chunk of integers is compared as its narrowed values (minus
-//! the chunk's minimum), never widened; any other chunk is decoded and
-//! compared value by value. Every chunk read is checked as a read checks
+//! the chunk's minimum), and a scan that also returns the column widens
+//! only the rows kept ([`Columnar::filter_range`]); any other chunk is
+//! decoded and compared value by value. Every chunk read is checked as a read checks
 //! it. Null rows never satisfy a comparison. Floats are compared in IEEE
 //! total order, and a NaN row is always kept: a caller that applies the
 //! full predicate afterwards (polars) may see rows the predicate then
@@ -15,7 +16,7 @@ use serde_json::Value;
 
 use super::arrow::chunk_array;
 use super::column::Columnar;
-use super::decode::decode_narrowed;
+use super::decode::{decode_narrowed, Narrow};
 use super::format::{Encoding, Entry, ValueKind};
 use super::num::Num;
 use crate::error::{Error, Result};
@@ -207,16 +208,43 @@ impl Pred {
     }
 }
 
-/// `v[i] op l` for every `i`, one loop per operator (which vectorises).
+/// `f(v[i])` for every `i`, 64 rows to a word.
+fn bits_of<T: Copy>(v: &[T], f: impl Fn(T) -> bool) -> BooleanBuffer {
+    // A byte per row (a loop that vectorises into compares), then eight
+    // bytes of 0 or 1 to eight bits by one multiplication: byte i lands on
+    // bit 56 + i, and no other product reaches those bits.
+    #[inline(always)]
+    fn word<T: Copy>(rows: &[T], f: &impl Fn(T) -> bool) -> u64 {
+        let mut bytes = [0u8; 64];
+        for (b, &x) in bytes.iter_mut().zip(rows) {
+            *b = f(x) as u8;
+        }
+        let mut w = 0u64;
+        for (k, eight) in bytes.chunks_exact(8).enumerate() {
+            let v = u64::from_le_bytes(eight.try_into().expect("eight bytes"));
+            w |= (v.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * k);
+        }
+        w
+    }
+    let mut words: Vec<u64> = Vec::with_capacity(v.len().div_ceil(64));
+    let whole = v.chunks_exact(64);
+    let rest = whole.remainder();
+    words.extend(whole.map(|c| word(c, &f)));
+    if !rest.is_empty() {
+        words.push(word(rest, &f));
+    }
+    BooleanBuffer::new(arrow_buffer::Buffer::from_vec(words), 0, v.len())
+}
+
+/// `v[i] op l` for every `i`, one loop per operator.
 fn cmp_slice<T: Copy + PartialOrd>(v: &[T], op: CmpOp, l: T) -> BooleanBuffer {
-    let n = v.len();
     match op {
-        CmpOp::Eq => BooleanBuffer::collect_bool(n, |i| v[i] == l),
-        CmpOp::NotEq => BooleanBuffer::collect_bool(n, |i| v[i] != l),
-        CmpOp::Lt => BooleanBuffer::collect_bool(n, |i| v[i] < l),
-        CmpOp::LtEq => BooleanBuffer::collect_bool(n, |i| v[i] <= l),
-        CmpOp::Gt => BooleanBuffer::collect_bool(n, |i| v[i] > l),
-        CmpOp::GtEq => BooleanBuffer::collect_bool(n, |i| v[i] >= l),
+        CmpOp::Eq => bits_of(v, |x| x == l),
+        CmpOp::NotEq => bits_of(v, |x| x != l),
+        CmpOp::Lt => bits_of(v, |x| x < l),
+        CmpOp::LtEq => bits_of(v, |x| x <= l),
+        CmpOp::Gt => bits_of(v, |x| x > l),
+        CmpOp::GtEq => bits_of(v, |x| x >= l),
     }
 }
 
@@ -305,7 +333,7 @@ fn compare_values(a: &dyn arrow_array::Array, op: CmpOp, lit: &Lit) -> BooleanBu
             } else {
                 let l = l as $native;
                 let strict = cmp_slice(v, op, l);
-                let loose = BooleanBuffer::collect_bool(n, |i| v[i] == l || v[i].is_nan());
+                let loose = bits_of(v, |x| x == l || x.is_nan());
                 &strict | &loose
             }
         }};
@@ -348,6 +376,9 @@ fn compare_values(a: &dyn arrow_array::Array, op: CmpOp, lit: &Lit) -> BooleanBu
         None => bits,
     }
 }
+
+/// Pieces of a range from which its chunks are compared in parallel.
+const PARALLEL_PIECES: usize = 16;
 
 /// What a chunk's statistics say of `value op lit` over its rows.
 enum Verdict {
@@ -445,7 +476,7 @@ impl Columnar {
         use rayon::prelude::*;
         let pieces = self.pieces(lo, hi);
         let one = |p: &super::arrow::Piece| self.compare_piece(p, op, lit);
-        let parts: Vec<Result<BooleanBuffer>> = if pieces.len() >= 16 {
+        let parts: Vec<Result<BooleanBuffer>> = if pieces.len() >= PARALLEL_PIECES {
             crate::executor::pool().install(|| pieces.par_iter().map(one).collect())
         } else {
             pieces.iter().map(one).collect()
@@ -485,59 +516,169 @@ impl Columnar {
         if let Some(d) = file.kept_arc(p.chunk) {
             return Ok(compare_values(&chunk_array(&d, p.a, p.b), op, lit));
         }
-        if let (ValueKind::Fixed(dtype), Encoding::Narrowed, Lit::Int(l)) =
-            (kind, e.encoding(), lit)
-        {
-            let bytes = file.stored(p.chunk, p.chunk + 1)?;
-            let at = if p.chunk == 0 {
-                super::format::MAGIC.len()
-            } else {
-                0
-            };
-            let (values, validity) = decode_narrowed(dtype, e, &bytes[at..]).map_err(|why| {
-                Error::corrupted(file.path(), format!("chunk {}: {why}", p.chunk))
-            })?;
-            let min = match Num::from_bytes(dtype, e.min.number_bytes()) {
-                Num::I(v) => v as i128,
-                Num::U(v) => v as i128,
-                Num::F(_) => 0,
-            };
-            let target = l - min;
-            let rows = e.rows as usize;
-            let (a, b) = (p.a, p.b);
-            // The narrowed values of rows a..b, compared as their type.
-            macro_rules! narrow {
-                ($t:ty, $k:expr) => {{
-                    let v: Vec<$t> = (a..b)
-                        .map(|i| {
-                            let mut d: $t = 0;
-                            for j in 0..$k {
-                                d |= (values[j * rows + i] as $t) << (8 * j);
-                            }
-                            d
-                        })
-                        .collect();
-                    match <$t>::try_from(target) {
-                        Ok(t) => cmp_slice(&v, op, t),
-                        Err(_) => out_of_range(n, op, target < 0),
-                    }
-                }};
-            }
-            let bits = match e.width {
-                1 => match u8::try_from(target) {
-                    Ok(t) => cmp_slice(&values[a..b], op, t),
-                    Err(_) => out_of_range(n, op, target < 0),
-                },
-                2 => narrow!(u16, 2),
-                _ => narrow!(u32, 4),
-            };
-            let bits = match &validity {
-                Some(v) => &bits & &BooleanBuffer::new(arrow_buffer::Buffer::from(v.clone()), a, n),
-                None => bits,
-            };
-            return Ok(bits);
+        if let Some(narrow) = self.narrowed_piece(p, lit)? {
+            return Ok(narrow.bits(op));
         }
         let d = file.chunk_arc(p.chunk)?;
         Ok(compare_values(&chunk_array(&d, p.a, p.b), op, lit))
+    }
+
+    /// The narrowed values of piece `p` and the literal `lit` in their
+    /// terms, when its chunk is narrowed integers and `lit` an integer;
+    /// None otherwise.
+    fn narrowed_piece(&self, p: &super::arrow::Piece, lit: &Lit) -> Result<Option<NarrowPiece>> {
+        let file = &self.parts()[p.part];
+        let e = &file.footer().entries[p.chunk];
+        let (ValueKind::Fixed(dtype), Encoding::Narrowed, Lit::Int(l)) =
+            (self.kind(), e.encoding(), lit)
+        else {
+            return Ok(None);
+        };
+        if file.kept_arc(p.chunk).is_some() {
+            return Ok(None);
+        }
+        let bytes = file.stored(p.chunk, p.chunk + 1)?;
+        let at = if p.chunk == 0 {
+            super::format::MAGIC.len()
+        } else {
+            0
+        };
+        let (values, validity) = decode_narrowed(dtype, e, &bytes[at..])
+            .map_err(|why| Error::corrupted(file.path(), format!("chunk {}: {why}", p.chunk)))?;
+        let min = match Num::from_bytes(dtype, e.min.number_bytes()) {
+            Num::I(v) => v as i128,
+            Num::U(v) => v as i128,
+            Num::F(_) => 0,
+        };
+        Ok(Some(NarrowPiece {
+            dtype,
+            values,
+            validity,
+            min,
+            target: l - min,
+            a: p.a,
+            b: p.b,
+        }))
+    }
+
+    /// The rows of physical rows `lo..hi` that satisfy `value op lit` (the
+    /// bits [`Columnar::compare`] gives) and their values, as one array of
+    /// the column's type without nulls (a null row never satisfies a
+    /// comparison). A narrowed chunk of integers is compared as its
+    /// narrowed values, and only the rows kept are widened.
+    pub fn filter_range(
+        &self,
+        lo: u64,
+        hi: u64,
+        op: CmpOp,
+        lit: &Lit,
+    ) -> Result<(BooleanBuffer, arrow_array::ArrayRef)> {
+        use rayon::prelude::*;
+        let pieces = self.pieces(lo, hi);
+        let one = |p: &super::arrow::Piece| self.filter_piece(p, op, lit);
+        let parts: Vec<Result<(BooleanBuffer, arrow_array::ArrayRef)>> =
+            if pieces.len() >= PARALLEL_PIECES {
+                crate::executor::pool().install(|| pieces.par_iter().map(one).collect())
+            } else {
+                pieces.iter().map(one).collect()
+            };
+        let mut bits = BooleanBufferBuilder::new((hi - lo) as usize);
+        let mut arrays = Vec::with_capacity(parts.len());
+        for part in parts {
+            let (b, a) = part?;
+            bits.append_buffer(&b);
+            arrays.push(a);
+        }
+        let values = match arrays.len() {
+            0 => arrow_array::new_empty_array(&super::arrow::value_type(self.kind())),
+            _ => super::arrow::concat(&arrays)?,
+        };
+        Ok((bits.finish(), values))
+    }
+
+    fn filter_piece(
+        &self,
+        p: &super::arrow::Piece,
+        op: CmpOp,
+        lit: &Lit,
+    ) -> Result<(BooleanBuffer, arrow_array::ArrayRef)> {
+        let n = p.b - p.a;
+        let file = &self.parts()[p.part];
+        let e = &file.footer().entries[p.chunk];
+        let empty = || arrow_array::new_empty_array(&super::arrow::value_type(self.kind()));
+        if let Verdict::None = verdict(self.kind(), e, op, lit) {
+            return Ok((BooleanBuffer::new_unset(n), empty()));
+        }
+        if let Some(narrow) = self.narrowed_piece(p, lit)? {
+            let bits = narrow.bits(op);
+            // Few rows kept: widen just those.
+            if bits.count_set_bits() <= n / 4 {
+                let kept = narrow.widen_kept(&bits);
+                return Ok((bits, kept));
+            }
+        }
+        let d = file.chunk_arc(p.chunk)?;
+        let a = chunk_array(&d, p.a, p.b);
+        let bits = compare_values(&a, op, lit);
+        let mask = arrow_array::BooleanArray::new(bits.clone(), None);
+        let kept = arrow_select::filter::filter(a.as_ref(), &mask)
+            .map_err(|e| Error::InvalidValue(format!("arrow: {e}")))?;
+        Ok((bits, kept))
+    }
+}
+
+/// A piece of a narrowed chunk: its rows' narrowed values and validity,
+/// the chunk's minimum, and a literal minus that minimum.
+struct NarrowPiece {
+    dtype: crate::schema::DType,
+    values: Narrow,
+    validity: Option<Vec<u8>>,
+    min: i128,
+    target: i128,
+    a: usize,
+    b: usize,
+}
+
+impl NarrowPiece {
+    /// Which of its rows satisfy `value op lit` (null rows never do).
+    fn bits(&self, op: CmpOp) -> BooleanBuffer {
+        let (a, b, n, target) = (self.a, self.b, self.b - self.a, self.target);
+        macro_rules! cmp {
+            ($v:expr, $t:ty) => {
+                match <$t>::try_from(target) {
+                    Ok(t) => cmp_slice(&$v[a..b], op, t),
+                    Err(_) => out_of_range(n, op, target < 0),
+                }
+            };
+        }
+        let bits = match &self.values {
+            Narrow::U8(v) => cmp!(v, u8),
+            Narrow::U16(v) => cmp!(v, u16),
+            Narrow::U32(v) => cmp!(v, u32),
+        };
+        match &self.validity {
+            Some(v) => &bits & &BooleanBuffer::new(arrow_buffer::Buffer::from(v.clone()), a, n),
+            None => bits,
+        }
+    }
+
+    /// The values of the rows `bits` keeps, widened to the column's type.
+    fn widen_kept(&self, bits: &BooleanBuffer) -> arrow_array::ArrayRef {
+        let w = self.dtype.itemsize();
+        let mut out = arrow_buffer::MutableBuffer::new(bits.count_set_bits() * w);
+        macro_rules! take {
+            ($v:expr) => {
+                for i in bits.set_indices() {
+                    let x = self.min + $v[self.a + i] as i128;
+                    out.extend_from_slice(&x.to_le_bytes()[..w]);
+                }
+            };
+        }
+        match &self.values {
+            Narrow::U8(v) => take!(v),
+            Narrow::U16(v) => take!(v),
+            Narrow::U32(v) => take!(v),
+        }
+        super::arrow::fixed_array(self.dtype, out)
     }
 }
