@@ -959,34 +959,21 @@ w.write_streams([pa.table({"id": np.arange(8, 48), "x": x})], "zstd")
 """
 
 
-def test_cleanup_aborts_the_multipart_uploads_a_killed_bucket_writer_left(
-    s3, tmp_path, monkeypatch
-):
-    """A writer to a bucket records each multipart upload in its lease
-    object before the upload's first part: killed mid-upload (SIGKILL when
-    its second part arrives), it leaves the upload open, which a cleanup
-    keeps while the lease may be a live writer's and aborts once it is a
-    dead one's, with the lease object and the shard; the table reads as
-    before."""
+def _open_uploads(s3, prefix):
+    """The multipart uploads open below ``prefix``: (key, upload id)."""
+    got = s3.client().list_multipart_uploads(Bucket=s3.bucket, Prefix=prefix)
+    return [(u["Key"], u["UploadId"]) for u in got.get("Uploads", [])]
+
+
+def _killed_at_second_part(s3, script, *args):
+    """Runs ``script`` with ``args`` and the S3 server's options through a
+    proxy (the last argument, as JSON) in a child process, SIGKILLed when
+    the second part of a multipart upload arrives."""
     import signal
     import subprocess
     import sys
 
     from remote_servers import FaultProxy
-
-    monkeypatch.setenv("TMPDIR", str(tmp_path))  # staging of this test's own
-    path, opts = uri(s3, "parts"), s3.options()
-    x0 = pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(8 << 20, np.uint8)), 1 << 20)
-    loaderx.ingest_sharded(
-        pa.table({"id": np.arange(8), "x": x0}), path, workers=1, storage_options=opts
-    ).close()
-    prefix = f"{s3.prefix}/parts/"
-    before = set(s3.keys(prefix))
-    client = s3.client()
-
-    def open_uploads():
-        got = client.list_multipart_uploads(Bucket=s3.bucket, Prefix=prefix)
-        return [(u["Key"], u["UploadId"]) for u in got.get("Uploads", [])]
 
     holder = {}
 
@@ -999,20 +986,34 @@ def test_cleanup_aborts_the_multipart_uploads_a_killed_bucket_writer_left(
     proxy = FaultProxy(s3.endpoint, rule)
     proxy.stall_seconds = 0.2
     try:
-        child = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                _KILLED_LARGE_WRITER,
-                path,
-                json.dumps(s3.options(endpoint=proxy.url)),
-            ]
-        )
+        options = json.dumps(s3.options(endpoint=proxy.url))
+        child = subprocess.Popen([sys.executable, "-c", script, *args, options])
         holder["pid"] = child.pid
         assert child.wait(120) == -signal.SIGKILL
     finally:
         proxy.stop()
-    uploads = open_uploads()
+
+
+def test_cleanup_aborts_the_multipart_uploads_a_killed_bucket_writer_left(
+    s3, tmp_path, monkeypatch
+):
+    """A writer to a bucket records each multipart upload in its lease
+    object before the upload's first part: killed mid-upload (SIGKILL when
+    its second part arrives), it leaves the upload open, which a cleanup
+    keeps while the lease may be a live writer's and aborts once it is a
+    dead one's, with the lease object and the shard; the table reads as
+    before."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # staging of this test's own
+    path, opts = uri(s3, "parts"), s3.options()
+    x0 = pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(8 << 20, np.uint8)), 1 << 20)
+    loaderx.ingest_sharded(
+        pa.table({"id": np.arange(8), "x": x0}), path, workers=1, storage_options=opts
+    ).close()
+    prefix = f"{s3.prefix}/parts/"
+    before = set(s3.keys(prefix))
+    client = s3.client()
+    _killed_at_second_part(s3, _KILLED_LARGE_WRITER, path)
+    uploads = _open_uploads(s3, prefix)
     assert len(uploads) == 1, uploads
     key, upload = uploads[0]
     assert key.startswith(prefix + "shard-"), key
@@ -1022,10 +1023,10 @@ def test_cleanup_aborts_the_multipart_uploads_a_killed_bucket_writer_left(
     assert body["uploads"] == [{"key": key, "id": upload}]
     # The lease object is fresh: maybe a live writer's, its upload kept.
     assert _native.table_cleanup(path, 0, 1, opts, _leftover_min_age_ms=0) == 0
-    assert open_uploads() == [(key, upload)]
+    assert _open_uploads(s3, prefix) == [(key, upload)]
     # A dead writer's: its upload aborted, its lease object and shard gone.
     assert _native.table_cleanup(path, 0, 1, opts, _leftover_min_age_ms=0, _lease_ttl_ms=0) > 0
-    assert open_uploads() == []
+    assert _open_uploads(s3, prefix) == []
     assert set(s3.keys(prefix)) == before
     with loaderx.open_table(path, storage_options=opts) as t:
         assert column(t, "id").tolist() == list(range(8))
@@ -1046,12 +1047,6 @@ def test_a_copy_rerun_aborts_the_multipart_uploads_a_killed_copy_left(s3, tmp_pa
     part: killed mid-upload, it leaves the upload listed there, and the
     copy run again (which finishes an interrupted copy) aborts it and
     removes the lease object; the copy reads as its source."""
-    import signal
-    import subprocess
-    import sys
-
-    from remote_servers import FaultProxy
-
     src = str(tmp_path / "src")
     # 40 MiB that do not compress, in one shard: a file uploaded in parts.
     blob = np.random.default_rng(0).integers(0, 256, (40, 1 << 20), dtype=np.uint8)
@@ -1062,37 +1057,8 @@ def test_a_copy_rerun_aborts_the_multipart_uploads_a_killed_copy_left(s3, tmp_pa
     dst, opts = uri(s3, "copied"), s3.options()
     prefix = f"{s3.prefix}/copied/"
     client = s3.client()
-
-    def open_uploads():
-        got = client.list_multipart_uploads(Bucket=s3.bucket, Prefix=prefix)
-        return [(u["Key"], u["UploadId"]) for u in got.get("Uploads", [])]
-
-    holder = {}
-
-    def rule(n, r):
-        if r.method == "PUT" and "partNumber=2" in r.path and "uploadId=" in r.path:
-            os.kill(holder["pid"], signal.SIGKILL)
-            return "stall"
-        return None
-
-    proxy = FaultProxy(s3.endpoint, rule)
-    proxy.stall_seconds = 0.2
-    try:
-        child = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                _KILLED_COPY,
-                src,
-                dst,
-                json.dumps(s3.options(endpoint=proxy.url)),
-            ]
-        )
-        holder["pid"] = child.pid
-        assert child.wait(120) == -signal.SIGKILL
-    finally:
-        proxy.stop()
-    uploads = open_uploads()
+    _killed_at_second_part(s3, _KILLED_COPY, src, dst)
+    uploads = _open_uploads(s3, prefix)
     assert len(uploads) == 1, uploads
     key, upload = uploads[0]
     leases = [k for k in s3.keys(prefix) if k.startswith(prefix + "_leases/")]
@@ -1100,7 +1066,7 @@ def test_a_copy_rerun_aborts_the_multipart_uploads_a_killed_copy_left(s3, tmp_pa
     body = json.loads(client.get_object(Bucket=s3.bucket, Key=leases[0])["Body"].read())
     assert body["uploads"] == [{"key": key, "id": upload}]
     assert loaderx.copy_table(src, dst, storage_options=opts) > 40 << 20
-    assert open_uploads() == []
+    assert _open_uploads(s3, prefix) == []
     assert not [k for k in s3.keys(prefix) if "/_leases/" in k[len(prefix) - 1 :]]
     with loaderx.open_table(dst, storage_options=opts) as t:
         assert column(t, "id").tolist() == list(range(40))
