@@ -3,6 +3,8 @@ written with write_table(uri) by tasks that share no filesystem, committed
 once, and read back with read_table(uri) by tasks on two nodes that carry
 the URI, the options and the pinned manifest."""
 
+import time
+
 import numpy as np
 import pytest
 
@@ -40,6 +42,9 @@ def test_write_then_read_a_bucket_on_two_nodes(ray_session, s3):
         assert not any("loaderx-incomplete" in k for k in keys)
 
         def tag(batch):
+            # Long enough that one node's single CPU cannot take every
+            # block before the other node's is scheduled (both are asked).
+            time.sleep(0.5)
             node = ray.get_runtime_context().get_node_id()
             return {**batch, "node": np.array([node] * len(batch["y"]))}
 
