@@ -175,6 +175,16 @@ def torchvision_rgb():
     return ImageReadMode.RGB
 
 
+def torch_images_per_second(torch, it, batches):
+    """Images a second of ``batches`` batches drawn from ``it`` (already
+    warmed up), each checked to be a (BATCH, 3, SIZE, SIZE) uint8 tensor."""
+    t = time.perf_counter()
+    for _ in range(batches):
+        x, _ = next(it)
+        assert x.shape == (BATCH, 3, SIZE, SIZE) and x.dtype == torch.uint8
+    return batches * BATCH / (time.perf_counter() - t)
+
+
 def run_torch(files: list[Path], workers: int, batches: int, dataset=PilDataset) -> float:
     import torch
 
@@ -185,13 +195,9 @@ def run_torch(files: list[Path], workers: int, batches: int, dataset=PilDataset)
     )
     it = iter(dl)
     next(it)  # warm-up: workers started
-    t = time.perf_counter()
-    for _ in range(batches):
-        x, _ = next(it)
-        assert x.shape == (BATCH, 3, SIZE, SIZE) and x.dtype == torch.uint8
-    dt = time.perf_counter() - t
+    rate = torch_images_per_second(torch, it, batches)
     del it, dl
-    return batches * BATCH / dt
+    return rate
 
 
 def run_dali(files: list[Path], workers: int, batches: int) -> float:
@@ -281,13 +287,9 @@ def run_ffcv(path: Path, workers: int, batches: int) -> float:
     it = batches_forever(loader)
     for _ in range(len(loader)):  # warm-up: one epoch (its code is compiled on first use)
         next(it)
-    t = time.perf_counter()
-    for _ in range(batches):
-        x, _ = next(it)
-        assert x.shape == (BATCH, 3, SIZE, SIZE) and x.dtype == torch.uint8
-    dt = time.perf_counter() - t
+    rate = torch_images_per_second(torch, it, batches)
     del it, loader
-    return batches * BATCH / dt
+    return rate
 
 
 def ffcv_child(what: str, path: Path, workers: int, batches: int, files: list[Path] = ()) -> float:
