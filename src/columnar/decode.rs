@@ -355,6 +355,7 @@ pub fn decode_fixed_into(
 
 /// A narrowed chunk's values (each row's value minus the chunk's minimum)
 /// as unsigned integers of the chunk's width.
+#[cfg(feature = "arrow")]
 pub enum Narrow {
     U8(Vec<u8>),
     U16(Vec<u16>),
@@ -364,6 +365,7 @@ pub enum Narrow {
 /// The smallest and largest of `v`'s rows that are valid (every row when
 /// `valid` is None), in a loop of their own (which vectorises without
 /// nulls).
+#[cfg(feature = "arrow")]
 fn span_of<T: Copy + Ord + Into<u64>>(v: &[T], valid: Option<&[bool]>) -> (u64, u64) {
     let (lo, hi) = match valid {
         None => (v.iter().copied().min(), v.iter().copied().max()),
