@@ -189,8 +189,9 @@ impl Location {
     }
 
     /// The same location with nothing learned about it yet (no listings or
-    /// fetched objects remembered; a remote one gets a new client and no
-    /// cache): what a commit reads afresh on each attempt.
+    /// fetched objects remembered; a remote one no block cache, and the
+    /// process's shared client for its options): what a commit reads
+    /// afresh on each attempt.
     pub fn fresh(&self) -> Location {
         match &self.fs {
             Fs::Local => self.clone(),

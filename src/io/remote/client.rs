@@ -10,8 +10,9 @@
     allow(dead_code)
 )]
 
+use std::collections::HashMap;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::per_process::PerProcess;
 use std::time::Duration;
@@ -179,9 +180,9 @@ fn parse_multiple(key: &str, value: &str) -> Result<f64> {
 }
 
 impl ClientConfig {
-    /// Checks `options` for `uri`'s store and builds a client once, so a
-    /// bad key or value fails here (`InvalidValue` naming the key, never
-    /// its value).
+    /// Checks `options` for `uri`'s store and gets its client (built once
+    /// per process: [`ClientConfig::shared`]), so a bad key or value fails
+    /// here (`InvalidValue` naming the key, never its value).
     pub(crate) fn new(uri: RemoteUri, options: &[(String, String)]) -> Result<ClientConfig> {
         let mut retry = RetryConfig {
             backoff: BackoffConfig {
@@ -225,8 +226,50 @@ impl ClientConfig {
             retry,
             reads,
         };
-        config.build()?;
+        config.shared()?;
         Ok(config)
+    }
+
+    /// The client of this process for what builds this one (the root,
+    /// the options, the retry policy and the environment variables the
+    /// builders and their HTTP client read): built once and shared by
+    /// every location with the same, so that its connections are reused
+    /// from one call to the next.
+    fn shared(&self) -> Result<Stores> {
+        let key = self.build_key();
+        let built = BUILT
+            .get_or_try_init(|| Ok::<_, std::convert::Infallible>(Mutex::default()))
+            .unwrap_or_else(|e| match e {});
+        if let Some(stores) = built.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return Ok(stores.clone());
+        }
+        let stores = self.build()?;
+        let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
+        if built.len() >= SHARED_CLIENTS {
+            built.clear();
+        }
+        Ok(built.entry(key).or_insert(stores).clone())
+    }
+
+    /// What [`ClientConfig::build`] depends on, as one string (kept in
+    /// memory only: it holds the credentials).
+    fn build_key(&self) -> String {
+        let mut env: Vec<(String, String)> = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .filter(|(k, _)| {
+                let up = k.to_ascii_uppercase();
+                ["AWS_", "GOOGLE_", "AZURE_", "OBJECT_STORE_"]
+                    .iter()
+                    .any(|p| up.starts_with(p))
+                    || up.contains("PROXY")
+                    || up.starts_with("SSL_CERT")
+            })
+            .collect();
+        env.sort();
+        format!(
+            "{}\0{:?}\0{:?}\0{:?}",
+            self.uri.root, self.options, self.retry, env
+        )
     }
 
     pub(crate) fn uri(&self) -> &RemoteUri {
@@ -333,9 +376,17 @@ impl ClientConfig {
     }
 }
 
+/// Clients shared by the locations of this process ([`ClientConfig::shared`]).
+static BUILT: PerProcess<Mutex<HashMap<String, Stores>>> = PerProcess::new();
+/// At most this many shared clients (all are dropped when one more is
+/// needed: a process that makes ever new configurations, say with
+/// rotating credentials, keeps no more).
+const SHARED_CLIENTS: usize = 64;
+
 /// One client seen as an object store and, where the service has them,
 /// as a store of multipart uploads by id (what a writer records so that a
 /// cleanup can abort the uploads a killed writer left open).
+#[derive(Clone)]
 struct Stores {
     object: Arc<dyn ObjectStore>,
     multipart: Option<Arc<dyn MultipartStore>>,
@@ -378,7 +429,7 @@ impl Client {
         // parent's runtime: leaked there, a new one made.
         self.inner.get_or_try_init(|| {
             self.config
-                .build()
+                .shared()
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
         })
     }
@@ -509,5 +560,36 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("retry_timeout") && e.contains("soon"), "{e}");
+    }
+
+    #[cfg(feature = "aws")]
+    #[test]
+    fn locations_with_the_same_options_share_one_client() {
+        let config = |endpoint: &str| {
+            let crate::io::uri::Parsed::Remote(uri) =
+                crate::io::uri::parse("s3://shared-bucket/t").unwrap()
+            else {
+                panic!("not remote")
+            };
+            let options: Vec<(String, String)> = [
+                ("aws_endpoint", endpoint),
+                ("aws_region", "us-east-1"),
+                ("aws_access_key_id", "id"),
+                ("aws_secret_access_key", "secret"),
+                ("allow_http", "true"),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+            ClientConfig::new(uri, &options).unwrap()
+        };
+        let a = Client::new(config("http://127.0.0.1:9"));
+        let b = Client::new(config("http://127.0.0.1:9"));
+        let c = Client::new(config("http://127.0.0.1:10"));
+        assert!(Arc::ptr_eq(&a.get().unwrap(), &b.get().unwrap()));
+        assert!(!Arc::ptr_eq(&a.get().unwrap(), &c.get().unwrap()));
+        // What a fresh view of a location gets: the same client.
+        let again = Client::new(a.config.clone());
+        assert!(Arc::ptr_eq(&a.get().unwrap(), &again.get().unwrap()));
     }
 }
