@@ -96,11 +96,12 @@ def _empty(pa, schema):
     return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
 
 
-def add_columns(table, columns, read_columns, codec: str, workers: int | None, layout=None) -> int:
+def add_columns(table, columns, read_columns, codec: str, workers: int | None, layout=None):
     """Writes the new columns of every shard of the sharded ``table`` (a
     :class:`loaderx.Table` at its latest version) and commits them as one
-    version; returns it."""
-    write = _native.ColumnsWrite(table.path, table._storage_options, table.version)
+    version; returns it and what the commit learnt of it (a
+    ``_native.TableBasis`` or None)."""
+    write = _native.ColumnsWrite(table.path, table._storage_options, table.version, table._basis)
     shards = write.shards()
     starts = live_starts(shards)
     try:
@@ -114,7 +115,7 @@ def add_columns(table, columns, read_columns, codec: str, workers: int | None, l
                 pool = max(pool, min(len(shards), 8))
             # Cut at the shards' boundaries and written in the core.
             write.write_groups(source, codec, layout, pool)
-            return write.commit()
+            return write.commit(), write.committed_basis()
         read_columns = check_read_columns(table, read_columns)
         parts = (
             (i, function_run(table, columns, read_columns, starts[i], starts[i + 1]))
@@ -139,7 +140,7 @@ def add_columns(table, columns, read_columns, codec: str, workers: int | None, l
             for f in futures:
                 f.result()
         write_empty(write, deferred, schema, codec, layout)
-        return write.commit()
+        return write.commit(), write.committed_basis()
     except BaseException:
         write.discard()
         raise

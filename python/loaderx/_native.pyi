@@ -325,7 +325,15 @@ def open_table(
     pinned: bytes | None = None,
     version: int | str | None = None,
     view: str | None = None,
-) -> tuple[list[tuple[str, Store]], list[tuple[PathLike[str], int]] | None, int | None]: ...
+    to_write: bool = False,
+) -> tuple[
+    list[tuple[str, Store]], list[tuple[PathLike[str], int]] | None, int | None, TableBasis | None
+]: ...
+
+class TableBasis:
+    @property
+    def version(self) -> int: ...
+
 def make_versioned(uri: str, storage_options: dict[str, str] | None = None) -> int: ...
 def drop_columns(
     uri: str,
@@ -370,7 +378,11 @@ def drop_view(uri: str, name: str, storage_options: dict[str, str] | None = None
 
 class ColumnsWrite:
     def __init__(
-        self, uri: str, storage_options: dict[str, str] | None = None, version: int | None = None
+        self,
+        uri: str,
+        storage_options: dict[str, str] | None = None,
+        version: int | None = None,
+        basis: TableBasis | None = None,
     ) -> None: ...
     @property
     def version(self) -> int: ...
@@ -387,6 +399,7 @@ class ColumnsWrite:
         self, source: Any, codec: str, layout: Layout = None, workers: int = 1
     ) -> None: ...
     def commit(self) -> int: ...
+    def committed_basis(self) -> TableBasis | None: ...
     def discard(self) -> None: ...
 
 def table_manifest(

@@ -160,6 +160,7 @@ class Table(Mapping, Closing):
         version: int | None = None,
         evolvable: bool = False,
         view: str | None = None,
+        basis=None,
     ):
         # Private: use open_table().
         self._stale = False  # a commit made a newer version: shown on next use
@@ -170,6 +171,9 @@ class Table(Mapping, Closing):
         self._shards = shards
         self._storage_options = storage_options
         self._version = version
+        # In a bucket: manifest.json as the open (or the last commit) saw
+        # it, with its tag, so that a write planned on it reads nothing first.
+        self._basis = basis
         self._metadata = None  # read on first use
         self._num_rows = len(next(iter(columns.values()))) if columns else 0
 
@@ -387,25 +391,40 @@ class Table(Mapping, Closing):
             _native.make_versioned(self._path, self._storage_options)
             self._refresh()
 
-    def _reopen(self, version: int | None = None) -> None:
+    def _reopen(self, version: int | None = None, basis=None) -> None:
         """Shows version ``version`` (the one a commit made; None: the
         latest) from the handle's next use on: opening it costs what an
-        open does, so the commit does not wait for it."""
+        open does, so the commit does not wait for it. ``basis`` is what
+        the commit learnt of that version (in a bucket)."""
+        self._basis = None
         if self._columns is not None:
             self._stale = True
             self._target = version
+            self._target_basis = basis
 
     def _refresh(self) -> None:
         """Opens the version to show in place of what was open."""
         self._stale = False
         version, self._target = getattr(self, "_target", None), None
+        basis, self._target_basis = getattr(self, "_target_basis", None), None
         columns, self._columns = self._columns, None
         for s in (columns or {}).values():
             s.close()
-        fresh = open_table(self._path, storage_options=self._storage_options, version=version)
+        # A handle that evolves a table in a bucket opens its latest as
+        # one that may commit (see open_table's to_write).
+        to_write = self._evolvable and version is None and is_remote(self._path)
+        fresh = open_table(
+            self._path,
+            readonly=not to_write,
+            storage_options=self._storage_options,
+            version=version,
+        )
         self._columns = self._own(fresh._release())
         self._shards = fresh._shards
         self._version = fresh._version
+        self._basis = (
+            basis if basis is not None and basis.version == fresh._version else fresh._basis
+        )
         self._metadata = None
         self._num_rows = fresh._num_rows
 
@@ -478,11 +497,11 @@ class Table(Mapping, Closing):
         if workers is not None and (type(workers) is not int or workers < 1):
             raise ValueError(f"workers must be a positive int or None, got {workers!r}")
         try:
-            version = add_columns(self, columns, read_columns, codec, workers, layout)
+            version, basis = add_columns(self, columns, read_columns, codec, workers, layout)
         except BaseException:
             self._reopen()
             raise
-        self._reopen(version)
+        self._reopen(version, basis)
 
     def delete(self, where) -> int:
         """Deletes rows, committed as one new version, and shows it; returns
@@ -784,8 +803,16 @@ def open_table(
     # A sharded or remote table's columns are read-only streams whatever
     # the mode; readonly=False lets the handle evolve the table.
     streams_only = remote or _native.is_sharded(path)
-    native, shards, opened = _native.open_table(
-        path, bool(readonly) or streams_only, options, cache_dir, cache_bytes, None, version, view
+    native, shards, opened, basis = _native.open_table(
+        path,
+        bool(readonly) or streams_only,
+        options,
+        cache_dir,
+        cache_bytes,
+        None,
+        version,
+        view,
+        not readonly,
     )
     join = (
         (lambda name: f"{path.rstrip('/')}/{name}")
@@ -795,14 +822,18 @@ def open_table(
     columns = {name: _wrap(s, join(name)) for name, s in native}
     if shards is not None:
         shards = [(os.fspath(d), rows) for d, rows in shards]
-    return Table(path, columns, shards, options, opened, evolvable=not readonly, view=view)
+    return Table(
+        path, columns, shards, options, opened, evolvable=not readonly, view=view, basis=basis
+    )
 
 
 def _open_pinned(path: str, manifest: bytes, storage_options: dict | None) -> Table:
     """The sharded table at ``path`` as the manifest bytes ``manifest``
     describe it (not as the manifest there now says): what Ray's read
     tasks open, so every task reads the shards the driver planned with."""
-    native, shards, opened = _native.open_table(path, True, storage_options, None, None, manifest)
+    native, shards, opened, _ = _native.open_table(
+        path, True, storage_options, None, None, manifest
+    )
     remote = is_remote(path)
     join = (
         (lambda name: f"{path.rstrip('/')}/{name}")

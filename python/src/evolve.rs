@@ -196,15 +196,19 @@ pub struct ColumnsWriteHandle {
 #[pymethods]
 impl ColumnsWriteHandle {
     #[new]
-    #[pyo3(signature = (uri, storage_options=None, version=None))]
+    #[pyo3(signature = (uri, storage_options=None, version=None, basis=None))]
     fn new(
         py: Python<'_>,
         uri: String,
         storage_options: Option<HashMap<String, String>>,
         version: Option<u64>,
+        basis: Option<PyRef<'_, crate::table::TableBasis>>,
     ) -> PyResult<Self> {
         let at = location(&uri, storage_options.clone(), None, None)?;
-        let inner = py.detach(|| ColumnsWrite::begin(&at, version)).py()?;
+        let basis = basis.map(|b| b.inner.clone());
+        let inner = py
+            .detach(|| ColumnsWrite::begin_on(&at, version, basis.as_ref()))
+            .py()?;
         Ok(ColumnsWriteHandle {
             inner,
             uri,
@@ -315,6 +319,15 @@ impl ColumnsWriteHandle {
     /// Commits the new columns of every shard as one version; returns it.
     fn commit(&self, py: Python<'_>) -> PyResult<u64> {
         py.detach(|| self.inner.commit().map(|m| m.version())).py()
+    }
+
+    /// What the commit learnt of the version it made (a `TableBasis`;
+    /// None before the commit, for a local table, or when the server named
+    /// no version).
+    fn committed_basis(&self) -> Option<crate::table::TableBasis> {
+        self.inner
+            .committed_basis()
+            .map(|inner| crate::table::TableBasis { inner })
     }
 
     /// Removes what this write made, unless it was committed.

@@ -18,6 +18,8 @@ use crate::store::Store;
 type Columns = Vec<(String, Store)>;
 /// `[(directory, rows)]`: a sharded table's shards, in order.
 type Shards = Vec<(PathBuf, u64)>;
+/// What `open_table` returns: columns, shards, version and basis.
+type Opened = (Columns, Option<Shards>, Option<u64>, Option<TableBasis>);
 
 /// `[(name, Store)]` of `columns`, in order; on failure every column is
 /// closed.
@@ -59,14 +61,38 @@ fn version_ref(version: Option<&Bound<'_, PyAny>>) -> PyResult<VersionRef> {
     }
 }
 
+/// What an open of a table in a bucket, or a commit to it, learnt of its
+/// latest version (`loaderx::table::Basis`): opaque, passed to the next
+/// write planned on that version so that it reads nothing first.
+#[pyclass(name = "TableBasis", module = "loaderx._native", frozen)]
+pub struct TableBasis {
+    pub(crate) inner: table::Basis,
+}
+
+#[pymethods]
+impl TableBasis {
+    /// The version it is of.
+    #[getter]
+    fn version(&self) -> u64 {
+        self.inner.version()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("TableBasis(version={})", self.inner.version())
+    }
+}
+
 /// Opens the table at `path` (a local path or a URI with its
 /// `storage_options` and optional block cache), plain or sharded (at
 /// `version`: None for the latest, an int or a tag): `(columns, shards,
-/// version)` with `columns` `[(name, Store)]` in table order, `shards`
-/// `[(directory, rows)]` for a sharded table (None for a plain one) and
-/// the version it opened (None for a plain table).
+/// version, basis)` with `columns` `[(name, Store)]` in table order,
+/// `shards` `[(directory, rows)]` for a sharded table (None for a plain
+/// one), the version it opened (None for a plain table) and, for the
+/// latest version of a table in a bucket, what the open learnt of it
+/// (a `TableBasis`, else None). `to_write`: the handle may commit new
+/// versions (`readonly=False`; see `Table::open_to_write`).
 #[pyfunction]
-#[pyo3(signature = (path, readonly, storage_options=None, cache_dir=None, cache_bytes=None, pinned=None, version=None, view=None))]
+#[pyo3(signature = (path, readonly, storage_options=None, cache_dir=None, cache_bytes=None, pinned=None, version=None, view=None, to_write=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn open_table(
     py: Python<'_>,
@@ -78,7 +104,8 @@ pub fn open_table(
     pinned: Option<Vec<u8>>,
     version: Option<Bound<'_, PyAny>>,
     view: Option<String>,
-) -> PyResult<(Columns, Option<Shards>, Option<u64>)> {
+    to_write: bool,
+) -> PyResult<Opened> {
     let want = version_ref(version.as_ref())?;
     let at =
         py.detach(|| crate::remote::location(&path, storage_options, cache_dir, cache_bytes))?;
@@ -86,6 +113,7 @@ pub fn open_table(
         .detach(|| match (&pinned, &want) {
             _ if view.is_some() => Table::open_view(&at, view.as_deref().unwrap_or_default()),
             (Some(manifest), _) => Table::open_pinned(&at, manifest),
+            (None, VersionRef::Latest) if to_write && at.is_remote() => Table::open_to_write(&at),
             (None, VersionRef::Latest) => Table::open_at(&at, readonly),
             (None, want) => Table::open_version(&at, want),
         })
@@ -94,7 +122,12 @@ pub fn open_table(
         .shards()
         .map(|s| s.iter().map(|s| (s.dir.clone(), s.rows)).collect());
     let v = t.version();
-    Ok((handles(py, t.into_columns())?, shards, v))
+    let basis = match (v, &pinned, &want) {
+        (Some(v), None, VersionRef::Latest) if view.is_none() => table::Basis::opened(&at, v),
+        _ => None,
+    }
+    .map(|inner| TableBasis { inner });
+    Ok((handles(py, t.into_columns())?, shards, v, basis))
 }
 
 /// The manifest bytes of version `version` (None: the latest) of the
@@ -316,6 +349,7 @@ pub fn commit_shards(py: Python<'_>, path: PathBuf, shards: Vec<PathBuf>) -> PyR
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open_table, m)?)?;
+    m.add_class::<TableBasis>()?;
     m.add_function(wrap_pyfunction!(table_manifest, m)?)?;
     m.add_function(wrap_pyfunction!(table_versions, m)?)?;
     m.add_function(wrap_pyfunction!(table_tags, m)?)?;

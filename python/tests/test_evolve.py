@@ -303,9 +303,12 @@ def test_a_commit_overtaken_while_its_columns_were_written_takes_the_latest(tabl
 
 
 def test_columns_added_in_a_bucket_commit_without_reading_it_again(s3):
-    """A write planned on the latest version reads manifest.json once (with
-    its tag); when no commit came between, its commit is the next version's
-    file and the conditional move of manifest.json, nothing read."""
+    """A write planned on the version the open saw reads nothing first: the
+    open kept manifest.json with its tag (and, at version 1, listed the
+    version files, so version 1's file is not written again); a write on
+    the version a commit made uses the tag that commit's write returned.
+    Each commit is the shards' new files, the next version's file and the
+    conditional move of manifest.json."""
     from remote_servers import FaultProxy
 
     path = uri(s3, "counted")
@@ -313,28 +316,63 @@ def test_columns_added_in_a_bucket_commit_without_reading_it_again(s3):
         rows(0, 8), path, workers=1, shards=2, **{"storage_options": s3.options()}
     ).close()
     proxy = FaultProxy(s3.endpoint)
+
+    def requests():
+        # A listing's path is the bucket's, with the prefix in its query.
+        return [(r.method, r.path.split("/counted/", 1)[-1]) for r in proxy.requests]
+
+    def assert_commit(seen, column, version):
+        groups = sorted(seen[:-2])
+        assert len(groups) == 2 and all(
+            m == "PUT" and k.startswith("shard-") and k.endswith(f"/{column}/column.zc")
+            for m, k in groups
+        ), seen
+        assert seen[-2:] == [
+            ("PUT", f"_versions/{version:020}.json"),
+            ("PUT", "manifest.json"),
+        ], seen
+
     try:
         opts = s3.options(endpoint=proxy.url)
         with loaderx.open_table(path, readonly=False, storage_options=opts) as t:
-            # Version 2 (version 1's file exists: no write of it).
+            assert ("GET", "_versions/00000000000000000002.json") not in requests()
+            proxy.reset_counts()
             t.add_columns({"w": np.arange(8)})
+            assert_commit(requests(), "w", 2)
             assert t.version == 2  # the table opened again at it
             proxy.reset_counts()
             t.add_columns({"x": np.arange(8)})
-            seen = [(r.method, r.path.split("/counted/", 1)[1]) for r in proxy.requests]
-        assert seen[0] == ("GET", "manifest.json"), seen
-        groups = sorted(seen[1:-2])
-        assert len(groups) == 2 and all(
-            m == "PUT" and k.startswith("shard-") and k.endswith("/x/column.zc") for m, k in groups
-        ), seen
-        assert seen[-2:] == [
-            ("PUT", "_versions/00000000000000000003.json"),
-            ("PUT", "manifest.json"),
-        ], seen
+            assert_commit(requests(), "x", 3)
     finally:
         proxy.stop()
     with loaderx.open_table(path, storage_options=s3.options()) as t:
         assert t.version == 3 and column(t, "x").tolist() == list(range(8))
+        assert [v["version"] for v in t.versions()] == [1, 2, 3]
+    with loaderx.open_table(path, storage_options=s3.options(), version=1) as t:
+        assert sorted(t) == ["caption", "id", "img"]
+
+
+def test_a_write_planned_on_what_an_old_open_saw_commits_after_the_latest(s3):
+    """Two handles open the same version; one adds a column. The other's
+    write, planned on what its open saw, finds the version it would make
+    taken, reads the latest and commits after it: both columns are there."""
+    path = uri(s3, "stale")
+    opts = s3.options()
+    loaderx.ingest_sharded(rows(0, 8), path, workers=1, shards=2, storage_options=opts).close()
+    with (
+        loaderx.open_table(path, readonly=False, storage_options=opts) as a,
+        loaderx.open_table(path, readonly=False, storage_options=opts) as b,
+    ):
+        b.add_columns({"y": np.arange(8) * 2})
+        a.add_columns({"z": np.arange(8) * 3})
+        assert a.version == 3
+        assert column(a, "y").tolist() == [2 * i for i in range(8)]
+        assert column(a, "z").tolist() == [3 * i for i in range(8)]
+        # b's basis (from its commit) is behind now: its next write too.
+        b.add_columns({"v": np.arange(8) * 5})
+        assert b.version == 4 and sorted(b) == ["caption", "id", "img", "v", "y", "z"]
+    with loaderx.open_table(path, storage_options=opts, version=2) as t:
+        assert sorted(t) == ["caption", "id", "img", "y"]
 
 
 # -- random histories against a model --------------------------------------------

@@ -290,8 +290,18 @@ impl Table {
     /// `dict.zr`; no request depends on the number of records.
     pub fn open_at(location: &Location, readonly: bool) -> Result<Table> {
         location.check_readonly(readonly, "table")?;
-        super::warm::warm(location, None)?;
+        super::warm::warm(location, None, false)?;
         Table::open_in(location.clone(), readonly)
+    }
+
+    /// [`Table::open_at`] of the latest version, read-only, by a handle
+    /// that may commit new versions from it: a table in a bucket at
+    /// version 1 is opened with one listing of its version files in place
+    /// of the request for version 2's file, which also tells a commit from
+    /// it whether version 1's file is there ([`super::Basis::opened`]).
+    pub fn open_to_write(location: &Location) -> Result<Table> {
+        super::warm::warm(location, None, true)?;
+        Table::open_in(location.clone(), true)
     }
 
     fn open_in(location: Location, readonly: bool) -> Result<Table> {
@@ -339,7 +349,7 @@ impl Table {
         location.check_readonly(true, "table")?;
         let file = location.path().join(MANIFEST_FILE);
         let parsed = super::manifest::parse_manifest(&file, manifest)?;
-        super::warm::warm(location, Some(manifest))?;
+        super::warm::warm(location, Some(manifest), false)?;
         Table::open_sharded(location.clone(), Some(parsed))
     }
 
@@ -371,7 +381,7 @@ impl Table {
         let ids = view.read_rows(fs, location.path())?;
         let file = location.path().join(super::versions::view_rel(name));
         let parsed = resolved.manifest;
-        super::warm::warm(location, Some(&resolved.bytes))?;
+        super::warm::warm(location, Some(&resolved.bytes), false)?;
         Table::open_selected(location.clone(), Some(parsed), Some((&file, ids)))
     }
 

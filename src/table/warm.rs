@@ -5,17 +5,21 @@
 use crate::{Location, Result};
 
 /// Before a remote table opens: its manifest (one request; the version
-/// files after it, one request each, as [`super::versions`] walks them),
+/// files after it, one request each, as [`super::versions`] walks them;
+/// with `to_write`, for a manifest of version 1 in a bucket, one listing
+/// of the version files in place of the request for version 2's, which
+/// also says whether version 1's file is there for a commit from this
+/// open),
 /// then one listing of the table, or of each shard whose objects the
 /// manifest does not record (concurrently), then one concurrent round of
 /// fetches of every `table.json`, `meta.zr` and `dict.zr` and of each
 /// columnar file's footer. With `manifest` (pinned bytes) the manifest is
 /// not fetched. Nothing for a local table.
 #[cfg_attr(not(feature = "remote"), allow(unused_variables))]
-pub(crate) fn warm(location: &Location, manifest: Option<&[u8]>) -> Result<()> {
+pub(crate) fn warm(location: &Location, manifest: Option<&[u8]>, to_write: bool) -> Result<()> {
     #[cfg(feature = "remote")]
     if let crate::io::Fs::Remote(r) = location.fs() {
-        remote::warm(r, location.path(), manifest)?;
+        remote::warm(r, location.path(), manifest, to_write)?;
     }
     Ok(())
 }
@@ -26,11 +30,16 @@ mod remote {
 
     use crate::io::remote::{join_key, setup, Remote};
     use crate::table::manifest::{listed_objects, parse_manifest, SELF_SHARD};
-    use crate::table::versions::{self, Resolved};
+    use crate::table::versions::{self, Resolved, VERSIONS_DIR};
     use crate::table::MANIFEST_FILE;
     use crate::Result;
 
-    pub(super) fn warm(r: &Remote, at: &Path, manifest: Option<&[u8]>) -> Result<()> {
+    pub(super) fn warm(
+        r: &Remote,
+        at: &Path,
+        manifest: Option<&[u8]>,
+        to_write: bool,
+    ) -> Result<()> {
         let key = setup(at, r.key_of(at))?;
         let join = |k: &str| join_key(&key, k);
         let shard_key = |name: &str| {
@@ -49,7 +58,7 @@ mod remote {
             None => {
                 setup(at, r.prefetch(std::slice::from_ref(&manifest_key)))?;
                 match r.body(&manifest_key) {
-                    Some(pointer) => Some(latest(r, at, &join, pointer.to_vec())?),
+                    Some(pointer) => Some(latest(r, at, &join, pointer.to_vec(), to_write)?),
                     None => None,
                 }
             }
@@ -109,11 +118,20 @@ mod remote {
         at: &Path,
         join: &dyn Fn(&str) -> String,
         pointer: Vec<u8>,
+        to_write: bool,
     ) -> Result<Vec<u8>> {
         let file = at.join(MANIFEST_FILE);
         let Ok(manifest) = parse_manifest(&file, &pointer) else {
             return Ok(pointer);
         };
+        if to_write && manifest.version() == 1 && r.writable() {
+            // Only version 1 can lack its file: one listing of the version
+            // files, in place of the request for version 2's, also says
+            // whether it is there (a commit from this open then need not
+            // write it; see `write::Basis::opened`). Readers keep the
+            // request: a listing costs more.
+            setup(at, r.list_prefix(&join(VERSIONS_DIR)))?;
+        }
         let current = Resolved {
             bytes: pointer,
             manifest,

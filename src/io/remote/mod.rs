@@ -35,7 +35,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::path::Path as Key;
-use object_store::{GetOptions, ObjectStore};
+use object_store::{GetOptions, ObjectStore, UpdateVersion};
 
 pub(crate) use cache::BlockCache;
 /// Bytes per cached block of a remote object.
@@ -82,6 +82,9 @@ struct Known {
     /// are all in `objects`.
     covered: Vec<String>,
     bodies: HashMap<String, Bytes>,
+    /// The version each fetched body is (what a conditional update of the
+    /// object names): a table's `manifest.json` fetched at open, say.
+    updates: HashMap<String, UpdateVersion>,
     /// The last bytes of larger objects fetched at open (a column file's
     /// footer): where they start, and the bytes.
     tails: HashMap<String, (u64, Bytes)>,
@@ -313,11 +316,21 @@ impl Remote {
         known
             .bodies
             .insert(key.to_owned(), Bytes::copy_from_slice(bytes));
+        known.updates.remove(key);
     }
 
     /// The whole object `key`, if it was fetched by [`Remote::prefetch`].
     pub(crate) fn body(&self, key: &str) -> Option<Bytes> {
         self.known().bodies.get(key).cloned()
+    }
+
+    /// [`Remote::body`] with the version of the object it is, when the
+    /// server named one (an entity tag or a generation): what a
+    /// conditional update of `key` from these bytes sends.
+    pub(crate) fn versioned_body(&self, key: &str) -> Option<(Bytes, UpdateVersion)> {
+        let known = self.known();
+        let update = known.updates.get(key)?;
+        Some((known.bodies.get(key)?.clone(), update.clone()))
     }
 
     /// Whether `key` is an object this location knows of (from a listing).
@@ -444,6 +457,15 @@ impl Remote {
                     }
                     known.objects.insert(k.clone(), seen);
                     known.bodies.insert(k.clone(), body);
+                    if meta.e_tag.is_some() || meta.version.is_some() {
+                        known.updates.insert(
+                            k.clone(),
+                            UpdateVersion {
+                                e_tag: meta.e_tag,
+                                version: meta.version,
+                            },
+                        );
+                    }
                 }
                 Err(object_store::Error::NotFound { .. }) => {
                     known.absent.insert(k.clone());

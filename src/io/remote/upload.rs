@@ -33,7 +33,8 @@ const OBJECTS_IN_FLIGHT: usize = 16;
 /// What a conditional write found.
 #[derive(Debug)]
 pub(crate) enum Put {
-    Done,
+    /// Written: the version the object now is, as the server named it.
+    Done(UpdateVersion),
     /// `PutMode::Create` and an object was there, or `PutMode::Update` and
     /// the object was no longer the version given.
     Conflict,
@@ -58,7 +59,10 @@ impl Remote {
         })?;
         fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
         match r {
-            Ok(_) => Ok(Put::Done),
+            Ok(r) => Ok(Put::Done(UpdateVersion {
+                e_tag: r.e_tag,
+                version: r.version,
+            })),
             Err(object_store::Error::AlreadyExists { .. })
             | Err(object_store::Error::Precondition { .. }) => Ok(Put::Conflict),
             Err(e) => Err(self.error(key, "writing", e)),

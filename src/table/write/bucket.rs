@@ -197,7 +197,7 @@ pub(super) fn create(root: &Bucket, rel: &str, bytes: Vec<u8>) -> Result<bool> {
     let done = remote
         .put(&key(base, rel), Bytes::from(bytes), PutMode::Create)
         .map_err(|e| unsupported_conditional(&root.path().join(rel), e))?;
-    Ok(matches!(done, Put::Done))
+    Ok(matches!(done, Put::Done(_)))
 }
 
 /// Writes the object `rel` of `root`, whatever was there.
@@ -368,12 +368,58 @@ pub(super) fn latest(root: &Bucket) -> Result<(Option<Resolved>, Option<UpdateVe
 pub(crate) struct Planned {
     pub(super) current: Resolved,
     tag: UpdateVersion,
+    /// Whether version 1's file is known to be there (only version 1 can
+    /// lack its file; a commit on it writes the file first otherwise).
+    first_file: bool,
 }
 
 impl Planned {
     /// The version planned on.
     pub(crate) fn manifest(&self) -> &Manifest {
         &self.current.manifest
+    }
+
+    /// What opening the table at `at` learnt of it, when that open fetched
+    /// `manifest.json` whole with the version the server named and it is
+    /// version `version` (not behind the version files): a commit planned
+    /// on the open then reads nothing first. None for a local table, an
+    /// http(s) one, a pinned version or a server that names no version.
+    pub(crate) fn opened(at: &Location, version: u64) -> Option<Planned> {
+        let crate::io::Fs::Remote(r) = at.fs() else {
+            return None;
+        };
+        if !r.writable() {
+            return None;
+        }
+        let base = r.key_of(at.path()).ok()?;
+        let (bytes, tag) = r.versioned_body(&key(&base, MANIFEST_FILE))?;
+        let manifest = parse_manifest(&at.path().join(MANIFEST_FILE), &bytes).ok()?;
+        if manifest.version() != version {
+            return None;
+        }
+        // The open listed the version files of a table at version 1.
+        let first_file = version > 1 || r.knows(&key(&base, &version_rel(1)));
+        Some(Planned {
+            current: Resolved {
+                manifest,
+                bytes: bytes.to_vec(),
+            },
+            tag,
+            first_file,
+        })
+    }
+
+    /// The version a commit made, with the version `manifest.json` became
+    /// by its write (as the server named it).
+    fn committed(manifest: &Manifest, tag: UpdateVersion) -> Planned {
+        Planned {
+            current: Resolved {
+                manifest: manifest.clone(),
+                bytes: manifest.to_json(),
+            },
+            tag,
+            first_file: true,
+        }
     }
 }
 
@@ -394,6 +440,7 @@ pub(super) fn pointer(root: &Bucket) -> Result<Option<Planned>> {
                     bytes: bytes.to_vec(),
                 },
                 tag,
+                first_file: false,
             }),
             None => None,
         },
@@ -403,25 +450,37 @@ pub(super) fn pointer(root: &Bucket) -> Result<Option<Planned>> {
 /// [`publish`] of a write planned on `planned`: when no other commit came
 /// between, the commit is the next version's file (created only if
 /// absent) and the conditional move of `manifest.json`, with nothing read
-/// again; the writes are those of [`publish`], in its order. When the next
-/// version's file exists already (another commit won, or `manifest.json`
-/// lagged behind the latest), [`publish`] takes over: it reads the latest
-/// and calls `next` on it again.
+/// again; the writes are those of [`publish`], in its order (version 1's
+/// file is not written again when the plan knows it is there). When the
+/// next version's file exists already (another commit won, or
+/// `manifest.json` lagged behind the latest), [`publish`] takes over: it
+/// reads the latest and calls `next` on it again. Returns the version made
+/// and, when this commit moved `manifest.json` and the server named the
+/// version it became, the plan of a next commit on it.
 pub(super) fn publish_planned(
     root: &Bucket,
     operation: &str,
     planned: &Planned,
     next: Next<'_>,
-) -> Result<Manifest> {
+) -> Result<(Manifest, Option<Planned>)> {
     let current = &planned.current;
     let manifest = versions::stamp(
         next(root, Some(&current.manifest))?,
         Some(current),
         operation,
     );
-    match commit_on(root, current, Some(planned.tag.clone()), &manifest)? {
-        Put::Done => Ok(manifest),
-        Put::Conflict => publish(root, operation, next),
+    match commit_on(
+        root,
+        current,
+        Some(planned.tag.clone()),
+        planned.first_file,
+        &manifest,
+    )? {
+        Commit::Made(tag) => {
+            let after = tag.map(|tag| Planned::committed(&manifest, tag));
+            Ok((manifest, after))
+        }
+        Commit::Lost => publish(root, operation, next).map(|m| (m, None)),
     }
 }
 
@@ -450,7 +509,7 @@ pub(super) fn publish(root: &Bucket, operation: &str, next: Next<'_>) -> Result<
                 .put(&key(base, MANIFEST_FILE), bytes.clone(), PutMode::Create)
                 .map_err(|e| unsupported_conditional(&file, e))?
             {
-                Put::Done => {
+                Put::Done(_) => {
                     remote
                         .put(&key(base, &version_rel(1)), bytes, PutMode::Create)
                         .map_err(|e| unsupported_conditional(&file, e))?;
@@ -462,9 +521,9 @@ pub(super) fn publish(root: &Bucket, operation: &str, next: Next<'_>) -> Result<
                 }
             }
         };
-        match commit_on(&fresh, &current, tag, &manifest)? {
-            Put::Done => return Ok(manifest),
-            Put::Conflict => lost(attempt),
+        match commit_on(&fresh, &current, tag, false, &manifest)? {
+            Commit::Made(_) => return Ok(manifest),
+            Commit::Lost => lost(attempt),
         }
     }
     Err(Error::io(
@@ -478,7 +537,7 @@ pub(super) fn publish(root: &Bucket, operation: &str, next: Next<'_>) -> Result<
 
 /// The commit of `manifest`, the version after `current`, whose
 /// `manifest.json` had entity tag `tag`: version 1's file first when
-/// `current` is version 1 (only it can lack its file: a table from before
+/// `current` is version 1 and `first_file` does not say it is there (only it can lack its file: a table from before
 /// versions, or a first commit killed before writing it; whoever writes it
 /// writes the same version), then the new version's file, created only if
 /// absent (the commit point: Conflict when another commit took the
@@ -489,11 +548,12 @@ fn commit_on(
     root: &Bucket,
     current: &Resolved,
     tag: Option<UpdateVersion>,
+    first_file: bool,
     manifest: &Manifest,
-) -> Result<Put> {
+) -> Result<Commit> {
     let (remote, base) = parts(root);
     let file = root.path().join(MANIFEST_FILE);
-    if current.manifest.version() == 1 {
+    if current.manifest.version() == 1 && !first_file {
         let first = versions::as_first_version(current);
         remote
             .put(
@@ -509,16 +569,31 @@ fn commit_on(
         .put(&vkey, bytes.clone(), PutMode::Create)
         .map_err(|e| unsupported_conditional(&file, e))?
     {
-        return Ok(Put::Conflict);
+        return Ok(Commit::Lost);
     }
     let mode = match tag {
         Some(tag) => PutMode::Update(tag),
         None => PutMode::Create,
     };
-    remote
-        .put(&key(base, MANIFEST_FILE), bytes, mode)
-        .map_err(|e| unsupported_conditional(&file, e))?;
-    Ok(Put::Done)
+    Ok(
+        match remote
+            .put(&key(base, MANIFEST_FILE), bytes, mode)
+            .map_err(|e| unsupported_conditional(&file, e))?
+        {
+            Put::Done(tag) => Commit::Made(Some(tag)),
+            // A later commit moved it past this version already.
+            Put::Conflict => Commit::Made(None),
+        },
+    )
+}
+
+/// What [`commit_on`] did.
+enum Commit {
+    /// Another commit took the version first.
+    Lost,
+    /// The version is committed; with the version `manifest.json` became
+    /// when this commit moved it.
+    Made(Option<UpdateVersion>),
 }
 
 /// Waits before attempt `attempt + 1` of a commit that lost a race.

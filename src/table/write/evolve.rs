@@ -237,6 +237,9 @@ pub struct ColumnsWrite {
     /// unless another commit came between.
     #[cfg(feature = "remote")]
     planned: Option<bucket::Planned>,
+    /// In a bucket, what the commit learnt of the version it made.
+    #[cfg(feature = "remote")]
+    after: Mutex<Option<bucket::Planned>>,
 }
 
 impl ColumnsWrite {
@@ -251,6 +254,8 @@ impl ColumnsWrite {
             replaces: true,
             #[cfg(feature = "remote")]
             planned: None,
+            #[cfg(feature = "remote")]
+            after: Mutex::default(),
         };
         write.root.hold_lease(&write.token)?;
         Ok(write)
@@ -271,13 +276,31 @@ impl ColumnsWrite {
     /// Plans new columns on version `version` (None: the latest) of the
     /// sharded table at `at`.
     pub fn begin(at: &Location, version: Option<u64>) -> Result<ColumnsWrite> {
+        ColumnsWrite::begin_on(at, version, None)
+    }
+
+    /// [`ColumnsWrite::begin`] with what an open or a commit learnt of the
+    /// table (`basis`): when it is of version `version` in a bucket, the
+    /// write reads nothing of the bucket before its commit.
+    #[cfg_attr(not(feature = "remote"), allow(unused_variables))]
+    pub fn begin_on(
+        at: &Location,
+        version: Option<u64>,
+        basis: Option<&super::Basis>,
+    ) -> Result<ColumnsWrite> {
         #[cfg(feature = "remote")]
         if let (Some(v), RootKind::Bucket(b)) = (version, Root::of(at)?.kind) {
-            // manifest.json read with its tag: when it is the version
-            // asked for, the commit needs no read of the bucket.
-            if let Some(planned) =
-                bucket::pointer(&b.fresh()?)?.filter(|p| p.manifest().version() == v)
-            {
+            // manifest.json with its tag (as the open or the last commit
+            // left it, else read now): when it is the version asked for,
+            // the commit needs no read of the bucket.
+            let known = basis
+                .filter(|basis| basis.version() == v)
+                .map(|basis| basis.planned.clone());
+            let planned = match known {
+                Some(planned) => Some(planned),
+                None => bucket::pointer(&b.fresh()?)?,
+            };
+            if let Some(planned) = planned.filter(|p| p.manifest().version() == v) {
                 return Ok(ColumnsWrite {
                     root: Root::in_bucket(b),
                     base: planned.manifest().clone(),
@@ -285,6 +308,7 @@ impl ColumnsWrite {
                     finished: Mutex::default(),
                     replaces: false,
                     planned: Some(planned),
+                    after: Mutex::default(),
                 });
             }
         }
@@ -312,7 +336,24 @@ impl ColumnsWrite {
             replaces: false,
             #[cfg(feature = "remote")]
             planned: None,
+            #[cfg(feature = "remote")]
+            after: Mutex::default(),
         })
+    }
+
+    /// What the commit learnt of the version it made (in a bucket, when
+    /// it moved `manifest.json` and the server named the version it
+    /// became): the basis of a next write on that version.
+    pub fn committed_basis(&self) -> Option<super::Basis> {
+        #[cfg(feature = "remote")]
+        return self
+            .after
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .map(|planned| super::Basis { planned });
+        #[cfg(not(feature = "remote"))]
+        None
     }
 
     /// The write's token.
@@ -604,9 +645,12 @@ impl ColumnsWrite {
         };
         #[cfg(feature = "remote")]
         if let (Some(planned), RootKind::Bucket(b)) = (&self.planned, &self.root.kind) {
-            return bucket::publish_planned(b, "add_columns", planned, &mut |b, current| {
-                next(&Root::in_bucket(b.clone()), current)
-            });
+            let (made, after) =
+                bucket::publish_planned(b, "add_columns", planned, &mut |b, current| {
+                    next(&Root::in_bucket(b.clone()), current)
+                })?;
+            *self.after.lock().unwrap_or_else(|e| e.into_inner()) = after;
+            return Ok(made);
         }
         let done = publish(&self.root, "add_columns", &mut next);
         if done.is_ok() {

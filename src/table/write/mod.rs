@@ -51,6 +51,41 @@ pub use history::{
     tags, untag, Leftovers,
 };
 use root::{Root, RootKind};
+
+/// What opening a table in a bucket, or a commit to it, learnt of its
+/// latest version: `manifest.json` as it was, with the version of that
+/// object the server named. A write planned on it
+/// ([`ColumnsWrite::begin_on`]) reads nothing of the bucket before its
+/// commit; when another commit came between, the commit finds out as it
+/// would anyway (its version's file exists) and checks against that one.
+#[derive(Clone, Debug)]
+pub struct Basis {
+    #[cfg(feature = "remote")]
+    planned: bucket::Planned,
+    #[cfg(not(feature = "remote"))]
+    never: std::convert::Infallible,
+}
+
+impl Basis {
+    /// What the open of the table at `at`, at its latest version
+    /// `version`, learnt: None for a local table, one over http(s), an
+    /// open of another version, or a server that names no versions.
+    #[cfg_attr(not(feature = "remote"), allow(unused_variables))]
+    pub fn opened(at: &crate::Location, version: u64) -> Option<Basis> {
+        #[cfg(feature = "remote")]
+        return bucket::Planned::opened(at, version).map(|planned| Basis { planned });
+        #[cfg(not(feature = "remote"))]
+        None
+    }
+
+    /// The version it is of.
+    pub fn version(&self) -> u64 {
+        #[cfg(feature = "remote")]
+        return self.planned.manifest().version();
+        #[cfg(not(feature = "remote"))]
+        match self.never {}
+    }
+}
 pub use rows::{compact, delete_rows, delete_where};
 pub use split::split;
 
