@@ -11,11 +11,15 @@
 //!   rows are touched;
 //! * **late materialization** — predicates over cheap columns (record_id and
 //!   dense scalar streams) are evaluated first, on those columns only, and the
-//!   heavy streams are gathered for the surviving rows alone.
+//!   heavy streams are gathered for the surviving rows alone;
+//! * **native filters** — comparisons over columnar columns (and their
+//!   `AND`s and `OR`s) are evaluated by the core on the chunks as stored
+//!   ([`native`]), and applied again by DataFusion to the rows kept.
 //!
 //! Output batches are bounded in bytes, and partitions scan disjoint row
 //! ranges in parallel.
 
+mod native;
 mod prune;
 mod rows;
 mod scan;
@@ -68,6 +72,8 @@ struct Table<S> {
     len: u64,
     /// Per stream: cheap to read for a predicate ([`la::is_cheap`]).
     cheap: Vec<bool>,
+    /// Per stream: a columnar column (the core evaluates filters on it).
+    columnar: Vec<bool>,
     options: Options,
 }
 
@@ -104,14 +110,17 @@ impl<S: StoreAccess + 'static> StoreTable<S> {
         }
         let mut len = None;
         let mut cheap = Vec::with_capacity(streams.len());
+        let mut columnar = Vec::with_capacity(streams.len());
         for (name, s) in &streams {
             if index_column.as_deref() == Some(name.as_str()) {
                 return Err(loaderx::Error::InvalidValue(format!(
                     "stream {name:?} collides with the index column"
                 )));
             }
-            let (n, scalar) = s.with(|s| Ok((s.len(), la::is_cheap(s))))?;
+            let (n, scalar, stored) =
+                s.with(|s| Ok((s.len(), la::is_cheap(s), s.columnar().is_some())))?;
             cheap.push(scalar);
+            columnar.push(stored);
             match len {
                 None => len = Some(n),
                 Some(l) if l != n => {
@@ -131,6 +140,7 @@ impl<S: StoreAccess + 'static> StoreTable<S> {
                 schema,
                 len: len.unwrap_or(0),
                 cheap,
+                columnar,
                 options,
             }),
         })
@@ -158,6 +168,21 @@ impl StoreTable<loaderx::table::Column> {
 impl<S: StoreAccess + 'static> Table<S> {
     fn is_index(&self, name: &str) -> bool {
         self.index_column.as_deref() == Some(name)
+    }
+
+    /// `expr` as a filter the core evaluates on the stored chunks: every
+    /// column it reads is columnar.
+    fn native(&self, expr: &Expr) -> Option<loaderx::columnar::Pred> {
+        let pred = native::pred(expr, &self.schema)?;
+        pred.columns()
+            .iter()
+            .all(|c| {
+                self.streams
+                    .iter()
+                    .position(|(n, _)| n == c)
+                    .is_some_and(|i| self.columnar[i])
+            })
+            .then_some(pred)
     }
 
     /// Whether `expr` only reads cheap columns (and so is evaluated early).
@@ -203,8 +228,13 @@ impl<S: StoreAccess + 'static> TableProvider for StoreTable<S> {
                     .index_column
                     .as_deref()
                     .is_some_and(|ix| index_rows(f, ix, t.len).is_some());
-                // Both kinds are evaluated exactly during the scan.
-                if on_index || t.cheap_only(f) {
+                // Both kinds are evaluated exactly during the scan; a
+                // native filter may keep more rows (see `native`).
+                if on_index {
+                    TableProviderFilterPushDown::Exact
+                } else if t.cheap_only(f) && t.native(f).is_some() {
+                    TableProviderFilterPushDown::Inexact
+                } else if t.cheap_only(f) {
                     TableProviderFilterPushDown::Exact
                 } else {
                     TableProviderFilterPushDown::Unsupported
@@ -246,6 +276,19 @@ impl<S: StoreAccess + 'static> TableProvider for StoreTable<S> {
                 }
             }
         }
+        // The core's own evaluation when it understands every filter.
+        let native = rest
+            .iter()
+            .map(|f| t.native(f))
+            .collect::<Option<Vec<_>>>()
+            .filter(|p| !p.is_empty())
+            .map(|mut p| {
+                if p.len() == 1 {
+                    p.remove(0)
+                } else {
+                    loaderx::columnar::Pred::And(p)
+                }
+            });
         let predicate = match rest.into_iter().reduce(|a, b| a.and(b)) {
             None => None,
             Some(expr) => {
@@ -267,6 +310,7 @@ impl<S: StoreAccess + 'static> TableProvider for StoreTable<S> {
             projection,
             out_schema: Arc::clone(&out_schema),
             predicate,
+            native,
             batch_rows: t
                 .options
                 .batch_rows

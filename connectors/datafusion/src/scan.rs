@@ -32,6 +32,10 @@ pub(crate) struct ScanPlan<S> {
     /// Predicate over `filter_columns` (table schema indices), evaluated on
     /// a batch of exactly those columns.
     pub(crate) predicate: Option<(Arc<dyn PhysicalExpr>, Vec<usize>)>,
+    /// The same filters as the core evaluates them on stored chunks, when
+    /// it understands them all: used where the scan can (every column it
+    /// reads columnar), the predicate otherwise.
+    pub(crate) native: Option<loaderx::columnar::Pred>,
     /// Rows of an output batch at most.
     pub(crate) batch_rows: usize,
 }
@@ -75,6 +79,11 @@ impl<S: StoreAccess + 'static> ScanPlan<S> {
             .max_rows(self.batch_rows);
         if let Some(limit) = limit {
             scan = scan.limit(limit);
+        }
+        if let Some(pred) = &self.native {
+            if scan.native_filter(pred.clone())? {
+                return Ok(scan);
+            }
         }
         if let Some((expr, cols)) = &self.predicate {
             scan = scan.filter(cols.clone(), filter(Arc::clone(expr)), FILTER_ROWS)?;
