@@ -152,12 +152,18 @@ fn int_shape(t: &DataType) -> Option<(bool, u32)> {
     })
 }
 
-/// A literal as the core compares it (a cast of a literal is taken as the
-/// literal: the planner folds them).
+/// A literal as the core compares it (a cast of a literal is not taken:
+/// the planner folds them).
 fn literal(e: &Expr) -> Option<Lit> {
-    let Expr::Literal(v, _) = e else {
-        return None;
-    };
+    match e {
+        Expr::Literal(v, _) => scalar(v),
+        _ => None,
+    }
+}
+
+/// A scalar as the core compares it (booleans as 0 and 1); None for null
+/// and other types.
+pub(crate) fn scalar(v: &ScalarValue) -> Option<Lit> {
     Some(match v {
         ScalarValue::Int8(Some(x)) => Lit::Int(*x as i128),
         ScalarValue::Int16(Some(x)) => Lit::Int(*x as i128),
@@ -167,6 +173,7 @@ fn literal(e: &Expr) -> Option<Lit> {
         ScalarValue::UInt16(Some(x)) => Lit::Int(*x as i128),
         ScalarValue::UInt32(Some(x)) => Lit::Int(*x as i128),
         ScalarValue::UInt64(Some(x)) => Lit::Int(*x as i128),
+        ScalarValue::Boolean(Some(x)) => Lit::Int(*x as i128),
         ScalarValue::Float32(Some(x)) => Lit::Float(*x as f64),
         ScalarValue::Float64(Some(x)) => Lit::Float(*x),
         ScalarValue::Utf8(Some(s))

@@ -8,50 +8,21 @@
 use std::cmp::Ordering;
 use std::ops::Range;
 
-use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
 use loaderx::arrow::StoreAccess;
-use loaderx::columnar::{Bound, Columnar, Entry, Num, ValueKind};
+use loaderx::columnar::{Bound, Columnar, Entry, Lit, Num, ValueKind};
 use loaderx::{DType, Records};
 
 use crate::rows::Rows;
 
-/// A literal, in the form chunk bounds compare with.
-#[derive(Clone, Debug)]
-enum Lit {
-    Int(i128),
-    Float(f64),
-    Bytes(Vec<u8>),
-}
-
+/// A literal, in the form chunk bounds compare with (through casts of it).
 fn literal(e: &Expr) -> Option<Lit> {
-    let Expr::Literal(v, _) = e else {
-        return match e {
-            Expr::Cast(c) => literal(&c.expr),
-            Expr::TryCast(c) => literal(&c.expr),
-            _ => None,
-        };
-    };
-    Some(match v {
-        ScalarValue::Int8(Some(x)) => Lit::Int(*x as i128),
-        ScalarValue::Int16(Some(x)) => Lit::Int(*x as i128),
-        ScalarValue::Int32(Some(x)) => Lit::Int(*x as i128),
-        ScalarValue::Int64(Some(x)) => Lit::Int(*x as i128),
-        ScalarValue::UInt8(Some(x)) => Lit::Int(*x as i128),
-        ScalarValue::UInt16(Some(x)) => Lit::Int(*x as i128),
-        ScalarValue::UInt32(Some(x)) => Lit::Int(*x as i128),
-        ScalarValue::UInt64(Some(x)) => Lit::Int(*x as i128),
-        ScalarValue::Float32(Some(x)) => Lit::Float(*x as f64),
-        ScalarValue::Float64(Some(x)) => Lit::Float(*x),
-        ScalarValue::Boolean(Some(x)) => Lit::Int(*x as i128),
-        ScalarValue::Utf8(Some(s))
-        | ScalarValue::LargeUtf8(Some(s))
-        | ScalarValue::Utf8View(Some(s)) => Lit::Bytes(s.as_bytes().to_vec()),
-        ScalarValue::Binary(Some(b))
-        | ScalarValue::LargeBinary(Some(b))
-        | ScalarValue::BinaryView(Some(b)) => Lit::Bytes(b.clone()),
-        _ => return None,
-    })
+    match e {
+        Expr::Literal(v, _) => crate::native::scalar(v),
+        Expr::Cast(c) => literal(&c.expr),
+        Expr::TryCast(c) => literal(&c.expr),
+        _ => None,
+    }
 }
 
 /// The column an expression reads as it is (or widened by a cast, which
