@@ -270,7 +270,8 @@ def table_scan(
     filter: Callable[[Any], Any] | None = None,
     filter_rows: int = ...,
     predicate: str | None = None,
-) -> BatchReader: ...
+    predicate_required: bool = False,
+) -> BatchReader | None: ...
 def pack(
     records: list[npt.NDArray[Any]],
     dtype: str,

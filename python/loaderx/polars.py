@@ -268,12 +268,32 @@ class _Scan:
             remaining = num_rows if n_rows is None else n_rows
             # The parts of the predicate the core evaluates on the stored
             # chunks (the rows they reject are never read); polars applies
-            # the whole of it to what comes back.
-            native = native_predicate(predicate, {c for c in columns if columns[c].columnar})
-            frames = read(need, predicate=native, **self.bulk(columns, need))
-            for df in _filtered(frames, predicate, wanted, remaining):
-                yielded = True
-                yield df
+            # the whole of it to what comes back, unless the core's is all
+            # of it and exact (then the columns only it reads stay unread).
+            columnar = {c: schema[c] for c in columns if columns[c].columnar}
+            native, exact = native_predicate(predicate, columnar)
+            got = None
+            if exact:
+                got = scan(
+                    pa,
+                    streams,
+                    index_column,
+                    columns=wanted,
+                    limit=n_rows,
+                    max_rows=self.batch_rows,
+                    predicate=native,
+                    predicate_required=True,
+                    **self.bulk(columns, wanted),
+                )
+            if got is not None:
+                for batch in got[1]:
+                    yielded = True
+                    yield self.frame(columns, batch)
+            else:
+                frames = read(need, predicate=native, **self.bulk(columns, need))
+                for df in _filtered(frames, predicate, wanted, remaining):
+                    yielded = True
+                    yield df
         else:
             names = list(dict.fromkeys(predicate.meta.root_names()))
             cheap = bool(names) and all(
@@ -344,22 +364,60 @@ def _literal(node):
     return None
 
 
-def _translate(node, columnar: set):
-    """A polars expression node (its JSON form) as the core's predicate, or
-    None; an ``AND`` keeps whichever sides translate (a weaker filter:
-    polars applies the whole predicate afterwards)."""
+# What a regular expression matches as itself: letters, digits, space and
+# punctuation that is no operator (anything past ASCII is a literal too).
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-,:;'\"=!@%/")
+
+
+def _exact_cmp(dtype, value: dict) -> bool:
+    """Whether the core compares a column of polars type ``dtype`` with the
+    literal ``value`` exactly as polars does: an integer column with an
+    integer, a string column with a string (a float column keeps its NaN
+    rows in the core; a boolean is left to polars)."""
+    if "int" in value:
+        return dtype.is_integer()
+    return "str" in value and str(dtype) == "String"
+
+
+def _text_test(inputs, function, columnar: dict):
+    """``str.contains`` (a literal, or a pattern that is one),
+    ``str.starts_with`` and ``str.ends_with`` of a columnar column by a
+    string as the core's substring, prefix and suffix tests (exact); None
+    for anything else."""
+    if not (isinstance(inputs, list) and len(inputs) == 2 and isinstance(function, dict)):
+        return None
+    name = inputs[0].get("Column") if isinstance(inputs[0], dict) else None
+    value = _literal(inputs[1])
+    if not (isinstance(name, str) and name in columnar and value and "str" in value):
+        return None
+    s, test = value["str"], function.get("StringExpr")
+    if test in ("StartsWith", "EndsWith"):
+        return {"starts_with" if test == "StartsWith" else "ends_with": [name, s]}
+    contains = test.get("Contains") if isinstance(test, dict) else None
+    if isinstance(contains, dict) and (
+        contains.get("literal") is True or all(c in _PLAIN or ord(c) > 127 for c in s)
+    ):
+        return {"contains": [name, s]}
+    return None
+
+
+def _translate(node, columnar: dict):
+    """A polars expression node (its JSON form) as the core's predicate and
+    whether the core evaluates it exactly as polars does, or None; an
+    ``AND`` keeps whichever sides translate (a weaker filter, not exact)."""
     if not isinstance(node, dict) or len(node) != 1:
         return None
     ((kind, body),) = node.items()
     if kind == "BinaryExpr" and isinstance(body, dict):
         op = body.get("op")
         left, right = body.get("left"), body.get("right")
-        if op in ("And", "LogicalAnd"):
-            parts = [p for p in (_translate(left, columnar), _translate(right, columnar)) if p]
-            return None if not parts else parts[0] if len(parts) == 1 else {"and": parts}
-        if op in ("Or", "LogicalOr"):
+        if op in ("And", "LogicalAnd", "Or", "LogicalOr"):
             a, b = _translate(left, columnar), _translate(right, columnar)
-            return {"or": [a, b]} if a and b else None
+            if op in ("Or", "LogicalOr"):
+                return ({"or": [a[0], b[0]]}, a[1] and b[1]) if a and b else None
+            if a and b:
+                return {"and": [a[0], b[0]]}, a[1] and b[1]
+            return (a[0] if a else b[0], False) if a or b else None
         cmp = _CMP.get(op)
         if cmp is None:
             return None
@@ -367,29 +425,34 @@ def _translate(node, columnar: set):
             name = col.get("Column") if isinstance(col, dict) else None
             value = _literal(lit)
             if isinstance(name, str) and name in columnar and value is not None:
-                return {"cmp": [name, o, value]}
+                return {"cmp": [name, o, value]}, _exact_cmp(columnar[name], value)
         return None
     if kind == "Function" and isinstance(body, dict):
         inputs, function = body.get("input"), body.get("function")
+        text = _text_test(inputs, function, columnar)
+        if text is not None:
+            return text, True
         if isinstance(inputs, list) and len(inputs) == 1 and isinstance(function, dict):
             name = inputs[0].get("Column") if isinstance(inputs[0], dict) else None
             test = function.get("Boolean")
             if isinstance(name, str) and name in columnar and test in ("IsNull", "IsNotNull"):
-                return {"is_null" if test == "IsNull" else "is_not_null": name}
+                return {"is_null" if test == "IsNull" else "is_not_null": name}, True
     return None
 
 
-def native_predicate(predicate, columnar: set) -> str | None:
+def native_predicate(predicate, columnar: dict) -> tuple[str | None, bool]:
     """The part of the polars ``predicate`` the core can evaluate on the
-    stored chunks of the ``columnar`` columns, as JSON, or None."""
+    stored chunks of the ``columnar`` columns (name to polars type), as
+    JSON or None, and whether that is all of it, evaluated exactly as
+    polars would (then polars need not filter again)."""
     import json
 
     try:
         tree = json.loads(predicate.meta.serialize(format="json"))
     except Exception:  # noqa: BLE001 - an expression polars cannot serialise
-        return None
+        return None, False
     found = _translate(tree, columnar)
-    return json.dumps(found) if found else None
+    return (json.dumps(found[0]), found[1]) if found else (None, False)
 
 
 def _filtered(frames, predicate, wanted: list, limit: int):

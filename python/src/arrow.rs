@@ -170,11 +170,13 @@ pub fn arrow_gather(
 /// (JSON, see `loaderx::columnar::Pred::from_json`) is evaluated on the
 /// stored chunks when every column read is columnar: the rows it rejects
 /// are never read (a caller may get rows it rejects too: it filters them).
+/// With `predicate_required`, a scan the core cannot apply `predicate` to
+/// is None (the caller reads what its own filter needs instead).
 #[pyfunction]
 #[pyo3(signature = (
     stores, names, index_column, columns=None, start=0, end=None, limit=None,
     max_bytes=Some(la::DEFAULT_BATCH_BYTES), max_rows=None, filter_columns=None, filter=None,
-    filter_rows=la::FILTER_ROWS, predicate=None,
+    filter_rows=la::FILTER_ROWS, predicate=None, predicate_required=false,
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn table_scan(
@@ -191,7 +193,8 @@ pub fn table_scan(
     filter: Option<Py<PyAny>>,
     filter_rows: usize,
     predicate: Option<String>,
-) -> PyResult<BatchReader> {
+    predicate_required: bool,
+) -> PyResult<Option<BatchReader>> {
     let streams: Vec<(String, Handle)> = names
         .into_iter()
         .zip(stores.into_iter().map(Handle))
@@ -229,12 +232,14 @@ pub fn table_scan(
         // Applied when every column it reads is columnar; the caller
         // applies its full predicate to what comes back either way.
         let pred = loaderx::columnar::Pred::from_json(&text).py()?;
-        scan.native_filter(pred).py()?;
+        if !scan.native_filter(pred).py()? && predicate_required {
+            return Ok(None);
+        }
     }
-    Ok(BatchReader {
+    Ok(Some(BatchReader {
         schema: scan.out_schema(),
         reader: Mutex::new(Some(Box::new(scan))),
-    })
+    }))
 }
 
 /// A Python callable as a scan filter: it runs with the GIL, once per

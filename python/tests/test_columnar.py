@@ -468,6 +468,16 @@ def test_sql_filters_evaluated_on_stored_chunks(tmp_path):
         "s IS NULL",
         "u32 IS NOT NULL AND u16 < 100",
         "rid < 40000 AND i64 = 300",
+        "s LIKE '%77%'",
+        "s LIKE '%3v1%' AND i16 > 0",
+        "s LIKE 'v12%'",
+        "s LIKE '%9é'",
+        "s LIKE '%é%' OR s IS NULL",
+        "s LIKE 'v1234'",
+        "s LIKE '%%'",
+        "s LIKE '%v_1%'",
+        "s NOT LIKE '%7%'",
+        "s ILIKE '%V7%'",
     ]
     with loaderx.open_table(path) as t:
         for w in wheres:
@@ -500,12 +510,23 @@ def test_polars_predicates_evaluated_on_stored_chunks(tmp_path):
         c("b") == True,  # noqa: E712 - polars' comparison, not Python's
         c("u32").is_null(),
         (c("i64") == 2**40) | (c("rid") == 5),
+        c("s").str.contains("77"),
+        c("s").str.contains("3v1", literal=True) & (c("i16") > 0),
+        c("s").str.starts_with("v12"),
+        c("s").str.ends_with("9é"),
+        c("s").str.contains("é") | c("s").is_null(),
+        c("s").str.contains("v.1"),  # a pattern: polars alone
         c("i64") + 1 > 5,  # nothing the core takes: polars alone
     ]
-    names = {n for n in data.column_names}
+    names = dict(pl.from_arrow(data).schema)
     with loaderx.open_table(path) as t:
         for p in preds:
             got = loaderx.polars.scan_table(t).filter(p).select("rid").collect()
             exp = want.filter(p).select("rid")
             assert sorted(got["rid"].to_list()) == sorted(exp["rid"].to_list()), str(p)
-            assert loaderx.polars.native_predicate(p, names) is not None or "+" in str(p)
+            alone = "+" in str(p) or "v.1" in str(p)
+            native, exact = loaderx.polars.native_predicate(p, names)
+            assert (native is None) == alone, str(p)
+            # Exact: everything translated, and no float or boolean compared.
+            floats = any(f in str(p) for f in ('"f32"', '"f64"', '"b"'))
+            assert exact == (not alone and not floats), str(p)

@@ -429,13 +429,15 @@ impl<S: StoreAccess> Scan<S> {
                     // One comparison of a column the batch projects: its
                     // rows kept and their values in one pass (a narrowed
                     // chunk compared as stored, only the rows kept widened).
-                    if let crate::columnar::Pred::Cmp(name, op, lit) = pred {
+                    if let crate::columnar::Pred::Cmp(name, ..)
+                    | crate::columnar::Pred::Text(name, ..) = pred
+                    {
                         let i = named.iter().find(|(c, _)| c == name).map_or(0, |(_, i)| *i);
                         if self.projection.contains(&(i + offset)) {
                             let got = self.streams[i].1.with(|s| match s.columnar() {
-                                Some(col) => col
-                                    .filter_range(stripe.start, stripe.end, *op, lit)
-                                    .map(Some),
+                                Some(col) => {
+                                    col.filter_range(stripe.start, stripe.end, pred).map(Some)
+                                }
                                 None => Ok(None),
                             });
                             if let Some((bits, kept)) = got.map_err(to_arrow)? {

@@ -1,5 +1,6 @@
 //! Predicates evaluated on columnar chunks as they are stored: comparisons
-//! of a column with a literal, `IS [NOT] NULL`, and their `AND`s and `OR`s.
+//! of a column with a literal, substring, prefix and suffix tests of text
+//! and bytes, `IS [NOT] NULL`, and their `AND`s and `OR`s.
 //!
 //! A chunk whose statistics rule a comparison out is not decoded at all; a
 //! narrowed chunk of integers is compared as its narrowed values (minus
@@ -9,7 +10,9 @@
 //! it. Null rows never satisfy a comparison. Floats are compared in IEEE
 //! total order, and a NaN row is always kept: a caller that applies the
 //! full predicate afterwards (polars) may see rows the predicate then
-//! rejects, never lose one it accepts.
+//! rejects, never lose one it accepts. A substring test searches a
+//! chunk's values end to end (one search, not one per row), and a hit is
+//! a row's when it lies within that row's bytes.
 
 use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder};
 use serde_json::Value;
@@ -59,6 +62,28 @@ impl CmpOp {
     }
 }
 
+/// How a text or bytes value is tested against a byte string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TextOp {
+    /// The value contains it (SQL `LIKE '%s%'`).
+    Contains,
+    /// The value starts with it (`LIKE 's%'`).
+    StartsWith,
+    /// The value ends with it (`LIKE '%s'`).
+    EndsWith,
+}
+
+impl TextOp {
+    fn from_name(s: &str) -> Option<TextOp> {
+        Some(match s {
+            "contains" => TextOp::Contains,
+            "starts_with" => TextOp::StartsWith,
+            "ends_with" => TextOp::EndsWith,
+            _ => return None,
+        })
+    }
+}
+
 /// A literal a column is compared with.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Lit {
@@ -71,6 +96,9 @@ pub enum Lit {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Pred {
     Cmp(String, CmpOp, Lit),
+    /// A text or bytes column's value tested against a byte string (a
+    /// column of another type keeps every row).
+    Text(String, TextOp, Vec<u8>),
     IsNull(String),
     IsNotNull(String),
     And(Vec<Pred>),
@@ -80,14 +108,17 @@ pub enum Pred {
 impl Pred {
     /// The predicate in its JSON form: `{"cmp": [column, op, literal]}`
     /// (`op` one of `eq ne lt le gt ge`; the literal `{"int": n}`,
-    /// `{"float": x}` or `{"str": s}`), `{"is_null": column}`,
-    /// `{"is_not_null": column}`, `{"and": [...]}`, `{"or": [...]}`.
+    /// `{"float": x}` or `{"str": s}`), `{"contains": [column, s]}`,
+    /// `{"starts_with": [column, s]}`, `{"ends_with": [column, s]}`,
+    /// `{"is_null": column}`, `{"is_not_null": column}`, `{"and": [...]}`,
+    /// `{"or": [...]}`.
     pub fn from_json(text: &str) -> Result<Pred> {
         let v: Value = serde_json::from_str(text)
             .map_err(|e| Error::InvalidValue(format!("a predicate must be JSON: {e}")))?;
         Pred::from_value(&v).ok_or_else(|| {
             Error::InvalidValue(format!(
-                "predicate {text} is not one of cmp, is_null, is_not_null, and, or"
+                "predicate {text} is not one of cmp, contains, starts_with, ends_with, \
+                 is_null, is_not_null, and, or"
             ))
         })
     }
@@ -117,6 +148,16 @@ impl Pred {
                 };
                 Pred::Cmp(c.as_str()?.to_owned(), CmpOp::from_name(op.as_str()?)?, lit)
             }
+            "contains" | "starts_with" | "ends_with" => {
+                let [c, s] = v.as_array()?.as_slice() else {
+                    return None;
+                };
+                Pred::Text(
+                    c.as_str()?.to_owned(),
+                    TextOp::from_name(k)?,
+                    s.as_str()?.as_bytes().to_vec(),
+                )
+            }
             "is_null" => Pred::IsNull(v.as_str()?.to_owned()),
             "is_not_null" => Pred::IsNotNull(v.as_str()?.to_owned()),
             "and" | "or" => {
@@ -141,7 +182,9 @@ impl Pred {
     /// The columns it reads.
     pub fn columns(&self) -> Vec<&str> {
         match self {
-            Pred::Cmp(c, _, _) | Pred::IsNull(c) | Pred::IsNotNull(c) => vec![c.as_str()],
+            Pred::Cmp(c, _, _) | Pred::Text(c, _, _) | Pred::IsNull(c) | Pred::IsNotNull(c) => {
+                vec![c.as_str()]
+            }
             Pred::And(v) | Pred::Or(v) => v.iter().flat_map(Pred::columns).collect(),
         }
     }
@@ -180,6 +223,7 @@ impl Pred {
     pub fn eval_leaf(&self, c: &Columnar, lo: u64, hi: u64) -> Result<BooleanBuffer> {
         match self {
             Pred::Cmp(_, op, lit) => c.compare(lo, hi, *op, lit),
+            Pred::Text(_, op, s) => c.match_text(lo, hi, *op, s),
             Pred::IsNull(_) => Ok(!&c.valid_bits(lo, hi)?),
             Pred::IsNotNull(_) => c.valid_bits(lo, hi),
             Pred::And(_) | Pred::Or(_) => Err(Error::InvalidValue(
@@ -285,6 +329,7 @@ pub fn compare_array(a: &dyn arrow_array::Array, leaf: &Pred) -> Result<BooleanB
                 None => BooleanBuffer::new_set(n),
             })
         }
+        Pred::Text(_, op, s) => return Ok(text_values(a, *op, s)),
         Pred::And(_) | Pred::Or(_) => {
             return Err(Error::InvalidValue(
                 "compare_array takes a comparison or a null test".into(),
@@ -292,6 +337,86 @@ pub fn compare_array(a: &dyn arrow_array::Array, leaf: &Pred) -> Result<BooleanB
         }
     };
     Ok(compare_values(a, op, lit))
+}
+
+/// Which rows of the Arrow array `a` pass the text test `op` against
+/// `s` (null rows never do); every row of an array that is not text or
+/// bytes with 32-bit offsets.
+fn text_values(a: &dyn arrow_array::Array, op: TextOp, s: &[u8]) -> BooleanBuffer {
+    use arrow_array::cast::AsArray;
+    use arrow_schema::DataType;
+    let (offsets, values) = match a.data_type() {
+        DataType::Utf8 => {
+            let t = a.as_string::<i32>();
+            (t.value_offsets(), t.value_data())
+        }
+        DataType::Binary => {
+            let t = a.as_binary::<i32>();
+            (t.value_offsets(), t.value_data())
+        }
+        _ => return BooleanBuffer::new_set(a.len()),
+    };
+    let bits = text_bits(offsets, values, op, s);
+    match a.logical_nulls() {
+        Some(nb) => &bits & nb.inner(),
+        None => bits,
+    }
+}
+
+/// Which of the values `values[offsets[i]..offsets[i + 1]]` pass `op`
+/// against `s` (offsets ascending, within `values`).
+fn text_bits(offsets: &[i32], values: &[u8], op: TextOp, s: &[u8]) -> BooleanBuffer {
+    let n = offsets.len().saturating_sub(1);
+    let at = |i: usize| offsets[i] as usize;
+    match op {
+        TextOp::StartsWith => {
+            BooleanBuffer::collect_bool(n, |i| values[at(i)..at(i + 1)].starts_with(s))
+        }
+        TextOp::EndsWith => {
+            BooleanBuffer::collect_bool(n, |i| values[at(i)..at(i + 1)].ends_with(s))
+        }
+        TextOp::Contains if s.is_empty() => BooleanBuffer::new_set(n),
+        TextOp::Contains => {
+            // One search over the rows' bytes end to end; a hit that runs
+            // past its row's end is not the row's, and the search goes on
+            // from the next byte.
+            let mut out = BooleanBufferBuilder::new(n);
+            out.append_n(n, false);
+            if n == 0 {
+                return out.finish();
+            }
+            let (base, end) = (at(0), at(n));
+            let hay = &values[base..end];
+            let finder = memchr::memmem::Finder::new(s);
+            let (mut pos, mut row) = (0usize, 0usize);
+            while row < n {
+                let Some(h) = finder.find(&hay[pos..]) else {
+                    break;
+                };
+                let hit = pos + h;
+                // The row holding byte `hit`: the last whose start is at or
+                // before it (rows from `row` on start at or after `pos`);
+                // a few rows on when hits are dense, so stepped to first.
+                let mut step = 0;
+                while step < 8 && at(row + 1) - base <= hit {
+                    row += 1;
+                    step += 1;
+                }
+                if step == 8 {
+                    row += offsets[row + 1..=n].partition_point(|&o| o as usize - base <= hit);
+                }
+                let row_end = at(row + 1) - base;
+                if hit + s.len() <= row_end {
+                    out.set_bit(row, true);
+                    pos = row_end;
+                    row += 1;
+                } else {
+                    pos = hit + 1;
+                }
+            }
+            out.finish()
+        }
+    }
 }
 
 /// Which rows of the Arrow array `a` satisfy `value op lit`, as
@@ -473,9 +598,49 @@ impl Columnar {
     /// (see the module documentation); the chunks are compared in
     /// parallel on the executor's threads when they are many.
     pub fn compare(&self, lo: u64, hi: u64, op: CmpOp, lit: &Lit) -> Result<BooleanBuffer> {
+        self.bits_by_piece(lo, hi, &|p| self.compare_piece(p, op, lit))
+    }
+
+    /// Whether each of physical rows `lo..hi` passes the text test `op`
+    /// against `s` (null rows never do; every row of a column that is not
+    /// text or bytes does), the chunks tested as [`Columnar::compare`]
+    /// compares them.
+    pub fn match_text(&self, lo: u64, hi: u64, op: TextOp, s: &[u8]) -> Result<BooleanBuffer> {
+        self.bits_by_piece(lo, hi, &|p| {
+            let n = p.b - p.a;
+            let file = &self.parts()[p.part];
+            let e = &file.footer().entries[p.chunk];
+            if e.null_count == e.rows {
+                return Ok(BooleanBuffer::new_unset(n));
+            }
+            if matches!(self.kind(), ValueKind::Fixed(_)) {
+                return Ok(BooleanBuffer::new_set(n));
+            }
+            let d = match file.kept_arc(p.chunk) {
+                Some(d) => d,
+                None => file.chunk_arc(p.chunk)?,
+            };
+            let bits = text_bits(&d.offsets[p.a..=p.b], d.values.as_slice(), op, s);
+            Ok(match &d.validity {
+                Some(v) => {
+                    &bits & &BooleanBuffer::new(arrow_buffer::Buffer::from(v.as_slice()), p.a, n)
+                }
+                None => bits,
+            })
+        })
+    }
+
+    /// The bits `one` gives for each piece of physical rows `lo..hi`, end
+    /// to end; the pieces run in parallel on the executor's threads when
+    /// they are many.
+    fn bits_by_piece(
+        &self,
+        lo: u64,
+        hi: u64,
+        one: &(dyn Fn(&super::arrow::Piece) -> Result<BooleanBuffer> + Sync),
+    ) -> Result<BooleanBuffer> {
         use rayon::prelude::*;
         let pieces = self.pieces(lo, hi);
-        let one = |p: &super::arrow::Piece| self.compare_piece(p, op, lit);
         let parts: Vec<Result<BooleanBuffer>> = if pieces.len() >= PARALLEL_PIECES {
             crate::executor::pool().install(|| pieces.par_iter().map(one).collect())
         } else {
@@ -561,21 +726,26 @@ impl Columnar {
         }))
     }
 
-    /// The rows of physical rows `lo..hi` that satisfy `value op lit` (the
-    /// bits [`Columnar::compare`] gives) and their values, as one array of
-    /// the column's type without nulls (a null row never satisfies a
-    /// comparison). A narrowed chunk of integers is compared as its
-    /// narrowed values, and only the rows kept are widened.
+    /// The rows of physical rows `lo..hi` that satisfy the comparison or
+    /// text test `leaf` (the bits [`Pred::eval_leaf`] gives) and their
+    /// values, as one array of the column's type without nulls (a null row
+    /// never satisfies either), chunk by chunk: each chunk is tested and
+    /// filtered while it is decoded. A narrowed chunk of integers is
+    /// compared as its narrowed values, and only the rows kept are widened.
     pub fn filter_range(
         &self,
         lo: u64,
         hi: u64,
-        op: CmpOp,
-        lit: &Lit,
+        leaf: &Pred,
     ) -> Result<(BooleanBuffer, arrow_array::ArrayRef)> {
         use rayon::prelude::*;
+        if !matches!(leaf, Pred::Cmp(..) | Pred::Text(..)) {
+            return Err(Error::InvalidValue(
+                "filter_range takes a comparison or a text test".into(),
+            ));
+        }
         let pieces = self.pieces(lo, hi);
-        let one = |p: &super::arrow::Piece| self.filter_piece(p, op, lit);
+        let one = |p: &super::arrow::Piece| self.filter_piece(p, leaf);
         let parts: Vec<Result<(BooleanBuffer, arrow_array::ArrayRef)>> =
             if pieces.len() >= PARALLEL_PIECES {
                 crate::executor::pool().install(|| pieces.par_iter().map(one).collect())
@@ -599,27 +769,31 @@ impl Columnar {
     fn filter_piece(
         &self,
         p: &super::arrow::Piece,
-        op: CmpOp,
-        lit: &Lit,
+        leaf: &Pred,
     ) -> Result<(BooleanBuffer, arrow_array::ArrayRef)> {
         let n = p.b - p.a;
         let file = &self.parts()[p.part];
         let e = &file.footer().entries[p.chunk];
         let empty = || arrow_array::new_empty_array(&super::arrow::value_type(self.kind()));
-        if let Verdict::None = verdict(self.kind(), e, op, lit) {
+        if e.null_count == e.rows {
             return Ok((BooleanBuffer::new_unset(n), empty()));
         }
-        if let Some(narrow) = self.narrowed_piece(p, lit)? {
-            let bits = narrow.bits(op);
-            // Few rows kept: widen just those.
-            if bits.count_set_bits() <= n / 4 {
-                let kept = narrow.widen_kept(&bits);
-                return Ok((bits, kept));
+        if let Pred::Cmp(_, op, lit) = leaf {
+            if let Verdict::None = verdict(self.kind(), e, *op, lit) {
+                return Ok((BooleanBuffer::new_unset(n), empty()));
+            }
+            if let Some(narrow) = self.narrowed_piece(p, lit)? {
+                let bits = narrow.bits(*op);
+                // Few rows kept: widen just those.
+                if bits.count_set_bits() <= n / 4 {
+                    let kept = narrow.widen_kept(&bits);
+                    return Ok((bits, kept));
+                }
             }
         }
         let d = file.chunk_arc(p.chunk)?;
         let a = chunk_array(&d, p.a, p.b);
-        let bits = compare_values(&a, op, lit);
+        let bits = compare_array(a.as_ref(), leaf)?;
         let mask = arrow_array::BooleanArray::new(bits.clone(), None);
         let kept = arrow_select::filter::filter(a.as_ref(), &mask)
             .map_err(|e| Error::InvalidValue(format!("arrow: {e}")))?;

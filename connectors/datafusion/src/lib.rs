@@ -229,15 +229,16 @@ impl<S: StoreAccess + 'static> TableProvider for StoreTable<S> {
                     .as_deref()
                     .is_some_and(|ix| index_rows(f, ix, t.len).is_some());
                 // Both kinds are evaluated exactly during the scan; a
-                // native filter may keep more rows (see `native`).
+                // native filter on a float may keep more rows (see
+                // `native`).
                 if on_index {
                     TableProviderFilterPushDown::Exact
-                } else if t.cheap_only(f) && t.native(f).is_some() {
-                    TableProviderFilterPushDown::Inexact
-                } else if t.cheap_only(f) {
-                    TableProviderFilterPushDown::Exact
-                } else {
+                } else if !t.cheap_only(f) {
                     TableProviderFilterPushDown::Unsupported
+                } else if t.native(f).is_some_and(|p| !native::exact(&p, &t.schema)) {
+                    TableProviderFilterPushDown::Inexact
+                } else {
+                    TableProviderFilterPushDown::Exact
                 }
             })
             .collect())

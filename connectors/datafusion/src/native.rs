@@ -1,20 +1,22 @@
 //! Filters the core evaluates itself on columnar chunks as they are stored
 //! ([`loaderx::columnar::Pred`]): comparisons of a column (as it is, or
 //! widened by a cast that keeps every value) with a literal, `BETWEEN`,
-//! `IN` lists, `IS [NOT] NULL` and their `AND`s and `OR`s.
+//! `IN` lists, `LIKE` patterns with `%` at either end only (a substring,
+//! prefix or suffix test), `IS [NOT] NULL` and their `AND`s and `OR`s.
 //!
 //! The core's evaluation keeps every row the filter keeps and may keep
-//! more (a float column's NaN rows): such a filter is pushed down as
-//! inexact, so DataFusion applies it again to the rows the scan returns,
-//! which are few when the filter is selective. Comparisons whose result
+//! more (a float column's NaN rows): a filter that compares a float is
+//! pushed down as inexact, so DataFusion applies it again to the rows the
+//! scan returns, which are few when the filter is selective; every other
+//! is exact ([`exact`]), and the columns it reads need not leave the scan. Comparisons whose result
 //! could differ between the core's total order of floats and the one
 //! DataFusion's kernels use (a literal of zero or NaN) are left to
 //! DataFusion.
 
 use arrow_schema::{DataType, Schema};
 use datafusion::common::ScalarValue;
-use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
-use loaderx::columnar::{CmpOp, Lit, Pred};
+use datafusion::logical_expr::{Between, BinaryExpr, Expr, Like, Operator};
+use loaderx::columnar::{CmpOp, Lit, Pred, TextOp};
 
 /// `expr` as a predicate the core evaluates on the columns of `schema`;
 /// None when it is not one (or not one exactly enough).
@@ -59,10 +61,70 @@ pub(crate) fn pred(expr: &Expr, schema: &Schema) -> Option<Pred> {
                 .collect::<Option<Vec<_>>>()?;
             Some(Pred::Or(parts))
         }
+        Expr::Like(Like {
+            negated: false,
+            expr,
+            pattern,
+            escape_char,
+            case_insensitive: false,
+        }) => {
+            let name = column(expr, schema)?;
+            if !text(schema.field_with_name(name).ok()?.data_type()) {
+                return None;
+            }
+            let Lit::Bytes(p) = literal(pattern)? else {
+                return None;
+            };
+            like(name, &p, *escape_char)
+        }
         Expr::IsNull(inner) => Some(Pred::IsNull(column(inner, schema)?.to_owned())),
         Expr::IsNotNull(inner) => Some(Pred::IsNotNull(column(inner, schema)?.to_owned())),
         _ => None,
     }
+}
+
+/// Whether the core's evaluation of `p` (a predicate [`pred`] made on
+/// `schema`) keeps exactly the rows DataFusion's would: true unless it
+/// compares a float (whose NaN rows the core keeps).
+pub(crate) fn exact(p: &Pred, schema: &Schema) -> bool {
+    match p {
+        Pred::And(v) | Pred::Or(v) => v.iter().all(|p| exact(p, schema)),
+        Pred::Cmp(name, _, lit) => {
+            let Ok(f) = schema.field_with_name(name) else {
+                return false;
+            };
+            match lit {
+                Lit::Int(_) => integer(f.data_type()),
+                Lit::Bytes(_) => text(f.data_type()),
+                Lit::Float(_) => false,
+            }
+        }
+        Pred::Text(..) | Pred::IsNull(_) | Pred::IsNotNull(_) => true,
+    }
+}
+
+/// The pattern of `name LIKE p` as a test of the core: `%s%` a substring,
+/// `s%` a prefix, `%s` a suffix and `s` an equality, where `s` holds no
+/// `%`, `_`, backslash or escape character; None for any other pattern.
+fn like(name: &str, p: &[u8], escape: Option<char>) -> Option<Pred> {
+    let lead = p.iter().take_while(|&&b| b == b'%').count();
+    let body = &p[lead..];
+    let trail = body.iter().rev().take_while(|&&b| b == b'%').count();
+    let body = &body[..body.len() - trail];
+    let special = |b: &u8| {
+        matches!(b, b'%' | b'_' | b'\\') || escape.is_some_and(|e| e.is_ascii() && *b == e as u8)
+    };
+    if body.iter().any(special) || escape.is_some_and(|e| !e.is_ascii()) {
+        return None;
+    }
+    let name = name.to_owned();
+    let body = body.to_vec();
+    Some(match (lead > 0, trail > 0) {
+        (true, true) => Pred::Text(name, TextOp::Contains, body),
+        (false, true) => Pred::Text(name, TextOp::StartsWith, body),
+        (true, false) => Pred::Text(name, TextOp::EndsWith, body),
+        (false, false) => Pred::Cmp(name, CmpOp::Eq, Lit::Bytes(body)),
+    })
 }
 
 /// `name op lit`, when the core compares them as DataFusion does.
@@ -230,6 +292,55 @@ mod tests {
         }
         let both = col("i16").eq(lit(1i64)).and(col("s").is_not_null());
         assert!(matches!(pred(&both, &s), Some(Pred::And(v)) if v.len() == 2));
+    }
+
+    #[test]
+    fn like_patterns_with_percent_at_the_ends_are_text_tests() {
+        let s = schema();
+        let text = |op, v: &str| Some(Pred::Text("s".into(), op, v.as_bytes().to_vec()));
+        assert_eq!(
+            pred(&col("s").like(lit("%harbor%")), &s),
+            text(TextOp::Contains, "harbor")
+        );
+        assert_eq!(
+            pred(&col("s").like(lit("%%a b%%")), &s),
+            text(TextOp::Contains, "a b")
+        );
+        assert_eq!(
+            pred(&col("s").like(lit("harbor%")), &s),
+            text(TextOp::StartsWith, "harbor")
+        );
+        assert_eq!(
+            pred(&col("s").like(lit("%harbor")), &s),
+            text(TextOp::EndsWith, "harbor")
+        );
+        assert_eq!(
+            pred(&col("s").like(lit("harbor")), &s),
+            Some(Pred::Cmp(
+                "s".into(),
+                CmpOp::Eq,
+                Lit::Bytes(b"harbor".to_vec())
+            ))
+        );
+        // Wildcards inside, escapes, NOT LIKE, ILIKE: left to DataFusion.
+        for e in [
+            col("s").like(lit("%har%bor%")),
+            col("s").like(lit("%har_or%")),
+            col("s").like(lit("%har\\%%")),
+            col("s").not_like(lit("%harbor%")),
+            col("s").ilike(lit("%harbor%")),
+            col("s").like(col("s")),
+        ] {
+            assert_eq!(pred(&e, &s), None, "{e}");
+        }
+        let escaped = Expr::Like(Like::new(
+            false,
+            Box::new(col("s")),
+            Box::new(lit("%a#b%")),
+            Some('#'),
+            false,
+        ));
+        assert_eq!(pred(&escaped, &s), None);
     }
 
     #[test]
