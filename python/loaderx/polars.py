@@ -45,6 +45,7 @@ engine.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
@@ -92,7 +93,13 @@ class _Column:
         # Cheap: read whole to evaluate a predicate (the core's rule).
         self.cheap = store._native.cheap
         self.columnar = store._native.layout == "columnar"
-        self.dtype = self.series(pa, pl, store.to_arrow(np.empty(0, np.int64))).dtype
+        self._pa, self._pl = pa, pl
+
+    @functools.cached_property
+    def dtype(self):
+        """The Series' polars type (asked of an empty gather, once: a scan's
+        frames need the rest of what the column knows, not this)."""
+        return self.series(self._pa, self._pl, self.store.to_arrow(np.empty(0, np.int64))).dtype
 
     def gather(self, pa, pl, idx: np.ndarray):
         return self.series(pa, pl, self.store.to_arrow(idx))
