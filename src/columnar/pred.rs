@@ -616,17 +616,8 @@ impl Columnar {
             if matches!(self.kind(), ValueKind::Fixed(_)) {
                 return Ok(BooleanBuffer::new_set(n));
             }
-            let d = match file.kept_arc(p.chunk) {
-                Some(d) => d,
-                None => file.chunk_arc(p.chunk)?,
-            };
-            let bits = text_bits(&d.offsets[p.a..=p.b], d.values.as_slice(), op, s);
-            Ok(match &d.validity {
-                Some(v) => {
-                    &bits & &BooleanBuffer::new(arrow_buffer::Buffer::from(v.as_slice()), p.a, n)
-                }
-                None => bits,
-            })
+            let d = file.chunk_arc(p.chunk)?;
+            Ok(text_values(chunk_array(&d, p.a, p.b).as_ref(), op, s))
         })
     }
 
