@@ -81,6 +81,55 @@ fn golden_bytes_of_a_small_column() {
     assert_eq!(c.gather_dense(&[2, 0]).unwrap().as_slice(), [3, 0, 1, 0]);
 }
 
+/// A packed chunk: int32 values 5, 305, 6 written raw are 0, 300, 1 above
+/// the minimum, 9 bits each (27 bits: 4 bytes, the last 5 bits zero), in
+/// a version 2 file; everything else as in the golden file.
+#[test]
+fn bytes_of_a_packed_chunk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("c");
+    let mut w = ColumnWriter::create(&dir, ValueKind::Fixed(DType::I32), false).unwrap();
+    let values: Vec<u8> = [5i32, 305, 6]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    w.push_fixed(&values, None).unwrap();
+    assert_eq!(w.finish().unwrap(), 3);
+    let bytes = std::fs::read(dir.join(COLUMN_FILE)).unwrap();
+    assert_eq!(bytes.len(), 8 + 4 + 32 + 96 + 16);
+    // 0 | 300 << 9 | 1 << 18 = 0x065800, little-endian.
+    assert_eq!(hex(&bytes[..12]), "4c58434f4c554d4e00580600");
+    // Footer header: version 2, numbers, dtype code 3 (<i4), raw.
+    assert_eq!(hex(&bytes[12..16]), "02000300");
+    let entry = &bytes[44..140];
+    // 4 stored and decoded value bytes; packed (4), 9 bits, min and max.
+    assert_eq!(hex(&entry[24..28]), "04000000");
+    assert_eq!(hex(&entry[32..36]), "04000000");
+    assert_eq!(hex(&entry[40..44]), "04090018");
+    let c = open(&dir).unwrap();
+    assert_eq!(
+        c.gather_dense(&[2, 1, 0]).unwrap().as_slice(),
+        &values[..]
+            .chunks(4)
+            .rev()
+            .flatten()
+            .copied()
+            .collect::<Vec<u8>>()[..]
+    );
+    // The same chunk in a version 1 file is refused, naming the file.
+    let mut old = bytes.clone();
+    old[12] = 1;
+    let footer = &old[12..140];
+    let crc = crc32fast::hash(footer).to_le_bytes();
+    old[144..148].copy_from_slice(&crc);
+    std::fs::write(dir.join(COLUMN_FILE), &old).unwrap();
+    let err = open(&dir).unwrap_err().to_string();
+    assert!(
+        err.contains("column.zc") && err.contains("format version 1"),
+        "{err}"
+    );
+}
+
 /// Columns of every kind, compressed and raw, with and without nulls.
 fn columns(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();

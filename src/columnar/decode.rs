@@ -326,6 +326,10 @@ pub fn decode_fixed_into(
         enc => stored_values(st.values, values_zstd, size, |src| {
             if enc == Encoding::Shuffled {
                 num::unshuffle(src, w, rows, out);
+            } else if enc == Encoding::Packed {
+                let b = packed_bits(e, src, rows)?;
+                let lo = Num::from_bytes(dtype, e.min.number_bytes());
+                narrowed = Some(num::widen_packed(dtype, src, b, rows, lo, out));
             } else {
                 let lo = Num::from_bytes(dtype, e.min.number_bytes());
                 narrowed = Some(num::widen(dtype, src, e.width as usize, rows, lo, out));
@@ -351,6 +355,23 @@ pub fn decode_fixed_into(
     }
     check_numbers(dtype, e, out, rows, valid_bools.as_deref(), narrowed)?;
     Ok(st.validity)
+}
+
+/// The bits a value of the packed chunk `e` takes, once its values `src`
+/// are checked: exactly their packed size, the bits past the last zero.
+fn packed_bits(e: &Entry, src: &[u8], rows: usize) -> Result<usize, Broken> {
+    let b = e.width as usize;
+    if !(1..=32).contains(&b) || src.len() != num::packed_size(rows, b) {
+        return Err(format!(
+            "it is packed at {b} bits a value, with {} bytes of values for {rows} rows",
+            src.len()
+        ));
+    }
+    let used = rows * b % 8;
+    if used != 0 && src[src.len() - 1] >> used != 0 {
+        return Err("its packed bits past the last row are not zero".into());
+    }
+    Ok(b)
 }
 
 /// A narrowed chunk's values (each row's value minus the chunk's minimum)
@@ -394,16 +415,43 @@ pub fn decode_narrowed(
     let st = split(e, stored)?;
     let size = e.values_size as usize;
     let rows = st.rows;
+    let valid = st.valid_bools();
+    let valid = valid.as_deref();
+    let zstd = e.flags & FLAG_VALUES_ZSTD != 0;
+    if e.encoding() == Encoding::Packed {
+        let (narrow, span) = stored_values(st.values, zstd, size, |src| {
+            let b = packed_bits(e, src, rows)?;
+            Ok(match b {
+                1..=8 => {
+                    let mut v = vec![0u8; rows];
+                    num::unpack(src, b, &mut v);
+                    let span = span_of(&v, valid);
+                    (Narrow::U8(v), span)
+                }
+                9..=16 => {
+                    let mut v = vec![0u16; rows];
+                    num::unpack(src, b, &mut v);
+                    let span = span_of(&v, valid);
+                    (Narrow::U16(v), span)
+                }
+                _ => {
+                    let mut v = vec![0u32; rows];
+                    num::unpack(src, b, &mut v);
+                    let span = span_of(&v, valid);
+                    (Narrow::U32(v), span)
+                }
+            })
+        })?;
+        check_span(dtype, e, span)?;
+        return Ok((narrow, st.validity));
+    }
     let k = e.width as usize;
     if !matches!(k, 1 | 2 | 4) || size != k * rows {
         return Err(format!(
             "it is narrowed to {k} bytes a value, with {size} bytes of values for {rows} rows"
         ));
     }
-    let valid = st.valid_bools();
-    let valid = valid.as_deref();
-    let zstd = e.flags & FLAG_VALUES_ZSTD != 0;
-    let (narrow, (lo, hi)) = stored_values(st.values, zstd, size, |planes| {
+    let (narrow, span) = stored_values(st.values, zstd, size, |planes| {
         if planes.len() != size {
             return Err(format!(
                 "its values take {} bytes, not {size}",
@@ -441,6 +489,14 @@ pub fn decode_narrowed(
             }
         })
     })?;
+    check_span(dtype, e, span)?;
+    Ok((narrow, st.validity))
+}
+
+/// The span `lo..=hi` a narrowed or packed chunk's valid values take
+/// above its minimum is the span its statistics record.
+#[cfg(feature = "arrow")]
+fn check_span(dtype: DType, e: &Entry, (lo, hi): (u64, u64)) -> Result<(), Broken> {
     let (min, max) = (
         Num::from_bytes(dtype, e.min.number_bytes()),
         Num::from_bytes(dtype, e.max.number_bytes()),
@@ -455,7 +511,7 @@ pub fn decode_narrowed(
             "its values span {lo}..={hi} above its minimum, but its statistics say 0..={span}"
         ));
     }
-    Ok((narrow, st.validity))
+    Ok(())
 }
 
 /// Decodes the chunk `e` of text or bytes from `stored`: its values into

@@ -65,6 +65,76 @@ fn put_stream(out: &mut Vec<u8>, bytes: &[u8], compress: bool) -> Result<(u32, b
     Ok((len32(bytes.len())?, false))
 }
 
+/// Appends the values stream of a chunk of integers narrowed to `k` bytes
+/// (`narrowed`, shuffled) whose span needs only `b < 8 * k` bits: packed at
+/// `b` bits when that is smaller, or, compressed, when its frame is at
+/// most a sixteenth larger than the narrowed one's (zstd decodes packed
+/// values about twice as fast: fewer bytes come out); narrowed otherwise.
+fn put_narrowed(
+    e: &mut Entry,
+    out: &mut Vec<u8>,
+    narrowed: &[u8],
+    rows: usize,
+    k: usize,
+    b: usize,
+    compress: bool,
+) -> Result<()> {
+    let mut packed = Vec::new();
+    num::pack(narrowed, k, rows, b, &mut packed);
+    let (stream, frame) = if compress {
+        let n = squeeze(narrowed)?;
+        let p = squeeze(&packed)?;
+        let size = |raw: &[u8], f: &Option<Vec<u8>>| f.as_ref().map_or(raw.len(), Vec::len);
+        let (sn, sp) = (size(narrowed, &n), size(&packed, &p));
+        if sp <= sn + sn / 16 {
+            (Some(&packed[..]), p)
+        } else {
+            (None, n)
+        }
+    } else {
+        (Some(&packed[..]), None)
+    };
+    let raw = match stream {
+        Some(p) => {
+            e.encoding = Encoding::Packed as u8;
+            e.width = b as u8;
+            p
+        }
+        None => {
+            e.encoding = Encoding::Narrowed as u8;
+            e.width = k as u8;
+            narrowed
+        }
+    };
+    e.values_size = raw.len() as u32;
+    let stored = match &frame {
+        Some(f) => {
+            e.flags |= FLAG_VALUES_ZSTD;
+            f
+        }
+        None => raw,
+    };
+    e.values_len = u32::try_from(stored.len()).map_err(|_| {
+        Error::InvalidValue(format!(
+            "a columnar chunk's stream of {} bytes exceeds 4 GiB",
+            stored.len()
+        ))
+    })?;
+    out.extend_from_slice(stored);
+    Ok(())
+}
+
+/// `bytes` as one zstd frame, when that is smaller.
+fn squeeze(bytes: &[u8]) -> Result<Option<Vec<u8>>> {
+    if bytes.is_empty() {
+        return Ok(None);
+    }
+    codec::compress_with(Codec::Zstd, None, false, bytes, |frame| {
+        (frame.len() < bytes.len()).then(|| frame.to_vec())
+    })
+    .map_err(|e| Error::InvalidValue(format!("compressing a columnar chunk: {e}")))
+}
+
 /// Packs `rows` bools (one byte each, nonzero true) into bits, least
 /// significant first.
 pub(crate) fn pack_bits(rows: usize, bit: impl Fn(usize) -> bool) -> Vec<u8> {
@@ -129,6 +199,7 @@ pub(crate) fn encode_chunk(
                 e.max = Bound::number(hi.to_bytes());
                 e.flags |= FLAG_MIN | FLAG_MAX;
             }
+            let span = stats.and_then(|(lo, hi)| integer_span(dtype, lo, hi));
             let (encoding, width) = match dtype {
                 DType::Bool => {
                     scratch.extend(pack_bits(rows, |i| bytes[i] != 0));
@@ -138,7 +209,7 @@ pub(crate) fn encode_chunk(
                     scratch.extend_from_slice(bytes);
                     (Encoding::Plain, 1)
                 }
-                _ => match stats.and_then(|(lo, hi)| narrow_width(dtype, lo, hi)) {
+                _ => match span.map(narrow_width) {
                     Some(k) if k < w => {
                         let (lo, _) = stats.expect("narrowing needs the minimum");
                         num::narrow(dtype, bytes, lo, k, valid, scratch);
@@ -150,13 +221,18 @@ pub(crate) fn encode_chunk(
                     }
                 },
             };
-            e.encoding = encoding as u8;
-            e.width = width as u8;
-            e.values_size = scratch.len() as u32;
-            let (n, z) = put_stream(out, scratch, compress)?;
-            e.values_len = n;
-            if z {
-                e.flags |= FLAG_VALUES_ZSTD;
+            let b = span.map_or(0, num::bits_for);
+            if encoding == Encoding::Narrowed && width > 1 && b < 8 * width {
+                put_narrowed(&mut e, out, scratch, rows, width, b, compress)?;
+            } else {
+                e.encoding = encoding as u8;
+                e.width = width as u8;
+                e.values_size = scratch.len() as u32;
+                let (n, z) = put_stream(out, scratch, compress)?;
+                e.values_len = n;
+                if z {
+                    e.flags |= FLAG_VALUES_ZSTD;
+                }
             }
         }
         (ValueKind::Utf8 | ValueKind::Binary, Values::Bytes { offsets, data }) => {
@@ -233,18 +309,23 @@ pub(crate) fn encode_chunk(
     Ok(e)
 }
 
-/// The narrowest width (1, 2 or 4 bytes) that holds `hi - lo` of an
-/// integer column; None when it needs 8.
-fn narrow_width(dtype: DType, lo: Num, hi: Num) -> Option<usize> {
-    let span = match (lo, hi) {
-        (Num::I(a), Num::I(b)) => (b as i128 - a as i128) as u128,
-        (Num::U(a), Num::U(b)) => (b - a) as u128,
-        _ => return None,
-    };
+/// `hi - lo` of a chunk of integers; None for other dtypes.
+fn integer_span(dtype: DType, lo: Num, hi: Num) -> Option<u64> {
     if !super::format::is_integer(dtype) {
         return None;
     }
+    match (lo, hi) {
+        (Num::I(a), Num::I(b)) => Some((b as i128 - a as i128) as u64),
+        (Num::U(a), Num::U(b)) => Some(b - a),
+        _ => None,
+    }
+}
+
+/// The fewest bytes (1, 2 or 4) that hold every value of a chunk of
+/// integers minus its minimum, `span` being its largest; None past 4.
+fn narrow_width(span: u64) -> usize {
     [1usize, 2, 4]
         .into_iter()
-        .find(|&k| span < 1u128 << (8 * k))
+        .find(|&k| span < 1u64 << (8 * k))
+        .unwrap_or(8)
 }

@@ -19,8 +19,9 @@ pub const MAGIC: &[u8; 8] = b"LXCOLUMN";
 pub const END_MAGIC: &[u8; 8] = b"LXCOLEND";
 /// The name of a columnar column's one file, inside the column's directory.
 pub const COLUMN_FILE: &str = "column.zc";
-/// The format version this release writes and reads.
-pub const VERSION: u8 = 1;
+/// The format version of a file with a packed chunk; a file without one
+/// is written as version 1, which earlier releases read too.
+pub const VERSION: u8 = 2;
 /// Bytes of the footer's header.
 pub const HEADER_LEN: usize = 32;
 /// Bytes of one chunk entry.
@@ -105,6 +106,10 @@ pub enum Encoding {
     Narrowed = 2,
     /// Booleans, one bit each, least significant bit first (Arrow's order).
     Bits = 3,
+    /// Integers minus the chunk's minimum packed at the entry's width in
+    /// bits (1 to 32; fewer than the dtype's), value `i` at bits
+    /// `i * width ..`, least significant bit first.
+    Packed = 4,
 }
 
 impl Encoding {
@@ -114,6 +119,7 @@ impl Encoding {
             1 => Encoding::Shuffled,
             2 => Encoding::Narrowed,
             3 => Encoding::Bits,
+            4 => Encoding::Packed,
             _ => return None,
         })
     }
@@ -230,7 +236,7 @@ pub struct Entry {
     pub lengths_size: u32,
     pub encoding: u8,
     /// Bytes per stored value (the narrowed width, the dtype's, 0 for bits
-    /// and for text or bytes).
+    /// and for text or bytes); bits per value when packed.
     pub width: u8,
     /// Bytes per stored length (text and bytes: 1, 2 or 4; else 0).
     pub lengths_width: u8,
@@ -325,7 +331,11 @@ impl Footer {
         let n = self.entries.len();
         let footer_len = HEADER_LEN + ENTRY_LEN * n;
         let mut out = vec![0u8; footer_len + TRAILER_LEN];
-        out[0] = VERSION;
+        let packed = self
+            .entries
+            .iter()
+            .any(|e| e.encoding() == Encoding::Packed);
+        out[0] = if packed { VERSION } else { 1 };
         out[1] = self.kind.tag();
         out[2] = dtype_code(self.kind.dtype());
         out[3] = u8::from(self.compressed);
@@ -366,10 +376,10 @@ impl Footer {
         if crc32fast::hash(bytes) != crc {
             return Err("the footer's CRC-32 does not match its bytes".into());
         }
-        if bytes[0] != VERSION {
+        let version = bytes[0];
+        if !(1..=VERSION).contains(&version) {
             return Err(format!(
-                "format version {} is not one this release reads (it reads version {VERSION})",
-                bytes[0]
+                "format version {version} is not one this release reads (it reads versions 1 to {VERSION})"
             ));
         }
         let kind = ValueKind::from_tags(bytes[1], bytes[2]).ok_or_else(|| {
@@ -415,6 +425,11 @@ impl Footer {
             footer
                 .check_entry(&e)
                 .map_err(|why| format!("chunk {i}: {why}"))?;
+            if version < 2 && e.encoding() == Encoding::Packed {
+                return Err(format!(
+                    "chunk {i} is packed, which format version {version} does not have"
+                ));
+            }
             if e.offset != at {
                 return Err(format!(
                     "chunk {i} starts at byte {}, but the chunk before it ends at byte {at}",
@@ -504,6 +519,13 @@ impl Footer {
                             && e.width < w
                             && has_stats == FLAG_MIN | FLAG_MAX,
                         rows * e.width as u64,
+                    ),
+                    Encoding::Packed => (
+                        is_integer(dtype)
+                            && (1..=32).contains(&e.width)
+                            && e.width < 8 * w
+                            && has_stats == FLAG_MIN | FLAG_MAX,
+                        (rows * e.width as u64).div_ceil(8),
                     ),
                 };
                 if !ok {

@@ -399,6 +399,176 @@ pub fn widen(dtype: DType, src: &[u8], k: usize, n: usize, lo: Num, out: &mut [u
     span
 }
 
+/// The bits a span of `span` needs (0 for a span of 0).
+pub fn bits_for(span: u64) -> usize {
+    (u64::BITS - span.leading_zeros()) as usize
+}
+
+/// Bytes of `n` values packed at `b` bits each.
+pub fn packed_size(n: usize, b: usize) -> usize {
+    (n * b).div_ceil(8)
+}
+
+/// Appends the `n` narrowed values in `src` (shuffled unsigned integers of
+/// `k` bytes, as [`narrow`] writes them) packed at `b` bits each: value
+/// `i` at bits `i * b .. (i + 1) * b` of the stream, least significant bit
+/// first; the bits past the last value zero.
+pub fn pack(src: &[u8], k: usize, n: usize, b: usize, out: &mut Vec<u8>) {
+    debug_assert!((1..=32).contains(&b));
+    out.reserve(packed_size(n, b));
+    let (mut acc, mut have) = (0u64, 0usize);
+    gather_streams(src, k, n, |_, d| {
+        debug_assert!(d >> b == 0);
+        acc |= d << have;
+        have += b;
+        while have >= 8 {
+            out.push(acc as u8);
+            acc >>= 8;
+            have -= 8;
+        }
+    });
+    if have > 0 {
+        out.push(acc as u8);
+    }
+}
+
+/// An unsigned integer a packed value is unpacked into.
+pub trait Lane: Copy + Default {
+    fn from_u32(v: u32) -> Self;
+}
+
+macro_rules! lane {
+    ($($t:ty),*) => {$(
+        impl Lane for $t {
+            #[inline(always)]
+            fn from_u32(v: u32) -> Self {
+                v as $t
+            }
+        }
+    )*};
+}
+lane!(u8, u16, u32, u64);
+
+/// Eight values of `B` bits starting at bit 0 of `group` into `out`
+/// (`group` holds them and at least 8 bytes past the last one's start).
+#[inline(always)]
+fn unpack8<const B: usize, T: Lane>(group: &[u8; 40], out: &mut [T; 8]) {
+    let mask = (1u64 << B) - 1;
+    for (j, o) in out.iter_mut().enumerate() {
+        let bit = j * B;
+        let at = bit / 8;
+        let word = u64::from_le_bytes(group[at..at + 8].try_into().expect("8 bytes"));
+        *o = T::from_u32(((word >> (bit % 8)) & mask) as u32);
+    }
+}
+
+fn unpack_b<const B: usize, T: Lane>(src: &[u8], out: &mut [T]) {
+    // Groups of eight values take exactly B bytes; those with 40 bytes of
+    // the stream from their start are read in place, the rest (at most
+    // the last two groups and a partial one) through a zeroed copy.
+    let groups = out.len() / 8;
+    let direct = groups.min(src.len().saturating_sub(40) / B + usize::from(src.len() >= 40));
+    let (head, tail) = out.split_at_mut(direct * 8);
+    for (g, o) in head.chunks_exact_mut(8).enumerate() {
+        let at = g * B;
+        let group: &[u8; 40] = src[at..at + 40].try_into().expect("40 bytes");
+        unpack8::<B, T>(group, o.try_into().expect("8 values"));
+    }
+    for (g, o) in tail.chunks_mut(8).enumerate() {
+        let at = (direct + g) * B;
+        let mut buf = [0u8; 40];
+        let end = src.len().min(at + 40);
+        buf[..end - at].copy_from_slice(&src[at..end]);
+        let mut vals = [T::default(); 8];
+        unpack8::<B, T>(&buf, &mut vals);
+        o.copy_from_slice(&vals[..o.len()]);
+    }
+}
+
+/// Undoes [`pack`]: the `out.len()` values of `b` bits (1 to 32) in `src`
+/// (at least [`packed_size`] bytes) into `out`.
+pub fn unpack<T: Lane>(src: &[u8], b: usize, out: &mut [T]) {
+    debug_assert!(src.len() >= packed_size(out.len(), b));
+    macro_rules! by_width {
+        ($($w:literal)*) => {
+            match b {
+                $($w => unpack_b::<$w, T>(src, out),)*
+                _ => unreachable!("packed widths are 1 to 32 bits"),
+            }
+        };
+    }
+    by_width!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32)
+}
+
+/// The smallest and largest of `v`.
+fn span_words<T: Copy + Ord + Into<u64>>(v: &[T]) -> (u64, u64) {
+    match (v.iter().copied().min(), v.iter().copied().max()) {
+        (Some(a), Some(b)) => (a.into(), b.into()),
+        _ => (u64::MAX, 0),
+    }
+}
+
+/// Undoes [`pack`] for a chunk: `n` values of `b` bits in `src` plus `lo`,
+/// written as `dtype` into `out` (`n * width` bytes). Returns the smallest
+/// and largest packed value (over every row).
+pub fn widen_packed(
+    dtype: DType,
+    src: &[u8],
+    b: usize,
+    n: usize,
+    lo: Num,
+    out: &mut [u8],
+) -> (u64, u64) {
+    let base = match lo {
+        Num::I(v) => v as u64,
+        Num::U(v) => v,
+        Num::F(_) => 0,
+    };
+    // Unpacked to the narrowest lanes first, where the span is cheapest
+    // to find, then widened.
+    macro_rules! lanes {
+        ($n:ty) => {{
+            let mut v = vec![<$n>::default(); n];
+            unpack(src, b, &mut v);
+            put_widened(&v, base, dtype.itemsize(), out);
+            span_words(&v)
+        }};
+    }
+    match b {
+        0..=8 => lanes!(u8),
+        9..=16 => lanes!(u16),
+        _ => lanes!(u32),
+    }
+}
+
+/// `v` plus `base` as little-endian integers of `w` bytes (2, 4 or 8) into
+/// `out`.
+fn put_widened<N: Copy + Into<u64>>(v: &[N], base: u64, w: usize, out: &mut [u8]) {
+    macro_rules! run {
+        ($t:ty) => {{
+            let base = base as $t;
+            match as_words::<$t>(&mut out[..v.len() * w]) {
+                Some(words) => {
+                    for (o, &d) in words.iter_mut().zip(v) {
+                        *o = base.wrapping_add(d.into() as $t).to_le();
+                    }
+                }
+                None => {
+                    for (i, &d) in v.iter().enumerate() {
+                        out[i * w..(i + 1) * w]
+                            .copy_from_slice(&base.wrapping_add(d.into() as $t).to_le_bytes());
+                    }
+                }
+            }
+        }};
+    }
+    match w {
+        2 => run!(u16),
+        4 => run!(u32),
+        _ => run!(u64),
+    }
+}
+
 /// Four byte streams put back together as little-endian u32 words.
 #[inline(always)]
 fn unshuffle4(s: [&[u8]; 4], words: &mut [u32]) {
@@ -483,6 +653,77 @@ mod tests {
         let (dmin, dmax) = widen(DType::I64, &out, 2, vals.len(), lo, &mut back);
         assert_eq!(back, bytes);
         assert_eq!((dmin, dmax), (0, 305));
+    }
+
+    #[test]
+    fn pack_and_unpack_round_trip_at_every_width() {
+        // Every width, with row counts around the 8-value groups, against
+        // a bit-by-bit model of the layout.
+        for b in 1..=32usize {
+            for n in [0usize, 1, 7, 8, 9, 63, 64, 65, 1000] {
+                let top = if b == 32 {
+                    u32::MAX as u64
+                } else {
+                    (1u64 << b) - 1
+                };
+                let vals: Vec<u64> = (0..n as u64)
+                    .map(|i| (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17) & top)
+                    .collect();
+                let k = if b <= 8 {
+                    1
+                } else if b <= 16 {
+                    2
+                } else {
+                    4
+                };
+                let mut narrowed = vec![0u8; n * k];
+                for (i, v) in vals.iter().enumerate() {
+                    for j in 0..k {
+                        narrowed[j * n + i] = (v >> (8 * j)) as u8;
+                    }
+                }
+                let mut packed = Vec::new();
+                pack(&narrowed, k, n, b, &mut packed);
+                assert_eq!(packed.len(), packed_size(n, b), "b={b} n={n}");
+                let mut model = vec![0u8; packed_size(n, b)];
+                for (i, v) in vals.iter().enumerate() {
+                    for j in 0..b {
+                        if v >> j & 1 == 1 {
+                            model[(i * b + j) / 8] |= 1 << ((i * b + j) % 8);
+                        }
+                    }
+                }
+                assert_eq!(packed, model, "b={b} n={n}");
+                let mut back = vec![0u32; n];
+                unpack(&packed, b, &mut back);
+                assert!(
+                    back.iter().zip(&vals).all(|(&a, &v)| a as u64 == v),
+                    "b={b} n={n}"
+                );
+                if b <= 16 {
+                    let mut back = vec![0u16; n];
+                    unpack(&packed, b, &mut back);
+                    assert!(back.iter().zip(&vals).all(|(&a, &v)| a as u64 == v));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn widen_packed_adds_the_minimum() {
+        let vals: Vec<i32> = vec![-70_000, 5, -3, 60_000, 1];
+        let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let (lo, _) = min_max(DType::I32, &bytes, None).unwrap();
+        let mut narrowed = Vec::new();
+        narrow(DType::I32, &bytes, lo, 4, None, &mut narrowed);
+        let b = bits_for(130_000);
+        assert_eq!(b, 17);
+        let mut packed = Vec::new();
+        pack(&narrowed, 4, vals.len(), b, &mut packed);
+        let mut back = vec![0u8; bytes.len()];
+        let span = widen_packed(DType::I32, &packed, b, vals.len(), lo, &mut back);
+        assert_eq!(back, bytes);
+        assert_eq!(span, (0, 130_000));
     }
 
     #[test]

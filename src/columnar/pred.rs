@@ -685,7 +685,7 @@ impl Columnar {
     fn narrowed_piece(&self, p: &super::arrow::Piece, lit: &Lit) -> Result<Option<NarrowPiece>> {
         let file = &self.parts()[p.part];
         let e = &file.footer().entries[p.chunk];
-        let (ValueKind::Fixed(dtype), Encoding::Narrowed, Lit::Int(l)) =
+        let (ValueKind::Fixed(dtype), Encoding::Narrowed | Encoding::Packed, Lit::Int(l)) =
             (self.kind(), e.encoding(), lit)
         else {
             return Ok(None);

@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use super::format::Encoding;
 use super::*;
 use crate::io::Fs;
 use crate::{DType, Records};
@@ -137,6 +138,101 @@ fn text_round_trip() {
                 assert_eq!((rec.ndim(), rec.payload), (0, &[0u8][..]));
             } else {
                 assert_eq!(rec.payload, want);
+            }
+        }
+    }
+}
+
+/// Each chunk's encoding, width and rows.
+fn encodings(col: &Columnar) -> Vec<(Encoding, u8, u32)> {
+    col.parts()
+        .iter()
+        .flat_map(|f| {
+            f.footer()
+                .entries
+                .iter()
+                .map(|e| (e.encoding(), e.width, e.rows))
+        })
+        .collect()
+}
+
+/// Integers whose span needs fewer bits than the bytes they narrow to are
+/// packed at those bits when that is smaller (no zstd), or when zstd
+/// compresses the packed values about as well; they read back exactly.
+#[test]
+fn narrowed_integers_pack_when_it_pays() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut r = lcg(5);
+    let n = 3 * CHUNK_ROWS + 100;
+    // Skewed labels in 0..1000 (10 bits), an arithmetic run (zstd finds
+    // its pattern only in the byte planes), a span of exactly 16 bits.
+    let labels: Vec<i64> = (0..n)
+        .map(|_| (r() % 1000) as i64 * (r() % 2) as i64)
+        .collect();
+    let steps: Vec<i64> = (0..n).map(|i| 7 + 3 * i as i64).collect();
+    let full: Vec<i32> = (0..n)
+        .map(|i| {
+            if i % 3 == 0 {
+                25_535
+            } else {
+                (r() % 65_535) as i32 - 40_000
+            }
+        })
+        .collect();
+    let valid: Vec<bool> = (0..n).map(|i| i % 5 != 1).collect();
+    let cases: [(&str, DType, Vec<u8>); 3] = [
+        (
+            "labels",
+            DType::I64,
+            labels.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ),
+        (
+            "steps",
+            DType::I64,
+            steps.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ),
+        (
+            "full",
+            DType::I32,
+            full.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ),
+    ];
+    for (name, dtype, bytes) in &cases {
+        for compress in [false, true] {
+            for nulls in [false, true] {
+                let dir = tmp.path().join(format!("{name}-{compress}-{nulls}"));
+                write_fixed(&dir, *dtype, bytes, nulls.then_some(&valid[..]), compress);
+                let col = open(&dir);
+                let (enc, width, rows) = encodings(&col)[0];
+                assert!(rows >= 8192, "{rows}");
+                let want = match (*name, compress) {
+                    ("full", _) => (Encoding::Narrowed, 2),
+                    ("steps", true) => (Encoding::Narrowed, 2),
+                    ("steps", false) => {
+                        (Encoding::Packed, num::bits_for(3 * (rows as u64 - 1)) as u8)
+                    }
+                    _ => (Encoding::Packed, 10),
+                };
+                assert_eq!(
+                    (enc, width),
+                    want,
+                    "{name} compress={compress} nulls={nulls}"
+                );
+                let all: Vec<u64> = (0..n as u64).collect();
+                let got = col.gather_dense(&all).unwrap();
+                let w = dtype.itemsize();
+                for i in 0..n {
+                    let want = if nulls && !valid[i] {
+                        vec![0u8; w]
+                    } else {
+                        bytes[i * w..(i + 1) * w].to_vec()
+                    };
+                    assert_eq!(
+                        &got.as_slice()[i * w..(i + 1) * w],
+                        &want[..],
+                        "{name} row {i}"
+                    );
+                }
             }
         }
     }
