@@ -115,6 +115,28 @@ pub fn compress_with<R>(
     src: &[u8],
     f: impl FnOnce(&[u8]) -> R,
 ) -> Result<R, String> {
+    compress_lane(codec, dict, checksum, None, src, f)
+}
+
+/// [`compress_with`] of plain zstd (no checksum) whose matches are at
+/// least `min_match` bytes (3 to 7): fewer, longer matches, which decode
+/// faster where short ones gain little (bit-packed integers).
+pub fn compress_min_match<R>(
+    src: &[u8],
+    min_match: u32,
+    f: impl FnOnce(&[u8]) -> R,
+) -> Result<R, String> {
+    compress_lane(Codec::Zstd, None, false, Some(min_match), src, f)
+}
+
+fn compress_lane<R>(
+    codec: Codec,
+    dict: Option<&Dictionary>,
+    checksum: bool,
+    min_match: Option<u32>,
+    src: &[u8],
+    f: impl FnOnce(&[u8]) -> R,
+) -> Result<R, String> {
     if codec == Codec::Zstd && !checksum && src.len() <= TINY {
         let mut frame = [0u8; 9 + TINY];
         let n = tiny_frame(src, &mut frame);
@@ -135,14 +157,18 @@ pub fn compress_with<R>(
             },
             _ => return Err(format!("codec {codec} does not compress")),
         };
-        let written = if checksum {
+        let written = if checksum || min_match.is_some() {
             // The one-shot calls below take no frame parameters: set them
             // on the context (reset first: the context is shared by every
             // store this thread writes).
             cctx.reset(zstd_safe::ResetDirective::SessionAndParameters)
                 .map_err(zstd_error)?;
-            cctx.set_parameter(zstd_safe::CParameter::ChecksumFlag(true))
+            cctx.set_parameter(zstd_safe::CParameter::ChecksumFlag(checksum))
                 .map_err(zstd_error)?;
+            if let Some(m) = min_match {
+                cctx.set_parameter(zstd_safe::CParameter::MinMatch(m))
+                    .map_err(zstd_error)?;
+            }
             match cdict {
                 Some(cdict) => cctx.ref_cdict(cdict).map_err(zstd_error)?,
                 None => cctx
@@ -346,5 +372,34 @@ mod tests {
         // With a checksum, the long path.
         let sum = compress_with(Codec::Zstd, None, true, &[7u8; 8], |f| f.to_vec()).unwrap();
         assert!(frame_has_checksum(&sum));
+    }
+
+    /// A frame of long matches only decodes to its input, and leaves the
+    /// thread's context as it found it: the next frame is the default one.
+    #[test]
+    fn min_match_frames_round_trip_and_reset() {
+        // Three-byte repeats (a short match) inside longer noise.
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let src: Vec<u8> = (0..50_000)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if i % 8 < 3 {
+                    b"abc"[i % 8]
+                } else {
+                    (x % 16) as u8
+                }
+            })
+            .collect();
+        let plain = compress_with(Codec::Zstd, None, false, &src, |f| f.to_vec()).unwrap();
+        let long = compress_min_match(&src, 7, |f| f.to_vec()).unwrap();
+        assert_ne!(long, plain);
+        assert!(!frame_has_checksum(&long));
+        let mut back = vec![0u8; src.len()];
+        decode_slice(Codec::Zstd, None, &long, &mut back).unwrap();
+        assert_eq!(back, src);
+        let again = compress_with(Codec::Zstd, None, false, &src, |f| f.to_vec()).unwrap();
+        assert_eq!(again, plain);
     }
 }
