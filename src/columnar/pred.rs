@@ -456,10 +456,18 @@ fn compare_values(a: &dyn arrow_array::Array, op: CmpOp, lit: &Lit) -> BooleanBu
             if l.is_nan() || op == CmpOp::NotEq {
                 BooleanBuffer::new_set(n)
             } else {
+                // The rows that satisfy `op`, those equal to the literal
+                // (rounded to the column's type) and NaN, in one pass: a
+                // NaN fails every IEEE comparison, so it passes the negated
+                // opposite one.
                 let l = l as $native;
-                let strict = cmp_slice(v, op, l);
-                let loose = bits_of(v, |x| x == l || x.is_nan());
-                &strict | &loose
+                #[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN passes, on purpose
+                let kept = match op {
+                    CmpOp::Lt | CmpOp::LtEq => bits_of(v, |x| !(x > l)),
+                    CmpOp::Gt | CmpOp::GtEq => bits_of(v, |x| !(x < l)),
+                    _ => bits_of(v, |x| x == l || x.is_nan()),
+                };
+                kept
             }
         }};
     }
