@@ -3,7 +3,7 @@
 //! and bytes, `IS [NOT] NULL`, and their `AND`s and `OR`s.
 //!
 //! A chunk whose statistics rule a comparison out is not decoded at all; a
-//! narrowed chunk of integers is compared as its narrowed values (minus
+//! narrowed or packed chunk of integers is compared as its narrowed values (minus
 //! the chunk's minimum), and a scan that also returns the column widens
 //! only the rows kept ([`Columnar::filter_range`]); any other chunk is
 //! decoded and compared value by value. Every chunk read is checked as a read checks
