@@ -421,25 +421,19 @@ pub fn decode_narrowed(
     if e.encoding() == Encoding::Packed {
         let (narrow, span) = stored_values(st.values, zstd, size, |src| {
             let b = packed_bits(e, src, rows)?;
+            // Into the narrowest lanes that hold `b` bits.
+            macro_rules! lanes {
+                ($t:ty, $variant:ident) => {{
+                    let mut v = vec![<$t>::default(); rows];
+                    num::unpack(src, b, &mut v);
+                    let span = span_of(&v, valid);
+                    (Narrow::$variant(v), span)
+                }};
+            }
             Ok(match b {
-                1..=8 => {
-                    let mut v = vec![0u8; rows];
-                    num::unpack(src, b, &mut v);
-                    let span = span_of(&v, valid);
-                    (Narrow::U8(v), span)
-                }
-                9..=16 => {
-                    let mut v = vec![0u16; rows];
-                    num::unpack(src, b, &mut v);
-                    let span = span_of(&v, valid);
-                    (Narrow::U16(v), span)
-                }
-                _ => {
-                    let mut v = vec![0u32; rows];
-                    num::unpack(src, b, &mut v);
-                    let span = span_of(&v, valid);
-                    (Narrow::U32(v), span)
-                }
+                1..=8 => lanes!(u8, U8),
+                9..=16 => lanes!(u16, U16),
+                _ => lanes!(u32, U32),
             })
         })?;
         check_span(dtype, e, span)?;

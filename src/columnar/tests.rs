@@ -32,6 +32,26 @@ fn open(dir: &Path) -> Columnar {
     Columnar::open(&Fs::Local, dir, std::iter::once(dir.to_path_buf()), None).unwrap()
 }
 
+/// A gather of rows `idx` gives each row's `w` bytes of `bytes`, zeros
+/// for a row that `valid` says is null.
+fn assert_gathered(col: &Columnar, idx: &[u64], bytes: &[u8], w: usize, valid: Option<&[bool]>) {
+    let got = col.gather_dense(idx).unwrap();
+    for (pos, &i) in idx.iter().enumerate() {
+        let i = i as usize;
+        let want = if valid.is_some_and(|v| !v[i]) {
+            vec![0u8; w]
+        } else {
+            bytes[i * w..(i + 1) * w].to_vec()
+        };
+        assert_eq!(
+            &got.as_slice()[pos * w..(pos + 1) * w],
+            &want[..],
+            "{} row {i}",
+            col.logical()
+        );
+    }
+}
+
 fn lcg(seed: u64) -> impl FnMut() -> u64 {
     let mut s = seed;
     move || {
@@ -72,20 +92,7 @@ fn numbers_round_trip_with_nulls() {
                     .map(|_| r() % n as u64)
                     .chain([0, n as u64 - 1])
                     .collect();
-                let got = col.gather_dense(&idx).unwrap();
-                for (pos, &i) in idx.iter().enumerate() {
-                    let i = i as usize;
-                    let want = if nulls && !valid[i] {
-                        vec![0u8; w]
-                    } else {
-                        bytes[i * w..(i + 1) * w].to_vec()
-                    };
-                    assert_eq!(
-                        &got.as_slice()[pos * w..(pos + 1) * w],
-                        &want[..],
-                        "{dtype} row {i}"
-                    );
-                }
+                assert_gathered(&col, &idx, &bytes, w, nulls.then_some(&valid[..]));
                 if nulls {
                     let bits = col.validity().unwrap().gather_dense(&idx).unwrap();
                     for (pos, &i) in idx.iter().enumerate() {
@@ -219,20 +226,8 @@ fn narrowed_integers_pack_when_it_pays() {
                     "{name} compress={compress} nulls={nulls}"
                 );
                 let all: Vec<u64> = (0..n as u64).collect();
-                let got = col.gather_dense(&all).unwrap();
-                let w = dtype.itemsize();
-                for i in 0..n {
-                    let want = if nulls && !valid[i] {
-                        vec![0u8; w]
-                    } else {
-                        bytes[i * w..(i + 1) * w].to_vec()
-                    };
-                    assert_eq!(
-                        &got.as_slice()[i * w..(i + 1) * w],
-                        &want[..],
-                        "{name} row {i}"
-                    );
-                }
+                let valid = nulls.then_some(&valid[..]);
+                assert_gathered(&col, &all, bytes, dtype.itemsize(), valid);
             }
         }
     }
