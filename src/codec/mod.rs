@@ -96,13 +96,66 @@ const TINY: usize = 8;
 fn tiny_frame(src: &[u8], out: &mut [u8; 9 + TINY]) -> usize {
     debug_assert!(src.len() <= TINY);
     let n = src.len();
+    let head = raw_frame_header(n, out);
+    out[head..head + 3].copy_from_slice(&raw_block_header(n, true));
+    out[head + 3..head + 3 + n].copy_from_slice(src);
+    head + 3 + n
+}
+
+/// The largest block a zstd frame holds (RFC 8878, Block_Maximum_Size).
+const MAX_BLOCK: usize = 128 << 10;
+
+/// Writes the head of a single-segment zstd frame of `n` bytes without a
+/// checksum into `out`: the magic number, the frame header descriptor and
+/// the content size in the fewest bytes the format allows (1, 2 or 4);
+/// returns its length.
+#[inline]
+fn raw_frame_header(n: usize, out: &mut [u8]) -> usize {
     out[..4].copy_from_slice(&0xFD2F_B528u32.to_le_bytes());
-    out[4] = 0x20; // single segment, one-byte content size, no checksum
-    out[5] = n as u8;
-    let block = 1 | ((n as u32) << 3); // last block, raw, n bytes
-    out[6..9].copy_from_slice(&block.to_le_bytes()[..3]);
-    out[9..9 + n].copy_from_slice(src);
-    9 + n
+    match n {
+        0..=0xFF => {
+            out[4] = 0x20; // single segment, one-byte content size
+            out[5] = n as u8;
+            6
+        }
+        0x100..=0x100FF => {
+            out[4] = 0x60; // two bytes, holding the size minus 256
+            out[5..7].copy_from_slice(&((n - 0x100) as u16).to_le_bytes());
+            7
+        }
+        _ => {
+            out[4] = 0xA0; // four bytes
+            out[5..9].copy_from_slice(&(n as u32).to_le_bytes());
+            9
+        }
+    }
+}
+
+/// The three-byte header of a raw block of `n` bytes, `last` or not.
+#[inline]
+fn raw_block_header(n: usize, last: bool) -> [u8; 3] {
+    let block = u32::from(last) | ((n as u32) << 3);
+    let b = block.to_le_bytes();
+    [b[0], b[1], b[2]]
+}
+
+/// Appends `src` (under 4 GiB) to `out` as a zstd frame of raw blocks:
+/// decoding it is a copy. A stream made of several frames (some
+/// compressed, some raw) decodes, with one call, to their concatenation.
+pub fn raw_frame(src: &[u8], out: &mut Vec<u8>) {
+    debug_assert!(src.len() <= u32::MAX as usize);
+    let mut head = [0u8; 9];
+    let n = raw_frame_header(src.len(), &mut head);
+    out.extend_from_slice(&head[..n]);
+    if src.is_empty() {
+        out.extend_from_slice(&raw_block_header(0, true));
+        return;
+    }
+    let blocks = src.len().div_ceil(MAX_BLOCK);
+    for (i, block) in src.chunks(MAX_BLOCK).enumerate() {
+        out.extend_from_slice(&raw_block_header(block.len(), i + 1 == blocks));
+        out.extend_from_slice(block);
+    }
 }
 
 /// Compresses `src` with the calling thread's context into the thread's
@@ -372,6 +425,56 @@ mod tests {
         // With a checksum, the long path.
         let sum = compress_with(Codec::Zstd, None, true, &[7u8; 8], |f| f.to_vec()).unwrap();
         assert!(frame_has_checksum(&sum));
+    }
+
+    #[test]
+    fn raw_frames_decode_to_their_bytes_and_concatenate() {
+        let sizes = [
+            0usize,
+            1,
+            8,
+            9,
+            255,
+            256,
+            0x100FF,
+            0x10100,
+            MAX_BLOCK,
+            MAX_BLOCK + 1,
+            300_001,
+        ];
+        let mut stream = Vec::new();
+        let mut whole = Vec::new();
+        for (k, &n) in sizes.iter().enumerate() {
+            let src: Vec<u8> = (0..n).map(|i| (i * 31 + k) as u8).collect();
+            let mut frame = Vec::new();
+            raw_frame(&src, &mut frame);
+            // Raw: its head and block headers beside the bytes.
+            assert_eq!(
+                frame.len(),
+                src.len()
+                    + [6, 7, 9][(n > 0xFF) as usize + (n > 0x100FF) as usize]
+                    + 3 * n.div_ceil(MAX_BLOCK).max(1)
+            );
+            let mut out = Vec::with_capacity(n);
+            decode_into_buf(&frame, &mut out, n).unwrap();
+            assert_eq!(out, src, "{n} bytes");
+            if n <= TINY {
+                let mut tiny = [0u8; 9 + TINY];
+                let t = tiny_frame(&src, &mut tiny);
+                assert_eq!(&tiny[..t], &frame[..]);
+            }
+            // A compressed frame between raw ones.
+            stream.extend_from_slice(&frame);
+            compress_with(Codec::Zstd, None, false, &vec![k as u8; 1000], |f| {
+                stream.extend_from_slice(f)
+            })
+            .unwrap();
+            whole.extend_from_slice(&src);
+            whole.extend_from_slice(&vec![k as u8; 1000]);
+        }
+        let mut out = Vec::with_capacity(whole.len());
+        decode_into_buf(&stream, &mut out, whole.len()).unwrap();
+        assert!(out == whole);
     }
 
     /// A frame of long matches only decodes to its input, and leaves the
