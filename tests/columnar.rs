@@ -14,24 +14,25 @@ use loaderx::table::{self, ColumnType, Table};
 use loaderx::{DType, Error, Logical, Records};
 use proptest::prelude::*;
 
-/// The golden file: int16 values 1, 2, 3 written raw: one chunk, narrowed
-/// to one byte per value (minus the minimum 1), its entry with CRC and
-/// bounds, then the trailer.
+/// The golden file: int16 values 1, 2, 256 written raw: one chunk, narrowed
+/// to one byte per value (minus the minimum 1; the span of 255 needs all 8
+/// bits, so packing gains nothing), its entry with CRC and bounds, then the
+/// trailer.
 const GOLDEN: &str = concat!(
     "4c58434f4c554d4e", // "LXCOLUMN"
-    "000102",           // chunk 0: values 1, 2, 3 minus 1, one byte each
+    "0001ff",           // chunk 0: values 1, 2, 256 minus 1, one byte each
     // Footer header: version 1, numbers, dtype code 2 (<i2), raw, not
     // nullable, 3 rows, 1 chunk, chunks end at byte 11.
     "0100020000000000",
     "0300000000000000",
     "0100000000000000",
     "0b00000000000000",
-    // Entry: offset 8, 3 rows, 0 nulls, CRC-32 of 00 01 02, no validity,
+    // Entry: offset 8, 3 rows, 0 nulls, CRC-32 of 00 01 ff, no validity,
     // 3 stored value bytes, no lengths, 3 decoded value bytes.
     "0800000000000000",
     "03000000",
     "00000000",
-    "7f895408",
+    "de0758cb",
     "00000000",
     "03000000",
     "00000000",
@@ -40,16 +41,16 @@ const GOLDEN: &str = concat!(
     // Narrowed (2), width 1, no lengths, flags: min and max (0x18).
     "02010018",
     "00000000",
-    // Min: 8 bytes, exact, 1 as i64; max: 3.
+    // Min: 8 bytes, exact, 1 as i64; max: 256.
     "0801",
     "0100000000000000",
     "0000000000000000000000000000",
     "0801",
-    "0300000000000000",
+    "0001000000000000",
     "0000000000000000000000000000",
     // Trailer: footer of 128 bytes, its CRC-32, "LXCOLEND".
     "80000000",
-    "ba2a52c8",
+    "a04b2e9a",
     "4c58434f4c454e44",
 );
 
@@ -66,7 +67,10 @@ fn golden_bytes_of_a_small_column() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("c");
     let mut w = ColumnWriter::create(&dir, ValueKind::Fixed(DType::I16), false).unwrap();
-    let values: Vec<u8> = [1i16, 2, 3].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let values: Vec<u8> = [1i16, 2, 256]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
     w.push_fixed(&values, None).unwrap();
     assert_eq!(w.finish().unwrap(), 3);
     let bytes = std::fs::read(dir.join(COLUMN_FILE)).unwrap();
@@ -78,7 +82,7 @@ fn golden_bytes_of_a_small_column() {
         .collect();
     assert_eq!(names, [COLUMN_FILE]);
     let c = open(&dir).unwrap();
-    assert_eq!(c.gather_dense(&[2, 0]).unwrap().as_slice(), [3, 0, 1, 0]);
+    assert_eq!(c.gather_dense(&[2, 0]).unwrap().as_slice(), [0, 1, 1, 0]);
 }
 
 /// A packed chunk: int32 values 5, 305, 6 written raw are 0, 300, 1 above

@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
-use super::format::Encoding;
+use super::format::{Encoding, FLAG_VALUES_ZSTD};
 use super::*;
+use crate::codec;
 use crate::io::Fs;
 use crate::{DType, Records};
 
@@ -186,8 +187,16 @@ fn narrowed_integers_pack_when_it_pays() {
             }
         })
         .collect();
+    // Uniform years: zstd's coded literals would gain a seventh of a raw
+    // byte, but 7 raw bits gain more.
+    let years: Vec<i16> = (0..n).map(|_| 1950 + (r() % 76) as i16).collect();
     let valid: Vec<bool> = (0..n).map(|i| i % 5 != 1).collect();
-    let cases: [(&str, DType, Vec<u8>); 3] = [
+    let cases: [(&str, DType, Vec<u8>); 4] = [
+        (
+            "years",
+            DType::I16,
+            years.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ),
         (
             "labels",
             DType::I64,
@@ -211,8 +220,15 @@ fn narrowed_integers_pack_when_it_pays() {
                 write_fixed(&dir, *dtype, bytes, nulls.then_some(&valid[..]), compress);
                 let col = open(&dir);
                 let (enc, width, rows) = encodings(&col)[0];
+                if *name == "years" && !nulls {
+                    // Stored raw: zstd would save less than a sixteenth (nulls,
+                    // zeros, make it worth compressing).
+                    let e = &col.parts()[0].footer().entries[0];
+                    assert_eq!(e.flags & FLAG_VALUES_ZSTD, 0);
+                }
                 assert!(rows >= 8192, "{rows}");
                 let want = match (*name, compress) {
+                    ("years", _) => (Encoding::Packed, 7),
                     ("full", _) => (Encoding::Narrowed, 2),
                     ("steps", true) => (Encoding::Narrowed, 2),
                     ("steps", false) => {
@@ -231,6 +247,73 @@ fn narrowed_integers_pack_when_it_pays() {
             }
         }
     }
+}
+
+/// A chunk whose values are all equal has a span of no bits: it stays
+/// narrowed to one byte (packing takes 1 to 32 bits).
+#[test]
+fn constant_chunks_stay_narrowed() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (rows, compress) in [(1usize, false), (1, true), (1000, false), (1000, true)] {
+        let bytes: Vec<u8> = (0..rows).flat_map(|_| 1984i16.to_le_bytes()).collect();
+        let dir = tmp.path().join(format!("{rows}-{compress}"));
+        write_fixed(&dir, DType::I16, &bytes, None, compress);
+        let col = open(&dir);
+        assert!(encodings(&col)
+            .iter()
+            .all(|&(e, w, _)| (e, w) == (Encoding::Narrowed, 1)));
+        let all: Vec<u64> = (0..rows as u64).collect();
+        assert_gathered(&col, &all, &bytes, 2, None);
+    }
+}
+
+/// Shuffled floats are stored a byte plane per zstd frame: the planes
+/// zstd barely shrinks (uniform floats' low bytes) as raw frames, the
+/// exponent's plane compressed; they read back exactly.
+#[test]
+fn float_planes_are_framed_one_by_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut r = lcg(9);
+    let n = CHUNK_ROWS / 2;
+    // Uniform in [0, 1) in steps of 2^-24, as NumPy draws float32.
+    let scores: Vec<f32> = (0..n)
+        .map(|_| (r() >> 23) as f32 / (1u32 << 24) as f32)
+        .collect();
+    let bytes: Vec<u8> = scores.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let dir = tmp.path().join("score");
+    write_fixed(&dir, DType::F32, &bytes, None, true);
+    let col = open(&dir);
+    let file = std::fs::read(dir.join(COLUMN_FILE)).unwrap();
+    let e = &col.parts()[0].footer().entries[0];
+    assert_eq!((e.encoding(), e.width), (Encoding::Shuffled, 4));
+    let plane = e.rows as usize;
+    let first = &bytes[..4 * plane];
+    assert_ne!(e.flags & FLAG_VALUES_ZSTD, 0);
+    let at = (e.offset + e.validity_len as u64) as usize;
+    let mut stream = &file[at..at + e.values_len as usize];
+    // Walk the frames: three raw ones (head, one block header, the plane),
+    // then the compressed exponent plane.
+    for p in 0..3 {
+        let mut want = Vec::new();
+        codec::raw_frame(&bytes_plane(first, 4, p), &mut want);
+        assert_eq!(&stream[..want.len()], &want[..], "plane {p}");
+        stream = &stream[want.len()..];
+    }
+    assert!(
+        stream.len() < plane / 2,
+        "{} bytes for the top plane",
+        stream.len()
+    );
+    let mut top = Vec::with_capacity(plane);
+    codec::decode_into_buf(stream, &mut top, plane).unwrap();
+    assert_eq!(top, bytes_plane(first, 4, 3));
+    let all: Vec<u64> = (0..n as u64).collect();
+    assert_gathered(&col, &all, &bytes, 4, None);
+}
+
+/// Byte `p` of every `w`-byte value.
+fn bytes_plane(bytes: &[u8], w: usize, p: usize) -> Vec<u8> {
+    bytes.chunks_exact(w).map(|v| v[p]).collect()
 }
 
 #[test]
