@@ -62,18 +62,24 @@ fn open(dir: &Path) -> Result<Columnar, Error> {
     Columnar::open_dir(dir)
 }
 
+/// Writes three numbers of `dtype` (`values`, little-endian) as a raw
+/// column file in `dir`; returns the file's bytes.
+fn write_raw(dir: &Path, dtype: DType, values: &[u8]) -> Vec<u8> {
+    let mut w = ColumnWriter::create(dir, ValueKind::Fixed(dtype), false).unwrap();
+    w.push_fixed(values, None).unwrap();
+    assert_eq!(w.finish().unwrap(), 3);
+    std::fs::read(dir.join(COLUMN_FILE)).unwrap()
+}
+
 #[test]
 fn golden_bytes_of_a_small_column() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("c");
-    let mut w = ColumnWriter::create(&dir, ValueKind::Fixed(DType::I16), false).unwrap();
     let values: Vec<u8> = [1i16, 2, 256]
         .iter()
         .flat_map(|v| v.to_le_bytes())
         .collect();
-    w.push_fixed(&values, None).unwrap();
-    assert_eq!(w.finish().unwrap(), 3);
-    let bytes = std::fs::read(dir.join(COLUMN_FILE)).unwrap();
+    let bytes = write_raw(&dir, DType::I16, &values);
     assert_eq!(hex(&bytes), GOLDEN);
     // Nothing else is left in the column's directory.
     let names: Vec<_> = std::fs::read_dir(&dir)
@@ -92,14 +98,11 @@ fn golden_bytes_of_a_small_column() {
 fn bytes_of_a_packed_chunk() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("c");
-    let mut w = ColumnWriter::create(&dir, ValueKind::Fixed(DType::I32), false).unwrap();
     let values: Vec<u8> = [5i32, 305, 6]
         .iter()
         .flat_map(|v| v.to_le_bytes())
         .collect();
-    w.push_fixed(&values, None).unwrap();
-    assert_eq!(w.finish().unwrap(), 3);
-    let bytes = std::fs::read(dir.join(COLUMN_FILE)).unwrap();
+    let bytes = write_raw(&dir, DType::I32, &values);
     assert_eq!(bytes.len(), 8 + 4 + 32 + 96 + 16);
     // 0 | 300 << 9 | 1 << 18 = 0x065800, little-endian.
     assert_eq!(hex(&bytes[..12]), "4c58434f4c554d4e00580600");

@@ -8,6 +8,13 @@ use crate::codec;
 use crate::io::Fs;
 use crate::{DType, Records};
 
+/// Every value of a slice of numbers as little-endian bytes, end to end.
+macro_rules! le_bytes {
+    ($v:expr) => {
+        $v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()
+    };
+}
+
 fn write_fixed(dir: &Path, dtype: DType, bytes: &[u8], valid: Option<&[bool]>, compress: bool) {
     let mut w = ColumnWriter::create(dir, ValueKind::Fixed(dtype), compress).unwrap();
     // In two pushes, to cross a push boundary.
@@ -192,26 +199,10 @@ fn narrowed_integers_pack_when_it_pays() {
     let years: Vec<i16> = (0..n).map(|_| 1950 + (r() % 76) as i16).collect();
     let valid: Vec<bool> = (0..n).map(|i| i % 5 != 1).collect();
     let cases: [(&str, DType, Vec<u8>); 4] = [
-        (
-            "years",
-            DType::I16,
-            years.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        ),
-        (
-            "labels",
-            DType::I64,
-            labels.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        ),
-        (
-            "steps",
-            DType::I64,
-            steps.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        ),
-        (
-            "full",
-            DType::I32,
-            full.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        ),
+        ("years", DType::I16, le_bytes!(years)),
+        ("labels", DType::I64, le_bytes!(labels)),
+        ("steps", DType::I64, le_bytes!(steps)),
+        ("full", DType::I32, le_bytes!(full)),
     ];
     for (name, dtype, bytes) in &cases {
         for compress in [false, true] {
@@ -279,7 +270,7 @@ fn float_planes_are_framed_one_by_one() {
     let scores: Vec<f32> = (0..n)
         .map(|_| (r() >> 23) as f32 / (1u32 << 24) as f32)
         .collect();
-    let bytes: Vec<u8> = scores.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let bytes = le_bytes!(scores);
     let dir = tmp.path().join("score");
     write_fixed(&dir, DType::F32, &bytes, None, true);
     let col = open(&dir);
@@ -402,11 +393,11 @@ fn predicates_on_stored_chunks_agree_with_the_values() {
     let text: Vec<String> = (0..n).map(|i| format!("k{:03}", (i * 7) % 500)).collect();
     let dirs = ["ints", "wide", "floats", "text"].map(|d| tmp.path().join(d));
     let ok = |i: usize| valid[i];
-    let bytes: Vec<u8> = ints.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let bytes = le_bytes!(ints);
     write_fixed(&dirs[0], DType::I64, &bytes, Some(&valid), true);
-    let bytes: Vec<u8> = wide.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let bytes = le_bytes!(wide);
     write_fixed(&dirs[1], DType::I32, &bytes, None, true);
-    let bytes: Vec<u8> = floats.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let bytes = le_bytes!(floats);
     write_fixed(&dirs[2], DType::F32, &bytes, None, false);
     let mut w = ColumnWriter::create(&dirs[3], ValueKind::Utf8, true).unwrap();
     w.push_bytes(n, &|i| text[i].as_bytes(), Some(&ok)).unwrap();
