@@ -264,16 +264,19 @@ pub(crate) fn encode_chunk(
                 e.encoding = encoding as u8;
                 e.width = width as u8;
                 e.values_size = scratch.len() as u32;
-                let planes = match encoding {
-                    Encoding::Shuffled if compress => squeeze_planes(scratch, width)?,
-                    _ => None,
+                // Byte planes (shuffled or narrowed values that do not
+                // pack) are framed one by one, as `put_narrowed` frames them.
+                let planar = matches!(encoding, Encoding::Shuffled | Encoding::Narrowed);
+                let planes = match planar && compress {
+                    true => squeeze_planes(scratch, width)?,
+                    false => None,
                 };
                 let (n, z) = match planes {
                     Some(frames) => {
                         out.extend_from_slice(&frames);
                         (frames.len() as u32, true)
                     }
-                    None => put_stream(out, scratch, compress && encoding != Encoding::Shuffled)?,
+                    None => put_stream(out, scratch, compress && !planar)?,
                 };
                 e.values_len = n;
                 if z {

@@ -232,6 +232,21 @@ fn narrowed_integers_pack_when_it_pays() {
                     want,
                     "{name} compress={compress} nulls={nulls}"
                 );
+                // Compressed narrowed values: one zstd frame per byte plane
+                // ("steps" packs raw, "full" does not pack).
+                let e = &col.parts()[0].footer().entries[0];
+                if enc == Encoding::Narrowed && e.flags & FLAG_VALUES_ZSTD != 0 {
+                    let file = std::fs::read(dir.join(COLUMN_FILE)).unwrap();
+                    let at = (e.offset + e.validity_len as u64) as usize;
+                    let mut stream = &file[at..at + e.values_len as usize];
+                    let mut frames = 0;
+                    while !stream.is_empty() {
+                        let len = zstd::zstd_safe::find_frame_compressed_size(stream).unwrap();
+                        stream = &stream[len..];
+                        frames += 1;
+                    }
+                    assert_eq!(frames, width as usize, "{name} nulls={nulls}");
+                }
                 let all: Vec<u64> = (0..n as u64).collect();
                 let valid = nulls.then_some(&valid[..]);
                 assert_gathered(&col, &all, bytes, dtype.itemsize(), valid);
