@@ -348,8 +348,10 @@ class Table(Mapping, Closing):
         directories of a local table that no version names and whose write
         no live process holds (a write in progress holds a lease in
         ``_leases/`` for as long as its process lives, however long it
-        takes), and this machine's local staging directories of writers to
-        buckets that died. A live writer's are never removed."""
+        takes), the same objects of a table in a bucket, and this machine's
+        local staging directories of writers to buckets that died; in S3,
+        the multipart uploads open below the table that no live writer
+        holds. A live writer's are never removed."""
         self._sharded("cleanup")
         if not isinstance(older_than, datetime.timedelta):
             raise TypeError(

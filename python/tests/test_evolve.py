@@ -1070,6 +1070,91 @@ def test_cleanup_aborts_the_multipart_uploads_a_killed_bucket_writer_left(
         assert column(t, "id").tolist() == list(range(8))
 
 
+def test_cleanup_aborts_an_upload_its_killed_writer_never_recorded(s3, tmp_path, monkeypatch):
+    """A writer killed between creating a multipart upload and recording
+    it in its lease object leaves an upload no lease object names: a
+    cleanup lists the bucket's open uploads and aborts those below the
+    table that no live writer holds (listed in a fresh lease object, or
+    below a shard of a write whose lease object is fresh) and that are old
+    enough (an hour by default, by the server's creation time); uploads
+    below another table stay."""
+    import signal
+    import subprocess
+    import sys
+
+    from remote_servers import FaultProxy
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # staging of this test's own
+    path, opts = uri(s3, "unrecorded"), s3.options()
+    x0 = pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(8 << 20, np.uint8)), 1 << 20)
+    loaderx.ingest_sharded(
+        pa.table({"id": np.arange(8), "x": x0}), path, workers=1, storage_options=opts
+    ).close()
+    prefix = f"{s3.prefix}/unrecorded/"
+    before = set(s3.keys(prefix))
+    client = s3.client()
+    # Another table's upload (its name starts as this one's does) and one
+    # of a live writer, listed in its fresh lease object: neither is ours
+    # to abort.
+    other_key = f"{s3.prefix}/unrecorded2/x"
+    other = client.create_multipart_upload(Bucket=s3.bucket, Key=other_key)["UploadId"]
+    held_key = f"{prefix}shard-held-0/x.zr"
+    held = client.create_multipart_upload(Bucket=s3.bucket, Key=held_key)["UploadId"]
+    lease = f"{prefix}_leases/held.json"
+    body = {"pid": 1, "beat_ms": 0, "uploads": [{"key": held_key, "id": held}]}
+    client.put_object(Bucket=s3.bucket, Key=lease, Body=json.dumps(body).encode())
+    holder, seen = {}, {"created": False}
+
+    def rule(n, r):
+        if r.method == "POST" and "uploads" in r.path:
+            seen["created"] = True
+        elif seen["created"] and r.method == "PUT" and "/_leases/" in r.path:
+            os.kill(holder["pid"], signal.SIGKILL)
+            return "stall"
+        return None
+
+    proxy = FaultProxy(s3.endpoint, rule)
+    proxy.stall_seconds = 0.2
+    try:
+        options = json.dumps(s3.options(endpoint=proxy.url))
+        child = subprocess.Popen([sys.executable, "-c", _KILLED_LARGE_WRITER, path, options])
+        holder["pid"] = child.pid
+        assert child.wait(120) == -signal.SIGKILL
+    finally:
+        proxy.stop()
+    uploads = dict((k, u) for k, u in _open_uploads(s3, prefix) if u != held)
+    assert len(uploads) == 1, uploads
+    ((key, upload),) = uploads.items()
+    assert key.startswith(prefix + "shard-"), key
+    token = key[len(prefix) :].split("-")[1]
+    killed = f"{prefix}_leases/{token}.json"
+    for k in s3.keys(prefix + "_leases/"):  # none but the live one lists it
+        got = json.loads(client.get_object(Bucket=s3.bucket, Key=k)["Body"].read())
+        assert upload not in [u["id"] for u in got.get("uploads", [])], got
+    both = sorted([(key, upload), (held_key, held)])
+    # Old enough (this server dates every upload in 2010, so the hour's
+    # rule is a unit test of the listing), but the killed writer's lease
+    # object fresh, as a live writer's that has not recorded the upload
+    # yet: kept, by its shard's write token.
+    client.put_object(Bucket=s3.bucket, Key=killed, Body=b'{"pid": 1, "beat_ms": 0}')
+    _native.table_cleanup(path, 0, 1, opts, _leftover_min_age_ms=0)
+    assert sorted(_open_uploads(s3, prefix)) == both
+    # Its lease object gone: held by no live writer, aborted; the live
+    # writer's upload kept, as is the other table's.
+    client.delete_object(Bucket=s3.bucket, Key=killed)
+    _native.table_cleanup(path, 0, 1, opts, _leftover_min_age_ms=0)
+    assert _open_uploads(s3, prefix) == [(held_key, held)]
+    assert _open_uploads(s3, f"{s3.prefix}/unrecorded2/") == [(other_key, other)]
+    # The live writer's lease gone stale: its upload aborted too, and
+    # what the killed writer left removed.
+    _native.table_cleanup(path, 0, 1, opts, _leftover_min_age_ms=0, _lease_ttl_ms=0)
+    assert _open_uploads(s3, prefix) == []
+    assert set(s3.keys(prefix)) == before
+    client.abort_multipart_upload(Bucket=s3.bucket, Key=other_key, UploadId=other)
+    with loaderx.open_table(path, storage_options=opts) as t:
+        assert column(t, "id").tolist() == list(range(8))
+
+
 _KILLED_COPY = """
 import json, sys
 import loaderx

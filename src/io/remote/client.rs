@@ -314,7 +314,13 @@ impl ClientConfig {
                     let key = AmazonS3ConfigKey::from_str(k).map_err(|_| self.unknown_key(k))?;
                     b = b.with_config(key, v);
                 }
-                Stores::multipart(b.with_retry(self.retry.clone()).build().map_err(|e| self.build_error(e))?)
+                let b = b.with_retry(self.retry.clone());
+                let s3 = b.clone().build().map_err(|e| self.build_error(e))?;
+                let lister = super::open_uploads::UploadLister::new(&b, s3.clone()).map_err(|e| self.build_error(e))?;
+                Stores {
+                    uploads: Some(Arc::new(lister)),
+                    ..Stores::multipart(s3)
+                }
             }
             #[cfg(feature = "gcp")]
             Scheme::Gcs => {
@@ -355,6 +361,8 @@ impl ClientConfig {
                 Stores {
                     object: Arc::new(b.with_retry(self.retry.clone()).build().map_err(|e| self.build_error(e))?),
                     multipart: None,
+                    #[cfg(feature = "aws")]
+                    uploads: None,
                 }
             }
             #[allow(unreachable_patterns)]
@@ -390,6 +398,9 @@ const SHARED_CLIENTS: usize = 64;
 struct Stores {
     object: Arc<dyn ObjectStore>,
     multipart: Option<Arc<dyn MultipartStore>>,
+    /// What lists the open multipart uploads (S3 only).
+    #[cfg(feature = "aws")]
+    uploads: Option<Arc<super::open_uploads::UploadLister>>,
 }
 
 impl Stores {
@@ -399,6 +410,8 @@ impl Stores {
         Stores {
             object: store.clone(),
             multipart: Some(store),
+            #[cfg(feature = "aws")]
+            uploads: None,
         }
     }
 }
@@ -442,6 +455,16 @@ impl Client {
     /// service without them (HTTP).
     pub(crate) fn multipart(&self) -> io::Result<Option<Arc<dyn MultipartStore>>> {
         Ok(self.stores()?.multipart.clone())
+    }
+
+    /// What lists the service's open multipart uploads; None where
+    /// `object_store` has no such call and loaderx none of its own (all
+    /// but S3).
+    #[cfg(feature = "aws")]
+    pub(crate) fn upload_lister(
+        &self,
+    ) -> io::Result<Option<Arc<super::open_uploads::UploadLister>>> {
+        Ok(self.stores()?.uploads.clone())
     }
 }
 

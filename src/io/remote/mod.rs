@@ -19,6 +19,8 @@ pub(crate) mod client;
 pub(crate) mod fetch;
 mod hedge;
 mod object;
+#[cfg(feature = "aws")]
+pub(crate) mod open_uploads;
 pub(crate) mod retry;
 mod runtime;
 pub(crate) mod upload;

@@ -354,6 +354,32 @@ impl Remote {
     }
 }
 
+/// An open multipart upload: its key and id.
+pub(crate) type OpenUpload = (String, String);
+
+impl Remote {
+    /// The multipart uploads open below the key prefix `prefix` that the
+    /// service says were created at least `min_age` ago; None where the
+    /// service's uploads cannot be listed (only S3's can: `object_store`
+    /// lists none, and loaderx lists S3's itself).
+    pub(crate) fn open_uploads(
+        &self,
+        prefix: &str,
+        min_age: std::time::Duration,
+    ) -> io::Result<Option<Vec<OpenUpload>>> {
+        #[cfg(feature = "aws")]
+        if let Some(lister) = self.client.upload_lister()? {
+            let listed = self
+                .block_on(async { lister.list(prefix, min_age).await })?
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.uri().display())))?;
+            fetch::stats().requests.fetch_add(1, Ordering::Relaxed);
+            return Ok(listed);
+        }
+        let _ = (prefix, min_age);
+        Ok(None)
+    }
+}
+
 /// Copies one object, part by part; returns the bytes written.
 async fn copy_one(
     t: &Transfer,

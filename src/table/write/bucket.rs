@@ -888,6 +888,57 @@ pub(super) fn abort_uploads(root: &Bucket, rels: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// Aborts the multipart uploads open below `root` that the service says
+/// were created at least `min_age` ago, that no lease object of the `live`
+/// writes (tokens) lists, and whose key (relative to `root`) `spared` does
+/// not keep: uploads of writers killed before they recorded them, or
+/// whose lease objects are gone. Nothing where the service's uploads
+/// cannot be listed (see `Remote::open_uploads`; the documented bucket
+/// lifecycle rule covers them). Returns how many were aborted.
+pub(super) fn abort_unheld_uploads(
+    root: &Bucket,
+    live: &BTreeSet<String>,
+    spared: &dyn Fn(&str) -> bool,
+    min_age: std::time::Duration,
+) -> Result<usize> {
+    let (remote, base) = parts(root);
+    let prefix = if base.is_empty() {
+        String::new()
+    } else {
+        format!("{base}/")
+    };
+    let Some(open) = remote
+        .open_uploads(&prefix, min_age)
+        .map_err(|e| io_error(root.path(), e))?
+    else {
+        return Ok(0);
+    };
+    if open.is_empty() {
+        return Ok(0);
+    }
+    let mut held = BTreeSet::new();
+    for token in live {
+        let Some(raw) = read(root, &lease_rel(token))? else {
+            continue;
+        };
+        if let Ok(body) = serde_json::from_slice::<LeaseBody>(&raw) {
+            held.extend(body.uploads.into_iter().map(|u| u.id));
+        }
+    }
+    let mut aborted = 0;
+    let unheld = open.iter().filter(|(key, id)| {
+        let rel = key.strip_prefix(prefix.as_str()).unwrap_or(key);
+        !held.contains(id) && !spared(rel)
+    });
+    for (key, id) in unheld {
+        remote
+            .abort_upload(key, id)
+            .map_err(|e| io_error(root.path(), e))?;
+        aborted += 1;
+    }
+    Ok(aborted)
+}
+
 impl BucketLease {
     /// Takes the lease of write `token` in `root`: starts the thread that
     /// writes its object every beat, and records the write's uploads in it.

@@ -620,13 +620,13 @@ pub fn cleanup_leaving(
     let min_age = std::time::Duration::from_millis(older_than_ms).max(leftover_min_age);
     let every: Vec<&Resolved> = kept.iter().chain(&removed).collect();
     #[cfg(feature = "remote")]
-    let mut stale_leases = Vec::new();
+    let mut leases = BucketLeases::default();
     let leftovers = match &root.kind {
         RootKind::Local(dir) => leftovers(dir, &every, min_age)?,
         #[cfg(feature = "remote")]
         RootKind::Bucket(b) => {
-            let (dirs, leases) = bucket_leftovers(b, &every, min_age, leftover.lease_ttl)?;
-            stale_leases = leases;
+            let (dirs, l) = bucket_leftovers(b, &every, min_age, leftover.lease_ttl)?;
+            leases = l;
             dirs
         }
     };
@@ -659,9 +659,20 @@ pub fn cleanup_leaving(
     #[cfg(feature = "remote")]
     if let RootKind::Bucket(b) = &root.kind {
         // Dead writers' lease objects: nothing names them. The multipart
-        // uploads they left open, which they list, are aborted first.
-        bucket::abort_uploads(b, &stale_leases)?;
-        bucket::delete_rels(b, &stale_leases)?;
+        // uploads they left open, which they list, are aborted first; then
+        // any other upload old enough that no live writer holds (one a
+        // writer was killed before recording), where the service lists them.
+        bucket::abort_uploads(b, &leases.stale)?;
+        bucket::delete_rels(b, &leases.stale)?;
+        // A live writer's uploads are spared by the token in their keys'
+        // shard or group too (it may not have recorded the newest yet), so
+        // that no clock but the lease's decides for them.
+        let live_write = |rel: &str| {
+            rel.split('/')
+                .take(2)
+                .any(|name| write_token(name).is_some_and(|t| leases.live.contains(t)))
+        };
+        bucket::abort_unheld_uploads(b, &leases.live, &live_write, min_age)?;
     }
     if doomed.files.is_empty() && doomed.shards.is_empty() && doomed.columns.is_empty() {
         return Ok(freed);
@@ -734,7 +745,7 @@ fn bucket_leftovers(
     every: &[&Resolved],
     min_age: std::time::Duration,
     lease_ttl: std::time::Duration,
-) -> Result<(Vec<String>, Vec<String>)> {
+) -> Result<(Vec<String>, BucketLeases)> {
     let lease_ttl = i64::try_from(lease_ttl.as_millis()).unwrap_or(i64::MAX);
     let (named, listed) = named_and_listed(every);
     let objects = bucket::dated_files(b)?;
@@ -789,7 +800,17 @@ fn bucket_leftovers(
         })
         .map(|(rel, _)| rel)
         .collect();
-    Ok((dirs, stale))
+    Ok((dirs, BucketLeases { live, stale }))
+}
+
+/// The lease objects of a table in a bucket: the tokens of the writes
+/// whose objects were rewritten within the lease's time to live, and the
+/// objects (relative paths) of dead writers, old enough to remove.
+#[cfg(feature = "remote")]
+#[derive(Default)]
+struct BucketLeases {
+    live: BTreeSet<String>,
+    stale: Vec<String>,
 }
 
 /// The shard directories of the local table `dir` that no version of
