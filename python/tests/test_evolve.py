@@ -1003,10 +1003,11 @@ def _open_uploads(s3, prefix):
     return [(u["Key"], u["UploadId"]) for u in got.get("Uploads", [])]
 
 
-def _killed_at_second_part(s3, script, *args):
+def _killed_when(s3, fires, script, *args):
     """Runs ``script`` with ``args`` and the S3 server's options through a
     proxy (the last argument, as JSON) in a child process, SIGKILLed when
-    the second part of a multipart upload arrives."""
+    a request arrives for which ``fires(request)`` is true (that request
+    is stalled, never served)."""
     import signal
     import subprocess
     import sys
@@ -1016,7 +1017,7 @@ def _killed_at_second_part(s3, script, *args):
     holder = {}
 
     def rule(n, r):
-        if r.method == "PUT" and "partNumber=2" in r.path and "uploadId=" in r.path:
+        if fires(r):
             os.kill(holder["pid"], signal.SIGKILL)
             return "stall"
         return None
@@ -1030,6 +1031,30 @@ def _killed_at_second_part(s3, script, *args):
         assert child.wait(120) == -signal.SIGKILL
     finally:
         proxy.stop()
+
+
+def _killed_at_second_part(s3, script, *args):
+    """:func:`_killed_when` the second part of a multipart upload arrives."""
+    _killed_when(
+        s3,
+        lambda r: r.method == "PUT" and "partNumber=2" in r.path and "uploadId=" in r.path,
+        script,
+        *args,
+    )
+
+
+def _killed_before_recording(s3, script, *args):
+    """:func:`_killed_when` a lease object is written after a multipart
+    upload was created: killed between creating the upload and recording
+    it, the one request a writer's lease object cannot cover."""
+    created = []
+
+    def fires(r):
+        if r.method == "POST" and "uploads" in r.path:
+            created.append(r.path)
+        return bool(created) and r.method == "PUT" and "/_leases/" in r.path
+
+    _killed_when(s3, fires, script, *args)
 
 
 def test_cleanup_aborts_the_multipart_uploads_a_killed_bucket_writer_left(
@@ -1078,12 +1103,6 @@ def test_cleanup_aborts_an_upload_its_killed_writer_never_recorded(s3, tmp_path,
     below a shard of a write whose lease object is fresh) and that are old
     enough (an hour by default, by the server's creation time); uploads
     below another table stay."""
-    import signal
-    import subprocess
-    import sys
-
-    from remote_servers import FaultProxy
-
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # staging of this test's own
     path, opts = uri(s3, "unrecorded"), s3.options()
     x0 = pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(8 << 20, np.uint8)), 1 << 20)
@@ -1103,25 +1122,7 @@ def test_cleanup_aborts_an_upload_its_killed_writer_never_recorded(s3, tmp_path,
     lease = f"{prefix}_leases/held.json"
     body = {"pid": 1, "beat_ms": 0, "uploads": [{"key": held_key, "id": held}]}
     client.put_object(Bucket=s3.bucket, Key=lease, Body=json.dumps(body).encode())
-    holder, seen = {}, {"created": False}
-
-    def rule(n, r):
-        if r.method == "POST" and "uploads" in r.path:
-            seen["created"] = True
-        elif seen["created"] and r.method == "PUT" and "/_leases/" in r.path:
-            os.kill(holder["pid"], signal.SIGKILL)
-            return "stall"
-        return None
-
-    proxy = FaultProxy(s3.endpoint, rule)
-    proxy.stall_seconds = 0.2
-    try:
-        options = json.dumps(s3.options(endpoint=proxy.url))
-        child = subprocess.Popen([sys.executable, "-c", _KILLED_LARGE_WRITER, path, options])
-        holder["pid"] = child.pid
-        assert child.wait(120) == -signal.SIGKILL
-    finally:
-        proxy.stop()
+    _killed_before_recording(s3, _KILLED_LARGE_WRITER, path)
     uploads = dict((k, u) for k, u in _open_uploads(s3, prefix) if u != held)
     assert len(uploads) == 1, uploads
     ((key, upload),) = uploads.items()
@@ -1191,6 +1192,34 @@ def test_a_copy_rerun_aborts_the_multipart_uploads_a_killed_copy_left(s3, tmp_pa
     assert loaderx.copy_table(src, dst, storage_options=opts) > 40 << 20
     assert _open_uploads(s3, prefix) == []
     assert not [k for k in s3.keys(prefix) if "/_leases/" in k[len(prefix) - 1 :]]
+    with loaderx.open_table(dst, storage_options=opts) as t:
+        assert column(t, "id").tolist() == list(range(40))
+        assert np.array_equal(np.asarray(t["x"][[0, 39]]).reshape(2, -1), blob[[0, 39]])
+
+
+def test_a_copy_rerun_aborts_an_upload_its_killed_copy_never_recorded(s3, tmp_path):
+    """A copy killed between creating a multipart upload and recording it
+    in its lease object leaves an upload no lease object lists: the copy
+    run again lists the uploads open below its destination and aborts
+    them (an interrupted copy is its rerun's alone); the copy reads as its
+    source."""
+    src = str(tmp_path / "src")
+    blob = np.random.default_rng(1).integers(0, 256, (40, 1 << 20), dtype=np.uint8)
+    x = pa.FixedSizeListArray.from_arrays(pa.array(blob.reshape(-1)), 1 << 20)
+    loaderx.ingest_sharded(
+        pa.table({"id": np.arange(40), "x": x}), src, workers=1, shards=1
+    ).close()
+    dst, opts = uri(s3, "copied"), s3.options()
+    prefix = f"{s3.prefix}/copied/"
+    client = s3.client()
+    _killed_before_recording(s3, _KILLED_COPY, src, dst)
+    uploads = _open_uploads(s3, prefix)
+    assert len(uploads) == 1, uploads
+    for k in s3.keys(prefix + "_leases/"):
+        body = json.loads(client.get_object(Bucket=s3.bucket, Key=k)["Body"].read())
+        assert body.get("uploads", []) == [], body
+    assert loaderx.copy_table(src, dst, storage_options=opts) > 40 << 20
+    assert _open_uploads(s3, prefix) == []
     with loaderx.open_table(dst, storage_options=opts) as t:
         assert column(t, "id").tolist() == list(range(40))
         assert np.array_equal(np.asarray(t["x"][[0, 39]]).reshape(2, -1), blob[[0, 39]])

@@ -271,7 +271,7 @@ pub fn copy_table(src: &Location, dst: &Location, progress: Progress<'_>) -> Res
                 .filter(|(rel, _)| rel.starts_with(&leases))
                 .map(|(rel, _)| rel.clone())
                 .collect();
-            super::write::copy_leased(dst, &dead, &transfers, &count)?
+            super::write::copy_leased(dst, interrupted, &dead, &transfers, &count)?
                 .map_err(|e| stopped(e, src.path()))?;
             // What an interrupted copy left that this one did not write.
             let ours: BTreeSet<&str> = files.iter().map(|f| f.0.as_str()).collect();

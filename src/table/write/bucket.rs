@@ -160,18 +160,30 @@ fn leased(
 
 /// Copies `transfers` into the bucket of `at` (a copy of a table) under a
 /// lease of its own, as a write holds one, so that the multipart uploads a
-/// killed copy left open are listed in a lease object; first aborts the
-/// uploads that the lease objects `dead` (relative to `at`: those an
-/// interrupted copy left, which the caller then removes) list. The outer
-/// error is the lease's, the inner one the transfer's.
+/// killed copy left open are listed in a lease object. When `at` holds an
+/// `interrupted` copy, first aborts the uploads that the lease objects
+/// `dead` (relative to `at`: those it left, which the caller then removes)
+/// list, and then, where the service lists them, every other upload open
+/// below `at` (one a copy killed before recording it left: an interrupted
+/// copy is its rerun's alone). The outer error is the lease's, the inner
+/// one the transfer's.
 pub(crate) fn copy_leased(
     at: &Location,
+    interrupted: bool,
     dead: &[String],
     transfers: &[Transfer],
     progress: &(dyn Fn(u64) -> std::io::Result<()> + Sync),
 ) -> Result<std::io::Result<()>> {
     let root = Bucket::of(at)?;
-    abort_uploads(&root, dead)?;
+    if interrupted {
+        abort_uploads(&root, dead)?;
+        abort_unheld_uploads(
+            &root,
+            &BTreeSet::new(),
+            &|_| false,
+            std::time::Duration::ZERO,
+        )?;
+    }
     let _lease = BucketLease::take(&root, &format!("copy{}", files::random_hex(6)))?;
     Ok(leased(&root, transfers, progress))
 }
