@@ -1165,6 +1165,36 @@ loaderx.copy_table(src, dst, storage_options=opts)
 """
 
 
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_a_copy_of_an_evolved_table_reads_as_its_source(s3, tmp_path, where):
+    """A copy takes every file the latest version reads: the shards' own
+    columns, the column groups that add_columns wrote into them, their
+    deletion files, and the table directory's own columns when a plain
+    table became its first shard; a dropped column's files stay behind."""
+    src = str(tmp_path / "src")
+    for st in loaderx.arrow.ingest(rows(0, 6), src).values():
+        st.close()
+    with loaderx.open_table(src, readonly=False) as t:
+        t.append(rows(6, 10))  # the plain table is now its first shard, "."
+        t.add_columns({"score": np.arange(10) * 0.5, "tmp": np.arange(10)})
+        t.delete(np.array([2, 7]))
+        t.drop_columns("tmp")
+        t.append(rows(10, 12).append_column("score", pa.array([5.0, 5.5])))
+        want = {c: column(t, c) for c in t}
+    dst = str(tmp_path / "dst") if where == "local" else uri(s3, "evolved-copy")
+    opts = None if where == "local" else s3.options()
+    loaderx.copy_table(src, dst, storage_options=opts)
+    with loaderx.open_table(dst, storage_options=opts) as t:
+        assert sorted(t) == sorted(want)
+        for c, v in want.items():
+            got = column(t, c)
+            assert got == v if isinstance(v, list) else np.array_equal(got, v), c
+    assert want["id"].tolist() == [0, 1, 3, 4, 5, 6, 8, 9, 10, 11]
+    if where == "local":
+        assert not [f for _, _, fs in os.walk(dst) for f in fs if "tmp" in f]
+        assert not [d for d, _, _ in os.walk(dst) if d.endswith("/tmp")]
+
+
 def test_a_copy_rerun_aborts_the_multipart_uploads_a_killed_copy_left(s3, tmp_path):
     """A copy into a bucket holds a lease, as a write does, and records
     each multipart upload in its lease object before the upload's first

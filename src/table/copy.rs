@@ -22,7 +22,7 @@ use bytes::Bytes;
 use object_store::PutMode;
 
 use super::files::{self, INCOMPLETE};
-use super::manifest::{Manifest, MANIFEST_FILE};
+use super::manifest::{Manifest, ShardEntry, MANIFEST_FILE, SELF_SHARD};
 use super::versions::{version_file_name, VERSIONS_DIR};
 use super::{Table, VALIDITY_DIR};
 use crate::io::remote::upload::{transfer, Place, Transfer};
@@ -129,10 +129,10 @@ pub(super) fn remote_of(location: &Location) -> Result<Option<(Arc<Remote>, Stri
 /// Files by relative path, with their sizes.
 type Files = Vec<(String, u64)>;
 
-/// What a copy of `table` takes: every file of a plain table, or of each
-/// committed shard (the manifest apart), with sizes.
+/// What a copy of `table` takes: every file of a plain table, or each
+/// file that the latest version of a sharded one reads (the manifest
+/// apart), with sizes.
 fn plan_copy(src: &Location, table: &Table) -> Result<(Files, Option<Manifest>)> {
-    let all = files_of(src)?;
     match table.shards() {
         None => {
             let columns: BTreeSet<String> = table
@@ -141,26 +141,93 @@ fn plan_copy(src: &Location, table: &Table) -> Result<(Files, Option<Manifest>)>
                 .map(str::to_owned)
                 .collect();
             Ok((
-                all.into_iter()
+                files_of(src)?
+                    .into_iter()
                     .filter(|(rel, _)| in_plain_table(rel, &columns))
                     .collect(),
                 None,
             ))
         }
         Some(_) => {
+            // The version first, its files then: a version's files are in
+            // place before it is committed, so a commit between the two
+            // steps adds files this copy leaves out, never the reverse.
             let manifest = super::versions::read_manifest_in(src.fs(), src.path())?;
-            let columns: BTreeSet<String> = manifest.columns.iter().cloned().collect();
-            let shards: BTreeSet<&str> = manifest.shards.iter().map(|s| s.name.as_str()).collect();
-            let files = all
+            let files: Files = files_of(src)?
                 .into_iter()
-                .filter(|(rel, _)| match rel.split_once('/') {
-                    Some((shard, rest)) => shards.contains(shard) && in_plain_table(rest, &columns),
-                    None => false,
-                })
+                .filter(|(rel, _)| read_by(&manifest, rel))
                 .collect();
+            missing_column(&manifest, &files).map_or(Ok(()), |(shard, column)| {
+                Err(Error::InvalidState(format!(
+                    "{}: the files of column {column:?} of shard {shard:?} went away while the copy listed them (a cleanup removed the version being copied); copy again",
+                    src.path().display()
+                )))
+            })?;
             Ok((files, Some(manifest)))
         }
     }
+}
+
+/// The directory (relative to the table) that `column` of `shard` is
+/// read from: the last group listing it, else the shard's own.
+fn column_dir(shard: &ShardEntry, column: &str) -> String {
+    let within = shard
+        .groups
+        .iter()
+        .rev()
+        .find(|g| g.columns.iter().any(|c| c == column))
+        .map_or_else(|| column.to_owned(), |g| format!("{}/{column}", g.dir));
+    if shard.name == SELF_SHARD {
+        within
+    } else {
+        format!("{}/{within}", shard.name)
+    }
+}
+
+/// Whether the file `rel` of a sharded table is one that `manifest` reads:
+/// in a shard it names, a file of the shard's own columns, of one of its
+/// column groups, or its deletion file.
+fn read_by(manifest: &Manifest, rel: &str) -> bool {
+    let columns: BTreeSet<String> = manifest.columns.iter().cloned().collect();
+    let in_shard = |s: &ShardEntry, rest: &str| {
+        in_plain_table(rest, &columns)
+            || s.deleted.as_ref().is_some_and(|d| d.file == rest)
+            || s.groups.iter().any(|g| {
+                let cols: BTreeSet<String> = g
+                    .columns
+                    .iter()
+                    .filter(|c| columns.contains(*c))
+                    .cloned()
+                    .collect();
+                rest.strip_prefix(g.dir.as_str())
+                    .and_then(|r| r.strip_prefix('/'))
+                    .is_some_and(|r| in_plain_table(r, &cols))
+            })
+    };
+    if let Some((name, rest)) = rel.split_once('/') {
+        if let Some(s) = manifest.shards.iter().find(|s| s.name == name) {
+            return in_shard(s, rest);
+        }
+    }
+    manifest
+        .shards
+        .iter()
+        .find(|s| s.name == SELF_SHARD)
+        .is_some_and(|s| in_shard(s, rel))
+}
+
+/// A (shard, column) of `manifest` that none of `files` holds, if any.
+fn missing_column(manifest: &Manifest, files: &Files) -> Option<(String, String)> {
+    let dirs: BTreeSet<&str> = files
+        .iter()
+        .filter_map(|(rel, _)| rel.rsplit_once('/').map(|(d, _)| d))
+        .collect();
+    manifest.shards.iter().find_map(|s| {
+        manifest.columns.iter().find_map(|c| {
+            let dir = column_dir(s, c);
+            (!dirs.contains(dir.as_str())).then(|| (s.name.clone(), c.clone()))
+        })
+    })
 }
 
 /// Copies the table at `src` (plain or sharded, any location) to `dst`,
