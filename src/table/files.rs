@@ -148,16 +148,27 @@ pub(crate) fn prefetch(fs: &Fs, paths: &[PathBuf]) -> Result<()> {
 }
 
 /// Every file below `dir`: its path relative to `dir` (`/`-separated) and
-/// size, sorted.
+/// size, sorted. A file or directory below `dir` removed meanwhile is
+/// left out; `dir` itself must exist.
 pub(crate) fn walk(dir: &Path) -> Result<Vec<(String, u64)>> {
     let mut out = Vec::new();
     let mut stack = vec![(dir.to_path_buf(), String::new())];
+    // What another process removes while the walk runs (a lease given
+    // back, a temporary file renamed) was not there: skipped.
+    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
     while let Some((at, rel)) = stack.pop() {
-        for entry in std::fs::read_dir(&at).map_err(|e| Error::io(&at, e))? {
+        let entries = match std::fs::read_dir(&at) {
+            Err(e) if gone(&e) && !rel.is_empty() => continue,
+            r => r.map_err(|e| Error::io(&at, e))?,
+        };
+        for entry in entries {
             let entry = entry.map_err(|e| Error::io(&at, e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let path = entry.path();
-            let meta = entry.metadata().map_err(|e| Error::io(&path, e))?;
+            let meta = match entry.metadata() {
+                Err(e) if gone(&e) => continue,
+                r => r.map_err(|e| Error::io(&path, e))?,
+            };
             let child = if rel.is_empty() {
                 name
             } else {
@@ -416,9 +427,9 @@ pub(crate) fn remove_staging(dir: &Path) {
 
 /// Removes the local staging directories of dead writers to buckets (in
 /// the temporary directory: no live process holds their lease) that are
-/// older than `min_age` and [`LEFTOVER_MIN_AGE`]; returns the bytes freed.
+/// older than `min_age` (a cleanup's: at least [`LEFTOVER_MIN_AGE`] but in
+/// tests); returns the bytes freed.
 pub(crate) fn reclaim_staging(min_age: std::time::Duration) -> u64 {
-    let min_age = min_age.max(LEFTOVER_MIN_AGE);
     let tmp = std::env::temp_dir();
     let Ok(entries) = std::fs::read_dir(&tmp) else {
         return 0;
@@ -466,10 +477,11 @@ pub(crate) fn write_live(table: &Path, token: &str) -> bool {
         .any(|n| n.starts_with(&prefix) && lease_held(&dir.join(n)))
 }
 
-/// Removes the lease files of dead writers in `table` (older than
-/// [`LEFTOVER_MIN_AGE`]), and the leases directory when it is left empty.
-pub(crate) fn reclaim_leases(table: &Path) {
-    reclaim_leases_older(table, LEFTOVER_MIN_AGE);
+/// Removes the lease files of dead writers in `table` older than
+/// `min_age` (a cleanup's: at least [`LEFTOVER_MIN_AGE`] but in tests),
+/// and the leases directory when it is left empty.
+pub(crate) fn reclaim_leases(table: &Path, min_age: std::time::Duration) {
+    reclaim_leases_older(table, min_age);
 }
 
 /// [`reclaim_leases`] whatever their age: what a discarding write does

@@ -318,6 +318,29 @@ pub fn metadata(
     Ok(resolve(fresh.fs(), fresh.path(), &want)?.manifest.metadata)
 }
 
+/// The version `version` (None: the latest) of the sharded table at `at`,
+/// read afresh, that a change was planned on (a handle's): as
+/// [`resolve_at`], but `CommitConflict` when a cleanup removed it since
+/// (a race lost, as to a concurrent commit: open the table again and
+/// retry), naming it and the latest.
+pub(crate) fn planned_on(at: &crate::Location, version: Option<u64>) -> Result<Resolved> {
+    let Some(v) = version else {
+        return resolve_at(at, &VersionRef::Latest);
+    };
+    let at = at.fresh();
+    match resolve(at.fs(), at.path(), &VersionRef::Number(v)) {
+        Err(Error::InvalidValue(why)) => match latest(at.fs(), at.path())? {
+            Some(l) if v >= 1 && v < l.manifest.version() => Err(Error::CommitConflict(format!(
+                "table {}: this change was planned on version {v}, which a cleanup removed since; the latest version is {}: open the table again and retry",
+                at.path().display(),
+                l.manifest.version()
+            ))),
+            _ => Err(Error::InvalidValue(why)),
+        },
+        r => r,
+    }
+}
+
 pub fn resolve_at(at: &crate::Location, want: &VersionRef) -> Result<Resolved> {
     let at = at.fresh();
     resolve(at.fs(), at.path(), want)

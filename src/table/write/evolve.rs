@@ -19,7 +19,7 @@ use crate::table::manifest::{shard_dir, ColumnGroup, Manifest, ShardEntry, SELF_
 use crate::table::shard::{check_shard_agrees, shard_schema_in, ShardSchema};
 use crate::table::types::validity_dir;
 use crate::table::types::VALIDITY_DIR;
-use crate::table::versions::{self, VersionRef};
+use crate::table::versions;
 use crate::{Error, Location, Result};
 
 #[cfg(feature = "remote")]
@@ -89,8 +89,7 @@ pub(super) fn columnar_of(schema: &ShardSchema) -> Vec<String> {
 /// The version `version` (None: the latest) of the sharded table at `at`,
 /// read afresh.
 pub(super) fn base_version(at: &Location, version: Option<u64>) -> Result<Manifest> {
-    let want = version.map_or(VersionRef::Latest, VersionRef::Number);
-    Ok(versions::resolve_at(at, &want)?.manifest)
+    Ok(versions::planned_on(at, version)?.manifest)
 }
 
 /// A conflict between the version a commit was planned on and the one

@@ -176,8 +176,7 @@ fn save_views(
     let at = fresh(at);
     let root = Root::of(&at)?;
     let _lock = lock(&root)?;
-    let want = version.map_or(VersionRef::Latest, VersionRef::Number);
-    let m = versions::resolve(at.fs(), at.path(), &want)?.manifest;
+    let m = versions::planned_on(&at, version)?.manifest;
     let existing = versions::views(at.fs(), at.path())?;
     let taken: Vec<&View> = existing
         .iter()
@@ -502,7 +501,8 @@ pub fn cleanup_leaving(
     let root = Root::of(&at)?;
     let _lock = lock(&root)?;
     // This machine's staging directories of dead writers to buckets.
-    let mut freed = files::reclaim_staging(std::time::Duration::from_millis(older_than_ms));
+    let min_age = std::time::Duration::from_millis(older_than_ms).max(leftover_min_age);
+    let mut freed = files::reclaim_staging(min_age);
     let pending_file = root.path().join(CLEANUP_FILE);
     if let Some(raw) = read(&root, CLEANUP_FILE)? {
         freed += remove(&root, &Doomed::parse(&pending_file, &raw)?)?;
@@ -617,7 +617,6 @@ pub fn cleanup_leaving(
         .collect();
     // What dead writers left: shard and group directories no version
     // names, old enough, of writes no live process holds a lease of.
-    let min_age = std::time::Duration::from_millis(older_than_ms).max(leftover_min_age);
     let every: Vec<&Resolved> = kept.iter().chain(&removed).collect();
     #[cfg(feature = "remote")]
     let mut leases = BucketLeases::default();
@@ -850,7 +849,7 @@ fn leftovers(dir: &Path, every: &[&Resolved], min_age: std::time::Duration) -> R
             }
         }
     }
-    files::reclaim_leases(dir);
+    files::reclaim_leases(dir, min_age);
     Ok(out)
 }
 

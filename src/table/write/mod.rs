@@ -92,7 +92,6 @@ pub use split::split;
 use super::files;
 use super::manifest::{is_shard_name, MANIFEST_FILE, MANIFEST_LOCK};
 use super::shard::{ColumnSpec, ShardSchema};
-use super::versions::VersionRef;
 use crate::repr::{py_list, py_str};
 use crate::{Error, Location, Result};
 
@@ -198,9 +197,10 @@ impl TableWrite {
     /// for, such as the version a table handle shows) instead of the
     /// latest: when a later version changed the columns, the commit raises
     /// `CommitConflict` naming both versions rather than refusing the
-    /// rows' columns. `Missing` for a version the table does not have.
+    /// rows' columns, and when a cleanup removed `version` meanwhile.
+    /// `InvalidValue` for a version the table never had.
     pub fn plan_on(&mut self, version: u64) -> Result<()> {
-        let resolved = super::versions::resolve_at(&self.root.at, &VersionRef::Number(version))?;
+        let resolved = super::versions::planned_on(&self.root.at, Some(version))?;
         let mut cols = resolved.manifest.columns.clone();
         cols.sort();
         self.planned = Some((version, cols));

@@ -15,7 +15,7 @@
 use crate::read::records::Records;
 use crate::repr::{py_repr, py_str};
 use crate::schema::{DType, Layout};
-use crate::table::versions::{self, VersionRef, View};
+use crate::table::versions::{self, View};
 use crate::table::Table;
 use crate::{Error, Location, Result};
 
@@ -60,8 +60,7 @@ pub fn split(
         )));
     }
     let at = at.fresh();
-    let want = version.map_or(VersionRef::Latest, VersionRef::Number);
-    let resolved = versions::resolve(at.fs(), at.path(), &want)?;
+    let resolved = versions::planned_on(&at, version)?;
     let version = resolved.manifest.version();
     let n = resolved.manifest.num_rows();
     let parts = match by {
