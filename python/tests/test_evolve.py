@@ -235,6 +235,50 @@ def test_an_append_overtaken_by_a_change_of_columns_is_a_commit_conflict(table):
         assert all(d in manifest for d in shards), "a refused append left no shard"
 
 
+def test_a_change_planned_on_a_version_a_cleanup_removed_is_a_commit_conflict(table):
+    """Handles on a version that a cleanup removed since: a change planned
+    on it (append, add_columns, drop_columns, delete, save_view, split)
+    raises CommitConflict naming that version and the latest, and commits
+    nothing; tagging that version (named, not planned on) is refused with
+    the ValueError its docs give. (In a bucket, once the handle's plan is
+    older than the 10 seconds a cleanup with an ``older_than`` of 0 may
+    race; see docs/format.md.)"""
+    path, kw = table
+    changes = [
+        lambda a: a.append(rows(12, 13)),
+        lambda a: a.add_columns({"x": np.arange(8)}),
+        lambda a: a.drop_columns("caption"),
+        lambda a: a.delete("id < 2"),
+        lambda a: a.save_view("v", np.array([0, 1])),
+        lambda a: a.split({"train": 0.5, "val": 0.5}),
+        lambda a: a.tag("first"),
+    ]
+    handles = [loaderx.open_table(path, readonly=False, **kw) for _ in changes]
+    try:
+        with loaderx.open_table(path, readonly=False, **kw) as b:
+            b.append(rows(8, 10))
+            b.append(rows(10, 12))
+            b.cleanup(older_than=datetime.timedelta(0), keep_last=1)
+            assert [v["version"] for v in b.versions()] == [3]
+        if kw:
+            # In a bucket a handle's add_columns plans on the manifest.json
+            # its open read, without reading it again, for 10 seconds.
+            time.sleep(10.5)
+        gone = "planned on version 1, which a cleanup removed since; the latest version is 3"
+        for a, change in zip(handles[:-1], changes[:-1]):
+            assert a.version == 1
+            with pytest.raises(loaderx.CommitConflict, match=gone):
+                change(a)
+        with pytest.raises(ValueError, match="no version 1 .*removed by a cleanup"):
+            changes[-1](handles[-1])
+    finally:
+        for a in handles:
+            a.close()
+    with loaderx.open_table(path, **kw) as t:
+        assert t.version == 3 and t.num_rows == 12 and set(t) == {"id", "img", "caption"}
+        assert t.views() == {} and t.tags() == {}
+
+
 def test_a_commit_planned_on_an_older_version_conflicts_or_is_retried(table):
     path, kw = table
     a = loaderx.open_table(path, readonly=False, **kw)

@@ -383,12 +383,25 @@ pub(crate) struct Planned {
     /// Whether version 1's file is known to be there (only version 1 can
     /// lack its file; a commit on it writes the file first otherwise).
     first_file: bool,
+    /// When `manifest.json` was read or written so.
+    learnt: std::time::Instant,
 }
+
+/// How long what a handle learnt of `manifest.json` is planned on without
+/// reading it again: a commit on an older basis reads the latest first,
+/// so that a cleanup that removed versions meanwhile is seen (see
+/// docs/format.md on cleanups in a bucket).
+pub(crate) const BASIS_TTL: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Planned {
     /// The version planned on.
     pub(crate) fn manifest(&self) -> &Manifest {
         &self.current.manifest
+    }
+
+    /// Whether it was learnt within [`BASIS_TTL`].
+    pub(crate) fn recent(&self) -> bool {
+        self.learnt.elapsed() < BASIS_TTL
     }
 
     /// What opening the table at `at` learnt of it, when that open fetched
@@ -418,6 +431,7 @@ impl Planned {
             },
             tag,
             first_file,
+            learnt: std::time::Instant::now(),
         })
     }
 
@@ -431,6 +445,7 @@ impl Planned {
             },
             tag,
             first_file: true,
+            learnt: std::time::Instant::now(),
         }
     }
 }
@@ -453,6 +468,7 @@ pub(super) fn pointer(root: &Bucket) -> Result<Option<Planned>> {
                 },
                 tag,
                 first_file: false,
+                learnt: std::time::Instant::now(),
             }),
             None => None,
         },

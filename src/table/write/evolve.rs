@@ -290,10 +290,10 @@ impl ColumnsWrite {
         #[cfg(feature = "remote")]
         if let (Some(v), RootKind::Bucket(b)) = (version, Root::of(at)?.kind) {
             // manifest.json with its tag (as the open or the last commit
-            // left it, else read now): when it is the version asked for,
-            // the commit needs no read of the bucket.
+            // left it, lately, else read now): when it is the version
+            // asked for, the commit needs no read of the bucket.
             let known = basis
-                .filter(|basis| basis.version() == v)
+                .filter(|basis| basis.version() == v && basis.planned.recent())
                 .map(|basis| basis.planned.clone());
             let planned = match known {
                 Some(planned) => Some(planned),
