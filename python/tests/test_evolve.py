@@ -1101,6 +1101,18 @@ def _killed_before_recording(s3, script, *args):
     _killed_when(s3, fires, script, *args)
 
 
+def _table_of_large_rows(s3, name):
+    """A table of 8 rows of 1 MiB in the bucket: its path, storage options,
+    key prefix and keys."""
+    path, opts = uri(s3, name), s3.options()
+    x0 = pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(8 << 20, np.uint8)), 1 << 20)
+    loaderx.ingest_sharded(
+        pa.table({"id": np.arange(8), "x": x0}), path, workers=1, storage_options=opts
+    ).close()
+    prefix = f"{s3.prefix}/{name}/"
+    return path, opts, prefix, set(s3.keys(prefix))
+
+
 def test_cleanup_aborts_the_multipart_uploads_a_killed_bucket_writer_left(
     s3, tmp_path, monkeypatch
 ):
@@ -1111,13 +1123,7 @@ def test_cleanup_aborts_the_multipart_uploads_a_killed_bucket_writer_left(
     dead one's, with the lease object and the shard; the table reads as
     before."""
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # staging of this test's own
-    path, opts = uri(s3, "parts"), s3.options()
-    x0 = pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(8 << 20, np.uint8)), 1 << 20)
-    loaderx.ingest_sharded(
-        pa.table({"id": np.arange(8), "x": x0}), path, workers=1, storage_options=opts
-    ).close()
-    prefix = f"{s3.prefix}/parts/"
-    before = set(s3.keys(prefix))
+    path, opts, prefix, before = _table_of_large_rows(s3, "parts")
     client = s3.client()
     _killed_at_second_part(s3, _KILLED_LARGE_WRITER, path)
     uploads = _open_uploads(s3, prefix)
@@ -1128,9 +1134,13 @@ def test_cleanup_aborts_the_multipart_uploads_a_killed_bucket_writer_left(
     assert len(leases) == 1, leases
     body = json.loads(client.get_object(Bucket=s3.bucket, Key=leases[0])["Body"].read())
     assert body["uploads"] == [{"key": key, "id": upload}]
-    # The lease object is fresh: maybe a live writer's, its upload kept.
-    assert _native.table_cleanup(path, 0, 1, opts, _leftover_min_age_ms=0) == 0
+    # The lease object is fresh: maybe a live writer's, its upload, shard
+    # and lease object kept (its local staging, whose lock no process
+    # holds, is reclaimed).
+    left = set(s3.keys(prefix))
+    _native.table_cleanup(path, 0, 1, opts, _leftover_min_age_ms=0)
     assert _open_uploads(s3, prefix) == [(key, upload)]
+    assert set(s3.keys(prefix)) == left
     # A dead writer's: its upload aborted, its lease object and shard gone.
     assert _native.table_cleanup(path, 0, 1, opts, _leftover_min_age_ms=0, _lease_ttl_ms=0) > 0
     assert _open_uploads(s3, prefix) == []
@@ -1148,13 +1158,7 @@ def test_cleanup_aborts_an_upload_its_killed_writer_never_recorded(s3, tmp_path,
     enough (an hour by default, by the server's creation time); uploads
     below another table stay."""
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # staging of this test's own
-    path, opts = uri(s3, "unrecorded"), s3.options()
-    x0 = pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(8 << 20, np.uint8)), 1 << 20)
-    loaderx.ingest_sharded(
-        pa.table({"id": np.arange(8), "x": x0}), path, workers=1, storage_options=opts
-    ).close()
-    prefix = f"{s3.prefix}/unrecorded/"
-    before = set(s3.keys(prefix))
+    path, opts, prefix, before = _table_of_large_rows(s3, "unrecorded")
     client = s3.client()
     # Another table's upload (its name starts as this one's does) and one
     # of a live writer, listed in its fresh lease object: neither is ours
@@ -1216,8 +1220,8 @@ def test_a_copy_of_an_evolved_table_reads_as_its_source(s3, tmp_path, where):
     deletion files, and the table directory's own columns when a plain
     table became its first shard; a dropped column's files stay behind."""
     src = str(tmp_path / "src")
-    for st in loaderx.arrow.ingest(rows(0, 6), src).values():
-        st.close()
+    for store in loaderx.arrow.ingest(rows(0, 6), src).values():
+        store.close()
     with loaderx.open_table(src, readonly=False) as t:
         t.append(rows(6, 10))  # the plain table is now its first shard, "."
         t.add_columns({"score": np.arange(10) * 0.5, "tmp": np.arange(10)})
@@ -1239,12 +1243,15 @@ def test_a_copy_of_an_evolved_table_reads_as_its_source(s3, tmp_path, where):
         assert not [d for d, _, _ in os.walk(dst) if d.endswith("/tmp")]
 
 
-def test_a_copy_rerun_aborts_the_multipart_uploads_a_killed_copy_left(s3, tmp_path):
+@pytest.mark.parametrize("recorded", [True, False])
+def test_a_copy_rerun_aborts_the_multipart_uploads_a_killed_copy_left(s3, tmp_path, recorded):
     """A copy into a bucket holds a lease, as a write does, and records
     each multipart upload in its lease object before the upload's first
-    part: killed mid-upload, it leaves the upload listed there, and the
-    copy run again (which finishes an interrupted copy) aborts it and
-    removes the lease object; the copy reads as its source."""
+    part. Killed mid-upload, it leaves the upload listed there; killed
+    between creating the upload and recording it, listed nowhere. Either
+    way the copy run again (which finishes an interrupted copy, its alone)
+    aborts it (listing the uploads open below the destination for the
+    second) and removes the lease objects; the copy reads as its source."""
     src = str(tmp_path / "src")
     # 40 MiB that do not compress, in one shard: a file uploaded in parts.
     blob = np.random.default_rng(0).integers(0, 256, (40, 1 << 20), dtype=np.uint8)
@@ -1255,45 +1262,19 @@ def test_a_copy_rerun_aborts_the_multipart_uploads_a_killed_copy_left(s3, tmp_pa
     dst, opts = uri(s3, "copied"), s3.options()
     prefix = f"{s3.prefix}/copied/"
     client = s3.client()
-    _killed_at_second_part(s3, _KILLED_COPY, src, dst)
+    killed = _killed_at_second_part if recorded else _killed_before_recording
+    killed(s3, _KILLED_COPY, src, dst)
     uploads = _open_uploads(s3, prefix)
     assert len(uploads) == 1, uploads
     key, upload = uploads[0]
     leases = [k for k in s3.keys(prefix) if k.startswith(prefix + "_leases/")]
-    assert len(leases) == 1, leases
-    body = json.loads(client.get_object(Bucket=s3.bucket, Key=leases[0])["Body"].read())
-    assert body["uploads"] == [{"key": key, "id": upload}]
+    assert len(leases) == (1 if recorded else 0), leases
+    for lease in leases:
+        body = json.loads(client.get_object(Bucket=s3.bucket, Key=lease)["Body"].read())
+        assert body["uploads"] == [{"key": key, "id": upload}]
     assert loaderx.copy_table(src, dst, storage_options=opts) > 40 << 20
     assert _open_uploads(s3, prefix) == []
     assert not [k for k in s3.keys(prefix) if "/_leases/" in k[len(prefix) - 1 :]]
-    with loaderx.open_table(dst, storage_options=opts) as t:
-        assert column(t, "id").tolist() == list(range(40))
-        assert np.array_equal(np.asarray(t["x"][[0, 39]]).reshape(2, -1), blob[[0, 39]])
-
-
-def test_a_copy_rerun_aborts_an_upload_its_killed_copy_never_recorded(s3, tmp_path):
-    """A copy killed between creating a multipart upload and recording it
-    in its lease object leaves an upload no lease object lists: the copy
-    run again lists the uploads open below its destination and aborts
-    them (an interrupted copy is its rerun's alone); the copy reads as its
-    source."""
-    src = str(tmp_path / "src")
-    blob = np.random.default_rng(1).integers(0, 256, (40, 1 << 20), dtype=np.uint8)
-    x = pa.FixedSizeListArray.from_arrays(pa.array(blob.reshape(-1)), 1 << 20)
-    loaderx.ingest_sharded(
-        pa.table({"id": np.arange(40), "x": x}), src, workers=1, shards=1
-    ).close()
-    dst, opts = uri(s3, "copied"), s3.options()
-    prefix = f"{s3.prefix}/copied/"
-    client = s3.client()
-    _killed_before_recording(s3, _KILLED_COPY, src, dst)
-    uploads = _open_uploads(s3, prefix)
-    assert len(uploads) == 1, uploads
-    for k in s3.keys(prefix + "_leases/"):
-        body = json.loads(client.get_object(Bucket=s3.bucket, Key=k)["Body"].read())
-        assert body.get("uploads", []) == [], body
-    assert loaderx.copy_table(src, dst, storage_options=opts) > 40 << 20
-    assert _open_uploads(s3, prefix) == []
     with loaderx.open_table(dst, storage_options=opts) as t:
         assert column(t, "id").tolist() == list(range(40))
         assert np.array_equal(np.asarray(t["x"][[0, 39]]).reshape(2, -1), blob[[0, 39]])
