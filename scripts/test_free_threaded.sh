@@ -108,6 +108,9 @@ DESELECT=(
     --deselect "$T/test_evolve.py::test_cleanup_reclaims_what_a_killed_writer_left_in_a_bucket[add_columns]"
     --deselect $T/test_evolve.py::test_cleanup_aborts_the_multipart_uploads_a_killed_bucket_writer_left
     --deselect $T/test_evolve.py::test_a_copy_rerun_aborts_the_multipart_uploads_a_killed_copy_left
+    --deselect $T/test_evolve.py::test_cleanup_aborts_an_upload_its_killed_writer_never_recorded
+    --deselect "$T/test_evolve.py::test_a_copy_of_an_evolved_table_reads_as_its_source[s3]"
+    --deselect "$T/test_evolve.py::test_a_change_planned_on_a_version_a_cleanup_removed_is_a_commit_conflict[s3]"
     --deselect "$T/test_evolve.py::test_a_commit_planned_on_an_older_version_conflicts_or_is_retried[s3]"
     --deselect "$T/test_evolve.py::test_a_commit_overtaken_while_its_columns_were_written_takes_the_latest[s3]"
     --deselect $T/test_evolve.py::test_columns_added_in_a_bucket_commit_without_reading_it_again

@@ -341,6 +341,17 @@ pub(crate) fn planned_on(at: &crate::Location, version: Option<u64>) -> Result<R
     }
 }
 
+/// `e`, an error met while reading the files of version `version` of the
+/// table at `at` for a change planned on it; `CommitConflict` instead when
+/// a cleanup removed that version meanwhile (its files went with it: a
+/// race lost, not a damaged table).
+pub(crate) fn lost_to_cleanup(at: &crate::Location, version: u64, e: Error) -> Error {
+    match planned_on(at, Some(version)) {
+        Err(conflict @ Error::CommitConflict(_)) => conflict,
+        _ => e,
+    }
+}
+
 pub fn resolve_at(at: &crate::Location, want: &VersionRef) -> Result<Resolved> {
     let at = at.fresh();
     resolve(at.fs(), at.path(), want)

@@ -372,6 +372,7 @@ impl ColumnsWrite {
         let shard = self.shard(i)?;
         let at = self.root.at.fresh();
         crate::table::manifest::read_deleted(at.fs(), at.path(), shard)
+            .map_err(|e| versions::lost_to_cleanup(&at, self.base.version(), e))
     }
 
     fn group(&self) -> String {

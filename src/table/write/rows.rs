@@ -23,6 +23,7 @@ use crate::table::manifest::{
 use crate::table::open::{Column, Stream};
 use crate::table::shard::ColumnSpec;
 use crate::table::types::{validity_dir, write_types, ColumnLayout, ColumnType};
+use crate::table::versions;
 use crate::{Codec, Error, Location, Records, Result, Store};
 
 #[cfg(feature = "remote")]
@@ -116,7 +117,8 @@ pub fn delete_rows(at: &Location, version: Option<u64>, ids: &[u64]) -> Result<(
         let end = first + live;
         let mine: Vec<u64> = std::iter::from_fn(|| next.next_if(|&&i| i < end).copied()).collect();
         if !mine.is_empty() {
-            let gone = read_deleted(&fs, at.path(), shard)?;
+            let gone = read_deleted(&fs, at.path(), shard)
+                .map_err(|e| versions::lost_to_cleanup(at, base.version(), e))?;
             touched.push((si, physical(&gone, mine.iter().map(|i| i - first))));
         }
         first = end;
@@ -235,9 +237,12 @@ pub fn compact(at: &Location, min_deleted: f64) -> Result<Option<Manifest>> {
     let done = (|| -> Result<()> {
         for &i in &doomed {
             let old = &base.shards[i];
-            let gone = read_deleted(&fs, at.path(), old)?;
-            let (shard, ()) = write
-                .write_shard(|dir| copy_live(&fs, at.path(), &base, old, &gone, dir, &convert))?;
+            // Its files read: gone with a cleanup of the version, a conflict.
+            let (shard, ()) = (|| {
+                let gone = read_deleted(&fs, at.path(), old)?;
+                write.write_shard(|dir| copy_live(&fs, at.path(), &base, old, &gone, dir, &convert))
+            })()
+            .map_err(|e| versions::lost_to_cleanup(at, base.version(), e))?;
             let (objects, _) = match write.written(&shard.name) {
                 Some((schema, known)) => {
                     root.shard_contents(&shard.name, &schema, known.as_ref())?
