@@ -1204,6 +1204,27 @@ def test_cleanup_aborts_an_upload_its_killed_writer_never_recorded(s3, tmp_path,
         assert column(t, "id").tolist() == list(range(8))
 
 
+def test_cleanup_of_a_table_at_a_bucket_root_aborts_only_its_own_uploads(s3):
+    """A table at the root of its bucket: a cleanup aborts the open uploads
+    below its shards and groups that no live writer holds, and leaves the
+    bucket's other uploads alone."""
+    bucket = "loaderx-root-" + s3.prefix[-8:].lower()
+    client = s3.client()
+    client.create_bucket(Bucket=bucket)
+    path, opts = f"s3://{bucket}", s3.options()
+    loaderx.ingest_sharded(rows(0, 4), path, workers=1, storage_options=opts).close()
+    dead = client.create_multipart_upload(Bucket=bucket, Key="shard-dead-0/x/data.zr")
+    group = client.create_multipart_upload(Bucket=bucket, Key="_g-dead/x/data.zr")
+    other = client.create_multipart_upload(Bucket=bucket, Key="backups/x.tar")
+    _native.table_cleanup(path, 0, 1, opts, _leftover_min_age_ms=0, _lease_ttl_ms=0)
+    got = client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+    assert [(u["Key"], u["UploadId"]) for u in got] == [("backups/x.tar", other["UploadId"])]
+    assert dead["UploadId"] != group["UploadId"]
+    client.abort_multipart_upload(Bucket=bucket, Key="backups/x.tar", UploadId=other["UploadId"])
+    with loaderx.open_table(path, storage_options=opts) as t:
+        assert column(t, "id").tolist() == list(range(4))
+
+
 _KILLED_COPY = """
 import json, sys
 import loaderx

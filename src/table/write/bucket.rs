@@ -920,9 +920,10 @@ pub(super) fn abort_uploads(root: &Bucket, rels: &[String]) -> Result<()> {
 /// were created at least `min_age` ago, that no lease object of the `live`
 /// writes (tokens) lists, and whose key (relative to `root`) `spared` does
 /// not keep: uploads of writers killed before they recorded them, or
-/// whose lease objects are gone. Nothing where the service's uploads
-/// cannot be listed (see `Remote::open_uploads`; the documented bucket
-/// lifecycle rule covers them). Returns how many were aborted.
+/// whose lease objects are gone. Of a table at the root of its bucket,
+/// only those below its shards and groups. Nothing where the service's
+/// uploads cannot be listed (see `Remote::open_uploads`; the documented
+/// bucket lifecycle rule covers them). Returns how many were aborted.
 pub(super) fn abort_unheld_uploads(
     root: &Bucket,
     live: &BTreeSet<String>,
@@ -956,7 +957,10 @@ pub(super) fn abort_unheld_uploads(
     let mut aborted = 0;
     let unheld = open.iter().filter(|(key, id)| {
         let rel = key.strip_prefix(prefix.as_str()).unwrap_or(key);
-        !held.contains(id) && !spared(rel)
+        // A table at the root of its bucket owns only its shards and
+        // groups there, not every upload of the bucket.
+        let ours = !base.is_empty() || rel.starts_with("shard-") || rel.starts_with("_g-");
+        ours && !held.contains(id) && !spared(rel)
     });
     for (key, id) in unheld {
         remote
