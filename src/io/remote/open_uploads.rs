@@ -215,7 +215,7 @@ mod tests {
     #[test]
     fn a_listing_page_reads_its_uploads_and_markers() {
         let xml = br#"<?xml version="1.0" encoding="UTF-8"?>
-<ListMultipartUploadsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">
+<ListMultipartUploadsResult>
   <Bucket>b</Bucket><KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>
   <NextKeyMarker>t/shard-b/x.zr</NextKeyMarker><NextUploadIdMarker>id2</NextUploadIdMarker>
   <Prefix>t/</Prefix><MaxUploads>2</MaxUploads><IsTruncated>true</IsTruncated>
