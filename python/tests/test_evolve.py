@@ -1235,7 +1235,7 @@ loaderx.copy_table(src, dst, storage_options=opts)
 
 
 @pytest.mark.parametrize("where", ["local", "s3"])
-def test_a_copy_of_an_evolved_table_reads_as_its_source(s3, tmp_path, where):
+def test_a_copy_of_an_evolved_table_reads_as_its_source(request, tmp_path, where):
     """A copy takes every file the latest version reads: the shards' own
     columns, the column groups that add_columns wrote into them, their
     deletion files, and the table directory's own columns when a plain
@@ -1250,8 +1250,11 @@ def test_a_copy_of_an_evolved_table_reads_as_its_source(s3, tmp_path, where):
         t.drop_columns("tmp")
         t.append(rows(10, 12).append_column("score", pa.array([5.0, 5.5])))
         want = {c: column(t, c) for c in t}
-    dst = str(tmp_path / "dst") if where == "local" else uri(s3, "evolved-copy")
-    opts = None if where == "local" else s3.options()
+    if where == "local":
+        dst, opts = str(tmp_path / "dst"), None
+    else:
+        s3 = request.getfixturevalue("s3")
+        dst, opts = uri(s3, "evolved-copy"), s3.options()
     loaderx.copy_table(src, dst, storage_options=opts)
     with loaderx.open_table(dst, storage_options=opts) as t:
         assert sorted(t) == sorted(want)
