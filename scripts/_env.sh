@@ -19,13 +19,15 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 # Reinstall only when the requirements changed: the dev requirements, and
 # torch on its own (requirements/torch.txt: a large install that rarely
-# changes, so a change to dev.txt does not reinstall it).
+# changes, so a change to dev.txt does not reinstall it). Without pip's
+# cache: a new machine gains nothing from it, and torch's CUDA wheels would
+# take the disk twice (a run once stopped on a full disk here).
 for req in dev torch; do
     stamp="$VENV/.requirements-$req.sha"
     want="$(sha256sum "requirements/$req.txt" | cut -d' ' -f1)"
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-        "$VENV/bin/python" -m pip install -q --upgrade pip
-        "$VENV/bin/python" -m pip install -q -r "requirements/$req.txt"
+        "$VENV/bin/python" -m pip install -q --no-cache-dir --upgrade pip
+        "$VENV/bin/python" -m pip install -q --no-cache-dir -r "requirements/$req.txt"
         echo "$want" > "$stamp"
     fi
 done
