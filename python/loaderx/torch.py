@@ -147,11 +147,19 @@ class Epochs:
         return f"Epochs({self.loader!r}, steps={self.steps})"
 
 
-def as_tensors(batch: Any) -> Any:
+def as_tensors(batch: Any, *, pin_memory: bool = False) -> Any:
     """A loaderx batch with its NumPy arrays as torch tensors, sharing their
     memory (``torch.from_numpy``): a dict's values and a list's items are
     converted in turn; strings, bytes and None stay as they are. Use it as
     a :class:`~loaderx.dataloader.DataLoader` ``transform``.
+
+    ``pin_memory=True`` puts each tensor in page-locked memory instead (one
+    copy per array, as torch's own ``DataLoader(pin_memory=True)`` makes),
+    so that ``.to("cuda", non_blocking=True)`` overlaps the copy with the
+    GPU's work. Give it as ``functools.partial(as_tensors,
+    pin_memory=True)`` with ``workers`` of 1 or more, so that the copy runs
+    on the loader's transform threads, not in the training loop. It needs
+    an accelerator torch can pin memory for (``ValueError`` otherwise).
 
     >>> import numpy as np
     >>> out = as_tensors({"x": np.arange(3), "tok": [np.ones(2)], "text": ["a"]})
@@ -159,13 +167,26 @@ def as_tensors(batch: Any) -> Any:
     (tensor([0, 1, 2]), torch.float64, ['a'])
     """
     torch = require("torch", "torch", name="PyTorch", user="loaderx.torch.as_tensors")
-    return _as_tensors(torch, batch)
+    if not isinstance(pin_memory, bool):
+        raise TypeError(f"pin_memory must be a bool, got {type(pin_memory).__name__}")
+    if pin_memory and not torch.cuda.is_available():
+        raise ValueError(
+            "pin_memory=True needs a CUDA device to pin memory for, "
+            "but torch.cuda.is_available() is False"
+        )
+    return _as_tensors(torch, batch, pin_memory)
 
 
-def _as_tensors(torch, batch):
+def _as_tensors(torch, batch, pin=False):
     if isinstance(batch, np.ndarray):
         if isinstance(batch, np.ma.MaskedArray) or batch.dtype.kind in "OUSV":
             return batch
+        if pin:
+            # One copy, straight into page-locked memory.
+            dtype = torch.from_numpy(np.empty(0, batch.dtype)).dtype
+            out = torch.empty(batch.shape, dtype=dtype, pin_memory=True)
+            out.numpy()[...] = batch
+            return out
         if not batch.flags.writeable:
             # torch warns on read-only memory: such a batch is copied.
             return torch.from_numpy(np.array(batch))
@@ -173,9 +194,9 @@ def _as_tensors(torch, batch):
     if isinstance(batch, np.generic):
         return torch.as_tensor(batch)
     if isinstance(batch, Mapping):
-        return {k: _as_tensors(torch, v) for k, v in batch.items()}
+        return {k: _as_tensors(torch, v, pin) for k, v in batch.items()}
     if isinstance(batch, list):
-        return [_as_tensors(torch, v) for v in batch]
+        return [_as_tensors(torch, v, pin) for v in batch]
     if isinstance(batch, tuple):
-        return tuple(_as_tensors(torch, v) for v in batch)
+        return tuple(_as_tensors(torch, v, pin) for v in batch)
     return batch

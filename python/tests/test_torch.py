@@ -183,6 +183,24 @@ def test_as_tensors_shares_memory_and_keeps_text():
     assert as_tensors(np.int64(5)).item() == 5
 
 
+def test_as_tensors_pins_memory_where_asked_and_only_where_it_can():
+    batch = {"image": np.arange(24, dtype=np.uint8).reshape(2, 3, 2, 2), "text": ["a", "b"]}
+    with pytest.raises(TypeError, match="pin_memory must be a bool, got str"):
+        as_tensors(batch, pin_memory="yes")
+    if torch.cuda.is_available():
+        out = as_tensors(batch, pin_memory=True)
+        assert out["image"].is_pinned() and out["image"].dtype == torch.uint8
+        assert out["image"].numpy().tolist() == batch["image"].tolist()
+        out["image"][0] = 0  # a copy: the batch itself is untouched
+        assert batch["image"][0, 0, 0, 1] == 1 and out["text"] == ["a", "b"]
+        on_gpu = out["image"].to("cuda", non_blocking=True)
+        assert on_gpu.cpu().numpy()[1].tolist() == batch["image"][1].tolist()
+    else:
+        with pytest.raises(ValueError, match=r"pin_memory=True needs a CUDA device.*False"):
+            as_tensors(batch, pin_memory=True)
+    assert not as_tensors(batch)["image"].is_pinned()
+
+
 @runtime_checkable
 class Stateful(Protocol):
     """What Lightning's CombinedLoader checks before saving a loader's
