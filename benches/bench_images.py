@@ -79,7 +79,13 @@ SIZE = 224
 BATCH = 64
 
 
-def photos() -> list[np.ndarray]:
+def photos(npz: Path | None = None) -> list[np.ndarray]:
+    """The bundled photos: scikit-image's and scikit-learn's, or the same
+    arrays from ``npz`` (written by ``--save-photos``, for a machine that
+    has neither package)."""
+    if npz is not None:
+        with np.load(npz) as f:
+            return [f[k] for k in sorted(f.files)]
     import skimage.data as d
     from sklearn.datasets import load_sample_images
 
@@ -88,12 +94,18 @@ def photos() -> list[np.ndarray]:
     return out
 
 
-def make_files(root: Path, n: int) -> list[Path]:
-    """``n`` JPEGs in two class folders (see the module documentation)."""
+def save_photos(path: Path) -> None:
+    """The bundled photos as one compressed ``.npz`` (``--photos`` reads it)."""
+    np.savez_compressed(path, **{f"p{i:02d}": p for i, p in enumerate(photos())})
+
+
+def make_files(root: Path, n: int, npz: Path | None = None) -> list[Path]:
+    """``n`` JPEGs in two class folders (see the module documentation),
+    cut from :func:`photos`."""
     from PIL import Image
 
     rng = random.Random(0)
-    sources = [Image.fromarray(p).convert("RGB") for p in photos()]
+    sources = [Image.fromarray(p).convert("RGB") for p in photos(npz)]
     files = []
     for i in range(n):
         src = sources[i % len(sources)]
@@ -379,10 +391,15 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--quick", action="store_true", help="a small run (a smoke test)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--photos", type=Path, help="the photos from this .npz (see --save-photos)")
+    ap.add_argument("--save-photos", type=Path, help="write the bundled photos to this .npz, exit")
     ap.add_argument("--ffcv-child", choices=["write", "run"], help=argparse.SUPPRESS)
     ap.add_argument("--ffcv-path", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("files", nargs="*", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.save_photos:
+        save_photos(args.save_photos)
+        return
     if args.ffcv_child == "write":
         write_ffcv(args.files, args.ffcv_path, args.workers)
         print(0.0)
@@ -395,7 +412,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="loaderx-bench-images-"))
     try:
         log(f"writing {args.images} JPEGs")
-        files = make_files(tmp / "folder", args.images)
+        files = make_files(tmp / "folder", args.images, args.photos)
         t = time.perf_counter()
         table = images.ingest_folder(tmp / "folder", str(tmp / "table"), workers=args.workers)
         ingest_s = time.perf_counter() - t
