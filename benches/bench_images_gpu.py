@@ -52,7 +52,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_images import SIZE, PilDataset, make_files  # noqa: E402
+from bench_images import SIZE, PilDataset, available, dali_pipeline, make_files  # noqa: E402
 
 import loaderx  # noqa: E402
 from loaderx import images  # noqa: E402
@@ -207,35 +207,10 @@ def torch_pil_feed(torch, files, batch: int, workers: int, cuda: bool):
 
 
 def dali_feed(files, batch: int, workers: int):
-    from nvidia.dali import fn, pipeline_def, types
     from nvidia.dali.plugin.pytorch import DALIGenericIterator
 
-    labels = [int(Path(f).parent.name[-1]) for f in files]
-
-    @pipeline_def(batch_size=batch, num_threads=workers, device_id=0, seed=1)
-    def pipe():
-        jpegs, label = fn.readers.file(
-            files=[str(f) for f in files], labels=labels, random_shuffle=True, name="r"
-        )
-        img = fn.decoders.image_random_crop(
-            jpegs,
-            device="mixed",
-            output_type=types.RGB,
-            random_area=[0.08, 1.0],
-            random_aspect_ratio=[3 / 4, 4 / 3],
-        )
-        img = fn.resize(img, resize_x=SIZE, resize_y=SIZE)
-        img = fn.crop_mirror_normalize(
-            img,
-            dtype=types.UINT8,
-            output_layout="CHW",
-            mirror=fn.random.coin_flip(probability=0.5),
-        )
-        return img, label.gpu()
-
-    p = pipe()
-    p.build()
-    it = DALIGenericIterator([p], ["x", "y"], reader_name="r", auto_reset=True)
+    p = dali_pipeline(files, batch, workers, gpu=True)
+    it = DALIGenericIterator([p], ["x", "y"], reader_name="reader", auto_reset=True)
 
     def pairs():
         while True:
@@ -243,16 +218,6 @@ def dali_feed(files, batch: int, workers: int):
                 yield out[0]["x"], out[0]["y"].view(-1).long()
 
     return pairs()
-
-
-def available_dali(cuda: bool) -> str | None:
-    if not cuda:
-        return "no CUDA device"
-    try:
-        import nvidia.dali.plugin.pytorch  # noqa: F401
-    except Exception as e:  # noqa: BLE001 (any failure to import leaves the peer out)
-        return f"{type(e).__name__}: {e}"
-    return None
 
 
 def main() -> None:
@@ -293,7 +258,7 @@ def main() -> None:
             "dali_gpu": lambda: (None, dali_feed(files, args.batch, args.workers)),
         }
         missing = {}
-        if (why := available_dali(cuda)) is not None:
+        if (why := available("dali_gpu") if cuda else "no CUDA device") is not None:
             missing["dali_gpu"] = why
             del feeds["dali_gpu"]
         for p, why in missing.items():
