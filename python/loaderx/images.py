@@ -312,6 +312,7 @@ def ingest_folder(
         ]
     )
     skipped: list[str] = []
+    failure: list[ValueError] = []
 
     def batches():
         done = 0
@@ -322,7 +323,8 @@ def ingest_folder(
             for (path, label), (data, h, w, why) in zip(chunk, read):
                 if why is not None:
                     if on_error == "raise":
-                        raise ValueError(f"{path!r} in {root!r} is not a decodable image: {why}")
+                        failure.append(ValueError(f"{path!r} in {root!r} is {_reason(why)}"))
+                        raise failure[0]
                     skipped.append(path)
                     continue
                 for k, v in zip(rows, (data, label, h, w, path)):
@@ -336,7 +338,9 @@ def ingest_folder(
             print(file=sys.stderr)
 
     reader = pa.RecordBatchReader.from_batches(schema, batches())
-    return _ingest_sharded(
+    return _as_raised(
+        failure,
+        _ingest_sharded,
         reader,
         uri,
         workers=workers,
@@ -345,6 +349,26 @@ def ingest_folder(
         # Once every file is read: the skipped ones are known.
         metadata=lambda: {"classes": classes, **({"skipped": skipped} if skipped else {})},
     )
+
+
+def _reason(why: str) -> str:
+    """``why`` (the core's reason a value is not an image, or an OS error
+    reading a file) as "not a decodable image: ...", said once."""
+    prefix = "not a decodable image: "
+    return prefix + why.removeprefix(prefix)
+
+
+def _as_raised(failure: list, write, *args, **kwargs):
+    """``write(*args, **kwargs)``, an ingest fed by a batch generator that
+    appends the error it raises to ``failure``: that error, as raised, in
+    place of the one the core reports after the Arrow stream carried it
+    (which wraps the message in the stream's own text and a traceback)."""
+    try:
+        return write(*args, **kwargs)
+    except Exception:
+        if failure:
+            raise failure[0] from None
+        raise
 
 
 def _parquet_files(source) -> list[str]:
@@ -470,6 +494,7 @@ def ingest_parquet(
     out_schema = pa.schema(fields)
     classes = _class_names(schema, schema.names)
     skipped: list[str] = []
+    failure: list[ValueError] = []
     total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
 
     def batches():
@@ -477,10 +502,13 @@ def ingest_parquet(
         for file in files:
             pf = pq.ParquetFile(file)
             if pf.schema_arrow.remove_metadata() != schema.remove_metadata():
-                raise ValueError(
-                    f"{file!r} has columns {pf.schema_arrow.names} of other types than "
-                    f"{files[0]!r}: every file must have the same schema"
+                failure.append(
+                    ValueError(
+                        f"{file!r} has columns {pf.schema_arrow.names} of other types than "
+                        f"{files[0]!r}: every file must have the same schema"
+                    )
                 )
+                raise failure[0]
             row = 0
             for batch in pf.iter_batches(batch_size=_CHUNK):
                 col = batch.column(column)
@@ -501,7 +529,8 @@ def ingest_parquet(
                             f" (path {paths[i]!r})" if paths and paths[i] else ""
                         )
                         if on_error == "raise":
-                            raise ValueError(f"{where} is not a decodable image: {why}")
+                            failure.append(ValueError(f"{where} is {_reason(why)}"))
+                            raise failure[0]
                         skipped.append(f"{os.path.basename(file)}[{row + i}]")
                     else:
                         keep.append(i)
@@ -537,7 +566,9 @@ def ingest_parquet(
             out["skipped"] = skipped
         return out
 
-    return _ingest_sharded(
+    return _as_raised(
+        failure,
+        _ingest_sharded,
         reader,
         uri,
         workers=workers,
