@@ -270,7 +270,7 @@ def table_scan(
     filter: Callable[[Any], Any] | None = None,
     filter_rows: int = ...,
     predicate: str | None = None,
-    predicate_required: bool = False,
+    predicate_exact: bool = False,
 ) -> BatchReader | None: ...
 def pack(
     records: list[npt.NDArray[Any]],

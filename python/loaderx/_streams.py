@@ -266,7 +266,7 @@ def scan(
     filter_columns: list[str] | None = None,
     filter_rows: int = SCAN_FILTER_ROWS,
     predicate: str | None = None,
-    predicate_required: bool = False,
+    predicate_exact: bool = False,
 ):
     """The core's table scan over ``streams`` (a Table or dict of stores),
     as ``(schema, batches)``: the ``pyarrow.Schema`` of the batches and an
@@ -278,9 +278,11 @@ def scan(
     ``predicate`` (JSON, the core's ``columnar::Pred``) is evaluated on the
     stored chunks of columnar columns, when every column read is one: the
     rows it rejects are not read (the caller filters what comes back).
-    With ``predicate_required``, a scan the core cannot apply ``predicate``
-    to (a column read is not columnar, or has deleted rows or a view) is
-    None in place of ``(schema, batches)``.
+    With ``predicate_exact``, a scan the core cannot apply ``predicate``
+    to (a column read is not columnar, or has deleted rows or a view), or
+    whose answer the core does not say is exact (the rows it keeps are
+    exactly those where the predicate holds), is None in place of
+    ``(schema, batches)``.
 
     The batches come through ``read_next``, not the C stream interface:
     that carries only an errno and a message, so a ``Corrupted`` or
@@ -307,7 +309,7 @@ def scan(
         keep,
         filter_rows,
         predicate,
-        predicate_required,
+        predicate_exact,
     )
     if native is None:
         return None

@@ -46,6 +46,7 @@ engine.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
@@ -273,14 +274,15 @@ class _Scan:
             names = list(dict.fromkeys(predicate.meta.root_names()))
             need = wanted + [c for c in names if c not in wanted]
             remaining = num_rows if n_rows is None else n_rows
-            # The parts of the predicate the core evaluates on the stored
-            # chunks (the rows they reject are never read); polars applies
-            # the whole of it to what comes back, unless the core's is all
-            # of it and exact (then the columns only it reads stay unread).
+            # The predicate as the core's: it reads only the chunks that
+            # may match, and when it says its answer is exact polars need
+            # not filter again (then the columns only it reads stay
+            # unread); otherwise polars applies the whole of it to what
+            # comes back.
             columnar = {c: schema[c] for c in columns if columns[c].columnar}
-            native, exact = native_predicate(predicate, columnar)
+            native = native_predicate(predicate, columnar)
             got = None
-            if exact:
+            if native is not None:
                 got = scan(
                     pa,
                     streams,
@@ -289,7 +291,7 @@ class _Scan:
                     limit=n_rows,
                     max_rows=self.batch_rows,
                     predicate=native,
-                    predicate_required=True,
+                    predicate_exact=True,
                     **self.bulk(columns, wanted),
                 )
             if got is not None:
@@ -349,6 +351,7 @@ class _Scan:
 
 _CMP = {"Eq": "eq", "NotEq": "ne", "Lt": "lt", "LtEq": "le", "Gt": "gt", "GtEq": "ge"}
 _SWAP = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+_UNKNOWN = {"unknown": True}
 
 
 def _literal(node):
@@ -364,11 +367,23 @@ def _literal(node):
         return {"int": int(value)} if tag == "Boolean" else None
     if isinstance(value, int) and tag.startswith(("Int", "UInt")):
         return {"int": value}
-    if isinstance(value, float) and tag.startswith("Float"):
+    if isinstance(value, float) and tag.startswith("Float") and math.isfinite(value):
         return {"float": value}
     if isinstance(value, str) and tag == "String":
         return {"str": value}
     return None
+
+
+def _as_compared(dtype, value: dict) -> dict:
+    """The literal ``value`` as polars compares it with a column of
+    ``dtype``: cast to the column's float type (a float32 column compares
+    with the literal rounded to float32)."""
+    if str(dtype) not in ("Float32", "Float64") or "str" in value:
+        return value
+    x = float(value.get("float", value.get("int")))
+    if str(dtype) == "Float32":
+        x = float(np.float32(x))
+    return {"float": x} if math.isfinite(x) else None
 
 
 # What a regular expression matches as itself: letters, digits, space and
@@ -376,21 +391,11 @@ def _literal(node):
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-,:;'\"=!@%/")
 
 
-def _exact_cmp(dtype, value: dict) -> bool:
-    """Whether the core compares a column of polars type ``dtype`` with the
-    literal ``value`` exactly as polars does: an integer column with an
-    integer, a string column with a string (a float column keeps its NaN
-    rows in the core; a boolean is left to polars)."""
-    if "int" in value:
-        return dtype.is_integer()
-    return "str" in value and str(dtype) == "String"
-
-
 def _text_test(inputs, function, columnar: dict):
     """``str.contains`` (a literal, or a pattern that is one),
     ``str.starts_with`` and ``str.ends_with`` of a columnar column by a
-    string as the core's substring, prefix and suffix tests (exact); None
-    for anything else."""
+    string as the core's substring, prefix and suffix tests; None for
+    anything else."""
     if not (isinstance(inputs, list) and len(inputs) == 2 and isinstance(function, dict)):
         return None
     name = inputs[0].get("Column") if isinstance(inputs[0], dict) else None
@@ -408,58 +413,59 @@ def _text_test(inputs, function, columnar: dict):
     return None
 
 
-def _translate(node, columnar: dict):
-    """A polars expression node (its JSON form) as the core's predicate and
-    whether the core evaluates it exactly as polars does, or None; an
-    ``AND`` keeps whichever sides translate (a weaker filter, not exact)."""
+def _translate(node, columnar: dict) -> dict:
+    """A polars expression node (its JSON form) as the core's predicate
+    (its JSON form): what it does not take is ``{"unknown": true}``, which
+    may hold on any row. Floats compare in polars' order (every NaN
+    largest, -0 equal to +0). Whether the core's answer is exact is the
+    core's to say."""
     if not isinstance(node, dict) or len(node) != 1:
-        return None
+        return _UNKNOWN
     ((kind, body),) = node.items()
     if kind == "BinaryExpr" and isinstance(body, dict):
         op = body.get("op")
         left, right = body.get("left"), body.get("right")
         if op in ("And", "LogicalAnd", "Or", "LogicalOr"):
             a, b = _translate(left, columnar), _translate(right, columnar)
-            if op in ("Or", "LogicalOr"):
-                return ({"or": [a[0], b[0]]}, a[1] and b[1]) if a and b else None
-            if a and b:
-                return {"and": [a[0], b[0]]}, a[1] and b[1]
-            return (a[0] if a else b[0], False) if a or b else None
+            return {"or" if op in ("Or", "LogicalOr") else "and": [a, b]}
         cmp = _CMP.get(op)
         if cmp is None:
-            return None
+            return _UNKNOWN
         for col, lit, o in ((left, right, cmp), (right, left, _SWAP[cmp])):
             name = col.get("Column") if isinstance(col, dict) else None
             value = _literal(lit)
             if isinstance(name, str) and name in columnar and value is not None:
-                return {"cmp": [name, o, value]}, _exact_cmp(columnar[name], value)
-        return None
+                value = _as_compared(columnar[name], value)
+                if value is None:
+                    return _UNKNOWN
+                return {"cmp": [name, o, value], "floats": "nan_last"}
+        return _UNKNOWN
     if kind == "Function" and isinstance(body, dict):
         inputs, function = body.get("input"), body.get("function")
         text = _text_test(inputs, function, columnar)
         if text is not None:
-            return text, True
+            return text
         if isinstance(inputs, list) and len(inputs) == 1 and isinstance(function, dict):
             name = inputs[0].get("Column") if isinstance(inputs[0], dict) else None
             test = function.get("Boolean")
             if isinstance(name, str) and name in columnar and test in ("IsNull", "IsNotNull"):
-                return {"is_null" if test == "IsNull" else "is_not_null": name}, True
-    return None
+                return {"is_null" if test == "IsNull" else "is_not_null": name}
+    return _UNKNOWN
 
 
-def native_predicate(predicate, columnar: dict) -> tuple[str | None, bool]:
-    """The part of the polars ``predicate`` the core can evaluate on the
-    stored chunks of the ``columnar`` columns (name to polars type), as
-    JSON or None, and whether that is all of it, evaluated exactly as
-    polars would (then polars need not filter again)."""
+def native_predicate(predicate, columnar: dict) -> str | None:
+    """The polars ``predicate`` as the core's predicate over the
+    ``columnar`` columns (name to polars type), as JSON: the core prunes
+    chunks by it, evaluates it on the stored chunks and says whether its
+    answer is exact. None when the core takes nothing of it."""
     import json
 
     try:
         tree = json.loads(predicate.meta.serialize(format="json"))
     except Exception:  # noqa: BLE001 - an expression polars cannot serialise
-        return None, False
+        return None
     found = _translate(tree, columnar)
-    return (json.dumps(found[0]), found[1]) if found else (None, False)
+    return None if found == _UNKNOWN else json.dumps(found)
 
 
 def _filtered(frames, predicate, wanted: list, limit: int):

@@ -170,13 +170,14 @@ pub fn arrow_gather(
 /// (JSON, see `loaderx::columnar::Pred::from_json`) is evaluated on the
 /// stored chunks when every column read is columnar: the rows it rejects
 /// are never read (a caller may get rows it rejects too: it filters them).
-/// With `predicate_required`, a scan the core cannot apply `predicate` to
-/// is None (the caller reads what its own filter needs instead).
+/// With `predicate_exact`, a scan the core cannot apply `predicate` to, or
+/// whose answer the core does not say is exact, is None (the caller reads
+/// what its own filter needs instead).
 #[pyfunction]
 #[pyo3(signature = (
     stores, names, index_column, columns=None, start=0, end=None, limit=None,
     max_bytes=Some(la::DEFAULT_BATCH_BYTES), max_rows=None, filter_columns=None, filter=None,
-    filter_rows=la::FILTER_ROWS, predicate=None, predicate_required=false,
+    filter_rows=la::FILTER_ROWS, predicate=None, predicate_exact=false,
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn table_scan(
@@ -193,7 +194,7 @@ pub fn table_scan(
     filter: Option<Py<PyAny>>,
     filter_rows: usize,
     predicate: Option<String>,
-    predicate_required: bool,
+    predicate_exact: bool,
 ) -> PyResult<Option<BatchReader>> {
     let streams: Vec<(String, Handle)> = names
         .into_iter()
@@ -232,7 +233,8 @@ pub fn table_scan(
         // Applied when every column it reads is columnar; the caller
         // applies its full predicate to what comes back either way.
         let pred = loaderx::columnar::Pred::from_json(&text).py()?;
-        if !scan.native_filter(pred).py()? && predicate_required {
+        let applied = scan.native_filter(pred).py()?;
+        if predicate_exact && !(applied && scan.native_exact().py()?) {
             return Ok(None);
         }
     }

@@ -358,6 +358,22 @@ impl<S: StoreAccess> Scan<S> {
         Ok(true)
     }
 
+    /// Whether the native filter the scan applies keeps exactly the rows
+    /// where it holds ([`crate::columnar::Pred::exact`]); false without one.
+    pub fn native_exact(&self) -> Result<bool> {
+        let Some((named, pred)) = &self.pred else {
+            return Ok(false);
+        };
+        let mut kinds = Vec::with_capacity(named.len());
+        for (name, i) in named {
+            let kind = self.streams[*i]
+                .1
+                .with(|s| Ok(s.columnar().map(|c| c.kind())))?;
+            kinds.push((name.as_str(), kind));
+        }
+        Ok(pred.exact(&|c| kinds.iter().find(|(n, _)| *n == c).and_then(|(_, k)| *k)))
+    }
+
     /// The next stripe of the row ranges: at most `rows` rows, within one
     /// range; None at the end.
     fn take_stripe(&mut self, rows: u64) -> Option<Range<u64>> {
@@ -429,9 +445,12 @@ impl<S: StoreAccess> Scan<S> {
                     // One comparison of a column the batch projects: its
                     // rows kept and their values in one pass (a narrowed
                     // chunk compared as stored, only the rows kept widened).
-                    if let crate::columnar::Pred::Cmp(name, ..)
-                    | crate::columnar::Pred::Text(name, ..) = pred
-                    {
+                    let single = match pred {
+                        crate::columnar::Pred::Cmp(c) => Some(&c.column),
+                        crate::columnar::Pred::Text(name, ..) => Some(name),
+                        _ => None,
+                    };
+                    if let Some(name) = single {
                         let i = named.iter().find(|(c, _)| c == name).map_or(0, |(_, i)| *i);
                         if self.projection.contains(&(i + offset)) {
                             let got = self.streams[i].1.with(|s| match s.columnar() {
@@ -456,10 +475,10 @@ impl<S: StoreAccess> Scan<S> {
                         let i = named.iter().find(|(c, _)| c == name).map_or(0, |(_, i)| *i);
                         if self.projection.contains(&(i + offset)) {
                             // No chunk of the stripe can match: nothing read.
-                            if let crate::columnar::Pred::Cmp(_, op, lit) = leaf {
+                            if let crate::columnar::Pred::Cmp(c) = leaf {
                                 let may = self.streams[i].1.with(|s| {
                                     Ok(s.columnar().is_none_or(|col| {
-                                        col.may_match(stripe.start, stripe.end, *op, lit)
+                                        col.may_match(stripe.start, stripe.end, c)
                                     }))
                                 })?;
                                 if !may {

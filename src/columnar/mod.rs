@@ -41,7 +41,9 @@ pub use file::{
 pub use format::{Bound, Entry, Footer, ValueKind, COLUMN_FILE};
 pub use num::Num;
 #[cfg(feature = "arrow")]
-pub use pred::{compare_array, CmpOp, Lit, Pred, TextOp};
+pub use pred::{
+    compare_array, intersect, union, Cmp, CmpOp, FloatOrder, Lit, Pred, RowRanges, TextOp,
+};
 pub(crate) use writer::write_records;
 pub use writer::{ColumnWriter, CHUNK_BYTES, CHUNK_ROWS};
 

@@ -348,7 +348,7 @@ fn corruption_is_detected() {
                 // naming the file, or gives exactly the right rows.
                 #[cfg(feature = "arrow")]
                 for (op, l) in [(CmpOp::Eq, 300i64), (CmpOp::NotEq, 1), (CmpOp::Lt, 40_000)] {
-                    let leaf = super::Pred::Cmp("x".into(), op, Lit::Int(l as i128));
+                    let leaf = super::Pred::cmp("x", op, Lit::Int(l as i128));
                     match col.filter_range(0, 20_000, &leaf) {
                         Err(e) => assert!(e.to_string().contains("column.zc"), "{e}"),
                         Ok((bits, kept)) => {
@@ -380,8 +380,8 @@ fn corruption_is_detected() {
     }
 }
 
-/// The predicate evaluated on stored chunks agrees with the values: exactly
-/// for integers, booleans and text; for floats every matching row and NaN.
+/// The predicate evaluated on stored chunks agrees with the values, for
+/// integers, floats (in Arrow's order) and text.
 #[cfg(feature = "arrow")]
 #[test]
 fn predicates_on_stored_chunks_agree_with_the_values() {
@@ -400,8 +400,12 @@ fn predicates_on_stored_chunks_agree_with_the_values() {
         .map(|i| {
             if i % 101 == 0 {
                 f32::NAN
+            } else if i % 103 == 0 {
+                -0.0
+            } else if i % 109 == 0 {
+                -f32::NAN
             } else {
-                (r() % 1000) as f32 / 10.0
+                (r() % 1000) as f32 / 10.0 - 20.0
             }
         })
         .collect();
@@ -440,7 +444,7 @@ fn predicates_on_stored_chunks_agree_with_the_values() {
     for &op in &ops {
         for (lo, hi) in [(0u64, n as u64), (123, 40_001)] {
             let check = |c: usize, lit: Lit, truth: &dyn Fn(usize) -> bool, exact: bool| {
-                let pred = Pred::Cmp("x".into(), op, lit.clone());
+                let pred = Pred::cmp("x", op, lit.clone());
                 let got = pred.eval(&|_| Some(&cols[c]), lo, hi).unwrap();
                 for (j, i) in (lo as usize..hi as usize).enumerate() {
                     let want = truth(i);
@@ -475,16 +479,14 @@ fn predicates_on_stored_chunks_agree_with_the_values() {
                 &|i| holds(op, (wide[i] as i128).cmp(&l)),
                 true,
             );
-            for l in [50.0f64, -1.0, 1e9] {
+            // Floats as Arrow's kernels compare them: total order, -0 = +0.
+            let zero = |x: f64| if x == 0.0 { 0.0 } else { x };
+            for l in [50.0f64, -1.0, 1e9, 0.0, -0.0, f64::NAN, -f64::NAN, 0.1] {
                 check(
                     2,
                     Lit::Float(l),
-                    &|i| {
-                        (floats[i] as f64)
-                            .partial_cmp(&l)
-                            .is_some_and(|o| holds(op, o))
-                    },
-                    false,
+                    &|i| holds(op, zero(floats[i] as f64).total_cmp(&zero(l))),
+                    true,
                 );
             }
             let l = b"k250".to_vec();
@@ -505,6 +507,158 @@ fn predicates_on_stored_chunks_agree_with_the_values() {
         assert_eq!(got.value(i), !valid[i] || ints[i] == 1_000_000, "row {i}");
     }
     assert!(Pred::from_json(r#"{"cmp": ["x", "like", {"int": 1}]}"#).is_err());
+}
+
+/// A comparison through casts prunes only chunks whose cast bounds rule
+/// it out (a float chunk of 5.1..5.9 cast to an integer holds 5), keeps
+/// exactly the rows where a cast that cannot fail holds, and keeps the rows
+/// whose cast fails beside those where it holds (inexact): never fewer.
+#[cfg(feature = "arrow")]
+#[test]
+fn comparisons_through_casts_prune_by_their_cast_bounds() {
+    use super::{Cmp, CmpOp, Lit, Pred};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut r = lcg(5);
+    let n = 60_000usize;
+    // 7.0, but for a run of 5.1..5.9, a run of large values, NaN and -0.5.
+    let vals: Vec<f64> = (0..n)
+        .map(|i| match i {
+            10_000..30_000 => 5.1 + (r() % 9) as f64 / 10.0,
+            40_000..41_000 => 3e9 + (r() % 1000) as f64,
+            50_000 => f64::NAN,
+            50_001..50_100 => -0.5,
+            _ => 7.0,
+        })
+        .collect();
+    let dir = tmp.path().join("f");
+    write_fixed(&dir, DType::F64, &le_bytes!(vals), None, true);
+    let col = open(&dir);
+    let kind = col.kind();
+    // The casts as Arrow casts: None where it fails.
+    let to_int = |v: f64, bits: i32| -> Option<i128> {
+        let t = v.trunc();
+        (t >= -(2f64.powi(bits - 1)) && t < 2f64.powi(bits - 1)).then_some(t as i128)
+    };
+    let holds = |op: CmpOp, o: std::cmp::Ordering| match op {
+        CmpOp::Eq => o.is_eq(),
+        CmpOp::NotEq => o.is_ne(),
+        CmpOp::Lt => o.is_lt(),
+        CmpOp::LtEq => o.is_le(),
+        CmpOp::Gt => o.is_gt(),
+        CmpOp::GtEq => o.is_ge(),
+    };
+    let ops = [CmpOp::Eq, CmpOp::NotEq, CmpOp::Lt, CmpOp::GtEq];
+    for (to, bits) in [(DType::I64, 64), (DType::I32, 32), (DType::I8, 8)] {
+        for &op in &ops {
+            for l in [5i128, 7, 0, -3, 3_000_000_500] {
+                let c = Cmp::new("x", op, Lit::Int(l)).cast(to);
+                let pred = Pred::Cmp(c.clone());
+                assert!(!pred.exact(&|_| Some(kind)), "{c:?}");
+                let got = pred.eval(&|_| Some(&col), 0, n as u64).unwrap();
+                let may = col.may_rows(&pred);
+                let in_may = |i: u64| may.iter().any(|r| r.contains(&i));
+                for (i, &x) in vals.iter().enumerate() {
+                    match to_int(x, bits) {
+                        Some(v) => {
+                            let want = holds(op, v.cmp(&l));
+                            assert_eq!(got.value(i), want, "{c:?} row {i}");
+                            assert!(!want || in_may(i as u64), "{c:?} pruned row {i}");
+                        }
+                        // Failing casts are kept, for the caller.
+                        None => assert!(got.value(i) && in_may(i as u64), "{c:?} row {i}"),
+                    }
+                }
+            }
+        }
+    }
+    // The issue's query: CAST(f AS BIGINT) = 5 keeps the 5.x run's chunks
+    // (and only chunks that hold it or could).
+    let five = Pred::Cmp(Cmp::new("x", CmpOp::Eq, Lit::Int(5)).cast(DType::I64));
+    let may = col.may_rows(&five);
+    let has = |i: u64| may.iter().any(|r| r.contains(&i));
+    assert!(has(10_000) && has(29_999) && has(50_000), "{may:?}");
+    assert!(!has(0) && !has(35_000) && !has(59_999), "{may:?}");
+    let got = five.eval(&|_| Some(&col), 0, n as u64).unwrap();
+    assert_eq!(got.count_set_bits(), 20_000 + 1, "the run and the NaN row");
+    // Rounding casts never fail: exact.
+    for &op in &ops {
+        for l in [5.5f64, 7.0, 3e9 + 10.0, -0.0] {
+            let c = Cmp::new("x", op, Lit::Float(l)).cast(DType::F32);
+            let pred = Pred::Cmp(c.clone());
+            assert!(pred.exact(&|_| Some(kind)), "{c:?}");
+            let got = pred.eval(&|_| Some(&col), 0, n as u64).unwrap();
+            let may = col.may_rows(&pred);
+            for (i, &x) in vals.iter().enumerate() {
+                let zero = |x: f64| if x == 0.0 { 0.0 } else { x };
+                let v = x as f32 as f64;
+                let want = holds(op, zero(v).total_cmp(&zero(l)));
+                assert_eq!(got.value(i), want, "{c:?} row {i}");
+                assert!(!want || may.iter().any(|r| r.contains(&(i as u64))));
+            }
+        }
+    }
+}
+
+/// polars' float order (every NaN largest and equal, -0 equal to +0) is
+/// evaluated exactly, and pruning under it keeps every matching chunk.
+#[cfg(feature = "arrow")]
+#[test]
+fn floats_compare_in_polars_order_on_request() {
+    use super::{Cmp, CmpOp, FloatOrder, Lit, Pred};
+    let tmp = tempfile::tempdir().unwrap();
+    let n = 40_000usize;
+    let vals: Vec<f32> = (0..n)
+        .map(|i| match i % 7 {
+            0 => -0.0,
+            1 => 0.0,
+            2 if i > 20_000 => f32::NAN,
+            3 if i < 5_000 => -f32::NAN,
+            _ => (i % 50) as f32 - 25.0,
+        })
+        .collect();
+    let dir = tmp.path().join("g");
+    write_fixed(&dir, DType::F32, &le_bytes!(vals), None, false);
+    let col = open(&dir);
+    let polars = |x: f64, l: f64| -> std::cmp::Ordering {
+        match (x.is_nan(), l.is_nan()) {
+            (true, true) => std::cmp::Ordering::Equal,
+            (true, false) => std::cmp::Ordering::Greater,
+            (false, true) => std::cmp::Ordering::Less,
+            _ => x.partial_cmp(&l).unwrap(),
+        }
+    };
+    for op in [
+        CmpOp::Eq,
+        CmpOp::NotEq,
+        CmpOp::Lt,
+        CmpOp::LtEq,
+        CmpOp::Gt,
+        CmpOp::GtEq,
+    ] {
+        for l in [0.0f64, -0.0, 3.0, f64::NAN, -100.0, 100.0] {
+            let c = Cmp::new("x", op, Lit::Float(l)).floats(FloatOrder::NanLast);
+            let pred = Pred::Cmp(c.clone());
+            assert!(pred.exact(&|_| Some(col.kind())));
+            let got = pred.eval(&|_| Some(&col), 0, n as u64).unwrap();
+            let may = col.may_rows(&pred);
+            for (i, &x) in vals.iter().enumerate() {
+                let o = polars(x as f64, l);
+                let want = match op {
+                    CmpOp::Eq => o.is_eq(),
+                    CmpOp::NotEq => o.is_ne(),
+                    CmpOp::Lt => o.is_lt(),
+                    CmpOp::LtEq => o.is_le(),
+                    CmpOp::Gt => o.is_gt(),
+                    CmpOp::GtEq => o.is_ge(),
+                };
+                assert_eq!(got.value(i), want, "{c:?} row {i}");
+                assert!(
+                    !want || may.iter().any(|r| r.contains(&(i as u64))),
+                    "{c:?} {i}"
+                );
+            }
+        }
+    }
 }
 
 /// Substring, prefix and suffix tests on stored text chunks (and on the

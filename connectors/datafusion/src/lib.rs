@@ -12,15 +12,17 @@
 //! * **late materialization** — predicates over cheap columns (record_id and
 //!   dense scalar streams) are evaluated first, on those columns only, and the
 //!   heavy streams are gathered for the surviving rows alone;
-//! * **native filters** — comparisons over columnar columns (and their
-//!   `AND`s and `OR`s) are evaluated by the core on the chunks as stored
-//!   ([`native`]), and applied again by DataFusion to the rows kept.
+//! * **one predicate** — each filter is translated once into the core's
+//!   predicate ([`native`]); the core alone decides which chunks may hold a
+//!   matching row (they alone are read), which rows match when every column
+//!   the filter reads is columnar (evaluated on the chunks as stored), and
+//!   whether that answer is exact. A filter the core answers inexactly is
+//!   applied again by DataFusion to the rows kept.
 //!
 //! Output batches are bounded in bytes, and partitions scan disjoint row
 //! ranges in parallel.
 
 mod native;
-mod prune;
 mod rows;
 mod scan;
 
@@ -72,8 +74,9 @@ struct Table<S> {
     len: u64,
     /// Per stream: cheap to read for a predicate ([`la::is_cheap`]).
     cheap: Vec<bool>,
-    /// Per stream: a columnar column (the core evaluates filters on it).
-    columnar: Vec<bool>,
+    /// Per stream: what a columnar column holds (the core evaluates
+    /// filters on it); None for a store.
+    columnar: Vec<Option<loaderx::columnar::ValueKind>>,
     options: Options,
 }
 
@@ -118,7 +121,7 @@ impl<S: StoreAccess + 'static> StoreTable<S> {
                 )));
             }
             let (n, scalar, stored) =
-                s.with(|s| Ok((s.len(), la::is_cheap(s), s.columnar().is_some())))?;
+                s.with(|s| Ok((s.len(), la::is_cheap(s), s.columnar().map(|c| c.kind()))))?;
             cheap.push(scalar);
             columnar.push(stored);
             match len {
@@ -170,19 +173,38 @@ impl<S: StoreAccess + 'static> Table<S> {
         self.index_column.as_deref() == Some(name)
     }
 
-    /// `expr` as a filter the core evaluates on the stored chunks: every
-    /// column it reads is columnar.
-    fn native(&self, expr: &Expr) -> Option<loaderx::columnar::Pred> {
-        let pred = native::pred(expr, &self.schema)?;
-        pred.columns()
-            .iter()
-            .all(|c| {
-                self.streams
-                    .iter()
-                    .position(|(n, _)| n == c)
-                    .is_some_and(|i| self.columnar[i])
+    /// What a column named `name` holds, when it is columnar.
+    fn kind(&self, name: &str) -> Option<loaderx::columnar::ValueKind> {
+        let i = self.streams.iter().position(|(n, _)| n == name)?;
+        self.columnar[i]
+    }
+
+    /// Whether the core evaluates `p` itself: it is all understood and
+    /// every column it reads is columnar.
+    fn native(&self, p: &Pred) -> bool {
+        !p.has_unknown() && p.columns().iter().all(|c| self.kind(c).is_some())
+    }
+
+    /// The rows `p` may select, by the chunk statistics of the columnar
+    /// columns it reads and the row numbers the index column names; None
+    /// when it may select any.
+    fn may_rows(&self, p: &Pred) -> loaderx::Result<Option<Rows>> {
+        let got = p.may_rows_with(&mut |leaf| {
+            if let Some(ix) = self.index_column.as_deref() {
+                if let Some(r) = index_rows(leaf, ix, self.len) {
+                    return Ok(Some(r.0));
+                }
+            }
+            let Some((_, s)) = self.streams.iter().find(|(n, _)| n == leaf.columns()[0]) else {
+                return Ok(None);
+            };
+            s.with(|r| {
+                Ok(r.columnar()
+                    .filter(|c| loaderx::Records::len(*c) == self.len)
+                    .map(|c| c.may_rows(leaf)))
             })
-            .then_some(pred)
+        })?;
+        Ok(got.map(Rows))
     }
 
     /// Whether `expr` only reads cheap columns (and so is evaluated early).
@@ -200,6 +222,7 @@ impl<S: StoreAccess + 'static> Table<S> {
     }
 }
 
+use loaderx::columnar::Pred;
 use rows::{index_rows, Rows};
 use scan::{Partition, ScanPlan};
 
@@ -224,18 +247,20 @@ impl<S: StoreAccess + 'static> TableProvider for StoreTable<S> {
                 if !t.options.pushdown {
                     return TableProviderFilterPushDown::Unsupported;
                 }
+                let p = native::pred(f, &t.schema);
                 let on_index = t
                     .index_column
                     .as_deref()
-                    .is_some_and(|ix| index_rows(f, ix, t.len).is_some());
-                // Both kinds are evaluated exactly during the scan; a
-                // native filter on a float may keep more rows (see
-                // `native`).
+                    .is_some_and(|ix| index_rows(&p, ix, t.len).is_some());
+                // Row ranges of the index are exact; the core's own
+                // evaluation is exact where it says so; any other filter
+                // of cheap columns is DataFusion's own, evaluated during
+                // the scan.
                 if on_index {
                     TableProviderFilterPushDown::Exact
                 } else if !t.cheap_only(f) {
                     TableProviderFilterPushDown::Unsupported
-                } else if t.native(f).is_some_and(|p| !native::exact(&p, &t.schema)) {
+                } else if t.native(&p) && !p.exact(&|c| t.kind(c)) {
                     TableProviderFilterPushDown::Inexact
                 } else {
                     TableProviderFilterPushDown::Exact
@@ -261,35 +286,28 @@ impl<S: StoreAccess + 'static> TableProvider for StoreTable<S> {
         // pushed down is a cheap-column predicate evaluated per batch.
         let mut rows = Rows::all(t.len);
         let mut rest: Vec<Expr> = Vec::new();
+        let mut preds: Vec<Pred> = Vec::new();
         for f in filters {
+            let p = native::pred(f, &t.schema);
             match t
                 .index_column
                 .as_deref()
-                .and_then(|ix| index_rows(f, ix, t.len))
+                .and_then(|ix| index_rows(&p, ix, t.len))
             {
                 Some(r) => rows = rows.intersect(&r),
                 None => {
                     // Chunks whose statistics rule the predicate out.
-                    if let Some(r) = prune::rows(f, &t.streams, t.len).map_err(external)? {
+                    if let Some(r) = t.may_rows(&p).map_err(external)? {
                         rows = rows.intersect(&r);
                     }
-                    rest.push(f.clone())
+                    rest.push(f.clone());
+                    preds.push(p);
                 }
             }
         }
         // The core's own evaluation when it understands every filter.
-        let native = rest
-            .iter()
-            .map(|f| t.native(f))
-            .collect::<Option<Vec<_>>>()
-            .filter(|p| !p.is_empty())
-            .map(|mut p| {
-                if p.len() == 1 {
-                    p.remove(0)
-                } else {
-                    loaderx::columnar::Pred::And(p)
-                }
-            });
+        let native =
+            (!preds.is_empty() && preds.iter().all(|p| t.native(p))).then(|| Pred::and(preds));
         let predicate = match rest.into_iter().reduce(|a, b| a.and(b)) {
             None => None,
             Some(expr) => {

@@ -1,65 +1,83 @@
-//! Filters the core evaluates itself on columnar chunks as they are stored
-//! ([`loaderx::columnar::Pred`]): comparisons of a column (as it is, or
-//! widened by a cast that keeps every value) with a literal, `BETWEEN`,
-//! `IN` lists, `LIKE` patterns with `%` at either end only (a substring,
-//! prefix or suffix test), `IS [NOT] NULL` and their `AND`s and `OR`s.
+//! DataFusion filters as the core's predicates ([`loaderx::columnar::Pred`]):
+//! the one translation of a filter, made once per scan. The core then
+//! decides which chunks may match (pruning), which rows match (when every
+//! column the filter reads is columnar) and whether that is exact.
 //!
-//! The core's evaluation keeps every row the filter keeps and may keep
-//! more (a float column's NaN rows): a filter that compares a float is
-//! pushed down as inexact, so DataFusion applies it again to the rows the
-//! scan returns, which are few when the filter is selective; every other
-//! is exact ([`exact`]), and the columns it reads need not leave the scan. Comparisons whose result
-//! could differ between the core's total order of floats and the one
-//! DataFusion's kernels use (a literal of zero or NaN) are left to
-//! DataFusion.
+//! Understood: comparisons of a column, as it is or through `CAST` and
+//! `TRY_CAST` to number types (or between text types), with a literal;
+//! `BETWEEN` and `IN` lists (negated too); `LIKE` patterns with `%` at
+//! either end only (a substring, prefix or suffix test); `IS [NOT] NULL`;
+//! and their `AND`s and `OR`s. Anything else (arithmetic, functions,
+//! `NOT`, `ILIKE`, a comparison of two columns, a null literal) is
+//! [`Pred::Unknown`]: it prunes nothing and keeps every row, for
+//! DataFusion to decide.
 
 use arrow_schema::{DataType, Schema};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Like, Operator};
-use loaderx::columnar::{CmpOp, Lit, Pred, TextOp};
+use loaderx::columnar::{Cmp, CmpOp, FloatOrder, Lit, Pred, TextOp};
+use loaderx::DType;
 
-/// `expr` as a predicate the core evaluates on the columns of `schema`;
-/// None when it is not one (or not one exactly enough).
-pub(crate) fn pred(expr: &Expr, schema: &Schema) -> Option<Pred> {
+/// `expr` as the core's predicate over the columns of `schema`.
+pub(crate) fn pred(expr: &Expr, schema: &Schema) -> Pred {
+    translate(expr, schema).unwrap_or(Pred::Unknown)
+}
+
+fn translate(expr: &Expr, schema: &Schema) -> Option<Pred> {
     match expr {
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => match op {
-            Operator::And | Operator::Or => {
-                let parts = vec![pred(left, schema)?, pred(right, schema)?];
-                Some(if *op == Operator::And {
-                    Pred::And(parts)
-                } else {
-                    Pred::Or(parts)
-                })
-            }
+            Operator::And => Some(Pred::and(vec![pred(left, schema), pred(right, schema)])),
+            Operator::Or => Some(Pred::or(vec![pred(left, schema), pred(right, schema)])),
             _ => {
-                let (name, lit, op) = match (column(left, schema), column(right, schema)) {
-                    (Some(c), None) => (c, literal(right)?, *op),
-                    (None, Some(c)) => (c, literal(left)?, op.swap()?),
-                    _ => return None,
-                };
-                cmp(name, op, lit, schema)
+                let op = cmp_op(*op)?;
+                match (operand(left, schema), operand(right, schema)) {
+                    (Some(c), None) => Some(cmp(c, op, literal(right)?)),
+                    (None, Some(c)) => Some(cmp(c, op.swap(), literal(left)?)),
+                    _ => None,
+                }
             }
         },
         Expr::Between(Between {
             expr,
-            negated: false,
+            negated,
             low,
             high,
         }) => {
-            let name = column(expr, schema)?;
-            Some(Pred::And(vec![
-                cmp(name, Operator::GtEq, literal(low)?, schema)?,
-                cmp(name, Operator::LtEq, literal(high)?, schema)?,
-            ]))
+            let c = operand(expr, schema)?;
+            let (lo, hi) = (literal(low)?, literal(high)?);
+            Some(if *negated {
+                Pred::or(vec![cmp(c.clone(), CmpOp::Lt, lo), cmp(c, CmpOp::Gt, hi)])
+            } else {
+                Pred::and(vec![
+                    cmp(c.clone(), CmpOp::GtEq, lo),
+                    cmp(c, CmpOp::LtEq, hi),
+                ])
+            })
         }
-        Expr::InList(list) if !list.negated && !list.list.is_empty() => {
-            let name = column(&list.expr, schema)?;
+        Expr::InList(list) if !list.list.is_empty() => {
+            let c = operand(&list.expr, schema)?;
+            let op = if list.negated {
+                CmpOp::NotEq
+            } else {
+                CmpOp::Eq
+            };
+            // A list DataFusion keeps as a list (it turns short ones into
+            // `=`s) compares floats by their bits: -0 is not +0.
             let parts = list
                 .list
                 .iter()
-                .map(|l| cmp(name, Operator::Eq, literal(l)?, schema))
-                .collect::<Option<Vec<_>>>()?;
-            Some(Pred::Or(parts))
+                .map(|l| {
+                    literal(l).map_or(Pred::Unknown, |l| match cmp(c.clone(), op, l) {
+                        Pred::Cmp(k) => Pred::Cmp(k.floats(FloatOrder::Total)),
+                        other => other,
+                    })
+                })
+                .collect();
+            Some(if list.negated {
+                Pred::and(parts)
+            } else {
+                Pred::or(parts)
+            })
         }
         Expr::Like(Like {
             negated: false,
@@ -68,45 +86,123 @@ pub(crate) fn pred(expr: &Expr, schema: &Schema) -> Option<Pred> {
             escape_char,
             case_insensitive: false,
         }) => {
-            let name = column(expr, schema)?;
-            if !text(schema.field_with_name(name).ok()?.data_type()) {
+            let c = operand(expr, schema)?;
+            if !c.casts.is_empty() || !text(schema.field_with_name(&c.column).ok()?.data_type()) {
                 return None;
             }
             let Lit::Bytes(p) = literal(pattern)? else {
                 return None;
             };
-            like(name, &p, *escape_char)
+            like(c.column, &p, *escape_char)
         }
-        Expr::IsNull(inner) => Some(Pred::IsNull(column(inner, schema)?.to_owned())),
-        Expr::IsNotNull(inner) => Some(Pred::IsNotNull(column(inner, schema)?.to_owned())),
+        Expr::IsNull(inner) => Some(Pred::IsNull(plain(inner)?.to_owned())),
+        Expr::IsNotNull(inner) => Some(Pred::IsNotNull(plain(inner)?.to_owned())),
         _ => None,
     }
 }
 
-/// Whether the core's evaluation of `p` (a predicate [`pred`] made on
-/// `schema`) keeps exactly the rows DataFusion's would: true unless it
-/// compares a float (whose NaN rows the core keeps).
-pub(crate) fn exact(p: &Pred, schema: &Schema) -> bool {
-    match p {
-        Pred::And(v) | Pred::Or(v) => v.iter().all(|p| exact(p, schema)),
-        Pred::Cmp(name, _, lit) => {
-            let Ok(f) = schema.field_with_name(name) else {
-                return false;
-            };
-            match lit {
-                Lit::Int(_) => integer(f.data_type()),
-                Lit::Bytes(_) => text(f.data_type()),
-                Lit::Float(_) => false,
-            }
+fn cmp_op(op: Operator) -> Option<CmpOp> {
+    Some(match op {
+        Operator::Eq => CmpOp::Eq,
+        Operator::NotEq => CmpOp::NotEq,
+        Operator::Lt => CmpOp::Lt,
+        Operator::LtEq => CmpOp::LtEq,
+        Operator::Gt => CmpOp::Gt,
+        Operator::GtEq => CmpOp::GtEq,
+        _ => return None,
+    })
+}
+
+/// The comparison of operand `c` (its column and casts) with `lit`.
+fn cmp(c: Operand, op: CmpOp, lit: Lit) -> Pred {
+    Pred::Cmp(
+        c.casts
+            .into_iter()
+            .fold(Cmp::new(c.column, op, lit), Cmp::cast),
+    )
+}
+
+/// A column and the number casts applied to it, innermost first.
+#[derive(Clone)]
+struct Operand {
+    column: String,
+    casts: Vec<DType>,
+}
+
+/// The column `e` reads as it is, or through casts to number types (or,
+/// for text, to other text types, which keep every value); None for
+/// anything else.
+fn operand(e: &Expr, schema: &Schema) -> Option<Operand> {
+    match e {
+        Expr::Column(c) => {
+            schema.field_with_name(&c.name).ok()?;
+            Some(Operand {
+                column: c.name.clone(),
+                casts: Vec::new(),
+            })
         }
-        Pred::Text(..) | Pred::IsNull(_) | Pred::IsNotNull(_) => true,
+        Expr::Cast(c) => cast(operand(&c.expr, schema)?, c.field.data_type(), schema),
+        Expr::TryCast(c) => cast(operand(&c.expr, schema)?, c.field.data_type(), schema),
+        _ => None,
     }
+}
+
+fn cast(mut o: Operand, to: &DataType, schema: &Schema) -> Option<Operand> {
+    let from = schema.field_with_name(&o.column).ok()?.data_type();
+    if text(from) {
+        // Text to text (UTF-8 is valid bytes); bytes to text may fail.
+        let keeps = o.casts.is_empty() && (text(to) && (utf8(from) || !utf8(to)));
+        return keeps.then_some(o);
+    }
+    o.casts.push(number(to)?);
+    Some(o)
+}
+
+/// The column `e` reads as it is.
+fn plain(e: &Expr) -> Option<&str> {
+    match e {
+        Expr::Column(c) => Some(&c.name),
+        _ => None,
+    }
+}
+
+/// The core's dtype of a number cast target (booleans, half floats and
+/// everything else are not cast targets of the core).
+fn number(t: &DataType) -> Option<DType> {
+    Some(match t {
+        DataType::Int8 => DType::I8,
+        DataType::Int16 => DType::I16,
+        DataType::Int32 => DType::I32,
+        DataType::Int64 => DType::I64,
+        DataType::UInt8 => DType::U8,
+        DataType::UInt16 => DType::U16,
+        DataType::UInt32 => DType::U32,
+        DataType::UInt64 => DType::U64,
+        DataType::Float32 => DType::F32,
+        DataType::Float64 => DType::F64,
+        _ => return None,
+    })
+}
+
+fn text(ty: &DataType) -> bool {
+    utf8(ty)
+        || matches!(
+            ty,
+            DataType::Binary | DataType::LargeBinary | DataType::BinaryView
+        )
+}
+
+fn utf8(ty: &DataType) -> bool {
+    matches!(
+        ty,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    )
 }
 
 /// The pattern of `name LIKE p` as a test of the core: `%s%` a substring,
 /// `s%` a prefix, `%s` a suffix and `s` an equality, where `s` holds no
 /// `%`, `_`, backslash or escape character; None for any other pattern.
-fn like(name: &str, p: &[u8], escape: Option<char>) -> Option<Pred> {
+fn like(name: String, p: &[u8], escape: Option<char>) -> Option<Pred> {
     let lead = p.iter().take_while(|&&b| b == b'%').count();
     let body = &p[lead..];
     let trail = body.iter().rev().take_while(|&&b| b == b'%').count();
@@ -117,100 +213,12 @@ fn like(name: &str, p: &[u8], escape: Option<char>) -> Option<Pred> {
     if body.iter().any(special) || escape.is_some_and(|e| !e.is_ascii()) {
         return None;
     }
-    let name = name.to_owned();
     let body = body.to_vec();
     Some(match (lead > 0, trail > 0) {
         (true, true) => Pred::Text(name, TextOp::Contains, body),
         (false, true) => Pred::Text(name, TextOp::StartsWith, body),
         (true, false) => Pred::Text(name, TextOp::EndsWith, body),
-        (false, false) => Pred::Cmp(name, CmpOp::Eq, Lit::Bytes(body)),
-    })
-}
-
-/// `name op lit`, when the core compares them as DataFusion does.
-fn cmp(name: &str, op: Operator, lit: Lit, schema: &Schema) -> Option<Pred> {
-    let op = match op {
-        Operator::Eq => CmpOp::Eq,
-        Operator::NotEq => CmpOp::NotEq,
-        Operator::Lt => CmpOp::Lt,
-        Operator::LtEq => CmpOp::LtEq,
-        Operator::Gt => CmpOp::Gt,
-        Operator::GtEq => CmpOp::GtEq,
-        _ => return None,
-    };
-    let ty = schema.field_with_name(name).ok()?.data_type();
-    let agrees = match &lit {
-        // Zero and NaN are where total and IEEE order part.
-        Lit::Float(x) => numeric(ty) && *x != 0.0 && !x.is_nan(),
-        Lit::Int(_) => integer(ty),
-        Lit::Bytes(_) => text(ty),
-    };
-    agrees.then(|| Pred::Cmp(name.to_owned(), op, lit))
-}
-
-fn integer(ty: &DataType) -> bool {
-    ty.is_integer()
-}
-
-fn numeric(ty: &DataType) -> bool {
-    ty.is_integer() || matches!(ty, DataType::Float32 | DataType::Float64)
-}
-
-fn text(ty: &DataType) -> bool {
-    matches!(
-        ty,
-        DataType::Utf8
-            | DataType::LargeUtf8
-            | DataType::Utf8View
-            | DataType::Binary
-            | DataType::LargeBinary
-            | DataType::BinaryView
-    )
-}
-
-/// The column `e` reads: as it is, or through a cast that keeps every
-/// value of the column's type (a wider integer or a float for an
-/// integer, `Float64` for a float, another text type for text).
-fn column<'a>(e: &'a Expr, schema: &Schema) -> Option<&'a str> {
-    match e {
-        Expr::Column(c) => Some(&c.name),
-        Expr::Cast(c) => widened(column(&c.expr, schema)?, c.field.data_type(), schema),
-        Expr::TryCast(c) => widened(column(&c.expr, schema)?, c.field.data_type(), schema),
-        _ => None,
-    }
-}
-
-fn widened<'a>(name: &'a str, to: &DataType, schema: &Schema) -> Option<&'a str> {
-    let from = schema.field_with_name(name).ok()?.data_type();
-    let keeps = match (from, to) {
-        _ if from == to => true,
-        (f, t) if f.is_integer() && t.is_integer() => {
-            // Every value of `f` is one of `t`: signedness and width.
-            let (fs, fw) = int_shape(f)?;
-            let (ts, tw) = int_shape(t)?;
-            (fs == ts && tw >= fw) || (!fs && ts && tw > fw)
-        }
-        // Compared as the cast does (rounded to the float).
-        (f, DataType::Float64 | DataType::Float32) if f.is_integer() => true,
-        (DataType::Float32, DataType::Float64) => true,
-        (f, t) if text(f) && text(t) => true,
-        _ => false,
-    };
-    keeps.then_some(name)
-}
-
-/// (signed, bits) of an integer type.
-fn int_shape(t: &DataType) -> Option<(bool, u32)> {
-    Some(match t {
-        DataType::Int8 => (true, 8),
-        DataType::Int16 => (true, 16),
-        DataType::Int32 => (true, 32),
-        DataType::Int64 => (true, 64),
-        DataType::UInt8 => (false, 8),
-        DataType::UInt16 => (false, 16),
-        DataType::UInt32 => (false, 32),
-        DataType::UInt64 => (false, 64),
-        _ => return None,
+        (false, false) => Pred::cmp(name, CmpOp::Eq, Lit::Bytes(body)),
     })
 }
 
@@ -225,7 +233,7 @@ fn literal(e: &Expr) -> Option<Lit> {
 
 /// A scalar as the core compares it (booleans as 0 and 1); None for null
 /// and other types.
-pub(crate) fn scalar(v: &ScalarValue) -> Option<Lit> {
+fn scalar(v: &ScalarValue) -> Option<Lit> {
     Some(match v {
         ScalarValue::Int8(Some(x)) => Lit::Int(*x as i128),
         ScalarValue::Int16(Some(x)) => Lit::Int(*x as i128),
@@ -252,52 +260,93 @@ pub(crate) fn scalar(v: &ScalarValue) -> Option<Lit> {
 mod tests {
     use super::*;
     use arrow_schema::Field;
-    use datafusion::logical_expr::{cast, col, lit};
+    use datafusion::logical_expr::{cast, col, lit, try_cast};
+    use loaderx::columnar::ValueKind;
 
     fn schema() -> Schema {
         Schema::new(vec![
             Field::new("i16", DataType::Int16, true),
             Field::new("u32", DataType::UInt32, true),
             Field::new("f32", DataType::Float32, true),
+            Field::new("f64", DataType::Float64, true),
             Field::new("s", DataType::Utf8, true),
             Field::new("b", DataType::Boolean, true),
         ])
     }
 
+    fn kind(name: &str) -> Option<ValueKind> {
+        Some(match name {
+            "i16" => ValueKind::Fixed(DType::I16),
+            "u32" => ValueKind::Fixed(DType::U32),
+            "f32" => ValueKind::Fixed(DType::F32),
+            "f64" => ValueKind::Fixed(DType::F64),
+            "s" => ValueKind::Utf8,
+            "b" => ValueKind::Fixed(DType::Bool),
+            _ => return None,
+        })
+    }
+
+    fn c(name: &str, op: CmpOp, l: Lit) -> Cmp {
+        Cmp::new(name, op, l)
+    }
+
     #[test]
-    fn comparisons_the_core_evaluates_as_datafusion_does() {
+    fn comparisons_and_their_casts_are_translated_once() {
         let s = schema();
-        let got = pred(&col("i16").gt(lit(7i64)), &s);
-        assert_eq!(got, Some(Pred::Cmp("i16".into(), CmpOp::Gt, Lit::Int(7))));
+        assert_eq!(
+            pred(&col("i16").gt(lit(7i64)), &s),
+            Pred::Cmp(c("i16", CmpOp::Gt, Lit::Int(7)))
+        );
         // Literal on the left: the operator turns round.
-        let got = pred(&lit(7i64).gt(col("i16")), &s);
-        assert_eq!(got, Some(Pred::Cmp("i16".into(), CmpOp::Lt, Lit::Int(7))));
-        // Widening casts keep every value.
-        for (c, to) in [
-            ("i16", DataType::Int64),
-            ("u32", DataType::Int64),
-            ("u32", DataType::Float64),
-            ("f32", DataType::Float64),
-            ("s", DataType::Utf8View),
-        ] {
-            let l = if to == DataType::Utf8View {
-                lit("x")
-            } else {
-                lit(2.5f64)
-            };
-            assert!(
-                pred(&cast(col(c), to.clone()).lt_eq(l), &s).is_some(),
-                "{c} {to}"
-            );
-        }
+        assert_eq!(
+            pred(&lit(7i64).gt(col("i16")), &s),
+            Pred::Cmp(c("i16", CmpOp::Lt, Lit::Int(7)))
+        );
+        // Casts are kept, innermost first, whatever they do to the values:
+        // the core decides what they allow.
+        assert_eq!(
+            pred(&cast(col("f64"), DataType::Int64).eq(lit(5i64)), &s),
+            Pred::Cmp(c("f64", CmpOp::Eq, Lit::Int(5)).cast(DType::I64))
+        );
+        let twice = try_cast(cast(col("u32"), DataType::Float32), DataType::Int8);
+        assert_eq!(
+            pred(&twice.lt_eq(lit(3i64)), &s),
+            Pred::Cmp(
+                c("u32", CmpOp::LtEq, Lit::Int(3))
+                    .cast(DType::F32)
+                    .cast(DType::I8)
+            )
+        );
+        // Text to text keeps every value: no cast.
+        assert_eq!(
+            pred(&cast(col("s"), DataType::Utf8View).lt(lit("x")), &s),
+            Pred::Cmp(c("s", CmpOp::Lt, Lit::Bytes(b"x".to_vec())))
+        );
         let both = col("i16").eq(lit(1i64)).and(col("s").is_not_null());
-        assert!(matches!(pred(&both, &s), Some(Pred::And(v)) if v.len() == 2));
+        assert!(matches!(pred(&both, &s), Pred::And(v) if v.len() == 2));
+        // BETWEEN and IN lists, negated too.
+        let between = col("i16").between(lit(1i64), lit(4i64));
+        assert_eq!(
+            pred(&between, &s),
+            Pred::And(vec![
+                Pred::Cmp(c("i16", CmpOp::GtEq, Lit::Int(1))),
+                Pred::Cmp(c("i16", CmpOp::LtEq, Lit::Int(4))),
+            ])
+        );
+        let not_in = col("i16").in_list(vec![lit(1i64), lit(2i64)], true);
+        assert_eq!(
+            pred(&not_in, &s),
+            Pred::And(vec![
+                Pred::Cmp(c("i16", CmpOp::NotEq, Lit::Int(1)).floats(FloatOrder::Total)),
+                Pred::Cmp(c("i16", CmpOp::NotEq, Lit::Int(2)).floats(FloatOrder::Total)),
+            ])
+        );
     }
 
     #[test]
     fn like_patterns_with_percent_at_the_ends_are_text_tests() {
         let s = schema();
-        let text = |op, v: &str| Some(Pred::Text("s".into(), op, v.as_bytes().to_vec()));
+        let text = |op, v: &str| Pred::Text("s".into(), op, v.as_bytes().to_vec());
         assert_eq!(
             pred(&col("s").like(lit("%harbor%")), &s),
             text(TextOp::Contains, "harbor")
@@ -316,13 +365,9 @@ mod tests {
         );
         assert_eq!(
             pred(&col("s").like(lit("harbor")), &s),
-            Some(Pred::Cmp(
-                "s".into(),
-                CmpOp::Eq,
-                Lit::Bytes(b"harbor".to_vec())
-            ))
+            Pred::cmp("s", CmpOp::Eq, Lit::Bytes(b"harbor".to_vec()))
         );
-        // Wildcards inside, escapes, NOT LIKE, ILIKE: left to DataFusion.
+        // Wildcards inside, escapes, NOT LIKE, ILIKE: unknown to the core.
         for e in [
             col("s").like(lit("%har%bor%")),
             col("s").like(lit("%har_or%")),
@@ -331,7 +376,7 @@ mod tests {
             col("s").ilike(lit("%harbor%")),
             col("s").like(col("s")),
         ] {
-            assert_eq!(pred(&e, &s), None, "{e}");
+            assert_eq!(pred(&e, &s), Pred::Unknown, "{e}");
         }
         let escaped = Expr::Like(Like::new(
             false,
@@ -340,28 +385,54 @@ mod tests {
             Some('#'),
             false,
         ));
-        assert_eq!(pred(&escaped, &s), None);
+        assert_eq!(pred(&escaped, &s), Pred::Unknown);
     }
 
     #[test]
-    fn what_could_differ_is_left_to_datafusion() {
+    fn what_is_not_understood_is_unknown_and_never_exact() {
         let s = schema();
-        // Casts that lose values, a boolean column, zero and NaN literals
-        // on floats, a function of the column, a literal of another kind.
         for e in [
-            cast(col("i16"), DataType::Int8).eq(lit(1i64)),
-            cast(col("u32"), DataType::Int32).eq(lit(1i64)),
-            cast(col("f32"), DataType::Int64).eq(lit(1i64)),
-            col("b").eq(lit(true)),
-            col("f32").gt(lit(0.0f64)),
-            col("f32").gt(lit(-0.0f64)),
-            col("f32").lt(lit(f64::NAN)),
             (col("i16") + lit(1i64)).gt(lit(5i64)),
-            col("s").eq(lit(3i64)),
-            col("i16").eq(lit("x")),
-            col("i16").gt(lit(1i64)).or(col("i16").like(lit("1%"))),
+            col("i16").eq(col("u32")),
+            !col("i16").eq(lit(1i64)),
+            cast(col("i16"), DataType::Utf8).eq(lit("1")),
+            cast(col("i16"), DataType::Boolean).eq(lit(true)),
+            col("i16").gt(lit(1i64)).or(col("s").like(lit("1%2"))),
         ] {
-            assert_eq!(pred(&e, &s), None, "{e}");
+            let p = pred(&e, &s);
+            assert_eq!(p, Pred::Unknown, "{e}");
+            assert!(!p.exact(&kind), "{e}");
         }
+        // An AND keeps what it understands (it prunes by it), and is no
+        // longer exact.
+        let half = col("i16")
+            .gt(lit(1i64))
+            .and((col("i16") + lit(1i64)).gt(lit(5i64)));
+        let p = pred(&half, &s);
+        let known = Pred::Cmp(c("i16", CmpOp::Gt, Lit::Int(1)));
+        assert_eq!(p, Pred::And(vec![known, Pred::Unknown]));
+        assert!(!p.exact(&kind));
+    }
+
+    #[test]
+    fn the_core_says_which_translations_are_exact() {
+        let s = schema();
+        let exact = |e: Expr| pred(&e, &s).exact(&kind);
+        // Values compared as they are, or through casts that never fail.
+        assert!(exact(col("i16").gt(lit(7i64))));
+        assert!(exact(cast(col("i16"), DataType::Int64).lt(lit(-3i64))));
+        assert!(exact(cast(col("u32"), DataType::Float64).lt(lit(2.5f64))));
+        assert!(exact(cast(col("f32"), DataType::Float64).eq(lit(0.0f64))));
+        assert!(exact(col("f64").gt(lit(f64::NAN))));
+        assert!(exact(col("s").like(lit("%a%"))));
+        assert!(exact(col("s").is_null()));
+        // Casts that may fail or truncate, booleans, literals of another
+        // kind: inexact (DataFusion applies them again).
+        assert!(!exact(cast(col("f64"), DataType::Int64).eq(lit(5i64))));
+        assert!(!exact(cast(col("i16"), DataType::Int8).eq(lit(1i64))));
+        assert!(!exact(cast(col("u32"), DataType::Int32).eq(lit(1i64))));
+        assert!(!exact(col("b").eq(lit(true))));
+        assert!(!exact(col("s").eq(lit(3i64))));
+        assert!(!exact(col("i16").eq(lit("x"))));
     }
 }

@@ -1,10 +1,10 @@
 //! Row sets: the exact row ranges that record_id predicates (comparisons,
-//! BETWEEN, IN lists and their conjunctions) select.
+//! BETWEEN, IN lists and their `AND`s and `OR`s) select.
 
 use std::ops::Range;
 
-use datafusion::common::ScalarValue;
-use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
+use loaderx::columnar::{CmpOp, Lit, Pred};
+use loaderx::DType;
 
 /// Sorted, disjoint ranges of rows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,23 +25,7 @@ impl Rows {
     }
 
     pub(crate) fn intersect(&self, other: &Rows) -> Rows {
-        let mut out = Vec::new();
-        let (mut i, mut j) = (0, 0);
-        while i < self.0.len() && j < other.0.len() {
-            let a = &self.0[i];
-            let b = &other.0[j];
-            let lo = a.start.max(b.start);
-            let hi = a.end.min(b.end);
-            if lo < hi {
-                out.push(lo..hi);
-            }
-            if a.end < b.end {
-                i += 1;
-            } else {
-                j += 1;
-            }
-        }
-        Rows(out)
+        Rows(loaderx::columnar::intersect(&self.0, &other.0))
     }
 
     pub(crate) fn count(&self) -> u64 {
@@ -73,93 +57,60 @@ impl Rows {
     }
 }
 
-pub(crate) fn literal_u64(e: &Expr) -> Option<i128> {
-    match e {
-        Expr::Literal(v, _) => match v {
-            ScalarValue::UInt64(Some(x)) => Some(*x as i128),
-            ScalarValue::UInt32(Some(x)) => Some(*x as i128),
-            ScalarValue::UInt16(Some(x)) => Some(*x as i128),
-            ScalarValue::UInt8(Some(x)) => Some(*x as i128),
-            ScalarValue::Int64(Some(x)) => Some(*x as i128),
-            ScalarValue::Int32(Some(x)) => Some(*x as i128),
-            ScalarValue::Int16(Some(x)) => Some(*x as i128),
-            ScalarValue::Int8(Some(x)) => Some(*x as i128),
-            _ => None,
-        },
-        Expr::Cast(c) => literal_u64(&c.expr),
-        Expr::TryCast(c) => literal_u64(&c.expr),
-        _ => None,
-    }
-}
-
-pub(crate) fn is_column(e: &Expr, name: &str) -> bool {
-    match e {
-        Expr::Column(c) => c.name == name,
-        Expr::Cast(c) => is_column(&c.expr, name),
-        Expr::TryCast(c) => is_column(&c.expr, name),
-        _ => false,
-    }
-}
-
-/// The exact row set a predicate on the index column selects, if it is one
-/// of the forms pushed down (comparisons, BETWEEN, IN lists, AND of these).
-pub(crate) fn index_rows(expr: &Expr, index: &str, len: u64) -> Option<Rows> {
-    let clamp = |lo: i128, hi: i128| -> Rows {
-        let lo = lo.clamp(0, len as i128) as u64;
-        let hi = hi.clamp(0, len as i128) as u64;
-        Rows::span(lo, hi)
-    };
-    match expr {
-        Expr::BinaryExpr(BinaryExpr { left, op, right }) if *op == Operator::And => {
-            let a = index_rows(left, index, len)?;
-            let b = index_rows(right, index, len)?;
-            Some(a.intersect(&b))
+/// The exact rows of `0..len` that `p` selects when it is a predicate on
+/// the index column `index` alone (comparisons with integers, through
+/// casts that keep every row number; `BETWEEN`, `IN` lists, and their
+/// `AND`s and `OR`s); None otherwise.
+pub(crate) fn index_rows(p: &Pred, index: &str, len: u64) -> Option<Rows> {
+    match p {
+        Pred::And(v) => {
+            let mut acc = Rows::all(len);
+            for p in v {
+                acc = acc.intersect(&index_rows(p, index, len)?);
+            }
+            Some(acc)
         }
-        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
-            let (v, op) = if is_column(left, index) {
-                (literal_u64(right)?, *op)
-            } else if is_column(right, index) {
-                (literal_u64(left)?, op.swap()?)
-            } else {
+        Pred::Or(v) => {
+            let mut acc = Rows(Vec::new());
+            for p in v {
+                acc = Rows(loaderx::columnar::union(
+                    &acc.0,
+                    &index_rows(p, index, len)?.0,
+                ));
+            }
+            Some(acc)
+        }
+        Pred::Cmp(c) if c.column == index => {
+            // Every cast holds each row number as it is.
+            let keeps = c.casts.iter().all(|d| match d {
+                DType::I8 | DType::U8 => len <= 1 << 7,
+                DType::I16 | DType::U16 => len <= 1 << 15,
+                DType::I32 | DType::U32 => len <= 1 << 31,
+                DType::I64 | DType::U64 => true,
+                _ => false,
+            });
+            let Lit::Int(v) = c.lit else {
                 return None;
             };
-            Some(match op {
-                Operator::Eq => clamp(v, v + 1),
-                Operator::Lt => clamp(0, v),
-                Operator::LtEq => clamp(0, v + 1),
-                Operator::Gt => clamp(v + 1, len as i128),
-                Operator::GtEq => clamp(v, len as i128),
-                _ => return None,
+            if !keeps {
+                return None;
+            }
+            let clamp = |lo: i128, hi: i128| -> Rows {
+                let lo = lo.clamp(0, len as i128) as u64;
+                let hi = hi.clamp(0, len as i128) as u64;
+                Rows::span(lo, hi)
+            };
+            Some(match c.op {
+                CmpOp::Eq => clamp(v, v + 1),
+                CmpOp::Lt => clamp(0, v),
+                CmpOp::LtEq => clamp(0, v + 1),
+                CmpOp::Gt => clamp(v + 1, len as i128),
+                CmpOp::GtEq => clamp(v, len as i128),
+                CmpOp::NotEq => Rows(loaderx::columnar::union(
+                    &clamp(0, v).0,
+                    &clamp(v + 1, len as i128).0,
+                )),
             })
-        }
-        Expr::Between(Between {
-            expr,
-            negated: false,
-            low,
-            high,
-        }) if is_column(expr, index) => {
-            let lo = literal_u64(low)?;
-            let hi = literal_u64(high)?;
-            Some(clamp(lo, hi + 1))
-        }
-        Expr::InList(list) if !list.negated && is_column(&list.expr, index) => {
-            let mut ids: Vec<u64> = Vec::with_capacity(list.list.len());
-            for e in &list.list {
-                let v = literal_u64(e)?;
-                if v >= 0 && v < len as i128 {
-                    ids.push(v as u64);
-                }
-            }
-            ids.sort_unstable();
-            ids.dedup();
-            let mut ranges: Vec<Range<u64>> = Vec::new();
-            for id in ids {
-                match ranges.last_mut() {
-                    Some(r) if r.end == id => r.end += 1,
-                    _ => ranges.push(id..id + 1),
-                }
-            }
-            Some(Rows(ranges))
         }
         _ => None,
     }
