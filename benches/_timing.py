@@ -10,15 +10,19 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 import numpy as np
 
 from _machine import measure_memcpy
 from _report import GIB, log
 
-if TYPE_CHECKING:
-    from _common import Backend
+
+class Gathers(Protocol):
+    """What the rounds time of a backend: its gather of a batch of ids."""
+
+    def gather(self, idx: np.ndarray) -> object: ...
+
 
 # --------------------------------------------------------------------------
 # Timing, disk
@@ -88,7 +92,7 @@ def timed_gather(
 
 
 def timed_rounds(
-    opened: dict[str, Backend],
+    opened: dict[str, Gathers],
     plan: list[np.ndarray],
     plan_bytes: list[int],
     min_time: float,

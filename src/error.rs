@@ -4,7 +4,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::schema::Kind;
+use crate::kind::Kind;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

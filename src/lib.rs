@@ -63,6 +63,7 @@ mod format;
 #[cfg(feature = "image")]
 pub mod image;
 mod io;
+mod kind;
 pub mod loader;
 pub mod pack;
 mod per_process;

@@ -12,21 +12,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use crate::error::{Error, Result};
 use crate::format::{MAX_RECORD_BYTES, SCHEMA_CAPACITY};
 
-/// Which of the two store contracts a store follows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Dense,
-    Ragged,
-}
-
-impl std::fmt::Display for Kind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Kind::Dense => "dense",
-            Kind::Ragged => "ragged",
-        })
-    }
-}
+pub use crate::kind::Kind;
 
 /// The element types a store can hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -35,7 +35,16 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::errors::to_py;
-use crate::store::Store;
+
+/// What the writer thread writes its batches into: the store handle that
+/// owns the writer (a frozen pyclass, so that the thread reaches it without
+/// the GIL).
+pub(crate) trait Sink:
+    pyo3::PyClass<Frozen = pyo3::pyclass::boolean_struct::True> + Sync + Send
+{
+    /// Appends a packed ragged batch; needs no GIL.
+    fn write_packed(&self, packed: &Packed) -> Result<(), Error>;
+}
 
 #[derive(Default)]
 struct State {
@@ -98,10 +107,10 @@ impl Writer {
     /// Queues `packed` for `store` (the handle owning this writer), waiting
     /// with the GIL released while the slot is full. Raises a pending write
     /// error instead of queueing, and ValueError once stopped.
-    pub(crate) fn submit(
+    pub(crate) fn submit<S: Sink>(
         &self,
         py: Python<'_>,
-        store: &Bound<'_, Store>,
+        store: &Bound<'_, S>,
         packed: Packed,
         name: &str,
     ) -> PyResult<()> {
@@ -198,7 +207,7 @@ impl Writer {
 }
 
 /// The writer thread: writes queued batches until the slot is empty.
-fn run(owner: Py<Store>, shared: Arc<Shared>) {
+fn run<S: Sink>(owner: Py<S>, shared: Arc<Shared>) {
     let store = owner.get();
     loop {
         let packed = {

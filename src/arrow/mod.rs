@@ -30,10 +30,12 @@ pub(crate) use gather::{into_arrow_buffer, values_array};
 pub use groups::{write_group, write_groups, Streams};
 pub use ingest::{from_arrow_error, ingest, ingest_table};
 pub use packing::{bytes_pack, check_utf8, ragged_pack, with_dense_bytes};
-pub use readers::{record_batch, table_schema, ColumnReader, TableReader};
+pub use readers::{record_batch, ColumnReader, TableReader};
 pub use scan::{Filter, Scan, FILTER_ROWS};
 pub use sharded::ingest_shards;
-pub use types::{arrow_type, dtype_of, field_for, field_of, logical_of, schema_for_field};
+pub use types::{
+    arrow_type, dtype_of, field_for, field_of, logical_of, schema_for_field, table_schema,
+};
 
 /// Re-exported where Arrow readers and the connectors have always found it.
 pub use crate::read::records::{Indices, Records, StoreAccess};

@@ -34,21 +34,6 @@ pub fn record_batch<S: StoreAccess>(
     RecordBatch::try_new(Arc::new(ArrowSchema::new(fields)), columns).map_err(arrow_err)
 }
 
-/// The Arrow schema of a table of `streams`.
-pub fn table_schema<S: StoreAccess>(
-    streams: &[(String, S)],
-    index_column: Option<&str>,
-) -> Result<SchemaRef> {
-    let mut fields = Vec::with_capacity(streams.len() + 1);
-    if let Some(name) = index_column {
-        fields.push(Field::new(name, DataType::UInt64, false));
-    }
-    for (name, store) in streams {
-        fields.push(store.with(|s| Ok(field_of(s, name)))?);
-    }
-    Ok(Arc::new(ArrowSchema::new(fields)))
-}
-
 /// Reads a table of equal-length streams in order as byte-bounded record
 /// batches: a [`Scan`] of every column and row.
 pub struct TableReader<S: StoreAccess> {

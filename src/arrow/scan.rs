@@ -24,7 +24,7 @@ use crate::read::records::StoreAccess;
 use crate::store;
 
 use super::gather::{arrow_err, gather_array};
-use super::readers::table_schema;
+use super::types::table_schema;
 
 /// Decides, for a batch of the filter's columns, which rows to keep (null
 /// counts as false). Its errors end the scan and reach the caller as they

@@ -3,11 +3,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_schema::{DataType, Field, FieldRef, Fields};
+use arrow_schema::{DataType, Field, FieldRef, Fields, Schema as ArrowSchema, SchemaRef};
 
 use super::{EXTENSION_METADATA, EXTENSION_NAME, FIXED_SHAPE_TENSOR, VARIABLE_SHAPE_TENSOR};
 use crate::error::{Error, Result};
-use crate::read::records::Records;
+use crate::read::records::{Records, StoreAccess};
 use crate::schema::{DType, Layout, Logical, Schema};
 
 /// The Arrow type of a dtype's elements.
@@ -213,4 +213,19 @@ pub(super) fn parse_shape_json(json: &str) -> Option<Vec<u64>> {
         .split(',')
         .map(|d| d.trim().parse::<u64>().ok())
         .collect()
+}
+
+/// The Arrow schema of a table of `streams`.
+pub fn table_schema<S: StoreAccess>(
+    streams: &[(String, S)],
+    index_column: Option<&str>,
+) -> Result<SchemaRef> {
+    let mut fields = Vec::with_capacity(streams.len() + 1);
+    if let Some(name) = index_column {
+        fields.push(Field::new(name, DataType::UInt64, false));
+    }
+    for (name, store) in streams {
+        fields.push(store.with(|s| Ok(field_of(s, name)))?);
+    }
+    Ok(Arc::new(ArrowSchema::new(fields)))
 }

@@ -54,7 +54,7 @@ impl ColumnWriter {
                 reason: format!("a column already exists here ({COLUMN_FILE})"),
             });
         }
-        let tmp = dir.join(format!(".{COLUMN_FILE}.{}", crate::table::random_hex(4)));
+        let tmp = dir.join(format!(".{COLUMN_FILE}.{}", crate::io::random_hex(4)));
         let file = local::open_rw(&tmp, true).map_err(|e| Error::io(&tmp, e))?;
         local::pwrite(&file, MAGIC, 0).map_err(|e| Error::io(&tmp, e))?;
         Ok(ColumnWriter {

@@ -110,7 +110,7 @@ impl Location {
     /// The bytes of the file `name` directly inside this location (a table's
     /// `manifest.json`, say), None when there is none.
     pub fn read_file(&self, name: &str) -> Result<Option<Vec<u8>>> {
-        crate::table::read_file(&self.fs, &self.path.join(name))
+        super::read_whole(&self.fs, &self.path.join(name))
     }
 
     /// Puts the local file `local` at this location, whole: for an object

@@ -150,3 +150,45 @@ pub(crate) trait StorageFile: Send + Sync {
     /// Releases the lock (for every holder of the open file description).
     fn unlock(&self) -> io::Result<()>;
 }
+
+/// The bytes of `path` (at most `limit`), `None` when it does not exist.
+pub(crate) fn read(fs: &Fs, path: &Path, limit: u64) -> crate::Result<Option<Vec<u8>>> {
+    let file = match fs.open(path, false) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_error(path, e)),
+    };
+    let len = file.len().map_err(|e| io_error(path, e))?.min(limit);
+    let len = usize::try_from(len).map_err(|_| crate::Error::OutOfMemory {
+        bytes: len,
+        what: format!("reading {}", path.display()),
+    })?;
+    let mut bytes = vec![0u8; len];
+    file.read_exact_at(&mut bytes, 0)
+        .map_err(|e| io_error(path, e))?;
+    Ok(Some(bytes))
+}
+
+/// The whole of the small file `path` on `fs` (at most 64 MiB), None when
+/// it does not exist.
+pub(crate) fn read_whole(fs: &Fs, path: &Path) -> crate::Result<Option<Vec<u8>>> {
+    read(fs, path, 1 << 26)
+}
+
+/// `bytes` random bytes as hex digits (the kernel's randomness; the clock
+/// and the process id where it cannot be read).
+pub(crate) fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    let read = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut buf));
+    if read.is_err() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let seed = now ^ (u64::from(std::process::id()) << 32);
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = (seed.rotate_left(8 * i as u32) & 0xff) as u8;
+        }
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}

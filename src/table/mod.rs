@@ -43,8 +43,6 @@ mod write;
 
 #[cfg(feature = "remote")]
 pub use copy::{copy_table, Progress};
-pub(crate) use files::random_hex;
-pub(crate) use files::read_whole as read_file;
 // The names of the format's files and directories (docs/format.md): for
 // the format tests and the binding, not product API.
 #[doc(hidden)]

@@ -23,7 +23,7 @@ use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyList, PyTuple};
 
 use crate::arrays::{array_view, GatherBuffer};
 use crate::errors::IntoPyResult;
-use crate::writer::Writer;
+use crate::writer::{Sink, Writer};
 
 mod pack;
 mod parse;
@@ -178,16 +178,6 @@ impl Store {
             let column = guard.as_mut().unwrap();
             f(writable(column, &self.path, "write").py()?).py()
         })
-    }
-
-    /// Appends a packed ragged batch under the exclusive lock; needs no GIL
-    /// (the writer thread calls it).
-    pub(crate) fn write_packed(&self, packed: &Packed) -> Result<(), Error> {
-        let mut guard = self.inner.write().unwrap_or_else(|e| e.into_inner());
-        let column = guard.as_mut().ok_or_else(|| {
-            Error::InvalidState(format!("store {} is closed", self.path.display()))
-        })?;
-        writable(column, &self.path, "write")?.append_ragged(packed)
     }
 
     pub(crate) fn dense_array<'py>(
@@ -725,5 +715,17 @@ impl Store {
     ) -> PyResult<(Bound<'py, PyBytes>, Vec<usize>)> {
         let (bytes, sizes) = self.with_read(py, |s| loaderx::sample_store(s, budget))?;
         Ok((PyBytes::new(py, &bytes), sizes))
+    }
+}
+
+impl Sink for Store {
+    /// Appends a packed ragged batch under the exclusive lock; needs no GIL
+    /// (the writer thread calls it).
+    fn write_packed(&self, packed: &Packed) -> Result<(), Error> {
+        let mut guard = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let column = guard.as_mut().ok_or_else(|| {
+            Error::InvalidState(format!("store {} is closed", self.path.display()))
+        })?;
+        writable(column, &self.path, "write")?.append_ragged(packed)
     }
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 use object_store::multipart::MultipartStore;
 use object_store::{BackoffConfig, ObjectStore, RetryConfig};
 
-use super::hedge::ReadPolicy;
+use super::policy::ReadPolicy;
 use crate::io::uri::{RemoteUri, Scheme};
 use crate::{Error, Result};
 

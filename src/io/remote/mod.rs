@@ -17,10 +17,12 @@
 mod cache;
 pub(crate) mod client;
 pub(crate) mod fetch;
+mod file;
 mod hedge;
 mod object;
 #[cfg(feature = "aws")]
 pub(crate) mod open_uploads;
+mod policy;
 pub(crate) mod retry;
 mod runtime;
 pub(crate) mod upload;
@@ -45,7 +47,8 @@ pub(crate) const BLOCK_SIZE: u64 = cache::BLOCK;
 use super::uri::{self, RemoteUri};
 use client::{Client, ClientConfig};
 pub(crate) use fetch::Runs;
-pub(crate) use object::{fetch_live, fetch_many, Arrivals, Object, RemoteFile};
+pub(crate) use file::{fetch_live, fetch_many, Arrivals, RemoteFile};
+pub(crate) use object::Object;
 use version::{Pin, Seen};
 
 use super::{EntryKind, Storage, StorageFile};
