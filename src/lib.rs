@@ -1,9 +1,11 @@
-//! loaderx core: the Zrecord persistent record store, its sampler and loader.
+//! loaderx core: the Zrecord record store, tables of stores and columnar
+//! columns (local or in a bucket, versioned), its sampler and loader.
 //!
 //! A store is a directory holding `meta.zr` (a 4096-byte header/schema page
 //! followed by a table of 16-byte record locations), `data.zr` (record
-//! payloads) and, for the `zstd_dict` codec, `dict.zr`. The byte layout is
-//! specified in `docs/format.md`.
+//! payloads) and, for the `zstd_dict` codec, `dict.zr`. A table's scalar and
+//! text columns may instead be [`columnar`]: one `column.zc` of chunks of
+//! many values. The byte layouts are specified in `docs/format.md`.
 //!
 //! Training reads stores through the [`sampler`] (each step's indices, a pure
 //! function of the step) and the [`loader`] ([`DataLoader`]: every stream

@@ -34,8 +34,8 @@ Modules:
 * :mod:`loaderx.table` — :func:`loaderx.open_table` and the sharded-table
   writers below.
 * :func:`loaderx.open_table` — a table (plain: a directory of equal-length
-  stores; sharded: plain tables joined by a manifest) as a read-only
-  ``Mapping`` of column name to stream; :func:`loaderx.new_shard` and
+  stores; sharded: plain tables joined by a manifest) as a ``Mapping`` of
+  column name to stream, changed through its methods when writable; :func:`loaderx.new_shard` and
   :func:`loaderx.commit_shards` let parallel writers add shards, and
   :func:`loaderx.ingest_sharded` ingests an Arrow source on all cores.
 * :func:`loaderx.copy_table` — a table copied between any two locations

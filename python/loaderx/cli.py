@@ -161,7 +161,7 @@ def cmd_info(args) -> int:
             "item_shape": shape,
             "codec": s.codec,
         }
-        if s._native.layout == "columnar":
+        if s.layout == "columnar":
             data["layout"] = "columnar"
     text = "\n".join(
         f"{k}: {tuple(v) if k == 'item_shape' and v is not None else v}" for k, v in data.items()
@@ -388,7 +388,7 @@ def cmd_compact(args) -> int:
     with open_table(args.table, readonly=False, storage_options=_options(args)) as t:
         before = t.version
         version = t.compact(min_deleted=args.min_deleted)
-        layouts = {name: t[name]._native.layout for name in t}
+        layouts = {name: t[name].layout for name in t}
     data = {"version": version, "previous_version": before, "layouts": layouts}
     if version is None:
         text = f"nothing to compact in {args.table} (version {before})"

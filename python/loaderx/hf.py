@@ -123,7 +123,7 @@ def _to_hf_column(pa, datasets, name: str, arr):
     return arr, datasets.Value(_dtype(t))
 
 
-def to_hf(table, columns: list[str] | None = None):
+def to_hf(table: Any, columns: list[str] | None = None) -> Any:
     """A ``datasets.Dataset`` of ``table``'s rows (a table or a dict of
     equal-length streams), ``columns`` selected (None: all), typed as the
     module docstring says."""
@@ -179,7 +179,7 @@ def _from_hf_column(pa, name: str, arr):
     return arr
 
 
-def ingest(dataset, path: str | os.PathLike[str], *, codec: str = "zstd") -> str:
+def ingest(dataset: Any, path: str | os.PathLike[str], *, codec: str = "zstd") -> str:
     """Writes the ``datasets.Dataset`` ``dataset`` as a new plain table at
     ``path`` (one store per column, the module docstring's mapping
     reversed) and returns its path. A column without a store mapping

@@ -42,10 +42,14 @@ import numbers
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import _native
+
+if TYPE_CHECKING:
+    from .table import Table
 
 __all__ = ["Image", "decode", "ingest_folder", "ingest_parquet", "EXTENSIONS"]
 
@@ -218,7 +222,13 @@ def _values(values) -> list[bytes]:
     return out
 
 
-def decode(values, image: Image, *, seeds=None, ids=None):
+def decode(
+    values: Sequence[bytes] | Any,
+    image: Image,
+    *,
+    seeds: Any = None,
+    ids: Any = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Decodes ``values`` (a list of bytes, a binary Arrow array, or a
     binary column) as ``image`` says, natively with the GIL released:
     uint8 ``(n, 3, H, W)`` (or ``(n, H, W, 3)``). ``seeds`` are the
@@ -269,14 +279,14 @@ _CHUNK = 256
 
 
 def ingest_folder(
-    root,
-    uri,
+    root: str | os.PathLike[str],
+    uri: str | os.PathLike[str],
     *,
     workers: int | None = None,
     on_error: str = "raise",
     progress: bool = False,
     storage_options: dict[str, str] | None = None,
-):
+) -> Table:
     """Ingests the ImageFolder tree ``root`` (one folder per class,
     classes sorted by name as torchvision sorts them; files ending in
     ``.jpg``, ``.jpeg``, ``.png`` or ``.webp``, any case, others ignored)
@@ -429,15 +439,15 @@ def _class_names(schema, column_names) -> list[str] | None:
 
 
 def ingest_parquet(
-    source,
-    uri,
+    source: str | os.PathLike[str] | Any,
+    uri: str | os.PathLike[str],
     *,
     column: str = "image",
     workers: int | None = None,
     on_error: str = "raise",
     progress: bool = False,
     storage_options: dict[str, str] | None = None,
-):
+) -> Table:
     """Ingests Hugging Face–style Parquet ``source`` (a file, a folder of
     ``*.parquet`` files read in sorted order, or a list of files) into a
     new sharded table at ``uri``, opened and returned. The image column

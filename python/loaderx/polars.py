@@ -93,7 +93,7 @@ class _Column:
             self.ragged = True
         # Cheap: read whole to evaluate a predicate (the core's rule).
         self.cheap = store._native.cheap
-        self.columnar = store._native.layout == "columnar"
+        self.columnar = store.layout == "columnar"
         self._pa, self._pl = pa, pl
 
     @functools.cached_property

@@ -44,7 +44,8 @@ they raise ImportError naming the ``loaderx[ray]`` extra.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -255,13 +256,13 @@ def _datasource_class():
 
         def __init__(
             self,
-            path,
+            path: str | os.PathLike[str] | Mapping,
             *,
-            columns=None,
+            columns: list[str] | None = None,
             index_column: str | None = "record_id",
             storage_options: dict[str, str] | None = None,
             min_task_bytes: int = 0,
-        ):
+        ) -> None:
             super().__init__()
             self._projection_map = None  # the pushdown mixin's state: all columns
             # A table handle reads as it shows: its version, or its view.
@@ -356,7 +357,12 @@ def _datasource_class():
             columns, index_column = self._selected()
             return self._num_rows * self._bytes_per_row(columns, index_column)
 
-        def get_read_tasks(self, parallelism, per_task_row_limit=None, data_context=None):
+        def get_read_tasks(
+            self,
+            parallelism: int,
+            per_task_row_limit: int | None = None,
+            data_context: Any = None,
+        ) -> list:
             columns, index_column = self._selected()
             schema = self._schema(columns, index_column)
             n = self._num_rows
@@ -458,13 +464,13 @@ def _sink_class():
 
         def __init__(
             self,
-            path,
+            path: str | os.PathLike[str],
             codec: str = "zstd",
             *,
-            storage_options=None,
+            storage_options: dict[str, str] | None = None,
             mode: str = "create",
-            layout=None,
-        ):
+            layout: str | dict[str, str] | None = None,
+        ) -> None:
             from ._streams import check_codec
 
             path, options = _table_path(path, storage_options)
@@ -484,14 +490,14 @@ def _sink_class():
             return self._path
 
         @property
-        def num_rows(self):
+        def num_rows(self) -> int | None:
             """The table's row count once committed (None before)."""
             return self._rows
 
         def get_name(self) -> str:
             return "LoaderxTable"
 
-        def write(self, blocks, ctx):
+        def write(self, blocks: Any, ctx: Any) -> dict:
             tables = []
             for b in blocks:
                 t = BlockAccessor.for_block(b).to_arrow()
@@ -503,7 +509,7 @@ def _sink_class():
             name, rows = self._write.write_streams(tables, self._codec)
             return {"task": task, "shard": name, "rows": rows}
 
-        def on_write_complete(self, write_result) -> None:
+        def on_write_complete(self, write_result: Any) -> None:
             done = [r for r in write_result.write_returns if r and r["shard"]]
             done.sort(key=lambda r: r["task"])
             if not done:
@@ -513,7 +519,7 @@ def _sink_class():
             # them in task order and removes what a retried task left.
             self._rows = self._write.commit([r["shard"] for r in done])
 
-        def on_write_failed(self, error) -> None:
+        def on_write_failed(self, error: Exception) -> None:
             self._write.discard()
 
         def __repr__(self) -> str:
@@ -526,13 +532,13 @@ def _sink_class():
 
 
 def write_table(
-    dataset,
-    path,
+    dataset: Any,
+    path: str | os.PathLike[str],
     *,
     codec: str = "zstd",
     storage_options: dict[str, str] | None = None,
     mode: str = "create",
-    layout=None,
+    layout: str | dict[str, str] | None = None,
 ) -> str:
     """Writes the ``ray.data.Dataset`` ``dataset`` as a new sharded table at
     ``path`` (``mode="append"``: appends it to the sharded table there, as
@@ -575,15 +581,15 @@ def write_table(
 
 
 def add_columns(
-    path,
-    fn,
+    path: str | os.PathLike[str] | Mapping,
+    fn: Callable[..., Any],
     *,
-    read_columns,
+    read_columns: list[str],
     storage_options: dict[str, str] | None = None,
     codec: str = "zstd",
     num_cpus: float = 1,
     num_gpus: float = 0,
-    layout=None,
+    layout: str | dict[str, str] | None = None,
 ) -> int:
     """Adds the columns ``fn`` computes to the sharded table at ``path``
     with one Ray task per shard (on any node), committed as one new version
@@ -657,13 +663,13 @@ def _add_columns_task(write, path, options, pinned, fn, read_columns, i, lo, hi,
 
 
 def read_table(
-    path,
+    path: str | os.PathLike[str] | Mapping,
     *,
-    columns=None,
+    columns: list[str] | None = None,
     index_column: str | None = "record_id",
     override_num_blocks: int | None = None,
     storage_options: dict[str, str] | None = None,
-):
+) -> Any:
     """The plain or sharded table at ``path`` (or a read-only
     :class:`loaderx.Table`) as a ``ray.data.Dataset`` (lazy).
 

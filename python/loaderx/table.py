@@ -6,9 +6,11 @@ columns, named after the subdirectories (the command line's ``--table DIR``
 convention). A sharded table is a directory of plain tables (its shards)
 plus ``manifest.json`` naming the committed shards in order (see
 :func:`commit_shards`). :func:`open_table` opens either and returns a
-:class:`Table`, a read-only ``Mapping[str, stream]`` that works wherever a
-dict of stores does: gathers, ``loaderx.arrow.table``, ``loaderx.sql``,
-Parquet export and the DataLoader. A sharded table's column is one
+:class:`Table`, a ``Mapping[str, stream]`` (its columns are not assigned
+as items: a writable table changes through its methods, each a new
+version) that works wherever a dict of stores does: gathers,
+``loaderx.arrow.table``, ``loaderx.sql``, Parquet export and the
+DataLoader. A sharded table's column is one
 read-only stream over every shard: a gather resolves each global index to
 its shard and record in the same native call that decodes it.
 
@@ -28,7 +30,8 @@ import functools
 import json
 import numbers
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -98,12 +101,7 @@ def open_columns(path: str, readonly: bool = True, names=None) -> dict:
     return {name: _wrap(s, os.path.join(path, name)) for name, s in native}
 
 
-def is_sharded(path) -> bool:
-    """Whether ``path`` is a sharded table (holds a manifest)."""
-    return _native.is_sharded(os.fspath(path))
-
-
-def new_shard(path) -> str:
+def new_shard(path: str | os.PathLike[str]) -> str:
     """Creates a new, empty, uniquely named shard directory inside the table
     directory ``path`` (created if needed) and returns its path.
 
@@ -114,7 +112,7 @@ def new_shard(path) -> str:
     return os.fspath(_native.new_shard(os.fspath(path)))
 
 
-def commit_shards(path, shards) -> int:
+def commit_shards(path: str | os.PathLike[str], shards: list[str | os.PathLike[str]]) -> int:
     """Appends the shard directories ``shards`` (paths inside the table
     directory ``path``, in order) to the table's manifest in one atomic
     rename, creating the manifest on the first commit. Returns the table's
@@ -144,8 +142,11 @@ def read_manifest(path) -> dict:
 
 
 class Table(Mapping, Closing):
-    """The columns of a plain table: a read-only ``Mapping`` of column name to
-    store (``DenseStore`` or ``RaggedStore``), all of ``num_rows`` records.
+    """The columns of a table: a ``Mapping`` of column name to store
+    (``DenseStore`` or ``RaggedStore``), all of ``num_rows`` records. Items
+    are not assigned; a table opened with ``readonly=False`` changes through
+    its methods (``append``, ``add_columns``, ``delete``, ...), each a new
+    version that this ``Table`` then shows.
 
     Columns come in name order. ``close()`` (or leaving a ``with`` block)
     closes every column. Obtain one with :func:`open_table`.
@@ -160,8 +161,8 @@ class Table(Mapping, Closing):
         version: int | None = None,
         evolvable: bool = False,
         view: str | None = None,
-        basis=None,
-    ):
+        basis: dict | None = None,
+    ) -> None:
         # Private: use open_table().
         self._stale = False  # a commit made a newer version: shown on next use
         self._evolvable = evolvable
@@ -430,7 +431,9 @@ class Table(Mapping, Closing):
         self._metadata = None
         self._num_rows = fresh._num_rows
 
-    def append(self, source, *, codec: str = "zstd", layout=None) -> int:
+    def append(
+        self, source: Any, *, codec: str = "zstd", layout: str | dict[str, str] | None = None
+    ) -> int:
         """Appends the rows of ``source`` as new shards, committed as one
         new version, and shows it; returns the new ``num_rows``.
 
@@ -466,12 +469,12 @@ class Table(Mapping, Closing):
 
     def add_columns(
         self,
-        columns,
+        columns: Mapping[str, Any] | Callable[..., Any] | Any,
         *,
         read_columns: list[str] | None = None,
         codec: str = "zstd",
         workers: int | None = None,
-        layout=None,
+        layout: str | dict[str, str] | None = None,
     ) -> None:
         """Adds columns without rewriting any existing one, committed as one
         new version, and shows it.
@@ -505,7 +508,7 @@ class Table(Mapping, Closing):
             raise
         self._reopen(version, basis)
 
-    def delete(self, where) -> int:
+    def delete(self, where: str | Any) -> int:
         """Deletes rows, committed as one new version, and shows it; returns
         how many rows it deleted.
 
@@ -573,7 +576,7 @@ class Table(Mapping, Closing):
         self._reopen(version)
         return version
 
-    def save_view(self, name: str, rows) -> int:
+    def save_view(self, name: str, rows: str | Any) -> int:
         """Saves a named selection of this version's rows (record ids, a
         bool mask or an SQL predicate) as a view; returns its row count.
         ``open_table(path, view=name)`` opens it (this version, restricted
@@ -631,7 +634,7 @@ class Table(Mapping, Closing):
         saved = _native.split(self._path, shares, seed, by, self._version, self._storage_options)
         return dict(saved)
 
-    def drop_columns(self, names) -> None:
+    def drop_columns(self, names: str | list[str]) -> None:
         """Drops the columns ``names`` (one name or a list), committed as one
         new version, and shows it; their files stay for the versions that
         name them (see :meth:`cleanup`). ValueError naming a column the
@@ -652,14 +655,16 @@ class Table(Mapping, Closing):
     def closed(self) -> bool:
         return self._columns is None
 
-    def to_pandas(self, columns=None, index_column="record_id"):
+    def to_pandas(
+        self, columns: list[str] | None = None, index_column: str | None = "record_id"
+    ) -> Any:
         """A pandas DataFrame of the rows (tensor columns as object columns
         of ndarrays, text as strings): see :func:`loaderx.pandas.to_pandas`."""
         from .pandas import to_pandas
 
         return to_pandas(self, columns=columns, index_column=index_column)
 
-    def to_hf(self, columns: list[str] | None = None):
+    def to_hf(self, columns: list[str] | None = None) -> Any:
         """The rows as a Hugging Face ``datasets.Dataset`` (tensor columns as
         ``ArrayND`` or ``List`` features, text as strings): see
         :func:`loaderx.hf.to_hf`."""
@@ -707,11 +712,11 @@ def _check_version_number(name: str, version) -> None:
 
 
 def open_table(
-    path,
+    path: str | os.PathLike[str],
     readonly: bool = True,
     *,
     storage_options: dict[str, str] | None = None,
-    cache_dir=None,
+    cache_dir: str | os.PathLike[str] | None = None,
     cache_bytes: int | None = None,
     version: int | str | None = None,
     view: str | None = None,
@@ -848,11 +853,11 @@ def _open_pinned(path: str, manifest: bytes, storage_options: dict | None) -> Ta
 
 
 def copy_table(
-    src,
-    dst,
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
     *,
     storage_options: dict[str, str] | None = None,
-    progress=None,
+    progress: Callable[..., Any] | None = None,
 ) -> int:
     """Copies the table at ``src`` (plain or sharded) to ``dst``; either may
     be a local path or a URI (``s3://``, ``gs://``, ``az://``; ``http(s)://``
@@ -897,15 +902,15 @@ def _chunks(total: int, parts: int) -> list[tuple[int, int]]:
 
 
 def ingest_sharded(
-    source,
-    path,
+    source: Any,
+    path: str | os.PathLike[str],
     *,
     codec: str = "zstd",
     dict_bytes: bytes | None = None,
     workers: int | None = None,
     shards: int | None = None,
     storage_options: dict[str, str] | None = None,
-    layout=None,
+    layout: str | dict[str, str] | None = None,
 ) -> Table:
     """Ingests ``source`` into a sharded table at ``path`` on ``workers``
     threads, each writing its own shards, then commits them all at once;

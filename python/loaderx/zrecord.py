@@ -212,6 +212,13 @@ class _Store(StoreBase):
         return self._live().logical
 
     @property
+    def layout(self) -> str:
+        """How the column is stored: ``"records"`` (a Zrecord store, one
+        frame and one location per record) or ``"columnar"`` (a table's
+        ``column.zc``, chunks of many values; see ``docs/format.md``)."""
+        return self._live().layout
+
+    @property
     def closed(self) -> bool:
         return self._native is None
 

@@ -199,7 +199,7 @@ def test_layout_chooses_and_refuses(tmp_path):
     loaderx.ingest_sharded(data, str(tmp_path / "a"), workers=1).close()
     assert layout_all(tmp_path / "a") == {"label": "columnar", "caption": "columnar"}
     with loaderx.open_table(str(tmp_path / "a")) as t:
-        assert t["label"]._native.layout == "columnar" and t["png"]._native.layout == "records"
+        assert t["label"].layout == "columnar" and t["png"].layout == "records"
         assert t["label"][[3, 1]].tolist() == [3, 1] and t["caption"][2] == "c2"
     # "columnar": every column that can be (bytes too), tensors stay records.
     loaderx.ingest_sharded(data, str(tmp_path / "b"), workers=1, layout="columnar").close()
@@ -250,7 +250,7 @@ def test_tables_written_before_columnar_columns_open_and_convert(tmp_path):
     want_caption = [None if i == 4 else f"caption {i}" for i in range(12) if i != 1]
     with loaderx.open_table(path) as t:
         assert t.version == 2 and t.num_rows == 11
-        assert all(t[c]._native.layout == "records" for c in t)
+        assert all(t[c].layout == "records" for c in t)
         before = loaderx.arrow.table(t).read_all()
     assert before["label"].to_pylist() == want_label
     assert before["caption"].to_pylist() == want_caption
@@ -258,7 +258,7 @@ def test_tables_written_before_columnar_columns_open_and_convert(tmp_path):
     # min_deleted is (no shard qualifies at 1.0); tensors stay records.
     with loaderx.open_table(path, readonly=False) as t:
         assert t.compact(min_deleted=1.0) == 3
-        assert {c: t[c]._native.layout for c in t} == {
+        assert {c: t[c].layout for c in t} == {
             "caption": "columnar",
             "img": "records",
             "label": "columnar",
@@ -420,7 +420,7 @@ def test_a_columnar_table_on_gcs(gcs, tmp_path):
     assert set(layout_all(local)) == {"x", "s"}
     target = gcs.upload_dir(local, f"{gcs.prefix}/t")
     with loaderx.open_table(target, storage_options=gcs.options()) as t:
-        assert t["x"]._native.layout == "columnar"
+        assert t["x"].layout == "columnar"
         got = loaderx.sql("SELECT count(*) AS n FROM t WHERE s LIKE 'v29%' AND x > 100", t=t)
         assert got["n"][0].as_py() == 1110  # v29, v290.. and v2900.. but x = 29
         assert t["s"][[29_999, 0]] == ["v29999", "v0"]

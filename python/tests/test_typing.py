@@ -20,6 +20,10 @@ MODULES = [
     "loaderx.polars",
     "loaderx.datafusion",
     "loaderx._sql",
+    "loaderx.table",
+    "loaderx.ray",
+    "loaderx.hf",
+    "loaderx.images",
 ]
 
 

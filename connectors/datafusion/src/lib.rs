@@ -1,17 +1,19 @@
-//! A DataFusion [`TableProvider`] over loaderx stores.
+//! A DataFusion [`TableProvider`] over loaderx tables: stores and columnar
+//! columns.
 //!
-//! A table is a list of named, equal-length streams (open stores, shared —
-//! never reopened) plus an optional UInt64 `record_id` column. Scans push
-//! down:
+//! A table is a list of named, equal-length streams (open stores or a
+//! table's columns, shared — never reopened) plus an optional UInt64
+//! `record_id` column. Scans push down:
 //!
 //! * **projection** — only the projected streams are read;
 //! * **limit** — a partition stops once it has produced enough rows;
 //! * **record_id predicates** — comparisons, `BETWEEN`, `IN` lists and
-//!   their conjunctions become an exact set of row ranges, so only those
-//!   rows are touched;
-//! * **late materialization** — predicates over cheap columns (record_id and
-//!   dense scalar streams) are evaluated first, on those columns only, and the
-//!   heavy streams are gathered for the surviving rows alone;
+//!   their `AND`s and `OR`s become an exact set of row ranges, so only
+//!   those rows are touched;
+//! * **late materialization** — predicates over cheap columns (record_id,
+//!   columnar columns, scalar stores, text and bytes) are evaluated first,
+//!   on those columns only, and the heavy streams are gathered for the
+//!   surviving rows alone;
 //! * **one predicate** — each filter is translated once into the core's
 //!   predicate ([`native`]); the core alone decides which chunks may hold a
 //!   matching row (they alone are read), which rows match when every column

@@ -1,6 +1,8 @@
-//! The local block cache of remote `data.zr` objects.
+//! The local block cache of remote objects: with a cache, every ranged
+//! read of a location's objects (a store's `data.zr`, a columnar column's
+//! `column.zc`) goes through it.
 //!
-//! With a cache, a remote object is read in aligned blocks of [`BLOCK`]
+//! A remote object is read in aligned blocks of [`BLOCK`]
 //! bytes, so that many small records share one request, and each block is
 //! kept as a file under `cache_dir` for later reads, by this process and by
 //! every other on the host (ranks, torch workers, later runs):
