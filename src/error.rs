@@ -103,6 +103,9 @@ pub enum Refusal {
     CredentialsInUri,
     /// A writable open of a remote location, which opens read-only.
     RemoteWritable,
+    /// A layout asked of a column the table stores in the other one (a
+    /// column keeps its layout).
+    LayoutKept,
 }
 
 impl Error {

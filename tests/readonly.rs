@@ -466,7 +466,7 @@ mod pending_journal {
                     assert!(
                         msg.contains("meta.zr")
                             && msg.contains("read-only")
-                            && msg.contains("without readonly"),
+                            && msg.contains("a writable open recovers it"),
                         "{msg}"
                     );
                     with_moves += 1;

@@ -84,6 +84,7 @@ fn python_hint(err: &Error) -> Option<&'static str> {
             Refusal::DictionaryTooSmall => "give loaderx.train_dict more or larger records",
             Refusal::CredentialsInUri => "storage_options is where they go",
             Refusal::RemoteWritable => "open it with readonly=True",
+            Refusal::LayoutKept => "Table.compact() converts records columns to columnar",
             _ => return None,
         },
         _ => return None,

@@ -229,8 +229,12 @@ def test_layout_chooses_and_refuses(tmp_path):
     with loaderx.open_table(str(tmp_path / "c"), readonly=False) as t:
         t.append(data.slice(0, 2))
         assert "layouts" not in json.loads(open(tmp_path / "c" / "manifest.json").read())
-        with pytest.raises(ValueError, match="column 'label' is stored as records in the table"):
+        with pytest.raises(
+            ValueError, match="column 'label' is stored as records in the table"
+        ) as e:
             t.append(data.slice(0, 2), layout={"label": "columnar"})
+        # The remedy in Python's terms, from the binding, not the core.
+        assert str(e.value).endswith("(Table.compact() converts records columns to columnar)")
         assert t.num_rows == 12
         # New columns take the default layout.
         t.add_columns({"score": np.linspace(0, 1, 12)})

@@ -1341,6 +1341,38 @@ def test_cleanup_removes_staging_directories_of_dead_bucket_writers(tmp_path, mo
         shutil.rmtree(young, ignore_errors=True)
 
 
+def test_a_failed_bucket_write_leaves_no_staging_directory(s3, tmp_path, monkeypatch):
+    """An append and an add_columns to a bucket whose source fails part way
+    (an error, not a kill): the local staging directories of the shards and
+    groups they were filling go with the error, not an hour later."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    path = uri(s3, "failed")
+    opts = {"storage_options": s3.options()}
+    loaderx.ingest_sharded(rows(0, 8), path, workers=1, shards=2, **opts).close()
+
+    def broken():
+        yield from rows(8, 12).to_batches()
+        raise RuntimeError("the source broke")
+
+    with loaderx.open_table(path, readonly=False, **opts) as t:
+        reader = pa.RecordBatchReader.from_batches(rows(8, 12).schema, broken())
+        with pytest.raises(ValueError, match="the source broke"):
+            t.append(reader)
+        assert t.version == 1
+
+        def fails(batch):
+            if batch["id"][0] >= 4:
+                raise RuntimeError("the function broke")
+            return {"twice": batch["id"] * 2}
+
+        with pytest.raises(RuntimeError, match="the function broke"):
+            t.add_columns(fails, read_columns=["id"])
+        assert t.version == 1 and "twice" not in t
+    assert [n for n in os.listdir(tmp) if n.startswith("loaderx-")] == []
+
+
 def test_a_refused_group_leaves_no_staging_directory(s3, tmp_path, monkeypatch):
     """A column group refused at its check (a name the table has) in a
     bucket: its local staging directory goes with the refusal."""

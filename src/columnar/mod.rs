@@ -10,11 +10,11 @@
 //! described in the footer by its rows, null count, and minimum and
 //! maximum. Readers prune chunks by those statistics, decode whole chunks
 //! into Arrow arrays, and gather rows at random from chunks kept decoded
-//! within a per-process budget ([`keep_budget`]).
+//! within a per-process budget (`file::keep_budget`).
 //!
-//! - [`format`](mod@format): the bytes (footer, entries, bounds);
+//! - `format`: the bytes (footer, entries, bounds);
 //! - [`ColumnWriter`]: writes one column file;
-//! - [`ColumnFile`]: one open file (its chunks decoded and kept);
+//! - `file::ColumnFile`: one open file (its chunks decoded and kept);
 //! - [`Columnar`]: a table's column (files of every shard end to end, a
 //!   selection of rows), read through [`crate::Records`].
 
@@ -24,28 +24,28 @@ mod column;
 mod decode;
 mod encode;
 mod file;
-pub mod format;
+mod format;
 mod num;
 #[cfg(feature = "arrow")]
 mod pred;
 mod writer;
 
-#[cfg(feature = "arrow")]
-pub use arrow::{chunk_array, concat as concat_arrays};
+// The product: columns, their writer, their kinds, predicates over them.
+// The engine (chunks, footers, bounds, numbers, the budget of kept chunks)
+// stays inside the crate.
 pub use column::{logical_of, schema_of, Columnar, ValidityView};
-pub use decode::Decoded;
-pub(crate) use file::is_column_dir;
-pub use file::{
-    keep_budget, kept_bytes, ChunkRef, ColumnFile, DEFAULT_KEEP_BYTES, KEEP_ENV, OPEN_TAIL_BYTES,
-};
-pub use format::{Bound, Entry, Footer, ValueKind, COLUMN_FILE};
-pub use num::Num;
+pub use file::kept_bytes;
+pub use format::{ValueKind, COLUMN_FILE};
 #[cfg(feature = "arrow")]
-pub use pred::{
-    compare_array, intersect, union, Cmp, CmpOp, FloatOrder, Lit, Pred, RowRanges, TextOp,
-};
+pub use pred::{intersect, union, Cmp, CmpOp, FloatOrder, Lit, Pred, RowRanges, TextOp};
+pub use writer::ColumnWriter;
+
+#[cfg(feature = "remote")]
+pub(crate) use file::OPEN_TAIL_BYTES;
+pub(crate) use file::{is_column_dir, ColumnFile};
+#[cfg(feature = "arrow")]
+pub(crate) use pred::compare_array;
 pub(crate) use writer::write_records;
-pub use writer::{ColumnWriter, CHUNK_BYTES, CHUNK_ROWS};
 
 #[cfg(test)]
 mod tests;

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use super::format::{Encoding, FLAG_VALUES_ZSTD};
+use super::writer::CHUNK_ROWS;
 use super::*;
 use crate::codec;
 use crate::io::Fs;

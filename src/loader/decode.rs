@@ -47,8 +47,8 @@ pub(super) fn decoded_streams<S: StoreAccess>(
         let ok = format!("{column}_ok");
         if image.on_error == OnError::Zeros && names.contains(&ok.as_str()) {
             return Err(Error::InvalidValue(format!(
-                "decode: column {}'s on_error='zeros' adds a column {}, which the streams have \
-                 already",
+                "decode: column {}, with zeros for the images that do not decode, adds a \
+                 column {}, which the streams have already",
                 py_str(column),
                 py_str(&ok)
             )));

@@ -365,7 +365,7 @@ impl Store {
         if readonly {
             if let Some(j) = journal.as_ref().filter(|j| !j.moves.is_empty()) {
                 return Err(corrupt_meta(format!(
-                    "an interrupted compaction left a pending journal that moves {} bytes of data.zr; a read-only open cannot apply it: open the store once without readonly to recover it",
+                    "an interrupted compaction left a pending journal that moves {} bytes of data.zr; a read-only open cannot apply it: a writable open recovers it",
                     j.payload.len()
                 )));
             }

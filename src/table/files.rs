@@ -387,6 +387,43 @@ pub(crate) fn remove_staging(dir: &Path) {
     drop(lease);
 }
 
+/// The staging directories one write made (a [`TableWrite`] or a
+/// [`ColumnsWrite`]): whatever the write did not hand on or remove itself
+/// goes when the write does, so that a write that fails (an error, not a
+/// kill) leaves no staging directory behind.
+///
+/// [`TableWrite`]: super::TableWrite
+/// [`ColumnsWrite`]: super::ColumnsWrite
+#[derive(Debug, Default)]
+pub(crate) struct StagingSet(std::sync::Mutex<Vec<PathBuf>>);
+
+impl StagingSet {
+    /// A new staging directory of `kind` ([`staging_dir`]), removed at the
+    /// latest when the set is dropped.
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
+    pub(crate) fn make(&self, kind: &str) -> Result<PathBuf> {
+        let dir = staging_dir(kind)?;
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(dir.clone());
+        Ok(dir)
+    }
+}
+
+impl Drop for StagingSet {
+    fn drop(&mut self) {
+        let dirs = std::mem::take(self.0.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for dir in dirs {
+            // Those removed already (uploaded, or dropped on an error) are
+            // no longer this process's.
+            if staging().contains_key(&dir) {
+                remove_staging(&dir);
+            }
+        }
+    }
+}
+
 /// Removes the local staging directories of dead writers to buckets (in
 /// the temporary directory: no live process holds their lease) that are
 /// older than `min_age` (a cleanup's: at least [`LEFTOVER_MIN_AGE`] but in

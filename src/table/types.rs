@@ -133,10 +133,13 @@ impl Layouts {
         let fits = |l: ColumnLayout| l == ColumnLayout::Records || kind.is_some();
         match (asked, existing) {
             (Some(a), Some(e)) if a != e && (named.is_some() || fits(a)) => {
-                Err(Error::InvalidValue(format!(
-                    "column {} is stored as {e} in the table, but layout asks for {a}; a column keeps its layout (Table.compact() converts records columns to columnar)",
-                    py_str(name)
-                )))
+                Err(Error::Refused {
+                    refusal: crate::error::Refusal::LayoutKept,
+                    message: format!(
+                        "column {} is stored as {e} in the table, but layout asks for {a}; a column keeps its layout",
+                        py_str(name)
+                    ),
+                })
             }
             (_, Some(e)) => Ok(e),
             (Some(ColumnLayout::Columnar), None) if kind.is_none() => {

@@ -42,7 +42,7 @@ impl Columnar {
     }
 
     /// Whether each of physical rows `lo..hi` satisfies comparison `c`
-    /// (see the module documentation of [`super`]); the chunks are
+    /// (see the module documentation of `columnar::pred`); the chunks are
     /// compared in parallel on the executor's threads when they are many.
     pub fn compare(&self, lo: u64, hi: u64, c: &Cmp) -> Result<BooleanBuffer> {
         self.bits_by_piece(lo, hi, &|p| self.compare_piece(p, c))

@@ -239,6 +239,9 @@ pub struct ColumnsWrite {
     /// In a bucket, what the commit learnt of the version it made.
     #[cfg(feature = "remote")]
     after: Mutex<Option<bucket::Planned>>,
+    /// The local staging directories of a bucket's groups: what is left of
+    /// them goes with the write.
+    staging: files::StagingSet,
 }
 
 impl ColumnsWrite {
@@ -250,6 +253,7 @@ impl ColumnsWrite {
             base,
             token: files::random_hex(6),
             finished: Mutex::default(),
+            staging: files::StagingSet::default(),
             replaces: true,
             #[cfg(feature = "remote")]
             planned: None,
@@ -305,6 +309,7 @@ impl ColumnsWrite {
                     base: planned.manifest().clone(),
                     token: files::random_hex(6),
                     finished: Mutex::default(),
+                    staging: files::StagingSet::default(),
                     replaces: false,
                     planned: Some(planned),
                     after: Mutex::default(),
@@ -332,6 +337,7 @@ impl ColumnsWrite {
             base,
             token: token.to_owned(),
             finished: Mutex::default(),
+            staging: files::StagingSet::default(),
             replaces: false,
             #[cfg(feature = "remote")]
             planned: None,
@@ -398,7 +404,7 @@ impl ColumnsWrite {
         let dir = match &self.root.kind {
             RootKind::Local(table) => shard_dir(table, &shard.name).join(self.group()),
             #[cfg(feature = "remote")]
-            RootKind::Bucket(_) => files::staging_dir("group")?.join(self.group()),
+            RootKind::Bucket(_) => self.staging.make("group")?.join(self.group()),
         };
         if dir.exists() {
             files::remove_dir_all(&dir)?; // a retried task's

@@ -131,6 +131,9 @@ pub struct TableWrite {
     planned: Option<(u64, Vec<String>)>,
     /// Table metadata this write's commit sets (see [`TableWrite::set_metadata`]).
     metadata: serde_json::Map<String, serde_json::Value>,
+    /// The local staging directories of a bucket's shards: what is left
+    /// of them goes with the write.
+    staging: files::StagingSet,
 }
 
 /// A shard or group as its writer checked it: its schema and, in a
@@ -154,6 +157,7 @@ impl TableWrite {
             token: files::random_hex(6),
             existed,
             finished: Mutex::default(),
+            staging: files::StagingSet::default(),
             planned: None,
             metadata: Default::default(),
         };
@@ -188,6 +192,7 @@ impl TableWrite {
             token: token.to_owned(),
             existed,
             finished: Mutex::default(),
+            staging: files::StagingSet::default(),
             planned: None,
             metadata: Default::default(),
         })
@@ -306,7 +311,7 @@ impl TableWrite {
         let parent = match &self.root.kind {
             RootKind::Local(dir) => dir.clone(),
             #[cfg(feature = "remote")]
-            RootKind::Bucket(_) => files::staging_dir("shard")?,
+            RootKind::Bucket(_) => self.staging.make("shard")?,
         };
         files::create_dir_all(&parent)?;
         loop {
