@@ -33,7 +33,14 @@ def public_callables(module):
     ``__all__`` classes."""
     out = []
     for name in module.__all__:
-        obj = getattr(module, name)
+        try:
+            obj = getattr(module, name)
+        except ImportError:
+            # A class made on first use from an optional dependency that is
+            # not installed here (Ray's): a case that fails, deselected by
+            # name where that dependency cannot be installed.
+            out.append((name, None))
+            continue
         if inspect.isfunction(obj):
             out.append((name, obj))
         elif inspect.isclass(obj) and obj.__module__ == module.__name__:
@@ -76,6 +83,7 @@ CASES = [
 
 @pytest.mark.parametrize("name,fn", CASES, ids=[c[0] for c in CASES])
 def test_public_signature_is_annotated(name, fn):
+    assert fn is not None, f"{name} needs an optional dependency that is not installed"
     assert unannotated(fn) == []
 
 
