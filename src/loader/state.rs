@@ -31,7 +31,9 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+use super::{DataLoader, MixSource, MixWeights, Options, Subset};
 use crate::error::{Error, Result};
+use crate::read::records::StoreAccess;
 use crate::repr::{py_list, py_repr, py_str};
 use crate::sampler::Mode;
 
@@ -541,6 +543,306 @@ impl<'de> Deserialize<'de> for LoaderState {
         let value = Value::deserialize(d)?;
         LoaderState::from_value(&value).map_err(serde::de::Error::custom)
     }
+}
+
+/// Saving a run's state and going on from one.
+impl<S: StoreAccess + 'static> DataLoader<S> {
+    /// The run's state: the step the next [`DataLoader::next`] returns, the
+    /// sampler's settings, a mixture's sources and fixed weights, where the
+    /// sources were read and the plan's edits. A loader built from it
+    /// ([`DataLoader::from_state`], or [`DataLoader::load_state`] on a
+    /// loader over the same data) goes on bit-exactly.
+    pub fn state(&self) -> LoaderState {
+        let o = &self.recipe.options;
+        let (sources, mix_weights) = match &self.recipe.mix {
+            Some((names, weights)) => (
+                Some(names.clone()),
+                match weights {
+                    MixWeights::Fixed(w) => Some(w.clone()),
+                    MixWeights::Schedule => None,
+                },
+            ),
+            None => (None, None),
+        };
+        LoaderState {
+            step: self.step(),
+            seed: o.seed,
+            mode: o.mode,
+            batch_size: o.batch_size,
+            block_size: o.block_size,
+            sources,
+            mix_weights,
+            tables: self.recipe.pins.clone(),
+            events: self.recipe.events.clone(),
+            decode: self.decode_state(),
+        }
+    }
+
+    /// The decode settings of the run's state.
+    fn decode_state(&self) -> std::collections::BTreeMap<String, serde_json::Value> {
+        #[cfg(feature = "image")]
+        return self
+            .recipe
+            .options
+            .decode
+            .iter()
+            .map(|(c, image)| (c.clone(), image.to_value()))
+            .collect();
+        #[cfg(not(feature = "image"))]
+        Default::default()
+    }
+
+    /// Checks that `state` is this loader's run: the same seed, mode, block
+    /// size and mixture sources and, when both name tables, the same
+    /// tables at the same versions and views. `batch_size` and the ranks
+    /// may differ (a run resumes on another number of ranks).
+    fn check_state(&self, state: &LoaderState) -> Result<()> {
+        let o = &self.recipe.options;
+        let opt = |v: Option<u64>| v.map_or("None".into(), |v| v.to_string());
+        let names = |v: Option<&Vec<String>>| v.map_or("None".into(), |v| py_list(v));
+        let ours_names = self.recipe.mix.as_ref().map(|(n, _)| n);
+        let pairs = [
+            ("seed", state.seed.to_string(), o.seed.to_string()),
+            ("mode", py_str(state.mode.name()), py_str(o.mode.name())),
+            ("block_size", opt(state.block_size), opt(o.block_size)),
+            ("sources", names(state.sources.as_ref()), names(ours_names)),
+        ];
+        for (key, theirs, ours) in pairs {
+            if theirs != ours {
+                return Err(Error::InvalidValue(format!(
+                    "state[{}] is {theirs}, but this loader's {key} is {ours}: a state resumes \
+                     the loader that made it (same streams, seed and mode)",
+                    py_str(key)
+                )));
+            }
+        }
+        let ours = self.decode_state();
+        if state.decode != ours {
+            let show = |d: &std::collections::BTreeMap<String, serde_json::Value>| {
+                crate::repr::py_repr(&serde_json::Value::Object(
+                    d.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                ))
+            };
+            return Err(Error::InvalidValue(format!(
+                "state['decode'] is {}, but this loader's decode is {}: a run resumes with the \
+                 decode settings it was made with",
+                show(&state.decode),
+                show(&ours)
+            )));
+        }
+        match (&state.tables, &self.recipe.pins) {
+            (Some(theirs), Some(ours)) if theirs != ours => Err(pins_differ(theirs, ours)),
+            _ => Ok(()),
+        }
+    }
+
+    /// A loader over the tables `state` pins, reopened by `open` (which
+    /// returns a pinned table's streams, in column order, and where it
+    /// actually read: the version a view selects now may differ), at the
+    /// state's step with its edits: it goes on bit-exactly. The state's
+    /// seed, mode, block size, step and edits replace `options`'; the
+    /// batch size, ranks, prefetching and output are `options`' (a run may
+    /// resume on another number of ranks). A mixture's state reopens each
+    /// source with its fixed weights, or with [`MixWeights::Schedule`]
+    /// (push the weights from step 0 again: a schedule is code, not state).
+    ///
+    /// Errors ([`Error::InvalidValue`]): a state with a source that is not
+    /// a table (build the loader and call [`DataLoader::load_state`]), a
+    /// table that opens at another version than the state's (naming
+    /// both), what `open` fails with, and the checks of [`DataLoader::new`]
+    /// and [`DataLoader::mixture`].
+    pub fn from_state(
+        state: &LoaderState,
+        mut open: impl FnMut(&Pin) -> Result<(Vec<(String, S)>, Pin)>,
+        options: Options,
+    ) -> Result<DataLoader<S>> {
+        let pins: Vec<&Pin> = match &state.tables {
+            Some(t) if !t.is_empty() && t.iter().all(Option::is_some) => {
+                t.iter().flatten().collect()
+            }
+            _ => {
+                return Err(Error::InvalidValue(
+                    "state pins no table for some source (a loader over streams that are not \
+                     a table): build the loader and call load_state"
+                        .into(),
+                ))
+            }
+        };
+        let sources = state.sources.as_deref().unwrap_or_default();
+        let want = if state.sources.is_some() {
+            sources.len()
+        } else {
+            1
+        };
+        if pins.len() != want {
+            return Err(Error::InvalidValue(format!(
+                "state['tables'] pins {} tables, but the state has {want} sources",
+                pins.len()
+            )));
+        }
+        let mut opened = Vec::with_capacity(pins.len());
+        let mut read = Vec::with_capacity(pins.len());
+        for pin in pins {
+            let (streams, at) = open(pin)?;
+            opened.push(streams);
+            read.push(Some(at));
+        }
+        if state.tables.as_ref() != Some(&read) {
+            return Err(pins_differ(
+                state.tables.as_deref().unwrap_or_default(),
+                &read,
+            ));
+        }
+        let options = Options {
+            seed: state.seed,
+            mode: state.mode,
+            block_size: state.block_size,
+            start_step: state.step,
+            events: state.events.clone(),
+            pins: Some(read),
+            ..options
+        };
+        let loader = match &state.sources {
+            None => DataLoader::new(opened.pop().unwrap_or_default(), options)?,
+            Some(names) => {
+                let weights = match &state.mix_weights {
+                    Some(w) => MixWeights::Fixed(w.clone()),
+                    None => MixWeights::Schedule,
+                };
+                let sources = names
+                    .iter()
+                    .zip(opened)
+                    .map(|(name, streams)| MixSource {
+                        name: name.clone(),
+                        streams,
+                        weights: None,
+                    })
+                    .collect();
+                DataLoader::mixture(sources, weights, options)?
+            }
+        };
+        // The decode settings must be the state's too.
+        loader.check_state(state)?;
+        Ok(loader)
+    }
+}
+
+/// The edits of a run (they rebuild the plan over the same streams, so the
+/// streams are cloned: an `Arc`, a reference or a binding's handle).
+impl<S: StoreAccess + Clone + 'static> DataLoader<S> {
+    /// A loader over the same streams and settings at `start` with the
+    /// plan's edits `events`.
+    fn rebuilt(&self, start: u64, events: Vec<Event>) -> Result<DataLoader<S>> {
+        let mut options = self.recipe.options.clone();
+        options.start_step = start;
+        options.events = events;
+        options.pins = self.recipe.pins.clone();
+        match (&self.plan.mix, &self.recipe.mix) {
+            (Some(mix), Some((_, weights))) => {
+                DataLoader::mixture(mix.sources().cloned().collect(), weights.clone(), options)
+            }
+            _ => {
+                options.indices = self.plan.indices.clone().map(Subset::Unsigned);
+                DataLoader::new(self.plan.streams.clone(), options)
+            }
+        }
+    }
+
+    /// This loader with one more edit of its plan, made at `event.step()`
+    /// (where the caller's consumer is: [`DataLoader::step`], or the step
+    /// of a caller whose own threads take batches ahead of it): a new
+    /// loader continuing at that step (after a skip's steps), with the
+    /// same streams and settings. An exclusion of no record and a skip of
+    /// 0 steps change nothing. This loader is left as it is; a scheduled
+    /// mixture's weights are pushed again from step 0 to the new one.
+    ///
+    /// Errors ([`Error::InvalidValue`]): an edit before the last one, a
+    /// record outside the streams (or the source) it names, a source that
+    /// is not the mixture's, an exclusion that leaves nothing (or, for
+    /// cyclic and blocked modes, less than a global batch) to draw.
+    pub fn edited(&self, event: Event) -> Result<DataLoader<S>> {
+        let (start, nothing) = match &event {
+            Event::Exclude { step, records, .. } => (*step, records.is_empty()),
+            Event::Skip { step, n } => (
+                step.checked_add(*n).ok_or_else(|| {
+                    Error::InvalidValue(format!("n must be in 0..={}, got {n}", u64::MAX - step))
+                })?,
+                *n == 0,
+            ),
+        };
+        let mut events = self.recipe.events.clone();
+        if !nothing {
+            events.push(event);
+        }
+        self.rebuilt(start, events)
+    }
+
+    /// This run continued from `state` (saved by [`DataLoader::state`]): a
+    /// new loader over the same streams at the state's step with its
+    /// edits. Errors: a state of another run (seed, mode, block size,
+    /// mixture sources, or pinned tables differing, naming both), edits
+    /// the streams cannot take (see [`DataLoader::edited`]).
+    pub fn resumed(&self, state: &LoaderState) -> Result<DataLoader<S>> {
+        self.check_state(state)?;
+        self.rebuilt(state.step, state.events.clone())
+    }
+
+    /// This run restarted at `step` (not before its last edit) with its
+    /// edits: what a `fork()`ed child builds to go on where its parent was.
+    pub fn restarted(&self, step: u64) -> Result<DataLoader<S>> {
+        self.rebuilt(step, self.recipe.events.clone())
+    }
+
+    /// From the next step on, `records` (record ids of the streams, or of
+    /// the mixture's source `source`) are never drawn. Cyclic and blocked
+    /// modes finish the cycle under way without them and then cover every
+    /// other record once per cycle; sequential goes on with the next
+    /// record; iid and weighted draw as if their weight were zero. Kept in
+    /// [`DataLoader::state`] and replayed exactly on resume. Prefetched
+    /// batches are dropped. On error (see [`DataLoader::edited`]) nothing
+    /// changes.
+    pub fn exclude(&mut self, records: &[u64], source: Option<&str>) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let event = Event::Exclude {
+            step: self.step(),
+            records: records.to_vec(),
+            source: source.map(str::to_string),
+        };
+        *self = self.edited(event)?;
+        Ok(())
+    }
+
+    /// Steps past the next `n` steps without reading them: the next
+    /// [`DataLoader::next`] returns step `step() + n`. Kept in
+    /// [`DataLoader::state`] and left out of [`DataLoader::provenance`].
+    pub fn skip(&mut self, n: u64) -> Result<()> {
+        if n > 0 {
+            *self = self.edited(Event::Skip {
+                step: self.step(),
+                n,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Continues from `state` (see [`DataLoader::resumed`]); on error
+    /// nothing changes.
+    pub fn load_state(&mut self, state: &LoaderState) -> Result<()> {
+        *self = self.resumed(state)?;
+        Ok(())
+    }
+}
+
+/// A state's pins against a loader's, both named.
+fn pins_differ(theirs: &[Option<Pin>], ours: &[Option<Pin>]) -> Error {
+    Error::InvalidValue(format!(
+        "state['tables'] pins {}, but this loader reads {}: a state resumes on the data it was \
+         made on (DataLoader.from_state reopens it)",
+        Pin::describe(theirs),
+        Pin::describe(ours)
+    ))
 }
 
 #[cfg(test)]

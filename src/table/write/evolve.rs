@@ -241,6 +241,7 @@ pub struct ColumnsWrite {
     after: Mutex<Option<bucket::Planned>>,
     /// The local staging directories of a bucket's groups: what is left of
     /// them goes with the write.
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     staging: files::StagingSet,
 }
 

@@ -133,6 +133,7 @@ pub struct TableWrite {
     metadata: serde_json::Map<String, serde_json::Value>,
     /// The local staging directories of a bucket's shards: what is left
     /// of them goes with the write.
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     staging: files::StagingSet,
 }
 
