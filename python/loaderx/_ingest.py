@@ -1,0 +1,131 @@
+"""Writing shards: a source ingested into a sharded table on all cores
+(:func:`write_sharded`, behind :func:`loaderx.ingest_sharded` and
+``Table.append``), and shards written by hand and committed
+(:func:`new_shard`, :func:`commit_shards`)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+
+from . import _native
+from ._streams import check_codec, check_path, check_storage_options, require_pyarrow
+
+
+def new_shard(path: str | os.PathLike[str]) -> str:
+    """Creates a new, empty, uniquely named shard directory inside the table
+    directory ``path`` (created if needed) and returns its path.
+
+    Write a plain table into it (one store per column, e.g. with
+    :func:`loaderx.arrow.ingest`), then make it visible with
+    :func:`commit_shards`. Until then no reader sees it.
+    """
+    return os.fspath(_native.new_shard(os.fspath(path)))
+
+
+def commit_shards(path: str | os.PathLike[str], shards: list[str | os.PathLike[str]]) -> int:
+    """Appends the shard directories ``shards`` (paths inside the table
+    directory ``path``, in order) to the table's manifest in one atomic
+    rename, creating the manifest on the first commit. Returns the table's
+    row count after the commit.
+
+    Every shard is checked first (a plain table whose columns have equal
+    lengths, the same column names and the same kind, dtype and item shape
+    as the table's), so a rejected commit changes nothing. Commits from
+    several processes serialise on a lock file in the table directory.
+    """
+    path = os.fspath(path)
+    if isinstance(shards, (str, bytes, os.PathLike)):
+        raise TypeError("shards must be a list of shard directories, got a single path")
+    return _native.commit_shards(path, [os.fspath(s) for s in shards])
+
+
+def read_manifest(path) -> dict:
+    """The checked manifest of the sharded table at ``path``:
+    ``{"columns": [...], "shards": [{"name": ..., "rows": ...}, ...],
+    "types": {column: "utf8" | "binary"}, "nullable": [...]}``.
+
+    Raises :class:`~loaderx.Corrupted` naming the manifest and the broken
+    rule when it is not a manifest of this format, and when it names a shard
+    directory that does not exist (naming the shard).
+    """
+    return _native.read_manifest(os.fspath(path))
+
+
+def _chunks(total: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` contiguous, near-equal ``(offset, length)`` ranges of ``total``."""
+    parts = max(1, min(parts, total))
+    base, extra = divmod(total, parts)
+    out, at = [], 0
+    for k in range(parts):
+        n = base + (k < extra)
+        out.append((at, n))
+        at += n
+    return out
+
+
+def write_sharded(
+    source,
+    path,
+    *,
+    codec: str = "zstd",
+    dict_bytes: bytes | None = None,
+    workers: int | None = None,
+    shards: int | None = None,
+    storage_options: dict[str, str] | None = None,
+    layout=None,
+    base: int | None = None,
+    metadata=None,
+) -> str:
+    """Writes ``source`` into the sharded table at ``path`` (the work of
+    :func:`loaderx.ingest_sharded`) and returns ``path`` as checked, for
+    the caller to open; with ``base``, the rows were made for that
+    version (:meth:`Table.append`'s), so a concurrent change of the columns
+    is a :class:`~loaderx.CommitConflict` naming both versions; ``metadata``
+    (a callable returning a dict, called once every row is read) is set in
+    the new version's :attr:`Table.metadata`."""
+    path = check_path(path)
+    options = check_storage_options(storage_options)
+    blob = check_codec(codec, dict_bytes)
+    if workers is None:
+        workers = os.cpu_count() or 1
+    if type(workers) is not int or workers < 1:
+        raise ValueError(f"workers must be a positive int, got {workers!r}")
+    if shards is not None and (type(shards) is not int or shards < 1):
+        raise ValueError(f"shards must be a positive int or None, got {shards!r}")
+    # The core writes the shards on its own threads, commits them at once
+    # and on any error removes every shard it wrote.
+    write = functools.partial(
+        _native.ingest_sharded,
+        path,
+        options,
+        codec,
+        blob,
+        workers,
+        layout=layout,
+        base=base,
+        metadata=None if metadata is None else (lambda: json.dumps(metadata())),
+    )
+    if isinstance(source, (str, os.PathLike)):
+        source = check_path(source)
+        if not os.path.isfile(source):
+            raise FileNotFoundError(f"no Parquet file at {source}")
+        write(shards, parquet=source)
+    else:
+        pa = require_pyarrow()
+        if isinstance(source, pa.Table):
+            ranges = _chunks(source.num_rows, shards or 2 * workers) or [(0, 0)]
+            write(sources=[source.slice(at, n) for at, n in ranges])
+        elif hasattr(source, "__arrow_c_stream__"):
+            write(sources=[source], run_bytes=_RUN_BYTES)
+        else:
+            raise TypeError(
+                "source must be a Parquet file path or support the Arrow PyCapsule "
+                f"interface (__arrow_c_stream__), got {type(source).__name__}"
+            )
+    return path
+
+
+#: Bytes of a one-pass stream that :func:`ingest_sharded` writes per shard.
+_RUN_BYTES = 64 << 20
