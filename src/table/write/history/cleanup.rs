@@ -1,327 +1,29 @@
-//! A sharded table's history, on the write side: tags (written once,
-//! removed by `untag`) and the cleanup of old versions and of the shards
-//! only they named. Locally under the commit lock; in a bucket with
-//! create-only writes.
+//! The cleanup of a table's history: old versions and the shards, groups
+//! and deletion files only they named, and what dead writers left (leases,
+//! staging directories, uploads). Locally under the commit lock; in a
+//! bucket with create-only writes.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::root::{Root, RootKind};
 use crate::io::Fs;
-use crate::repr::{py_list, py_str};
 use crate::table::files;
-use crate::table::manifest::{MANIFEST_LOCK, SELF_SHARD};
+use crate::table::manifest::SELF_SHARD;
 use crate::table::types::VALIDITY_DIR;
 use crate::table::versions::now_ms;
 use crate::table::versions::{
-    self, is_tag_name, parse_tag, tag_json, tag_rel, version_rel, view_rel, Resolved, VersionRef,
-    View, CLEANUP_FILE, TAGS_DIR, VERSIONS_DIR, VIEWS_DIR, VIEW_SETS_DIR,
+    self, version_rel, Resolved, VersionRef, View, CLEANUP_FILE, VERSIONS_DIR, VIEWS_DIR,
+    VIEW_SETS_DIR,
 };
+use crate::table::write::root::{Root, RootKind};
 use crate::{Error, Location, Result};
 
 #[cfg(feature = "remote")]
-use super::bucket;
+use crate::table::write::bucket;
 
-/// The fresh view of the table a history operation reads (nothing
-/// remembered from earlier opens).
-fn fresh(at: &Location) -> Location {
-    at.fresh()
-}
-
-/// Holds the commit lock of a local table (nothing in a bucket).
-fn lock(root: &Root) -> Result<Option<files::CommitLock>> {
-    match &root.kind {
-        RootKind::Local(dir) => Ok(Some(files::CommitLock::acquire(dir, MANIFEST_LOCK)?)),
-        #[cfg(feature = "remote")]
-        RootKind::Bucket(_) => Ok(None),
-    }
-}
-
-/// `InvalidValue` unless `name` is a name the format allows for a tag or
-/// a view (`what`).
-fn check_name(what: &str, name: &str) -> Result<()> {
-    if is_tag_name(name) {
-        return Ok(());
-    }
-    Err(Error::InvalidValue(format!(
-        "a {what} name must match [A-Za-z0-9_][A-Za-z0-9._-]{{0,254}} and not be a number, got {}",
-        py_str(name)
-    )))
-}
-
-/// The version `version` names (None: the latest), checked to exist.
-fn existing_version(at: &Location, version: Option<u64>) -> Result<u64> {
-    let want = version.map_or(VersionRef::Latest, VersionRef::Number);
-    Ok(versions::resolve(at.fs(), at.path(), &want)?
-        .manifest
-        .version())
-}
-
-/// Tags version `version` (None: the latest) of the sharded table at `at`
-/// as `name`. `InvalidValue` for a name the format does not allow, a
-/// version the table does not have, or a tag that exists already (naming
-/// its version): a tag is written once, `untag` removes it.
-pub fn tag(at: &Location, name: &str, version: Option<u64>) -> Result<u64> {
-    check_name("tag", name)?;
-    let at = fresh(at);
-    let root = Root::of(&at)?;
-    let _lock = lock(&root)?;
-    let v = existing_version(&at, version)?;
-    let rel = tag_rel(name);
-    let taken = |held: u64| {
-        Error::InvalidValue(format!(
-            "table {} already has tag {} (version {held}); untag it first",
-            at.path().display(),
-            py_str(name)
-        ))
-    };
-    match &root.kind {
-        RootKind::Local(dir) => {
-            let file = dir.join(&rel);
-            if let Some(raw) = files::read_whole(&Fs::Local, &file)? {
-                return Err(taken(parse_tag(&file, &raw)?));
-            }
-            let tdir = dir.join(TAGS_DIR);
-            files::create_dir_all(&tdir)?;
-            let tmp = format!(".{name}.{}", files::random_hex(4));
-            files::write_atomically(&tdir, &format!("{name}.json"), &tmp, &tag_json(v))?;
-        }
-        #[cfg(feature = "remote")]
-        RootKind::Bucket(b) => {
-            if !bucket::create(b, &rel, tag_json(v))? {
-                let file = root.path().join(&rel);
-                let held = match bucket::read(b, &rel)? {
-                    Some(raw) => parse_tag(&file, &raw)?,
-                    None => v,
-                };
-                return Err(taken(held));
-            }
-        }
-    }
-    Ok(v)
-}
-
-/// Removes the tag `name` of the sharded table at `at`; `InvalidValue`
-/// naming the tags there are when it has no such tag.
-pub fn untag(at: &Location, name: &str) -> Result<()> {
-    let at = fresh(at);
-    let root = Root::of(&at)?;
-    let _lock = lock(&root)?;
-    let known = versions::tags(at.fs(), at.path())?;
-    if !known.iter().any(|(n, _)| n == name) {
-        let names: Vec<String> = known.into_iter().map(|(n, _)| n).collect();
-        return Err(Error::InvalidValue(format!(
-            "table {} has no tag {} (its tags: {})",
-            at.path().display(),
-            py_str(name),
-            py_list(&names)
-        )));
-    }
-    remove_files(&root, &[tag_rel(name)])
-}
-
-/// The tags of the sharded table at `at`: `(name, version)`, by name.
-pub fn tags(at: &Location) -> Result<Vec<(String, u64)>> {
-    let at = fresh(at);
-    if !crate::table::manifest::is_sharded_in(at.fs(), at.path()) {
-        versions::resolve(at.fs(), at.path(), &VersionRef::Latest)?;
-    }
-    versions::tags(at.fs(), at.path())
-}
-
-/// Saves the rows `ids` (record ids of version `version`, None: the
-/// latest) of the sharded table at `at` as the view `name`: the row file
-/// first, then the view's file, written once. Returns the view.
-/// `InvalidValue` for a name the format does not allow or a view that
-/// exists already; `InvalidIndex` naming the first id past the version's
-/// rows.
-pub fn save_view(at: &Location, name: &str, version: Option<u64>, ids: &[u64]) -> Result<View> {
-    let views = save_views(at, version, &[(name.to_owned(), ids.to_vec())], false)?;
-    Ok(views.into_iter().next().expect("one view saved"))
-}
-
-/// Saves `views` (`(name, record ids)` of version `version`, None: the
-/// latest) of the sharded table at `at` all at once, as one view set:
-/// every row file first, then the set's file (`_views/_sets/<set>.json`),
-/// written once, which is the one point where they all appear. A
-/// failure or a kill before it leaves none of them (only row files no
-/// view names, which a cleanup removes). Errors as [`save_view`]'s,
-/// naming every view that exists already; nothing is written then.
-pub fn save_view_set(
-    at: &Location,
-    version: Option<u64>,
-    views: &[(String, Vec<u64>)],
-) -> Result<Vec<View>> {
-    save_views(at, version, views, true)
-}
-
-/// [`save_view`] (one view, `as_set` false) and [`save_view_set`].
-fn save_views(
-    at: &Location,
-    version: Option<u64>,
-    asked: &[(String, Vec<u64>)],
-    as_set: bool,
-) -> Result<Vec<View>> {
-    for (i, (name, _)) in asked.iter().enumerate() {
-        check_name("view", name)?;
-        if asked[..i].iter().any(|(n, _)| n == name) {
-            return Err(Error::InvalidValue(format!(
-                "view {} is named twice",
-                py_str(name)
-            )));
-        }
-    }
-    let at = fresh(at);
-    let root = Root::of(&at)?;
-    let _lock = lock(&root)?;
-    let m = versions::planned_on(&at, version)?.manifest;
-    let existing = versions::views(at.fs(), at.path())?;
-    let taken: Vec<&View> = existing
-        .iter()
-        .filter(|v| asked.iter().any(|(n, _)| *n == v.name))
-        .collect();
-    if let Some(first) = taken.first() {
-        let names: Vec<&str> = taken.iter().map(|v| v.name.as_str()).collect();
-        return Err(Error::InvalidValue(format!(
-            "table {} already has view{} {} (of version {}); drop {} first",
-            at.path().display(),
-            if names.len() > 1 { "s" } else { "" },
-            if names.len() > 1 {
-                py_list(&names)
-            } else {
-                py_str(names[0])
-            },
-            first.version,
-            if names.len() > 1 { "them" } else { "it" }
-        )));
-    }
-    let set = as_set.then(|| format!("split-{}", files::random_hex(6)));
-    let mut rows = Vec::with_capacity(asked.len());
-    let mut views = Vec::with_capacity(asked.len());
-    for (name, ids) in asked {
-        let mut ids = ids.clone();
-        ids.sort_unstable();
-        ids.dedup();
-        if let Some(&bad) = ids.last().filter(|&&i| i >= m.num_rows()) {
-            return Err(Error::InvalidIndex(format!(
-                "rows of a view must be record ids of version {} (0..{}), got {bad}",
-                m.version(),
-                m.num_rows()
-            )));
-        }
-        views.push(View {
-            name: name.clone(),
-            version: m.version(),
-            rows: ids.len() as u64,
-            file: format!("{name}-{}.u64", files::random_hex(4)),
-            set: set.clone(),
-        });
-        rows.push(crate::table::manifest::deletion_bytes(&ids));
-    }
-    // The commit point: the view's file, or the set's.
-    let (commit_rel, commit) = match &set {
-        Some(set) => (
-            format!("{VIEW_SETS_DIR}/{set}.json"),
-            versions::view_set_json(&views),
-        ),
-        None => (view_rel(&views[0].name), views[0].to_json()),
-    };
-    match &root.kind {
-        RootKind::Local(dir) => {
-            let tmp = |n: &str| format!(".{n}.{}", files::random_hex(4));
-            let vdir = dir.join(VIEWS_DIR);
-            files::create_dir_all(&vdir)?;
-            for (view, bytes) in views.iter().zip(&rows) {
-                files::write_atomically(&vdir, &view.file, &tmp(&view.file), bytes)?;
-            }
-            let path = dir.join(&commit_rel);
-            let parent = path.parent().unwrap_or(dir);
-            files::create_dir_all(parent)?;
-            let file = path
-                .file_name()
-                .and_then(|f| f.to_str())
-                .unwrap_or_default();
-            files::write_atomically(parent, file, &tmp(file), &commit)?;
-        }
-        #[cfg(feature = "remote")]
-        RootKind::Bucket(b) => {
-            let row_rels: Vec<String> = views
-                .iter()
-                .map(|v| format!("{VIEWS_DIR}/{}", v.file))
-                .collect();
-            for (rel, bytes) in row_rels.iter().zip(rows) {
-                bucket::overwrite(b, rel, bytes)?;
-            }
-            if !bucket::create(b, &commit_rel, commit)? {
-                let _ = bucket::delete_rels(b, &row_rels);
-                let held = versions::view(at.fresh().fs(), at.path(), &views[0].name)?;
-                return Err(Error::InvalidValue(format!(
-                    "table {} already has view {} (of version {}); drop it first",
-                    at.path().display(),
-                    py_str(&held.name),
-                    held.version
-                )));
-            }
-        }
-    }
-    Ok(views)
-}
-
-/// The views of the sharded table at `at`, by name.
-pub fn list_views(at: &Location) -> Result<Vec<View>> {
-    let at = fresh(at);
-    if !crate::table::manifest::is_sharded_in(at.fs(), at.path()) {
-        versions::resolve(at.fs(), at.path(), &VersionRef::Latest)?;
-    }
-    versions::views(at.fs(), at.path())
-}
-
-/// Removes the view `name` (its file, then its row file); `InvalidValue`
-/// naming the views there are when there is none.
-pub fn drop_view(at: &Location, name: &str) -> Result<()> {
-    let at = fresh(at);
-    let root = Root::of(&at)?;
-    let _lock = lock(&root)?;
-    let view = versions::view(at.fs(), at.path(), name)?;
-    let rows = format!("{VIEWS_DIR}/{}", view.file);
-    let Some(set) = &view.set else {
-        return remove_files(&root, &[view_rel(name), rows]);
-    };
-    // A view of a set: the set without it is written (as a new set, once)
-    // before the old one goes, so a kill in between leaves the other views
-    // twice (the same views) and this one still there.
-    let others: Vec<View> = versions::views(at.fs(), at.path())?
-        .into_iter()
-        .filter(|v| v.set.as_ref() == Some(set) && v.name != name)
-        .collect();
-    if !others.is_empty() {
-        let new_set = format!("split-{}", files::random_hex(6));
-        let bytes = versions::view_set_json(&others);
-        match &root.kind {
-            RootKind::Local(dir) => {
-                let parent = dir.join(VIEW_SETS_DIR);
-                let file = format!("{new_set}.json");
-                files::write_atomically(&parent, &file, &format!(".{file}.tmp"), &bytes)?;
-            }
-            #[cfg(feature = "remote")]
-            RootKind::Bucket(b) => {
-                bucket::create(b, &format!("{VIEW_SETS_DIR}/{new_set}.json"), bytes)?;
-            }
-        }
-    }
-    remove_files(&root, &[format!("{VIEW_SETS_DIR}/{set}.json"), rows])
-}
-
-/// Every version the sharded table at `at` can open, oldest first.
-pub fn list_versions(at: &Location) -> Result<Vec<crate::table::Manifest>> {
-    let at = fresh(at);
-    Ok(versions::versions(at.fs(), at.path())?
-        .into_iter()
-        .map(|r| r.manifest)
-        .collect())
-}
+use super::{fresh, lock};
 
 /// What a cleanup removes: version files and whole shards.
 #[derive(Default)]
@@ -478,7 +180,7 @@ impl Default for Leftovers {
 
 /// How long after its last rewrite a bucket's lease object still shows a
 /// live writer: many beats, and room for clocks that disagree by minutes.
-pub(super) const LEASE_TTL_MS: u64 = 15 * 60 * 1000;
+pub(crate) const LEASE_TTL_MS: u64 = 15 * 60 * 1000;
 
 /// [`cleanup`] with other floors than an hour for the age of what dead
 /// writers left and 15 minutes for the age of their lease objects: what
@@ -916,7 +618,7 @@ fn size_of_files(root: &Root, rels: &[String]) -> Result<u64> {
     Ok(total)
 }
 
-fn remove_files(root: &Root, rels: &[String]) -> Result<()> {
+pub(super) fn remove_files(root: &Root, rels: &[String]) -> Result<()> {
     match &root.kind {
         RootKind::Local(dir) => {
             for rel in rels {
