@@ -14,11 +14,53 @@ use loaderx::table::{self, ColumnType, Table};
 use loaderx::{DType, Error, Logical, Records};
 use proptest::prelude::*;
 
-/// The golden file: int16 values 1, 2, 256 written raw: one chunk, narrowed
+/// The golden file (format version 3): int16 values 1, 2, 256: one chunk,
+/// packed at 8 bits a value (minus the minimum 1; the span of 255 needs
+/// all 8), the CRC-32 of its one block, its entry with CRC and bounds,
+/// then the trailer.
+const GOLDEN: &str = concat!(
+    "4c58434f4c554d4e", // "LXCOLUMN"
+    "0001ff",           // chunk 0: values 1, 2, 256 minus 1, 8 bits each
+    "de0758cb",         // its index: the CRC-32 of its block 00 01 ff
+    // Footer header: version 3, numbers, dtype code 2 (<i2), raw, not
+    // nullable, no symbol table, 3 rows, 1 chunk, chunks end at byte 15.
+    "0300020000000000",
+    "0300000000000000",
+    "0100000000000000",
+    "0f00000000000000",
+    // Entry: offset 8, 3 rows, 0 nulls, CRC-32 of its 7 bytes, no
+    // validity, 3 value bytes, 4 index bytes, as stored.
+    "0800000000000000",
+    "03000000",
+    "00000000",
+    "1cdf4421",
+    "00000000",
+    "03000000",
+    "04000000",
+    "03000000",
+    "04000000",
+    // Packed (4), width 8 bits, flags: min and max (0x18); no text.
+    "04080018",
+    "00000000",
+    // Min: 8 bytes, exact, 1 as i64; max: 256.
+    "0801",
+    "0100000000000000",
+    "0000000000000000000000000000",
+    "0801",
+    "0001000000000000",
+    "0000000000000000000000000000",
+    // Trailer: footer of 128 bytes, its CRC-32, "LXCOLEND".
+    "80000000",
+    "92e9b259",
+    "4c58434f4c454e44",
+);
+
+/// A version 1 file (as the first release with columnar columns wrote
+/// it): int16 values 1, 2, 256 written raw: one chunk, narrowed
 /// to one byte per value (minus the minimum 1; the span of 255 needs all 8
 /// bits, so packing gains nothing), its entry with CRC and bounds, then the
 /// trailer.
-const GOLDEN: &str = concat!(
+const GOLDEN_V1: &str = concat!(
     "4c58434f4c554d4e", // "LXCOLUMN"
     "0001ff",           // chunk 0: values 1, 2, 256 minus 1, one byte each
     // Footer header: version 1, numbers, dtype code 2 (<i2), raw, not
@@ -91,9 +133,27 @@ fn golden_bytes_of_a_small_column() {
     assert_eq!(c.gather_dense(&[2, 0]).unwrap().as_slice(), [0, 1, 1, 0]);
 }
 
+/// A version 1 file still opens and reads (decoded whole, as it has no
+/// index to read in place by).
+#[test]
+fn a_version_1_file_reads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("c");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bytes: Vec<u8> = (0..GOLDEN_V1.len() / 2)
+        .map(|i| u8::from_str_radix(&GOLDEN_V1[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    std::fs::write(dir.join(COLUMN_FILE), bytes).unwrap();
+    let c = open(&dir).unwrap();
+    assert_eq!(
+        c.gather_dense(&[2, 0, 1]).unwrap().as_slice(),
+        [0, 1, 1, 0, 2, 0]
+    );
+}
+
 /// A packed chunk: int32 values 5, 305, 6 written raw are 0, 300, 1 above
-/// the minimum, 9 bits each (27 bits: 4 bytes, the last 5 bits zero), in
-/// a version 2 file; everything else as in the golden file.
+/// the minimum, 9 bits each (27 bits: 4 bytes, the last 5 bits zero);
+/// everything else as in the golden file.
 #[test]
 fn bytes_of_a_packed_chunk() {
     let tmp = tempfile::tempdir().unwrap();
@@ -103,15 +163,16 @@ fn bytes_of_a_packed_chunk() {
         .flat_map(|v| v.to_le_bytes())
         .collect();
     let bytes = write_raw(&dir, DType::I32, &values);
-    assert_eq!(bytes.len(), 8 + 4 + 32 + 96 + 16);
+    assert_eq!(bytes.len(), 8 + 4 + 4 + 32 + 96 + 16);
     // 0 | 300 << 9 | 1 << 18 = 0x065800, little-endian.
     assert_eq!(hex(&bytes[..12]), "4c58434f4c554d4e00580600");
-    // Footer header: version 2, numbers, dtype code 3 (<i4), raw.
-    assert_eq!(hex(&bytes[12..16]), "02000300");
-    let entry = &bytes[44..140];
-    // 4 stored and decoded value bytes; packed (4), 9 bits, min and max.
-    assert_eq!(hex(&entry[24..28]), "04000000");
-    assert_eq!(hex(&entry[32..36]), "04000000");
+    assert_eq!(bytes[12..16], crc32fast::hash(&bytes[8..12]).to_le_bytes());
+    // Footer header: version 3, numbers, dtype code 3 (<i4), raw.
+    assert_eq!(hex(&bytes[16..20]), "03000300");
+    let entry = &bytes[48..144];
+    // 4 value bytes, 4 index bytes; packed (4), 9 bits, min and max.
+    assert_eq!(hex(&entry[24..32]), "0400000004000000");
+    assert_eq!(hex(&entry[32..40]), "0400000004000000");
     assert_eq!(hex(&entry[40..44]), "04090018");
     let c = open(&dir).unwrap();
     assert_eq!(
@@ -123,18 +184,22 @@ fn bytes_of_a_packed_chunk() {
             .copied()
             .collect::<Vec<u8>>()[..]
     );
-    // The same chunk in a version 1 file is refused, naming the file.
-    let mut old = bytes.clone();
-    old[12] = 1;
-    let footer = &old[12..140];
-    let crc = crc32fast::hash(footer).to_le_bytes();
-    old[144..148].copy_from_slice(&crc);
-    std::fs::write(dir.join(COLUMN_FILE), &old).unwrap();
-    let err = open(&dir).unwrap_err().to_string();
-    assert!(
-        err.contains("column.zc") && err.contains("format version 1"),
-        "{err}"
-    );
+    // The same chunk in a version 1 or 2 file (which have no index) is
+    // refused, naming the file; a version this release does not know too.
+    for (version, says) in [
+        (1u8, "lengths stream"),
+        (2, "lengths stream"),
+        (4, "format version 4"),
+    ] {
+        let mut old = bytes.clone();
+        old[16] = version;
+        let footer = &old[16..144];
+        let crc = crc32fast::hash(footer).to_le_bytes();
+        old[148..152].copy_from_slice(&crc);
+        std::fs::write(dir.join(COLUMN_FILE), &old).unwrap();
+        let err = open(&dir).unwrap_err().to_string();
+        assert!(err.contains("column.zc") && err.contains(says), "{err}");
+    }
 }
 
 /// Columns of every kind, compressed and raw, with and without nulls.

@@ -347,11 +347,11 @@ fn broken_manifests_fail_to_open_naming_the_rule() {
         (b"{not json".to_vec(), "not valid JSON".into()),
         (with("format", "other".into()), "'format'".into()),
         (
-            with("version", 3.into()),
-            "version must be 1 or 2 (this release reads those), got 3".into(),
+            with("version", 4.into()),
+            "version must be 1, 2 or 3 (this release reads those), got 4".into(),
         ),
         (
-            // Columnar layouts need a version 2 manifest.
+            // Columnar layouts need a version 2 or 3 manifest.
             with("layouts", serde_json::json!({"id": "columnar"})),
             "'layouts' must map column names to 'columnar'".into(),
         ),

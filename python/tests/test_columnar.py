@@ -273,7 +273,7 @@ def test_tables_written_before_columnar_columns_open_and_convert(tmp_path):
         assert t.compact(min_deleted=1.0) is None  # nothing left to do
     with open(os.path.join(path, "manifest.json")) as f:
         m = json.load(f)
-    assert m["version"] == 2 and set(m["layouts"]) == {"caption", "label", "score"}
+    assert m["version"] == 3 and set(m["layouts"]) == {"caption", "label", "score"}
     assert m["nullable"] == ["caption", "label"]
     # The version before still reads its stores.
     with loaderx.open_table(path, version=2) as old:

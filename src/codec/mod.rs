@@ -102,9 +102,6 @@ fn tiny_frame(src: &[u8], out: &mut [u8; 9 + TINY]) -> usize {
     head + 3 + n
 }
 
-/// The largest block a zstd frame holds (RFC 8878, Block_Maximum_Size).
-const MAX_BLOCK: usize = 128 << 10;
-
 /// Writes the head of a single-segment zstd frame of `n` bytes without a
 /// checksum into `out`: the magic number, the frame header descriptor and
 /// the content size in the fewest bytes the format allows (1, 2 or 4);
@@ -139,25 +136,6 @@ fn raw_block_header(n: usize, last: bool) -> [u8; 3] {
     [b[0], b[1], b[2]]
 }
 
-/// Appends `src` (under 4 GiB) to `out` as a zstd frame of raw blocks:
-/// decoding it is a copy. A stream made of several frames (some
-/// compressed, some raw) decodes, with one call, to their concatenation.
-pub fn raw_frame(src: &[u8], out: &mut Vec<u8>) {
-    debug_assert!(src.len() <= u32::MAX as usize);
-    let mut head = [0u8; 9];
-    let n = raw_frame_header(src.len(), &mut head);
-    out.extend_from_slice(&head[..n]);
-    if src.is_empty() {
-        out.extend_from_slice(&raw_block_header(0, true));
-        return;
-    }
-    let blocks = src.len().div_ceil(MAX_BLOCK);
-    for (i, block) in src.chunks(MAX_BLOCK).enumerate() {
-        out.extend_from_slice(&raw_block_header(block.len(), i + 1 == blocks));
-        out.extend_from_slice(block);
-    }
-}
-
 /// Compresses `src` with the calling thread's context into the thread's
 /// output buffer and hands the frame to `f`. With `checksum` the frame
 /// carries zstd's content checksum (XXH64), which every decoder verifies.
@@ -165,28 +143,6 @@ pub fn compress_with<R>(
     codec: Codec,
     dict: Option<&Dictionary>,
     checksum: bool,
-    src: &[u8],
-    f: impl FnOnce(&[u8]) -> R,
-) -> Result<R, String> {
-    compress_lane(codec, dict, checksum, None, src, f)
-}
-
-/// [`compress_with`] of plain zstd (no checksum) whose matches are at
-/// least `min_match` bytes (3 to 7): fewer, longer matches, which decode
-/// faster where short ones gain little (bit-packed integers).
-pub fn compress_min_match<R>(
-    src: &[u8],
-    min_match: u32,
-    f: impl FnOnce(&[u8]) -> R,
-) -> Result<R, String> {
-    compress_lane(Codec::Zstd, None, false, Some(min_match), src, f)
-}
-
-fn compress_lane<R>(
-    codec: Codec,
-    dict: Option<&Dictionary>,
-    checksum: bool,
-    min_match: Option<u32>,
     src: &[u8],
     f: impl FnOnce(&[u8]) -> R,
 ) -> Result<R, String> {
@@ -210,7 +166,7 @@ fn compress_lane<R>(
             },
             _ => return Err(format!("codec {codec} does not compress")),
         };
-        let written = if checksum || min_match.is_some() {
+        let written = if checksum {
             // The one-shot calls below take no frame parameters: set them
             // on the context (reset first: the context is shared by every
             // store this thread writes).
@@ -218,10 +174,6 @@ fn compress_lane<R>(
                 .map_err(zstd_error)?;
             cctx.set_parameter(zstd_safe::CParameter::ChecksumFlag(checksum))
                 .map_err(zstd_error)?;
-            if let Some(m) = min_match {
-                cctx.set_parameter(zstd_safe::CParameter::MinMatch(m))
-                    .map_err(zstd_error)?;
-            }
             match cdict {
                 Some(cdict) => cctx.ref_cdict(cdict).map_err(zstd_error)?,
                 None => cctx
@@ -425,84 +377,5 @@ mod tests {
         // With a checksum, the long path.
         let sum = compress_with(Codec::Zstd, None, true, &[7u8; 8], |f| f.to_vec()).unwrap();
         assert!(frame_has_checksum(&sum));
-    }
-
-    #[test]
-    fn raw_frames_decode_to_their_bytes_and_concatenate() {
-        let sizes = [
-            0usize,
-            1,
-            8,
-            9,
-            255,
-            256,
-            0x100FF,
-            0x10100,
-            MAX_BLOCK,
-            MAX_BLOCK + 1,
-            300_001,
-        ];
-        let mut stream = Vec::new();
-        let mut whole = Vec::new();
-        for (k, &n) in sizes.iter().enumerate() {
-            let src: Vec<u8> = (0..n).map(|i| (i * 31 + k) as u8).collect();
-            let mut frame = Vec::new();
-            raw_frame(&src, &mut frame);
-            // Raw: its head and block headers beside the bytes.
-            assert_eq!(
-                frame.len(),
-                src.len()
-                    + [6, 7, 9][(n > 0xFF) as usize + (n > 0x100FF) as usize]
-                    + 3 * n.div_ceil(MAX_BLOCK).max(1)
-            );
-            let mut out = Vec::with_capacity(n);
-            decode_into_buf(&frame, &mut out, n).unwrap();
-            assert_eq!(out, src, "{n} bytes");
-            if n <= TINY {
-                let mut tiny = [0u8; 9 + TINY];
-                let t = tiny_frame(&src, &mut tiny);
-                assert_eq!(&tiny[..t], &frame[..]);
-            }
-            // A compressed frame between raw ones.
-            stream.extend_from_slice(&frame);
-            compress_with(Codec::Zstd, None, false, &vec![k as u8; 1000], |f| {
-                stream.extend_from_slice(f)
-            })
-            .unwrap();
-            whole.extend_from_slice(&src);
-            whole.extend_from_slice(&vec![k as u8; 1000]);
-        }
-        let mut out = Vec::with_capacity(whole.len());
-        decode_into_buf(&stream, &mut out, whole.len()).unwrap();
-        assert!(out == whole);
-    }
-
-    /// A frame of long matches only decodes to its input, and leaves the
-    /// thread's context as it found it: the next frame is the default one.
-    #[test]
-    fn min_match_frames_round_trip_and_reset() {
-        // Three-byte repeats (a short match) inside longer noise.
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let src: Vec<u8> = (0..50_000)
-            .map(|i| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                if i % 8 < 3 {
-                    b"abc"[i % 8]
-                } else {
-                    (x % 16) as u8
-                }
-            })
-            .collect();
-        let plain = compress_with(Codec::Zstd, None, false, &src, |f| f.to_vec()).unwrap();
-        let long = compress_min_match(&src, 7, |f| f.to_vec()).unwrap();
-        assert_ne!(long, plain);
-        assert!(!frame_has_checksum(&long));
-        let mut back = vec![0u8; src.len()];
-        decode_slice(Codec::Zstd, None, &long, &mut back).unwrap();
-        assert_eq!(back, src);
-        let again = compress_with(Codec::Zstd, None, false, &src, |f| f.to_vec()).unwrap();
-        assert_eq!(again, plain);
     }
 }

@@ -203,7 +203,7 @@ impl Columnar {
         for (p, file) in inner.parts().iter().enumerate() {
             let missing: Vec<usize> = pieces
                 .iter()
-                .filter(|x| x.part == p && file.kept_chunk(x.chunk).is_none())
+                .filter(|x| x.part == p && !file.is_kept(x.chunk))
                 .map(|x| x.chunk)
                 .collect();
             out.push(match (missing.first(), missing.last()) {
@@ -318,7 +318,7 @@ impl Columnar {
                     let e = &file.footer().entries[p.chunk];
                     let whole = p.a == 0 && p.b == e.rows as usize;
                     if whole && sources[k].is_some() {
-                        sizes.push(e.values_size as usize);
+                        sizes.push(e.decoded_size() as usize);
                     } else {
                         let d = match file.kept_arc(p.chunk) {
                             Some(d) => d,
@@ -360,7 +360,7 @@ impl Columnar {
                         Source::Stored(bytes) => {
                             let file = &inner.parts()[p.part];
                             let e = &file.footer().entries[p.chunk];
-                            decode_bytes_into(kind, e, bytes, vdst, odst, base)
+                            decode_bytes_into(kind, e, bytes, file.symbols(), vdst, odst, base)
                                 .map_err(|why| corrupt(&p, why))
                         }
                         Source::Decoded(d) => {
@@ -483,28 +483,43 @@ pub fn concat(pieces: &[ArrayRef]) -> Result<ArrayRef> {
 
 /// Rows `idx` gathered into new arrays.
 fn gather(inner: &Inner, idx: &[u64], keep: bool) -> Result<ArrayRef> {
-    let r = inner.resolve(idx, keep)?;
     let n = idx.len();
-    let any_null = (0..n).any(|i| {
-        let (d, at) = r.get(i);
-        d.null_count > 0 && !d.is_valid(at)
-    });
-    let nulls = any_null.then(|| {
-        NullBuffer::from(
-            (0..n)
-                .map(|i| {
-                    let (d, at) = r.get(i);
-                    d.is_valid(at)
-                })
-                .collect::<Vec<bool>>(),
-        )
-    });
-    match inner.kind() {
+    let kind = inner.kind();
+    if kind.is_bytes() {
+        let (values, offs) = inner.gather_values(idx, keep)?;
+        let r = inner.resolve(idx, keep)?;
+        let nulls = nulls_of_rows(&r, n)?;
+        let mut offsets = Vec::with_capacity(n + 1);
+        for &o in &offs {
+            offsets.push(i32::try_from(o).map_err(|_| {
+                Error::InvalidValue(format!(
+                    "a gather of {n} values of {} takes more than 2 GiB; gather fewer at a time",
+                    inner.path().display()
+                ))
+            })?);
+        }
+        let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
+        let values = Buffer::from_vec(values);
+        return Ok(if kind == ValueKind::Utf8 {
+            // Whole values of checked chunks (or values checked as read
+            // in place) are UTF-8.
+            Arc::new(
+                StringArray::try_new(offsets, values, nulls)
+                    .map_err(|e| Error::InvalidValue(format!("arrow: {e}")))?,
+            )
+        } else {
+            Arc::new(BinaryArray::new(offsets, values, nulls))
+        });
+    }
+    let r = inner.resolve(idx, keep)?;
+    let nulls = nulls_of_rows(&r, n)?;
+    match kind {
         ValueKind::Fixed(DType::Bool) => {
-            let bits = BooleanBuffer::collect_bool(n, |i| {
-                let (d, at) = r.get(i);
-                (d.values.as_slice()[at / 8] >> (at % 8)) & 1 == 1
-            });
+            let mut bytes = vec![0u8; n];
+            for (i, b) in bytes.iter_mut().enumerate() {
+                r.copy_fixed(i, 1, std::slice::from_mut(b))?;
+            }
+            let bits = BooleanBuffer::collect_bool(n, |i| bytes[i] == 1);
             Ok(Arc::new(BooleanArray::new(bits, nulls)))
         }
         ValueKind::Fixed(dtype) => {
@@ -512,52 +527,22 @@ fn gather(inner: &Inner, idx: &[u64], keep: bool) -> Result<ArrayRef> {
             // Arrow's own allocation: aligned for every dtype.
             let mut bytes = MutableBuffer::from_len_zeroed(n * w);
             for (i, out) in bytes.as_slice_mut().chunks_exact_mut(w).enumerate() {
-                let (d, at) = r.get(i);
-                d.copy_fixed(at, w, out);
+                r.copy_fixed(i, w, out)?;
             }
             let buf: Buffer = bytes.into();
-            let array = crate::arrow::values_array(dtype, buf, n);
-            Ok(match nulls {
-                None => array,
-                Some(nb) => {
-                    let data = array
-                        .to_data()
-                        .into_builder()
-                        .nulls(Some(nb))
-                        .build()
-                        .map_err(|e| Error::InvalidValue(format!("arrow: {e}")))?;
-                    arrow_array::make_array(data)
-                }
-            })
+            with_nulls(crate::arrow::values_array(dtype, buf, n), nulls)
         }
-        kind => {
-            let mut offsets = Vec::with_capacity(n + 1);
-            offsets.push(0i32);
-            let mut total = 0usize;
-            for i in 0..n {
-                let (d, at) = r.get(i);
-                total += d.value(at).len();
-                let o = i32::try_from(total).map_err(|_| {
-                    Error::InvalidValue(format!(
-                        "a gather of {n} values of {} takes more than 2 GiB; gather fewer at a time",
-                        inner.path().display()
-                    ))
-                })?;
-                offsets.push(o);
-            }
-            let mut values = Vec::with_capacity(total);
-            for i in 0..n {
-                let (d, at) = r.get(i);
-                values.extend_from_slice(d.value(at));
-            }
-            let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
-            let values = Buffer::from_vec(values);
-            Ok(if kind == ValueKind::Utf8 {
-                // SAFETY: whole values of checked chunks are UTF-8.
-                Arc::new(unsafe { StringArray::new_unchecked(offsets, values, nulls) })
-            } else {
-                Arc::new(BinaryArray::new(offsets, values, nulls))
-            })
-        }
+        _ => unreachable!("text and bytes are gathered above"),
     }
+}
+
+/// The nulls of the resolved rows `r` (None when none is null).
+fn nulls_of_rows(r: &super::column::Resolved<'_>, n: usize) -> Result<Option<NullBuffer>> {
+    if !(0..n).any(|i| r.may_be_null(i)) {
+        return Ok(None);
+    }
+    let valid = (0..n)
+        .map(|i| r.is_valid(i))
+        .collect::<Result<Vec<bool>>>()?;
+    Ok(Some(NullBuffer::from(valid)).filter(|nb| nb.null_count() > 0))
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::decode::Decoded;
-use super::file::{ChunkRef, ColumnFile};
+use super::file::ColumnFile;
 use super::format::ValueKind;
 use crate::codec::Codec;
 use crate::error::{Error, Result};
@@ -175,7 +175,7 @@ impl Columnar {
                         .footer()
                         .entries
                         .iter()
-                        .map(|e| e.values_size as u64)
+                        .map(|e| e.decoded_size() as u64)
                         .sum();
                     (b + vb, r + p.rows())
                 });
@@ -246,54 +246,51 @@ impl Inner {
         (part, chunk, at)
     }
 
-    /// Finds every row `idx` (in `0..len`): its chunk, decoded at most
-    /// once per call (kept ones not at all; newly decoded ones kept when
-    /// `keep` and the budget allows), and its place there.
+    /// Finds every row `idx` (in `0..len`) and how it is read: from its
+    /// chunk kept decoded; in place, when its file reads so and few rows
+    /// of the chunk are asked for while keeping it would evict another (or
+    /// `keep` is false); else from its chunk decoded once per call (and
+    /// kept when `keep`).
     pub(crate) fn resolve(&self, idx: &[u64], keep: bool) -> Result<Resolved<'_>> {
         check_indices(idx, self.len())?;
+        let located: Vec<(u32, u32, u32)> = idx
+            .iter()
+            .map(|&i| {
+                let (part, chunk, at) = self.locate(self.physical(i));
+                (part as u32, chunk as u32, at as u32)
+            })
+            .collect();
+        let mut counts: HashMap<(u32, u32), u32> = HashMap::new();
+        for &(p, c, _) in &located {
+            *counts.entry((p, c)).or_default() += 1;
+        }
         let mut owned: Vec<Arc<Decoded>> = Vec::new();
-        let mut seen: HashMap<(usize, usize), u32> = HashMap::new();
+        let mut how: HashMap<(u32, u32), Where<'_>> = HashMap::with_capacity(counts.len());
         let mut rows = Vec::with_capacity(idx.len());
-        for &i in idx {
-            let (part, chunk, at) = self.locate(self.physical(i));
-            let file = &self.parts[part];
-            let at = at as u32;
-            if let Some(d) = file.kept_chunk(chunk) {
-                rows.push((Where::Kept(d), at));
-                continue;
-            }
-            let slot = match seen.entry((part, chunk)) {
-                std::collections::hash_map::Entry::Occupied(o) => *o.get(),
-                std::collections::hash_map::Entry::Vacant(v) => match file.chunk(chunk, keep)? {
-                    ChunkRef::Kept(d) => {
-                        rows.push((Where::Kept(d), at));
-                        continue;
-                    }
-                    ChunkRef::Owned(d) => {
+        for &(part, chunk, at) in &located {
+            let w = match how.get(&(part, chunk)) {
+                Some(w) => *w,
+                None => {
+                    let file = &self.parts[part as usize];
+                    let c = chunk as usize;
+                    let sparse = counts[&(part, chunk)] as u64 * SPARSE
+                        < file.footer().entries[c].rows as u64;
+                    let w = if let Some(d) = file.kept_arc(c) {
                         owned.push(d);
-                        *v.insert(owned.len() as u32 - 1)
-                    }
-                },
+                        Where::Owned(owned.len() as u32 - 1)
+                    } else if file.direct() && sparse && (!keep || !file.has_room(c)) {
+                        Where::Direct(file, chunk)
+                    } else {
+                        owned.push(file.chunk(c, keep)?);
+                        Where::Owned(owned.len() as u32 - 1)
+                    };
+                    how.insert((part, chunk), w);
+                    w
+                }
             };
-            rows.push((Where::Owned(slot), at));
+            rows.push((w, at));
         }
         Ok(Resolved { owned, rows })
-    }
-
-    /// Calls `f(position, chunk, row in chunk)` for every row `idx`
-    /// ([`Inner::resolve`]).
-    pub(crate) fn for_each(
-        &self,
-        idx: &[u64],
-        keep: bool,
-        mut f: impl FnMut(usize, &Decoded, usize),
-    ) -> Result<()> {
-        let r = self.resolve(idx, keep)?;
-        for pos in 0..r.len() {
-            let (d, at) = r.get(pos);
-            f(pos, d, at);
-        }
-        Ok(())
     }
 
     fn gather_fixed(&self, idx: &[u64], dst: &mut [u8]) -> Result<()> {
@@ -309,25 +306,51 @@ impl Inner {
                 dst.len()
             )));
         }
-        self.for_each(idx, true, |pos, d, at| {
-            d.copy_fixed(at, w, &mut dst[pos * w..(pos + 1) * w])
-        })?;
+        let r = self.resolve(idx, true)?;
+        for (pos, out) in dst.chunks_exact_mut(w).enumerate() {
+            r.copy_fixed(pos, w, out)?;
+        }
         self.counters.add(idx.len(), dst.len());
         Ok(())
     }
 
     fn validity_into(&self, idx: &[u64], dst: &mut [u8]) -> Result<()> {
-        self.for_each(idx, true, |pos, d, at| dst[pos] = u8::from(d.is_valid(at)))
+        let r = self.resolve(idx, true)?;
+        for (pos, out) in dst.iter_mut().enumerate() {
+            *out = u8::from(r.is_valid(pos)?);
+        }
+        Ok(())
+    }
+
+    /// Text or bytes rows `idx`: their values end to end and `len + 1`
+    /// offsets (a null row's value empty).
+    pub(crate) fn gather_values(&self, idx: &[u64], keep: bool) -> Result<(Vec<u8>, Vec<usize>)> {
+        let r = self.resolve(idx, keep)?;
+        let mut values = Vec::new();
+        let mut offsets = Vec::with_capacity(idx.len() + 1);
+        offsets.push(0);
+        for pos in 0..r.len() {
+            r.push_value(pos, &mut values)?;
+            offsets.push(values.len());
+        }
+        Ok((values, offsets))
     }
 }
 
+/// A chunk asked for by fewer than one in this many of its rows is read
+/// in place rather than decoded, once keeping it would evict another.
+const SPARSE: u64 = 8;
+
 /// Where a resolved row's chunk is.
+#[derive(Clone, Copy)]
 enum Where<'a> {
-    Kept(&'a Decoded),
+    /// Decoded (kept or for this read): its place in `owned`.
     Owned(u32),
+    /// Read in place from the file (its chunk).
+    Direct(&'a ColumnFile, u32),
 }
 
-/// Rows of a read, each with its decoded chunk and its place there.
+/// Rows of a read, each with its chunk and its place there.
 pub(crate) struct Resolved<'a> {
     owned: Vec<Arc<Decoded>>,
     rows: Vec<(Where<'a>, u32)>,
@@ -338,15 +361,63 @@ impl Resolved<'_> {
         self.rows.len()
     }
 
-    /// Row `pos`'s chunk and its place there.
     #[inline]
-    pub(crate) fn get(&self, pos: usize) -> (&Decoded, usize) {
+    fn decoded<'b>(&'b self, w: &'b Where<'_>) -> Option<&'b Decoded> {
+        match w {
+            Where::Owned(s) => Some(&*self.owned[*s as usize]),
+            Where::Direct(..) => None,
+        }
+    }
+
+    /// Whether row `pos` holds a value.
+    #[inline]
+    pub(crate) fn is_valid(&self, pos: usize) -> Result<bool> {
         let (w, at) = &self.rows[pos];
-        let d = match w {
-            Where::Kept(d) => d,
-            Where::Owned(s) => &*self.owned[*s as usize],
-        };
-        (d, *at as usize)
+        match (self.decoded(w), w) {
+            (Some(d), _) => Ok(d.is_valid(*at as usize)),
+            (None, Where::Direct(f, c)) => f.direct_valid(*c as usize, *at as usize),
+            _ => unreachable!("a row is decoded or read in place"),
+        }
+    }
+
+    /// Whether row `pos`'s chunk holds a null.
+    #[cfg(feature = "arrow")]
+    #[inline]
+    pub(crate) fn may_be_null(&self, pos: usize) -> bool {
+        let (w, _) = &self.rows[pos];
+        match (self.decoded(w), w) {
+            (Some(d), _) => d.null_count > 0,
+            (None, Where::Direct(f, c)) => f.footer().entries[*c as usize].null_count > 0,
+            _ => unreachable!("a row is decoded or read in place"),
+        }
+    }
+
+    /// Number `pos`'s `w` bytes (booleans: one byte, 0 or 1) into `out`.
+    #[inline]
+    pub(crate) fn copy_fixed(&self, pos: usize, w: usize, out: &mut [u8]) -> Result<()> {
+        let (wh, at) = &self.rows[pos];
+        match (self.decoded(wh), wh) {
+            (Some(d), _) => {
+                d.copy_fixed(*at as usize, w, out);
+                Ok(())
+            }
+            (None, Where::Direct(f, c)) => f.direct_fixed(*c as usize, *at as usize, w, out),
+            _ => unreachable!("a row is decoded or read in place"),
+        }
+    }
+
+    /// Appends text or bytes row `pos`'s value to `out`.
+    #[inline]
+    pub(crate) fn push_value(&self, pos: usize, out: &mut Vec<u8>) -> Result<()> {
+        let (wh, at) = &self.rows[pos];
+        match (self.decoded(wh), wh) {
+            (Some(d), _) => {
+                out.extend_from_slice(d.value(*at as usize));
+                Ok(())
+            }
+            (None, Where::Direct(f, c)) => f.direct_bytes(*c as usize, *at as usize, out),
+            _ => unreachable!("a row is decoded or read in place"),
+        }
     }
 }
 
@@ -400,11 +471,8 @@ impl Records for Columnar {
         match self.inner.kind {
             ValueKind::Fixed(d) => Some(d.itemsize()),
             _ => {
-                let mut n = None;
-                self.inner
-                    .for_each(&[i], true, |_, d, at| n = Some(record_len(d.value(at))))
-                    .ok()?;
-                n
+                let (v, _) = self.inner.gather_values(&[i], true).ok()?;
+                Some(record_len(&v))
             }
         }
     }
@@ -436,12 +504,12 @@ impl Records for Columnar {
                 self.inner.path.display()
             )));
         }
-        let r = self.inner.resolve(idx, true)?;
+        let (values, offsets) = self.inner.gather_values(idx, true)?;
+        let value = |pos: usize| &values[offsets[pos]..offsets[pos + 1]];
         let mut spans = Vec::with_capacity(idx.len());
         let mut total = 0usize;
-        for pos in 0..r.len() {
-            let (d, at) = r.get(pos);
-            let n = record_len(d.value(at));
+        for pos in 0..idx.len() {
+            let n = record_len(value(pos));
             spans.push((total, n));
             total += n.next_multiple_of(8);
         }
@@ -451,8 +519,7 @@ impl Records for Columnar {
         })?;
         let out = buf.as_mut_slice();
         for (pos, &(start, n)) in spans.iter().enumerate() {
-            let (d, at) = r.get(pos);
-            write_record(d.value(at), &mut out[start..start + n]);
+            write_record(value(pos), &mut out[start..start + n]);
         }
         let bytes = spans.iter().map(|s| s.1).sum();
         self.inner.counters.add(idx.len(), bytes);
@@ -466,12 +533,9 @@ impl Records for Columnar {
                 Ok(out)
             }
             _ => {
-                let mut out = Vec::new();
-                self.inner.for_each(&[i], true, |_, d, at| {
-                    let v = d.value(at);
-                    out = vec![0u8; record_len(v)];
-                    write_record(v, &mut out);
-                })?;
+                let (v, _) = self.inner.gather_values(&[i], true)?;
+                let mut out = vec![0u8; record_len(&v)];
+                write_record(&v, &mut out);
                 Ok(out)
             }
         }

@@ -6,8 +6,9 @@ use std::cell::RefCell;
 
 use super::format::{
     Bound, Broken, Encoding, Entry, ValueKind, FLAG_LENGTHS_ZSTD, FLAG_VALIDITY_ZSTD,
-    FLAG_VALUES_ZSTD,
+    FLAG_VALUES_ZSTD, GROUP,
 };
+use super::fsst::Symbols;
 use super::num::{self, Num};
 use crate::codec::{self, Codec};
 use crate::schema::DType;
@@ -101,6 +102,19 @@ impl std::fmt::Debug for Decoded {
 }
 
 impl Decoded {
+    /// `rows` zero values of `kind` (numbers of one byte, or empty text).
+    #[cfg(test)]
+    pub fn zeroed(kind: ValueKind, rows: usize) -> Decoded {
+        Decoded {
+            rows,
+            kind,
+            values: Aligned::zeroed(rows).expect("a small allocation"),
+            offsets: Vec::new(),
+            validity: None,
+            null_count: 0,
+        }
+    }
+
     /// Memory it holds.
     pub fn memory(&self) -> usize {
         self.values.len() + 4 * self.offsets.len() + self.validity.as_ref().map_or(0, Vec::len) + 64
@@ -260,8 +274,122 @@ fn split<'a>(e: &Entry, stored: &'a [u8]) -> Result<Streams<'a>, Broken> {
     })
 }
 
-/// Decodes the chunk described by `e` from its stored bytes `stored`.
-pub fn decode_chunk(kind: ValueKind, e: &Entry, stored: &[u8]) -> Result<Decoded, Broken> {
+/// Bits `i * b .. (i + 1) * b` of `src` (`b` 1 to 32), least significant
+/// first; bytes past its end read as zero.
+#[inline]
+pub(crate) fn bits_at(src: &[u8], i: usize, b: usize) -> u64 {
+    let bit = i * b;
+    let at = bit / 8;
+    let word = match src.get(at..at + 8) {
+        Some(w) => u64::from_le_bytes(w.try_into().expect("8 bytes")),
+        None => {
+            let mut w = [0u8; 8];
+            let end = src.len().min(at + 8);
+            if at < end {
+                w[..end - at].copy_from_slice(&src[at..end]);
+            }
+            u64::from_le_bytes(w)
+        }
+    };
+    (word >> (bit % 8)) & ((1u64 << b) - 1)
+}
+
+/// The group starts of the grouped chunk `e` from its index, checked to
+/// begin at 0, never fall, and end at its values' size.
+pub(crate) fn group_starts(e: &Entry, index: &[u8]) -> Result<Vec<u32>, Broken> {
+    let n = e.groups() + 1;
+    let starts: Vec<u32> = index
+        .get(..4 * n)
+        .ok_or("its index is shorter than its group starts")?
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .collect();
+    if starts[0] != 0 || starts[n - 1] != e.values_size || starts.windows(2).any(|w| w[0] > w[1]) {
+        return Err(format!(
+            "its group starts do not rise from 0 to its {} bytes of values",
+            e.values_size
+        ));
+    }
+    Ok(starts)
+}
+
+/// Decodes the grouped text or bytes `st` of chunk `e` into `values`
+/// (exactly its decoded bytes) and `offsets` (`rows + 1`, from 0), every
+/// length and code checked.
+fn decode_grouped_into(
+    e: &Entry,
+    st: &Streams<'_>,
+    symbols: Option<&Symbols>,
+    values: &mut [u8],
+    offsets: &mut [i32],
+) -> Result<(), Broken> {
+    let rows = st.rows;
+    let b = e.width as usize;
+    let starts = group_starts(e, st.lengths)?;
+    let valid = |i: usize| {
+        st.validity
+            .as_ref()
+            .is_none_or(|v| v[i / 8] & (1 << (i % 8)) != 0)
+    };
+    offsets[0] = 0;
+    let mut at = 0usize;
+    for g in 0..e.groups() {
+        let grp = &st.values[starts[g] as usize..starts[g + 1] as usize];
+        let r0 = g * GROUP;
+        let m = (rows - r0).min(GROUP);
+        let head = num::packed_size(m, b);
+        if head > grp.len() {
+            return Err(format!("its group {g} is shorter than its lengths"));
+        }
+        let (lens, mut codes) = grp.split_at(head);
+        for j in 0..m {
+            let n = if b == 0 {
+                0
+            } else {
+                bits_at(lens, j, b) as usize
+            };
+            if n > codes.len() {
+                return Err(format!("its group {g}'s lengths run past its bytes"));
+            }
+            let (c, rest) = codes.split_at(n);
+            codes = rest;
+            let row = r0 + j;
+            if n > 0 && !valid(row) {
+                return Err(format!("its null row {row} holds bytes"));
+            }
+            at += match symbols {
+                Some(s) => s.decode_slice(c, &mut values[at..])?,
+                None => {
+                    values
+                        .get_mut(at..at + n)
+                        .ok_or("its values decode to more bytes than its entry says")?
+                        .copy_from_slice(c);
+                    n
+                }
+            };
+            offsets[row + 1] = at as i32;
+        }
+        if !codes.is_empty() {
+            return Err(format!("its group {g} holds bytes past its rows' lengths"));
+        }
+    }
+    if at != values.len() {
+        return Err(format!(
+            "its values decode to {at} bytes, but its entry says {}",
+            values.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Decodes the chunk described by `e` from its stored bytes `stored`
+/// (`symbols`: its file's symbol table, if it has one).
+pub fn decode_chunk(
+    kind: ValueKind,
+    e: &Entry,
+    stored: &[u8],
+    symbols: Option<&Symbols>,
+) -> Result<Decoded, Broken> {
     let rows = e.rows as usize;
     match kind {
         ValueKind::Fixed(dtype) => {
@@ -278,6 +406,21 @@ pub fn decode_chunk(kind: ValueKind, e: &Entry, stored: &[u8]) -> Result<Decoded
                 values: out,
                 offsets: Vec::new(),
                 validity,
+                null_count: e.null_count as usize,
+            })
+        }
+        ValueKind::Utf8 | ValueKind::Binary if e.encoding() == Encoding::Grouped => {
+            let st = split(e, stored)?;
+            let mut offsets = vec![0i32; rows + 1];
+            let mut values = alloc(e.text_size as usize)?;
+            decode_grouped_into(e, &st, symbols, values.as_mut_slice(), &mut offsets)?;
+            check_values(kind, e, values.as_slice(), &offsets, st.validity.as_deref())?;
+            Ok(Decoded {
+                rows,
+                kind,
+                values,
+                offsets,
+                validity: st.validity,
                 null_count: e.null_count as usize,
             })
         }
@@ -517,14 +660,19 @@ pub fn decode_bytes_into(
     kind: ValueKind,
     e: &Entry,
     stored: &[u8],
+    symbols: Option<&Symbols>,
     values: &mut [u8],
     ends: &mut [i32],
     base: i32,
 ) -> Result<Option<Vec<u8>>, Broken> {
     let st = split(e, stored)?;
-    stream_into(st.values, e.flags & FLAG_VALUES_ZSTD != 0, values, "values")?;
     let mut offsets = vec![0i32; st.rows + 1];
-    bytes_offsets(e, &st, &mut offsets, 0)?;
+    if e.encoding() == Encoding::Grouped {
+        decode_grouped_into(e, &st, symbols, values, &mut offsets)?;
+    } else {
+        stream_into(st.values, e.flags & FLAG_VALUES_ZSTD != 0, values, "values")?;
+        bytes_offsets(e, &st, &mut offsets, 0)?;
+    }
     check_values(kind, e, values, &offsets, st.validity.as_deref())?;
     for (o, &rel) in ends.iter_mut().zip(&offsets[1..]) {
         *o = base + rel;

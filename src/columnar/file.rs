@@ -4,11 +4,13 @@
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::decode::{decode_chunk, Decoded};
-use super::format::{Footer, COLUMN_FILE, MAGIC, TRAILER_LEN};
+use super::decode::{bits_at, decode_chunk, Decoded};
+use super::format::{Encoding, Footer, ValueKind, BLOCK, COLUMN_FILE, GROUP, MAGIC, TRAILER_LEN};
+use super::fsst::Symbols;
+use super::num;
 use crate::error::{Error, Result};
 use crate::io::{io_error, Fs, FsFile, Storage, StorageFile};
 
@@ -17,124 +19,7 @@ use crate::io::{io_error, Fs, FsFile, Storage, StorageFile};
 /// of each column file.
 pub const OPEN_TAIL_BYTES: u64 = 64 << 10;
 
-/// Decoded chunks the process keeps, in bytes, by default (see
-/// [`keep_budget`]).
-pub const DEFAULT_KEEP_BYTES: u64 = 256 << 20;
-
-/// The environment variable that sets [`keep_budget`].
-pub const KEEP_ENV: &str = "LOADERX_COLUMN_CACHE";
-
-/// Bytes of decoded chunks the process keeps for random access:
-/// `LOADERX_COLUMN_CACHE` (bytes, or with a `K`, `M` or `G` suffix, powers
-/// of 1024; `0` keeps none), else [`DEFAULT_KEEP_BYTES`]. Read once.
-pub fn keep_budget() -> u64 {
-    static BUDGET: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *BUDGET.get_or_init(|| {
-        std::env::var(KEEP_ENV)
-            .ok()
-            .and_then(|v| parse_size(&v))
-            .unwrap_or(DEFAULT_KEEP_BYTES)
-    })
-}
-
-/// `123`, `64K`, `256M`, `2G` (also `KiB`, `MiB`, `GiB`, any case).
-fn parse_size(v: &str) -> Option<u64> {
-    let v = v.trim().to_ascii_uppercase();
-    let v = v
-        .strip_suffix("IB")
-        .or_else(|| v.strip_suffix('B'))
-        .unwrap_or(&v);
-    let (num, shift) = match v.chars().last()? {
-        'K' => (&v[..v.len() - 1], 10),
-        'M' => (&v[..v.len() - 1], 20),
-        'G' => (&v[..v.len() - 1], 30),
-        _ => (v, 0),
-    };
-    num.trim().parse::<u64>().ok()?.checked_mul(1 << shift)
-}
-
-/// Bytes of decoded chunks kept now, by every open column of the process.
-static KEPT: AtomicU64 = AtomicU64::new(0);
-
-/// Bytes of decoded chunks the process keeps now.
-pub fn kept_bytes() -> u64 {
-    KEPT.load(Ordering::Relaxed)
-}
-
-/// A slot that holds one decoded chunk once it is kept, set at most once
-/// (lock-free, so a forked child never waits on its parent's threads).
-struct Slot(AtomicPtr<Decoded>);
-
-impl Slot {
-    fn new() -> Slot {
-        Slot(AtomicPtr::new(std::ptr::null_mut()))
-    }
-
-    fn get(&self) -> Option<&Decoded> {
-        let p = self.0.load(Ordering::Acquire);
-        // SAFETY: a non-null pointer came from Arc::into_raw in `set` and
-        // is released only by `drop` (which has the slot to itself), so it
-        // stays valid for as long as `&self` does.
-        unsafe { p.as_ref() }
-    }
-
-    /// The kept chunk as a shared handle of its own.
-    fn get_arc(&self) -> Option<Arc<Decoded>> {
-        let p = self.0.load(Ordering::Acquire);
-        if p.is_null() {
-            return None;
-        }
-        // SAFETY: `p` came from Arc::into_raw and the slot keeps that
-        // reference until it is dropped (which needs `&mut self`), so the
-        // count is at least one here; the new reference is our own.
-        unsafe {
-            Arc::increment_strong_count(p);
-            Some(Arc::from_raw(p))
-        }
-    }
-
-    /// Keeps `d` here unless another thread kept one first.
-    fn set(&self, d: Arc<Decoded>) -> bool {
-        let p = Arc::into_raw(d) as *mut Decoded;
-        match self
-            .0
-            .compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => true,
-            Err(_) => {
-                // SAFETY: `p` came from Arc::into_raw above and was not stored.
-                drop(unsafe { Arc::from_raw(p) });
-                false
-            }
-        }
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let p = *self.0.get_mut();
-        if !p.is_null() {
-            // SAFETY: the pointer came from Arc::into_raw in `set`.
-            drop(unsafe { Arc::from_raw(p) });
-        }
-    }
-}
-
-/// A decoded chunk: kept by its file (borrowed) or decoded for one read.
-pub enum ChunkRef<'a> {
-    Kept(&'a Decoded),
-    Owned(Arc<Decoded>),
-}
-
-impl std::ops::Deref for ChunkRef<'_> {
-    type Target = Decoded;
-    fn deref(&self) -> &Decoded {
-        match self {
-            ChunkRef::Kept(d) => d,
-            ChunkRef::Owned(d) => d,
-        }
-    }
-}
+use super::kept::{file_number, kept};
 
 /// One open `column.zc`.
 pub struct ColumnFile {
@@ -147,8 +32,14 @@ pub struct ColumnFile {
     footer: Footer,
     /// Row of each chunk's first row, then the total.
     starts: Vec<u64>,
-    slots: Vec<Slot>,
-    kept: AtomicU64,
+    /// Its number in the process: the key of its kept chunks.
+    id: u64,
+    /// Version 3 text and bytes: the file's symbol table.
+    symbols: Option<Symbols>,
+    /// Version 3: each chunk's first block's number in the file, then the
+    /// total, and one bit a block once its checksum has matched.
+    block_base: Vec<u64>,
+    checked: Vec<AtomicU64>,
 }
 
 impl std::fmt::Debug for ColumnFile {
@@ -163,7 +54,7 @@ impl std::fmt::Debug for ColumnFile {
 
 impl Drop for ColumnFile {
     fn drop(&mut self) {
-        KEPT.fetch_sub(*self.kept.get_mut(), Ordering::Relaxed);
+        kept().forget_file(self.id);
     }
 }
 
@@ -173,6 +64,13 @@ pub(crate) fn is_column_dir(fs: &Fs, dir: &Path) -> bool {
         fs.kind(&dir.join(COLUMN_FILE)),
         Ok(Some(crate::io::EntryKind::File))
     )
+}
+
+/// The format version and kind of the column file in `dir` on `fs` (its
+/// footer read and checked).
+pub(crate) fn file_version(fs: &Fs, dir: &Path) -> Result<(u8, ValueKind)> {
+    let f = ColumnFile::open(fs, dir)?;
+    Ok((f.footer.version, f.footer.kind))
 }
 
 impl ColumnFile {
@@ -224,19 +122,55 @@ impl ColumnFile {
             )));
         }
         let footer_at = len - (TRAILER_LEN + footer_len) as u64;
-        let footer = if footer_at >= len - window {
-            let from = (footer_at - (len - window)) as usize;
-            Footer::decode(&tail[from..from + footer_len], crc, len)
-        } else {
-            Footer::decode(&read(footer_at, footer_len)?, crc, len)
+        let in_tail = |at: u64, n: usize| -> Result<Cow<'_, [u8]>> {
+            if at >= len - window {
+                let from = (at - (len - window)) as usize;
+                return Ok(Cow::Borrowed(&tail[from..from + n]));
+            }
+            read(at, n)
+        };
+        let footer_bytes = in_tail(footer_at, footer_len)?;
+        // Version 3 text: the symbol table just before the footer, which
+        // the footer's CRC-32 covers with it.
+        let symbols_len = u16::from_le_bytes([footer_bytes[5], footer_bytes[6]]) as usize;
+        if (footer_len + symbols_len + TRAILER_LEN + MAGIC.len()) as u64 > len {
+            return Err(bad(format!(
+                "its footer records a symbol table of {symbols_len} bytes, more than the file holds before it"
+            )));
         }
-        .map_err(bad)?;
+        let table = in_tail(footer_at - symbols_len as u64, symbols_len)?;
+        let footer = Footer::decode(&footer_bytes, crc, len, &table).map_err(bad)?;
         if let Some(m) = &map {
             if &m[..MAGIC.len()] != MAGIC {
                 return Err(bad("it does not start with the magic \"LXCOLUMN\"".into()));
             }
         }
+        let symbols = match symbols_len {
+            0 => None,
+            _ => Some(
+                Symbols::parse(&table).map_err(|why| bad(format!("its symbol table: {why}")))?,
+            ),
+        };
+        drop(table);
+        drop(footer_bytes);
         drop(tail);
+        let mut block_base = Vec::new();
+        if let (Some(m), true) = (&map, footer.version >= 3) {
+            // Read in place at random: no readahead around each value
+            // (scans ask for their ranges, `stored`). Advice only.
+            let _ = m.advise(memmap2::Advice::Random);
+        }
+        if footer.version >= 3 {
+            let mut b = 0u64;
+            for e in &footer.entries {
+                block_base.push(b);
+                b += e.checked_len(footer.kind).1;
+            }
+            block_base.push(b);
+        }
+        let checked = (0..block_base.last().map_or(0, |b| b.div_ceil(64)))
+            .map(|_| AtomicU64::new(0))
+            .collect();
         let mut starts = Vec::with_capacity(footer.entries.len() + 1);
         let mut at = 0u64;
         for e in &footer.entries {
@@ -244,7 +178,6 @@ impl ColumnFile {
             at += e.rows as u64;
         }
         starts.push(at);
-        let slots = footer.entries.iter().map(|_| Slot::new()).collect();
         Ok(ColumnFile {
             dir: dir.to_path_buf(),
             path,
@@ -252,8 +185,10 @@ impl ColumnFile {
             map,
             footer,
             starts,
-            slots,
-            kept: AtomicU64::new(0),
+            id: file_number(),
+            symbols,
+            block_base,
+            checked,
         })
     }
 
@@ -299,6 +234,11 @@ impl ColumnFile {
         let hi = entries[last - 1].offset + entries[last - 1].stored_len();
         let n = (hi - lo) as usize;
         if let Some(m) = &self.map {
+            if self.footer.version >= 3 {
+                // The mapping reads no ahead (see `open`): ask for the
+                // whole range at once. Advice only.
+                let _ = m.advise_range(memmap2::Advice::WillNeed, lo as usize, n);
+            }
             return Ok(Cow::Borrowed(&m[lo as usize..hi as usize]));
         }
         let mut buf = Vec::new();
@@ -330,27 +270,33 @@ impl ColumnFile {
             self.footer.kind,
             e,
             &bytes[at..at + e.stored_len() as usize],
+            self.symbols.as_ref(),
         )
         .map_err(|why| Error::corrupted(&self.path, format!("chunk {c}: {why}")))
     }
 
+    fn key(&self, c: usize) -> (u64, u32) {
+        (self.id, c as u32)
+    }
+
     /// Chunk `c` decoded: the kept one, else read and decoded now (and
-    /// kept when `keep` and the process's budget has room).
-    pub fn chunk(&self, c: usize, keep: bool) -> Result<ChunkRef<'_>> {
-        if let Some(d) = self.slots[c].get() {
-            return Ok(ChunkRef::Kept(d));
+    /// kept when `keep`, evicting chunks read less recently).
+    pub fn chunk(&self, c: usize, keep: bool) -> Result<Arc<Decoded>> {
+        if let Some(d) = self.kept_arc(c) {
+            return Ok(d);
         }
         let bytes = self.stored(c, c + 1)?;
         let d = Arc::new(self.decode_from(c, c, &bytes)?);
-        Ok(self.offer(c, d, keep))
+        if keep {
+            kept().put(self.key(c), Arc::clone(&d));
+        }
+        Ok(d)
     }
 
     /// Chunks `first..last` decoded, as shared handles (kept ones as they
-    /// are, the others read in one read and decoded, kept when `keep` and
-    /// the budget has room).
+    /// are, the others read in one read and decoded, kept when `keep`).
     pub fn chunks_arc(&self, first: usize, last: usize, keep: bool) -> Result<Vec<Arc<Decoded>>> {
-        let mut out: Vec<Option<Arc<Decoded>>> =
-            (first..last).map(|c| self.slots[c].get_arc()).collect();
+        let mut out: Vec<Option<Arc<Decoded>>> = (first..last).map(|c| self.kept_arc(c)).collect();
         let missing: Vec<usize> = (first..last)
             .filter(|&c| out[c - first].is_none())
             .collect();
@@ -359,7 +305,7 @@ impl ColumnFile {
             for c in missing {
                 let d = Arc::new(self.decode_from(c, lo, &bytes)?);
                 if keep {
-                    let _ = self.offer(c, Arc::clone(&d), true);
+                    kept().put(self.key(c), Arc::clone(&d));
                 }
                 out[c - first] = Some(d);
             }
@@ -373,48 +319,190 @@ impl ColumnFile {
     /// Chunk `c` as a shared handle: the kept one, else read and decoded
     /// now (not kept).
     pub fn chunk_arc(&self, c: usize) -> Result<Arc<Decoded>> {
-        Ok(self
-            .chunks_arc(c, c + 1, false)?
-            .pop()
-            .expect("one chunk asked for"))
+        self.chunk(c, false)
     }
 
-    /// Chunk `c` as a shared handle, if it is kept.
+    /// Chunk `c` as a shared handle, if it is kept (marked as read).
     pub fn kept_arc(&self, c: usize) -> Option<Arc<Decoded>> {
-        self.slots[c].get_arc()
+        kept().get(self.key(c))
     }
 
-    /// Chunk `c` if it is kept.
-    pub fn kept_chunk(&self, c: usize) -> Option<&Decoded> {
-        self.slots[c].get()
+    /// Whether chunk `c` is kept.
+    pub fn is_kept(&self, c: usize) -> bool {
+        kept().has(self.key(c))
     }
 
-    /// Keeps the decoded chunk `c` when `keep` and the budget has room.
-    pub(crate) fn offer(&self, c: usize, d: Arc<Decoded>, keep: bool) -> ChunkRef<'_> {
-        if keep {
-            let bytes = d.memory() as u64;
-            let before = KEPT.fetch_add(bytes, Ordering::Relaxed);
-            if before + bytes <= keep_budget() && self.slots[c].set(Arc::clone(&d)) {
-                self.kept.fetch_add(bytes, Ordering::Relaxed);
-                return ChunkRef::Kept(self.slots[c].get().expect("just kept"));
-            }
-            KEPT.fetch_sub(bytes, Ordering::Relaxed);
-        }
-        ChunkRef::Owned(d)
+    /// Whether decoding chunk `c` now would keep it without evicting.
+    pub(crate) fn has_room(&self, c: usize) -> bool {
+        let e = &self.footer.entries[c];
+        kept().has_room(
+            self.key(c),
+            e.decoded_size() as u64 + 4 * e.rows as u64 + 64,
+        )
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::parse_size;
+/// Random reads in place (format version 3, a mapped file): a value
+/// costs its own bytes, the blocks they lie in checked once per process.
+impl ColumnFile {
+    /// The file's symbol table, if it has one.
+    #[cfg(feature = "arrow")]
+    pub(crate) fn symbols(&self) -> Option<&Symbols> {
+        self.symbols.as_ref()
+    }
 
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("123"), Some(123));
-        assert_eq!(parse_size("64k"), Some(64 << 10));
-        assert_eq!(parse_size("256MiB"), Some(256 << 20));
-        assert_eq!(parse_size(" 2G "), Some(2 << 30));
-        assert_eq!(parse_size("0"), Some(0));
-        assert_eq!(parse_size("lots"), None);
+    /// Whether rows are read in place (version 3, mapped).
+    #[inline]
+    pub(crate) fn direct(&self) -> bool {
+        self.footer.version >= 3 && self.map.is_some()
+    }
+
+    fn bad_chunk(&self, c: usize, why: impl std::fmt::Display) -> Error {
+        Error::corrupted(&self.path, format!("chunk {c}: {why}"))
+    }
+
+    /// Bytes `lo..hi` of chunk `c`'s stored bytes (before its checksums),
+    /// each block they touch checked against its CRC-32 once.
+    fn checked(&self, c: usize, lo: usize, hi: usize) -> Result<&[u8]> {
+        let e = &self.footer.entries[c];
+        let map = self.map.as_ref().expect("direct reads are of mapped files");
+        let at = e.offset as usize;
+        let (len, blocks) = e.checked_len(self.footer.kind);
+        let (len, blocks) = (len as usize, blocks as usize);
+        if lo > hi || hi > len {
+            return Err(self.bad_chunk(c, format!("a read of bytes {lo}..{hi} of its {len}")));
+        }
+        if lo == hi {
+            return Ok(&map[at + lo..at + lo]);
+        }
+        let crcs = &map[at + len..at + len + 4 * blocks];
+        // Blocks are the file's 4 KiB-aligned blocks, numbered from the one
+        // holding the chunk's first byte.
+        let first = at / BLOCK;
+        for b in (at + lo) / BLOCK - first..=(at + hi - 1) / BLOCK - first {
+            let id = self.block_base[c] + b as u64;
+            let (word, bit) = ((id / 64) as usize, 1u64 << (id % 64));
+            if self.checked[word].load(Ordering::Relaxed) & bit != 0 {
+                continue;
+            }
+            let from = at.max((first + b) * BLOCK);
+            let to = (at + len).min((first + b + 1) * BLOCK);
+            let block = &map[from..to];
+            let want = u32::from_le_bytes(crcs[4 * b..4 * b + 4].try_into().expect("4 bytes"));
+            if crc32fast::hash(block) != want {
+                return Err(self.bad_chunk(
+                    c,
+                    format!("the CRC-32 of its block {b} does not match its bytes"),
+                ));
+            }
+            self.checked[word].fetch_or(bit, Ordering::Relaxed);
+        }
+        Ok(&map[at + lo..at + hi])
+    }
+
+    /// Whether row `i` of chunk `c` holds a value.
+    #[inline]
+    pub(crate) fn direct_valid(&self, c: usize, i: usize) -> Result<bool> {
+        if self.footer.entries[c].null_count == 0 {
+            return Ok(true);
+        }
+        let b = self.checked(c, i / 8, i / 8 + 1)?;
+        Ok(b[0] & (1 << (i % 8)) != 0)
+    }
+
+    /// Number `i` of chunk `c` (`w` bytes; booleans one byte, 0 or 1) into
+    /// `out`; zeros for a null row.
+    pub(crate) fn direct_fixed(&self, c: usize, i: usize, w: usize, out: &mut [u8]) -> Result<()> {
+        if !self.direct_valid(c, i)? {
+            out.fill(0);
+            return Ok(());
+        }
+        let e = &self.footer.entries[c];
+        let v0 = e.validity_len as usize;
+        match e.encoding() {
+            Encoding::Bits => {
+                let b = self.checked(c, v0 + i / 8, v0 + i / 8 + 1)?;
+                out[0] = (b[0] >> (i % 8)) & 1;
+            }
+            Encoding::Packed => {
+                let bits = e.width as usize;
+                let lo = v0 + i * bits / 8;
+                let hi = v0 + (i * bits + bits).div_ceil(8);
+                let src = self.checked(c, lo, hi)?;
+                let mut word = [0u8; 8];
+                word[..src.len()].copy_from_slice(src);
+                let d = (u64::from_le_bytes(word) >> (i * bits % 8)) & ((1u64 << bits) - 1);
+                let ValueKind::Fixed(dtype) = self.footer.kind else {
+                    unreachable!("packed chunks are of numbers")
+                };
+                let min = num::Num::from_bytes(dtype, e.min.number_bytes());
+                let max = num::Num::from_bytes(dtype, e.max.number_bytes());
+                let (v, over) = match (min, max) {
+                    (num::Num::I(a), num::Num::I(z)) => {
+                        let v = a as i128 + d as i128;
+                        (v as u64, v > z as i128)
+                    }
+                    (num::Num::U(a), num::Num::U(z)) => {
+                        let v = a as u128 + d as u128;
+                        (v as u64, v > z as u128)
+                    }
+                    _ => unreachable!("packed chunks are of integers"),
+                };
+                if over {
+                    return Err(self.bad_chunk(
+                        c,
+                        format!("its row {i} holds a value above the chunk's maximum"),
+                    ));
+                }
+                out.copy_from_slice(&v.to_le_bytes()[..w]);
+            }
+            _ => out.copy_from_slice(self.checked(c, v0 + i * w, v0 + (i + 1) * w)?),
+        }
+        Ok(())
+    }
+
+    /// Appends text or bytes value `i` of chunk `c` to `out` (nothing for
+    /// a null row).
+    pub(crate) fn direct_bytes(&self, c: usize, i: usize, out: &mut Vec<u8>) -> Result<()> {
+        if !self.direct_valid(c, i)? {
+            return Ok(());
+        }
+        let e = &self.footer.entries[c];
+        let v0 = e.validity_len as usize;
+        let s0 = v0 + e.values_len as usize;
+        let g = i / GROUP;
+        let st = self.checked(c, s0 + 4 * g, s0 + 4 * g + 8)?;
+        let a = u32::from_le_bytes(st[..4].try_into().expect("4 bytes")) as usize;
+        let z = u32::from_le_bytes(st[4..].try_into().expect("4 bytes")) as usize;
+        if a > z || z > e.values_len as usize {
+            return Err(self.bad_chunk(c, format!("its group {g} has bytes {a}..{z}")));
+        }
+        let grp = self.checked(c, v0 + a, v0 + z)?;
+        let m = (e.rows as usize - g * GROUP).min(GROUP);
+        let b = e.width as usize;
+        let j = i % GROUP;
+        let head = num::packed_size(m, b);
+        let short = || self.bad_chunk(c, format!("its group {g}'s lengths run past its bytes"));
+        let lens = grp.get(..head).ok_or_else(short)?;
+        let (mut from, mut n) = (head, 0usize);
+        if b > 0 {
+            for k in 0..j {
+                from += bits_at(lens, k, b) as usize;
+            }
+            n = bits_at(lens, j, b) as usize;
+        }
+        let codes = grp.get(from..from + n).ok_or_else(short)?;
+        let start = out.len();
+        match &self.symbols {
+            Some(s) => s
+                .decode_into(codes, out)
+                .map_err(|why| self.bad_chunk(c, format!("its row {i}: {why}")))?,
+            None => out.extend_from_slice(codes),
+        }
+        if self.footer.kind == ValueKind::Utf8 && std::str::from_utf8(&out[start..]).is_err() {
+            out.truncate(start);
+            return Err(self.bad_chunk(c, format!("its row {i} is not valid UTF-8")));
+        }
+        Ok(())
     }
 }

@@ -5,6 +5,7 @@
 //! ```text
 //! 0        8          magic "LXCOLUMN"
 //! 8        ..         chunks, back to back, in row order
+//! D        S          version 3, text and bytes: the symbol table (S bytes)
 //! F        32 + 96 n  footer: header, then one entry per chunk
 //! end-16   4          footer_len u32 (= 32 + 96 n)
 //! end-12   4          CRC-32 (IEEE) of the footer
@@ -19,9 +20,39 @@ pub const MAGIC: &[u8; 8] = b"LXCOLUMN";
 pub const END_MAGIC: &[u8; 8] = b"LXCOLEND";
 /// The name of a columnar column's one file, inside the column's directory.
 pub const COLUMN_FILE: &str = "column.zc";
-/// The format version of a file with a packed chunk; a file without one
-/// is written as version 1, which earlier releases read too.
-pub const VERSION: u8 = 2;
+/// The format version this release writes: every stream raw, read in
+/// place by a random read (see `docs/format.md`, "Random access").
+/// Versions 1 (zstd streams) and 2 (packed chunks) are still read.
+pub const VERSION: u8 = 3;
+/// Bytes of a checksummed block of a version 3 chunk: a random read checks
+/// the blocks it touches, each once per process.
+pub const BLOCK: usize = 4096;
+/// Rows of a group of a version 3 text chunk: a random read finds a value
+/// from its group's start, summing at most `GROUP - 1` lengths.
+pub const GROUP: usize = 64;
+/// The number of [`BLOCK`]-aligned blocks of a file that bytes
+/// `at..at + n` overlap (0 for none).
+pub fn blocks_of(at: u64, n: u64) -> u64 {
+    match n {
+        0 => 0,
+        _ => (at + n - 1) / BLOCK as u64 - at / BLOCK as u64 + 1,
+    }
+}
+
+/// The CRC-32 of each [`BLOCK`]-aligned block of the file that `bytes`
+/// (at file offset `at`) overlap, over its part of `bytes`.
+pub fn block_crcs(at: u64, bytes: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    let first = (BLOCK - (at % BLOCK as u64) as usize).min(bytes.len());
+    let (head, rest) = bytes.split_at(first);
+    std::iter::once(head)
+        .filter(|h| !h.is_empty())
+        .chain(rest.chunks(BLOCK))
+        .map(crc32fast::hash)
+}
+
+/// The most bytes of a symbol table (one count, the lengths, 8 bytes a
+/// symbol).
+pub const MAX_SYMBOLS_LEN: usize = 1 + 255 * 9;
 /// Bytes of the footer's header.
 pub const HEADER_LEN: usize = 32;
 /// Bytes of one chunk entry.
@@ -110,6 +141,11 @@ pub enum Encoding {
     /// bits (1 to 32; fewer than the dtype's), value `i` at bits
     /// `i * width ..`, least significant bit first.
     Packed = 4,
+    /// Version 3 text and bytes: groups of [`GROUP`] rows, each its rows'
+    /// lengths packed at the entry's width in bits, then their codes (the
+    /// file's symbol table's, or the bytes themselves without one); the
+    /// index stream holds every group's start.
+    Grouped = 5,
 }
 
 impl Encoding {
@@ -120,6 +156,7 @@ impl Encoding {
             2 => Encoding::Narrowed,
             3 => Encoding::Bits,
             4 => Encoding::Packed,
+            5 => Encoding::Grouped,
             _ => return None,
         })
     }
@@ -227,7 +264,9 @@ pub struct Entry {
     pub null_count: u32,
     /// CRC-32 (IEEE) of its stored bytes.
     pub crc: u32,
-    /// Stored bytes of its three streams, in this order in the file.
+    /// Stored bytes of its three streams, in this order in the file (in
+    /// version 3 the third is the index: text's group starts, then the
+    /// CRC-32 of every [`BLOCK`] of the bytes before the CRCs).
     pub validity_len: u32,
     pub values_len: u32,
     pub lengths_len: u32,
@@ -241,6 +280,9 @@ pub struct Entry {
     /// Bytes per stored length (text and bytes: 1, 2 or 4; else 0).
     pub lengths_width: u8,
     pub flags: u8,
+    /// Version 3 text and bytes: the values' bytes once decoded (their
+    /// codes take `values_size` with the group lengths); else 0.
+    pub text_size: u32,
     pub min: Bound,
     pub max: Bound,
 }
@@ -249,6 +291,32 @@ impl Entry {
     /// Stored bytes of the chunk.
     pub fn stored_len(&self) -> u64 {
         self.validity_len as u64 + self.values_len as u64 + self.lengths_len as u64
+    }
+
+    /// Bytes of the values once decoded (text: their bytes end to end).
+    pub fn decoded_size(&self) -> u32 {
+        match self.encoding() {
+            Encoding::Grouped => self.text_size,
+            _ => self.values_size,
+        }
+    }
+
+    /// Version 3: the groups of a text chunk.
+    pub fn groups(&self) -> usize {
+        (self.rows as usize).div_ceil(GROUP)
+    }
+
+    /// Version 3: bytes of the chunk the block checksums cover (everything
+    /// but the checksums), and the number of blocks: the file's
+    /// [`BLOCK`]-aligned blocks those bytes overlap, so that checking the
+    /// block of a value read at random reads one page of the file.
+    pub fn checked_len(&self, kind: ValueKind) -> (u64, u64) {
+        let starts = match kind {
+            ValueKind::Fixed(_) => 0,
+            _ => 4 * (self.groups() as u64 + 1),
+        };
+        let n = self.validity_len as u64 + self.values_len as u64 + starts;
+        (n, blocks_of(self.offset, n))
     }
 
     pub fn encoding(&self) -> Encoding {
@@ -277,14 +345,14 @@ impl Entry {
         out[41] = self.width;
         out[42] = self.lengths_width;
         out[43] = self.flags;
-        out[44..48].fill(0);
+        out[44..48].copy_from_slice(&self.text_size.to_le_bytes());
         self.min.write(&mut out[48..48 + BOUND_LEN]);
         self.max.write(&mut out[72..72 + BOUND_LEN]);
     }
 
     fn read(b: &[u8]) -> Option<Entry> {
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
-        if b[44..48].iter().any(|&x| x != 0) || b[43] & !FLAGS_KNOWN != 0 {
+        if b[43] & !FLAGS_KNOWN != 0 {
             return None;
         }
         Encoding::from_tag(b[40])?;
@@ -302,6 +370,7 @@ impl Entry {
             width: b[41],
             lengths_width: b[42],
             flags: b[43],
+            text_size: u32_at(44),
             min: Bound::read(&b[48..48 + BOUND_LEN])?,
             max: Bound::read(&b[72..72 + BOUND_LEN])?,
         })
@@ -311,6 +380,8 @@ impl Entry {
 /// The footer: what the column holds and where each chunk is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Footer {
+    /// The format version (1 to [`VERSION`]).
+    pub version: u8,
     pub kind: ValueKind,
     /// 0 raw, 1 zstd: whether the writer compressed the streams (each
     /// entry's flags say which streams are).
@@ -319,6 +390,12 @@ pub struct Footer {
     pub nullable: bool,
     pub rows: u64,
     pub entries: Vec<Entry>,
+    /// Version 3 text and bytes: bytes of the symbol table between the
+    /// chunks and the footer (0: none, the codes are the bytes).
+    pub symbols_len: u16,
+    /// The symbol table's bytes when writing (empty when read: the file
+    /// keeps them parsed).
+    pub symbols: Vec<u8>,
 }
 
 /// Why a footer is not one: the broken rule.
@@ -331,15 +408,12 @@ impl Footer {
         let n = self.entries.len();
         let footer_len = HEADER_LEN + ENTRY_LEN * n;
         let mut out = vec![0u8; footer_len + TRAILER_LEN];
-        let packed = self
-            .entries
-            .iter()
-            .any(|e| e.encoding() == Encoding::Packed);
-        out[0] = if packed { VERSION } else { 1 };
+        out[0] = self.version;
         out[1] = self.kind.tag();
         out[2] = dtype_code(self.kind.dtype());
         out[3] = u8::from(self.compressed);
         out[4] = u8::from(self.nullable);
+        out[5..7].copy_from_slice(&self.symbols_len.to_le_bytes());
         out[8..16].copy_from_slice(&self.rows.to_le_bytes());
         out[16..24].copy_from_slice(&(n as u64).to_le_bytes());
         out[24..32].copy_from_slice(&data_end.to_le_bytes());
@@ -347,11 +421,20 @@ impl Footer {
             let at = HEADER_LEN + ENTRY_LEN * i;
             e.write(&mut out[at..at + ENTRY_LEN]);
         }
-        let crc = crc32fast::hash(&out[..footer_len]);
+        let crc = self.crc(&out[..footer_len]);
         out[footer_len..footer_len + 4].copy_from_slice(&(footer_len as u32).to_le_bytes());
         out[footer_len + 4..footer_len + 8].copy_from_slice(&crc.to_le_bytes());
         out[footer_len + 8..].copy_from_slice(END_MAGIC);
         out
+    }
+
+    /// The CRC-32 the trailer records: of the symbol table (set with
+    /// in `symbols`) then the footer's bytes.
+    fn crc(&self, footer: &[u8]) -> u32 {
+        let mut h = crc32fast::Hasher::new();
+        h.update(&self.symbols);
+        h.update(footer);
+        h.finalize()
     }
 
     /// The footer length a trailer (the file's last 16 bytes) records, after
@@ -371,9 +454,15 @@ impl Footer {
     }
 
     /// Parses and checks the footer `bytes` (with `crc` from the trailer) of
-    /// a file of `file_len` bytes: every rule that needs no chunk's bytes.
-    pub fn decode(bytes: &[u8], crc: u32, file_len: u64) -> Result<Footer, Broken> {
-        if crc32fast::hash(bytes) != crc {
+    /// a file of `file_len` bytes: every rule that needs no chunk's bytes
+    /// (the symbol table's own are [`super::fsst::Symbols::parse`]'s).
+    /// `symbols`: the bytes of the symbol table the footer's bytes 5 and 6
+    /// give the length of, which the CRC-32 covers before the footer.
+    pub fn decode(bytes: &[u8], crc: u32, file_len: u64, symbols: &[u8]) -> Result<Footer, Broken> {
+        let mut h = crc32fast::Hasher::new();
+        h.update(symbols);
+        h.update(bytes);
+        if h.finalize() != crc {
             return Err("the footer's CRC-32 does not match its bytes".into());
         }
         let version = bytes[0];
@@ -388,8 +477,19 @@ impl Footer {
                 bytes[1], bytes[2]
             )
         })?;
-        if bytes[3] > 1 || bytes[4] > 1 || bytes[5..8].iter().any(|&b| b != 0) {
+        let symbols_len = u16::from_le_bytes([bytes[5], bytes[6]]);
+        if bytes[3] > 1 || bytes[4] > 1 || bytes[7] != 0 {
             return Err("the footer's codec, nullable or reserved bytes are invalid".into());
+        }
+        if symbols_len != 0 && (version < 3 || !kind.is_bytes()) {
+            return Err(format!(
+                "the footer records a symbol table of {symbols_len} bytes, which a version {version} column of {kind:?} does not have"
+            ));
+        }
+        if symbols_len as usize > MAX_SYMBOLS_LEN {
+            return Err(format!(
+                "the footer records a symbol table of {symbols_len} bytes, more than {MAX_SYMBOLS_LEN}"
+            ));
         }
         let u64_at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
         let rows = u64_at(8);
@@ -402,12 +502,15 @@ impl Footer {
             ));
         }
         let footer_at = file_len.saturating_sub((bytes.len() + TRAILER_LEN) as u64);
-        if data_end != footer_at {
+        if data_end.checked_add(symbols_len as u64) != Some(footer_at) {
             return Err(format!(
-                "the chunks end at byte {data_end}, but the footer starts at byte {footer_at}"
+                "the chunks end at byte {data_end} and a symbol table of {symbols_len} bytes follows, but the footer starts at byte {footer_at}"
             ));
         }
         let footer = Footer {
+            version,
+            symbols_len,
+            symbols: Vec::new(),
             kind,
             compressed: bytes[3] == 1,
             nullable: bytes[4] == 1,
@@ -428,6 +531,12 @@ impl Footer {
             if version < 2 && e.encoding() == Encoding::Packed {
                 return Err(format!(
                     "chunk {i} is packed, which format version {version} does not have"
+                ));
+            }
+            if (version < 3) == (e.encoding() == Encoding::Grouped) && kind.is_bytes() {
+                return Err(format!(
+                    "chunk {i} has encoding {}, which a version {version} column of text or bytes does not have",
+                    e.encoding
                 ));
             }
             if e.offset != at {
@@ -455,6 +564,12 @@ impl Footer {
 
     /// The rules of one entry that hold whatever its bytes are.
     fn check_entry(&self, e: &Entry) -> Result<(), Broken> {
+        if self.version >= 3 {
+            return self.check_entry_v3(e);
+        }
+        if e.text_size != 0 {
+            return Err("its reserved bytes 44 to 48 are not zero".into());
+        }
         if e.rows == 0 || e.rows > MAX_CHUNK_ROWS {
             return Err(format!(
                 "it holds {} rows; a chunk holds 1 to {MAX_CHUNK_ROWS}",
@@ -527,6 +642,7 @@ impl Footer {
                             && has_stats == FLAG_MIN | FLAG_MAX,
                         (rows * e.width as u64).div_ceil(8),
                     ),
+                    Encoding::Grouped => (false, 0),
                 };
                 if !ok {
                     return Err(format!(
@@ -594,6 +710,115 @@ impl Footer {
             FLAG_VALUES_ZSTD,
             "values",
         )?;
+        Ok(())
+    }
+}
+
+impl Footer {
+    /// The rules of a version 3 entry: every stream raw, numbers plain,
+    /// packed or bits, text grouped, the index exactly its size.
+    fn check_entry_v3(&self, e: &Entry) -> Result<(), Broken> {
+        if e.rows == 0 || e.rows > MAX_CHUNK_ROWS {
+            return Err(format!(
+                "it holds {} rows; a chunk holds 1 to {MAX_CHUNK_ROWS}",
+                e.rows
+            ));
+        }
+        if e.null_count > e.rows {
+            return Err(format!("{} nulls in {} rows", e.null_count, e.rows));
+        }
+        if e.null_count > 0 && !self.nullable {
+            return Err("it holds nulls, but the column is not nullable".into());
+        }
+        if e.flags & (FLAG_VALIDITY_ZSTD | FLAG_VALUES_ZSTD | FLAG_LENGTHS_ZSTD) != 0 {
+            return Err("a version 3 chunk's streams are raw, but it flags one compressed".into());
+        }
+        let rows = e.rows as u64;
+        let validity = if e.null_count > 0 {
+            rows.div_ceil(8)
+        } else {
+            0
+        };
+        if e.validity_len as u64 != validity {
+            return Err(format!(
+                "its validity bits take {} bytes, expected {validity}",
+                e.validity_len
+            ));
+        }
+        if e.values_len != e.values_size || e.lengths_len != e.lengths_size {
+            return Err("a version 3 chunk's streams are stored as they decode".into());
+        }
+        let has_stats = e.flags & (FLAG_MIN | FLAG_MAX);
+        let (_, blocks) = e.checked_len(self.kind);
+        let mut index = 4 * blocks;
+        match self.kind {
+            ValueKind::Fixed(dtype) => {
+                let w = dtype.itemsize() as u8;
+                let (ok, size) = match e.encoding() {
+                    Encoding::Bits => (dtype == DType::Bool && e.width == 0, rows.div_ceil(8)),
+                    Encoding::Plain => (dtype != DType::Bool && e.width == w, rows * w as u64),
+                    Encoding::Packed => (
+                        is_integer(dtype)
+                            && (1..=32).contains(&e.width)
+                            && e.width < 8 * w
+                            && has_stats == FLAG_MIN | FLAG_MAX,
+                        (rows * e.width as u64).div_ceil(8),
+                    ),
+                    _ => (false, 0),
+                };
+                if !ok || e.lengths_width != 0 {
+                    return Err(format!(
+                        "encoding {} of width {} does not fit a version 3 {dtype} column (or lacks its minimum)",
+                        e.encoding, e.width
+                    ));
+                }
+                if e.values_size as u64 != size || e.text_size != 0 {
+                    return Err(format!(
+                        "its values take {} bytes, expected {size}",
+                        e.values_size
+                    ));
+                }
+                let all_null = e.null_count == e.rows;
+                if all_null == (has_stats != 0) || (!all_null && has_stats != FLAG_MIN | FLAG_MAX) {
+                    return Err(
+                        "a chunk of numbers has its minimum and maximum exactly when not every row is null"
+                            .into(),
+                    );
+                }
+                if has_stats != 0
+                    && (e.min.len != 8 || e.max.len != 8 || !e.min.exact || !e.max.exact)
+                {
+                    return Err("a number's bounds are its 8 exact bytes".into());
+                }
+            }
+            ValueKind::Utf8 | ValueKind::Binary => {
+                if e.encoding() != Encoding::Grouped || e.width > 32 || e.lengths_width != 0 {
+                    return Err(format!(
+                        "encoding {} of width {} does not fit a version 3 column of text or bytes",
+                        e.encoding, e.width
+                    ));
+                }
+                if e.values_size > i32::MAX as u32 || e.text_size > i32::MAX as u32 {
+                    return Err(format!(
+                        "its values take {} bytes ({} decoded), more than 2 GiB",
+                        e.values_size, e.text_size
+                    ));
+                }
+                index += 4 * (e.groups() as u64 + 1);
+                if e.null_count == e.rows && has_stats != 0 {
+                    return Err("a chunk of nulls has no bounds".into());
+                }
+                if e.null_count < e.rows && e.flags & FLAG_MIN == 0 {
+                    return Err("a chunk with values has a lower bound".into());
+                }
+            }
+        }
+        if e.lengths_size as u64 != index {
+            return Err(format!(
+                "its index takes {} bytes, expected {index}",
+                e.lengths_size
+            ));
+        }
         Ok(())
     }
 }

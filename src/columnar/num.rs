@@ -238,36 +238,6 @@ pub fn min_max(dtype: DType, bytes: &[u8], valid: Option<&[bool]>) -> Option<(Nu
     }
 }
 
-/// Appends `bytes` (integers of `dtype`) minus `lo` as unsigned integers
-/// of `k` bytes, shuffled when `k > 1`; null rows as 0.
-pub fn narrow(
-    dtype: DType,
-    bytes: &[u8],
-    lo: Num,
-    k: usize,
-    valid: Option<&[bool]>,
-    out: &mut Vec<u8>,
-) {
-    let w = dtype.itemsize();
-    let n = bytes.len() / w;
-    let start = out.len();
-    out.resize(start + n * k, 0);
-    let dst = &mut out[start..];
-    for i in 0..n {
-        if valid.is_some_and(|v| !v[i]) {
-            continue;
-        }
-        let d: u64 = match (value(dtype, bytes, i), lo) {
-            (Num::I(v), Num::I(l)) => (v as i128 - l as i128) as u64,
-            (Num::U(v), Num::U(l)) => v - l,
-            _ => unreachable!("only integers narrow"),
-        };
-        for b in 0..k {
-            dst[b * n + i] = (d >> (8 * b)) as u8;
-        }
-    }
-}
-
 /// The `k` byte streams of `n` shuffled values, as one unsigned integer
 /// each, handed to `put(i, value)` in order. One loop per width, each over
 /// plain slices, so that it vectorises.
@@ -409,29 +379,6 @@ pub fn packed_size(n: usize, b: usize) -> usize {
     (n * b).div_ceil(8)
 }
 
-/// Appends the `n` narrowed values in `src` (shuffled unsigned integers of
-/// `k` bytes, as [`narrow`] writes them) packed at `b` bits each: value
-/// `i` at bits `i * b .. (i + 1) * b` of the stream, least significant bit
-/// first; the bits past the last value zero.
-pub fn pack(src: &[u8], k: usize, n: usize, b: usize, out: &mut Vec<u8>) {
-    debug_assert!((1..=32).contains(&b));
-    out.reserve(packed_size(n, b));
-    let (mut acc, mut have) = (0u64, 0usize);
-    gather_streams(src, k, n, |_, d| {
-        debug_assert!(d >> b == 0);
-        acc |= d << have;
-        have += b;
-        while have >= 8 {
-            out.push(acc as u8);
-            acc >>= 8;
-            have -= 8;
-        }
-    });
-    if have > 0 {
-        out.push(acc as u8);
-    }
-}
-
 /// An unsigned integer a packed value is unpacked into.
 pub trait Lane: Copy + Default {
     fn from_u32(v: u32) -> Self;
@@ -563,6 +510,7 @@ fn put_widened<N: Copy + Into<u64>>(v: &[N], base: u64, w: usize, out: &mut [u8]
         }};
     }
     match w {
+        1 => run!(u8),
         2 => run!(u16),
         4 => run!(u32),
         _ => run!(u64),
@@ -626,6 +574,68 @@ pub fn unshuffle(src: &[u8], w: usize, n: usize, out: &mut [u8]) {
         }
     }
 }
+
+/// Writers of versions 1 and 2 (which this release reads but no longer
+/// writes), kept to test their readers.
+#[cfg(test)]
+mod old {
+    use super::*;
+
+    /// Appends `bytes` (integers of `dtype`) minus `lo` as unsigned integers
+    /// of `k` bytes, shuffled when `k > 1`; null rows as 0.
+    pub fn narrow(
+        dtype: DType,
+        bytes: &[u8],
+        lo: Num,
+        k: usize,
+        valid: Option<&[bool]>,
+        out: &mut Vec<u8>,
+    ) {
+        let w = dtype.itemsize();
+        let n = bytes.len() / w;
+        let start = out.len();
+        out.resize(start + n * k, 0);
+        let dst = &mut out[start..];
+        for i in 0..n {
+            if valid.is_some_and(|v| !v[i]) {
+                continue;
+            }
+            let d: u64 = match (value(dtype, bytes, i), lo) {
+                (Num::I(v), Num::I(l)) => (v as i128 - l as i128) as u64,
+                (Num::U(v), Num::U(l)) => v - l,
+                _ => unreachable!("only integers narrow"),
+            };
+            for b in 0..k {
+                dst[b * n + i] = (d >> (8 * b)) as u8;
+            }
+        }
+    }
+
+    /// Appends the `n` narrowed values in `src` (shuffled unsigned integers of
+    /// `k` bytes, as [`narrow`] writes them) packed at `b` bits each: value
+    /// `i` at bits `i * b .. (i + 1) * b` of the stream, least significant bit
+    /// first; the bits past the last value zero.
+    pub fn pack(src: &[u8], k: usize, n: usize, b: usize, out: &mut Vec<u8>) {
+        debug_assert!((1..=32).contains(&b));
+        out.reserve(packed_size(n, b));
+        let (mut acc, mut have) = (0u64, 0usize);
+        gather_streams(src, k, n, |_, d| {
+            debug_assert!(d >> b == 0);
+            acc |= d << have;
+            have += b;
+            while have >= 8 {
+                out.push(acc as u8);
+                acc >>= 8;
+                have -= 8;
+            }
+        });
+        if have > 0 {
+            out.push(acc as u8);
+        }
+    }
+}
+#[cfg(test)]
+use old::{narrow, pack};
 
 #[cfg(test)]
 mod tests {

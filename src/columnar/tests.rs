@@ -5,7 +5,6 @@ use std::path::Path;
 use super::format::{Encoding, FLAG_VALUES_ZSTD};
 use super::writer::CHUNK_ROWS;
 use super::*;
-use crate::codec;
 use crate::io::Fs;
 use crate::{DType, Records};
 
@@ -156,6 +155,22 @@ fn text_round_trip() {
                 assert_eq!(rec.payload, want);
             }
         }
+        // Read in place (a few rows of each chunk, keep off): the same.
+        let sparse: Vec<u64> = (0..n as u64).step_by(61).chain([n as u64 - 1, 5]).collect();
+        let (got, offsets) = col.inner().gather_values(&sparse, false).unwrap();
+        for (pos, &i) in sparse.iter().enumerate() {
+            let i = i as usize;
+            let want: &[u8] = if valid[i] { &values[i] } else { &[] };
+            assert_eq!(
+                &got[offsets[pos]..offsets[pos + 1]],
+                want,
+                "row {i} in place"
+            );
+        }
+        let e = &col.parts()[0].footer().entries[0];
+        assert_eq!(e.encoding(), Encoding::Grouped);
+        // Coded with a symbol table only where that pays (compress set).
+        assert_eq!(col.parts()[0].symbols().is_some(), compress);
     }
 }
 
@@ -172,20 +187,18 @@ fn encodings(col: &Columnar) -> Vec<(Encoding, u8, u32)> {
         .collect()
 }
 
-/// Integers whose span needs fewer bits than the bytes they narrow to are
-/// packed at those bits when that is smaller (no zstd), or when zstd
-/// compresses the packed values about as well; they read back exactly.
+/// Version 3 numbers are stored raw so that a random read finds each in
+/// place: integers packed at their chunk's span's bits (a constant chunk
+/// at one bit), integers of one byte and floats plain; every stream raw;
+/// they read back exactly, whole and at random.
 #[test]
-fn narrowed_integers_pack_when_it_pays() {
+fn numbers_are_stored_raw_in_place() {
     let tmp = tempfile::tempdir().unwrap();
     let mut r = lcg(5);
     let n = 3 * CHUNK_ROWS + 100;
-    // Skewed labels in 0..1000 (10 bits), an arithmetic run (zstd finds
-    // its pattern only in the byte planes), a span of exactly 16 bits.
     let labels: Vec<i64> = (0..n)
         .map(|_| (r() % 1000) as i64 * (r() % 2) as i64)
         .collect();
-    let steps: Vec<i64> = (0..n).map(|i| 7 + 3 * i as i64).collect();
     let full: Vec<i32> = (0..n)
         .map(|i| {
             if i % 3 == 0 {
@@ -195,132 +208,79 @@ fn narrowed_integers_pack_when_it_pays() {
             }
         })
         .collect();
-    // Uniform years: zstd's coded literals would gain a seventh of a raw
-    // byte, but 7 raw bits gain more.
     let years: Vec<i16> = (0..n).map(|_| 1950 + (r() % 76) as i16).collect();
-    let valid: Vec<bool> = (0..n).map(|i| i % 5 != 1).collect();
-    let cases: [(&str, DType, Vec<u8>); 4] = [
-        ("years", DType::I16, le_bytes!(years)),
-        ("labels", DType::I64, le_bytes!(labels)),
-        ("steps", DType::I64, le_bytes!(steps)),
-        ("full", DType::I32, le_bytes!(full)),
-    ];
-    for (name, dtype, bytes) in &cases {
-        for compress in [false, true] {
-            for nulls in [false, true] {
-                let dir = tmp.path().join(format!("{name}-{compress}-{nulls}"));
-                write_fixed(&dir, *dtype, bytes, nulls.then_some(&valid[..]), compress);
-                let col = open(&dir);
-                let (enc, width, rows) = encodings(&col)[0];
-                if *name == "years" && !nulls {
-                    // Stored raw: zstd would save less than a sixteenth (nulls,
-                    // zeros, make it worth compressing).
-                    let e = &col.parts()[0].footer().entries[0];
-                    assert_eq!(e.flags & FLAG_VALUES_ZSTD, 0);
-                }
-                assert!(rows >= 8192, "{rows}");
-                let want = match (*name, compress) {
-                    ("years", _) => (Encoding::Packed, 7),
-                    ("full", _) => (Encoding::Narrowed, 2),
-                    ("steps", true) => (Encoding::Narrowed, 2),
-                    ("steps", false) => {
-                        (Encoding::Packed, num::bits_for(3 * (rows as u64 - 1)) as u8)
-                    }
-                    _ => (Encoding::Packed, 10),
-                };
-                assert_eq!(
-                    (enc, width),
-                    want,
-                    "{name} compress={compress} nulls={nulls}"
-                );
-                // Compressed narrowed values: one zstd frame per byte plane
-                // ("steps" packs raw, "full" does not pack).
-                let e = &col.parts()[0].footer().entries[0];
-                if enc == Encoding::Narrowed && e.flags & FLAG_VALUES_ZSTD != 0 {
-                    let file = std::fs::read(dir.join(COLUMN_FILE)).unwrap();
-                    let at = (e.offset + e.validity_len as u64) as usize;
-                    let mut stream = &file[at..at + e.values_len as usize];
-                    let mut frames = 0;
-                    while !stream.is_empty() {
-                        let len = zstd::zstd_safe::find_frame_compressed_size(stream).unwrap();
-                        stream = &stream[len..];
-                        frames += 1;
-                    }
-                    assert_eq!(frames, width as usize, "{name} nulls={nulls}");
-                }
-                let all: Vec<u64> = (0..n as u64).collect();
-                let valid = nulls.then_some(&valid[..]);
-                assert_gathered(&col, &all, bytes, dtype.itemsize(), valid);
-            }
-        }
-    }
-}
-
-/// A chunk whose values are all equal has a span of no bits: it stays
-/// narrowed to one byte (packing takes 1 to 32 bits).
-#[test]
-fn constant_chunks_stay_narrowed() {
-    let tmp = tempfile::tempdir().unwrap();
-    for (rows, compress) in [(1usize, false), (1, true), (1000, false), (1000, true)] {
-        let bytes: Vec<u8> = (0..rows).flat_map(|_| 1984i16.to_le_bytes()).collect();
-        let dir = tmp.path().join(format!("{rows}-{compress}"));
-        write_fixed(&dir, DType::I16, &bytes, None, compress);
-        let col = open(&dir);
-        assert!(encodings(&col)
-            .iter()
-            .all(|&(e, w, _)| (e, w) == (Encoding::Narrowed, 1)));
-        let all: Vec<u64> = (0..rows as u64).collect();
-        assert_gathered(&col, &all, &bytes, 2, None);
-    }
-}
-
-/// Shuffled floats are stored a byte plane per zstd frame: the planes
-/// zstd barely shrinks (uniform floats' low bytes) as raw frames, the
-/// exponent's plane compressed; they read back exactly.
-#[test]
-fn float_planes_are_framed_one_by_one() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut r = lcg(9);
-    let n = CHUNK_ROWS / 2;
-    // Uniform in [0, 1) in steps of 2^-24, as NumPy draws float32.
+    let constant: Vec<i16> = vec![1984; n];
+    let wide: Vec<i64> = (0..n).map(|_| r() as i64).collect();
+    let small: Vec<i8> = (0..n).map(|_| r() as i8).collect();
     let scores: Vec<f32> = (0..n)
         .map(|_| (r() >> 23) as f32 / (1u32 << 24) as f32)
         .collect();
-    let bytes = le_bytes!(scores);
-    let dir = tmp.path().join("score");
-    write_fixed(&dir, DType::F32, &bytes, None, true);
-    let col = open(&dir);
-    let file = std::fs::read(dir.join(COLUMN_FILE)).unwrap();
-    let e = &col.parts()[0].footer().entries[0];
-    assert_eq!((e.encoding(), e.width), (Encoding::Shuffled, 4));
-    let plane = e.rows as usize;
-    let first = &bytes[..4 * plane];
-    assert_ne!(e.flags & FLAG_VALUES_ZSTD, 0);
-    let at = (e.offset + e.validity_len as u64) as usize;
-    let mut stream = &file[at..at + e.values_len as usize];
-    // Walk the frames: three raw ones (head, one block header, the plane),
-    // then the compressed exponent plane.
-    for p in 0..3 {
-        let mut want = Vec::new();
-        codec::raw_frame(&bytes_plane(first, 4, p), &mut want);
-        assert_eq!(&stream[..want.len()], &want[..], "plane {p}");
-        stream = &stream[want.len()..];
+    let valid: Vec<bool> = (0..n).map(|i| i % 5 != 1).collect();
+    type Case = (&'static str, DType, Vec<u8>, (Encoding, u8));
+    let cases: [Case; 7] = [
+        ("years", DType::I16, le_bytes!(years), (Encoding::Packed, 7)),
+        (
+            "labels",
+            DType::I64,
+            le_bytes!(labels),
+            (Encoding::Packed, 10),
+        ),
+        ("full", DType::I32, le_bytes!(full), (Encoding::Packed, 16)),
+        (
+            "constant",
+            DType::I16,
+            le_bytes!(constant),
+            (Encoding::Packed, 1),
+        ),
+        ("wide", DType::I64, le_bytes!(wide), (Encoding::Plain, 8)),
+        ("small", DType::I8, le_bytes!(small), (Encoding::Plain, 1)),
+        (
+            "scores",
+            DType::F32,
+            le_bytes!(scores),
+            (Encoding::Plain, 4),
+        ),
+    ];
+    for (name, dtype, bytes, want) in &cases {
+        for nulls in [false, true] {
+            let dir = tmp.path().join(format!("{name}-{nulls}"));
+            write_fixed(&dir, *dtype, bytes, nulls.then_some(&valid[..]), true);
+            let col = open(&dir);
+            assert_eq!(col.parts()[0].footer().version, 3);
+            let (enc, width, rows) = encodings(&col)[0];
+            assert!(rows >= 8192, "{rows}");
+            assert_eq!((enc, width), *want, "{name} nulls={nulls}");
+            for e in &col.parts()[0].footer().entries {
+                assert_eq!(
+                    e.flags & (FLAG_VALUES_ZSTD | 1 | 4),
+                    0,
+                    "{name}: raw streams"
+                );
+            }
+            let valid = nulls.then_some(&valid[..]);
+            let all: Vec<u64> = (0..n as u64).collect();
+            assert_gathered(&col, &all, bytes, dtype.itemsize(), valid);
+            // A few rows of each chunk: read in place once the budget is
+            // spent or with keep off (the arrow path asks with keep off).
+            let few: Vec<u64> = (0..n as u64).step_by(997).collect();
+            assert_gathered(&col, &few, bytes, dtype.itemsize(), valid);
+            let w = dtype.itemsize();
+            let r = col.inner().resolve(&few, false).unwrap();
+            for (pos, &i) in few.iter().enumerate() {
+                let i = i as usize;
+                let mut got = vec![0u8; w];
+                r.copy_fixed(pos, w, &mut got).unwrap();
+                let ok = valid.is_none_or(|v| v[i]);
+                assert_eq!(r.is_valid(pos).unwrap(), ok);
+                let want = if ok {
+                    &bytes[i * w..(i + 1) * w]
+                } else {
+                    &[0u8; 8][..w]
+                };
+                assert_eq!(&got[..], want, "{name} row {i} in place");
+            }
+        }
     }
-    assert!(
-        stream.len() < plane / 2,
-        "{} bytes for the top plane",
-        stream.len()
-    );
-    let mut top = Vec::with_capacity(plane);
-    codec::decode_into_buf(stream, &mut top, plane).unwrap();
-    assert_eq!(top, bytes_plane(first, 4, 3));
-    let all: Vec<u64> = (0..n as u64).collect();
-    assert_gathered(&col, &all, &bytes, 4, None);
-}
-
-/// Byte `p` of every `w`-byte value.
-fn bytes_plane(bytes: &[u8], w: usize, p: usize) -> Vec<u8> {
-    bytes.chunks_exact(w).map(|v| v[p]).collect()
 }
 
 #[test]

@@ -8,7 +8,8 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use super::encode::{encode_chunk, Values};
-use super::format::{Entry, Footer, ValueKind, COLUMN_FILE, MAGIC};
+use super::format::{Entry, Footer, ValueKind, COLUMN_FILE, MAGIC, VERSION};
+use super::fsst;
 use crate::error::{Error, Result};
 use crate::io::local;
 
@@ -38,13 +39,18 @@ pub struct ColumnWriter {
     valid: Vec<bool>,
     any_null: bool,
     out: Vec<u8>,
-    scratch: Vec<u8>,
+    /// Text and bytes: the symbol table trained on the first chunk (None
+    /// before it, or when coding does not pay) and its bytes.
+    coder: Option<fsst::Compressor>,
+    symbols: Vec<u8>,
 }
 
 impl ColumnWriter {
     /// Starts the column `kind` in the directory `dir` (created, with its
-    /// parents; it must not hold a column already): `compress` zstd-codes
-    /// each stream of each chunk where that makes it smaller.
+    /// parents; it must not hold a column already): `compress` codes text
+    /// and bytes with a symbol table trained on the first chunk where that
+    /// makes them smaller (numbers are stored raw either way: a random
+    /// read finds each in place).
     pub fn create(dir: &Path, kind: ValueKind, compress: bool) -> Result<ColumnWriter> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let target = dir.join(COLUMN_FILE);
@@ -73,7 +79,8 @@ impl ColumnWriter {
             valid: Vec::new(),
             any_null: false,
             out: Vec::new(),
-            scratch: Vec::new(),
+            coder: None,
+            symbols: Vec::new(),
         })
     }
 
@@ -217,15 +224,32 @@ impl ColumnWriter {
             },
         };
         let valid = self.any_null.then_some(&self.valid[..]);
+        if self.entries.is_empty() && self.kind.is_bytes() && self.compress {
+            // The first chunk's values train the file's symbol table.
+            let mut sample = Vec::new();
+            let mut bytes = 0;
+            for i in (0..rows).filter(|&i| valid.is_none_or(|v| v[i])) {
+                let v = &self.data[self.offsets[i] as usize..self.offsets[i + 1] as usize];
+                sample.push(v);
+                bytes += v.len();
+                if bytes >= fsst::TRAIN_BYTES {
+                    break;
+                }
+            }
+            if let Some((table, coder)) = fsst::train(&sample) {
+                self.symbols = table;
+                self.coder = Some(coder);
+            }
+        }
         self.out.clear();
         let mut e = encode_chunk(
             self.kind,
             rows,
             values,
             valid,
-            self.compress,
+            self.coder.as_ref(),
+            self.at,
             &mut self.out,
-            &mut self.scratch,
         )?;
         e.offset = self.at;
         let file = self.file.as_ref().expect("open until finished");
@@ -254,16 +278,21 @@ impl ColumnWriter {
     fn finish_inner(&mut self) -> Result<u64> {
         self.flush()?;
         let footer = Footer {
+            version: VERSION,
             kind: self.kind,
             compressed: self.compress,
             nullable: self.nullable,
             rows: self.rows,
             entries: std::mem::take(&mut self.entries),
+            symbols_len: self.symbols.len() as u16,
+            symbols: self.symbols.clone(),
         };
         let bytes = footer.encode(self.at);
         let file = self.file.take().expect("open until finished");
         let io = |e| Error::io(&self.tmp, e);
-        local::pwrite(&file, &bytes, self.at).map_err(io)?;
+        local::pwrite(&file, &self.symbols, self.at).map_err(io)?;
+        let at = self.at + self.symbols.len() as u64;
+        local::pwrite(&file, &bytes, at).map_err(io)?;
         local::sync_all(&file).map_err(io)?;
         drop(file);
         let target = self.dir.join(COLUMN_FILE);

@@ -22,8 +22,12 @@ pub const MANIFEST_LOCK: &str = ".manifest.lock";
 pub const MANIFEST_FORMAT: &str = "loaderx.sharded_table";
 /// The manifest's version when every column is stored as records.
 const VERSION: u64 = 1;
-/// Its version when some column is columnar (older releases refuse it).
-const VERSION_COLUMNAR: u64 = 2;
+/// Its version when some column is columnar: 3, whose column files may be
+/// in column format version 3 (read in place), which releases before it
+/// refuse; 2, written by those releases, is still read.
+const VERSION_COLUMNAR: u64 = 3;
+/// The version releases before column format 3 wrote with columnar columns.
+const VERSION_COLUMNAR_2: u64 = 2;
 
 /// One committed shard: a plain table directly inside the table directory.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -334,12 +338,15 @@ pub(crate) fn parse_manifest(file: &Path, raw: &[u8]) -> Result<Manifest> {
         ));
     }
     let version = doc.get("version").unwrap_or(&Value::Null);
-    let columnar_version = version.as_u64() == Some(VERSION_COLUMNAR);
+    let columnar_version = matches!(
+        version.as_u64(),
+        Some(VERSION_COLUMNAR | VERSION_COLUMNAR_2)
+    );
     if !is_one(version) && !columnar_version {
         return Err(bad(
             &file,
             format!(
-                "version must be {VERSION} or {VERSION_COLUMNAR} (this release reads those), got {}",
+                "version must be {VERSION}, {VERSION_COLUMNAR_2} or {VERSION_COLUMNAR} (this release reads those), got {}",
                 py_repr(version)
             ),
         ));
@@ -392,7 +399,8 @@ pub(crate) fn parse_manifest(file: &Path, raw: &[u8]) -> Result<Manifest> {
             .ok_or_else(|| bad(&file, "'nullable' must list column names"))?,
         Some(_) => return Err(bad(&file, "'nullable' must list column names")),
     };
-    let layouts_rule = "'layouts' must map column names to 'columnar' (in a version 2 manifest)";
+    let layouts_rule =
+        "'layouts' must map column names to 'columnar' (in a version 2 or 3 manifest)";
     let mut columnar: Vec<String> = match doc.get("layouts") {
         None => Vec::new(),
         Some(Value::Object(m)) if columnar_version => m

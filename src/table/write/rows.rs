@@ -193,7 +193,9 @@ fn physical(gone: &[u64], live: impl Iterator<Item = u64>) -> Vec<u64> {
 /// whose deleted fraction is at least `min_deleted` (and above zero) as a
 /// new shard of its live rows, same order, every column in the shard's own
 /// directory, and stores every records column of numbers, booleans or text
-/// as a columnar column (a group of columnar copies in each shard kept):
+/// as a columnar column, and every columnar column some shard keeps in an
+/// older format version in the current one (a group of columnar copies in
+/// each shard kept):
 /// one new version, or None when there is nothing to do.
 /// `CommitConflict` when a version committed meanwhile deleted rows of a
 /// rewritten shard, replaced it, or dropped a column being converted.
@@ -283,7 +285,7 @@ pub fn compact(at: &Location, min_deleted: f64) -> Result<Option<Manifest>> {
         let current = current.expect("a sharded table has a version");
         if let Some(c) = names
             .iter()
-            .find(|c| !current.columns.contains(c) || current.layout(c) != ColumnLayout::Records)
+            .find(|c| !current.columns.contains(c) || current.layout(c) != base.layout(c))
         {
             return Err(conflict(
                 root.path(),
@@ -338,6 +340,7 @@ pub fn compact(at: &Location, min_deleted: f64) -> Result<Option<Manifest>> {
         let mut columnar = current.columnar.clone();
         columnar.extend(names.iter().cloned());
         columnar.sort();
+        columnar.dedup();
         Ok(Manifest {
             shards,
             columnar,
@@ -361,7 +364,22 @@ fn convertible(fs: &Fs, table: &Path, m: &Manifest) -> Result<Vec<(String, Value
     };
     let mut out = Vec::new();
     for column in &m.columns {
-        if m.layout(column) != ColumnLayout::Records || m.logical(column) == Logical::Binary {
+        if m.layout(column) == ColumnLayout::Columnar {
+            // A columnar column any shard keeps in an older format version
+            // is written again in the current one.
+            let mut kind = None;
+            for s in &m.shards {
+                let (version, k) =
+                    crate::columnar::file_version(fs, &s.column_path(table, column))?;
+                if version < crate::columnar::FORMAT_VERSION {
+                    kind = Some(k);
+                    break;
+                }
+            }
+            out.extend(kind.map(|k| (column.clone(), k)));
+            continue;
+        }
+        if m.logical(column) == Logical::Binary {
             continue;
         }
         let store = Store::open_with(fs, &first.column_path(table, column), true)?;

@@ -1,0 +1,301 @@
+//! The decoded chunks the process keeps: one budget for every open column
+//! of every table (`LOADERX_COLUMN_CACHE`), evicting by recency (CLOCK),
+//! so that a second table, a `Mix` source or a val table read beside a
+//! train table gets its share instead of finding the budget spent.
+//!
+//! - Readers get shared handles (`Arc<Decoded>`), never references into a
+//!   slot: evicting a chunk drops the cache's handle, and its memory goes
+//!   when the last reader's does.
+//! - Fork-safe: the cache is a [`PerProcess`] value, so a forked child (a
+//!   DataLoader worker) makes its own on first use and never takes a lock
+//!   its parent's threads held. What each process keeps counts against its
+//!   own budget.
+//! - Sixteen shards by key, each a sixteenth of the budget, each its own
+//!   lock and clock hand: a read locks one shard for a lookup.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::decode::Decoded;
+use crate::per_process::PerProcess;
+
+/// Decoded chunks the process keeps, in bytes, by default.
+pub const DEFAULT_KEEP_BYTES: u64 = 256 << 20;
+
+/// The environment variable that sets [`keep_budget`].
+pub const KEEP_ENV: &str = "LOADERX_COLUMN_CACHE";
+
+const SHARDS: usize = 16;
+
+/// A kept chunk's key: its file's number in the process and its index.
+pub(crate) type Key = (u64, u32);
+
+/// Bytes of decoded chunks the process keeps: `LOADERX_COLUMN_CACHE`
+/// (bytes, or with a `K`, `M` or `G` suffix, powers of 1024; `0` keeps
+/// none), else [`DEFAULT_KEEP_BYTES`]. Read once.
+pub fn keep_budget() -> u64 {
+    static BUDGET: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        std::env::var(KEEP_ENV)
+            .ok()
+            .and_then(|v| parse_size(&v))
+            .unwrap_or(DEFAULT_KEEP_BYTES)
+    })
+}
+
+/// `123`, `64K`, `256M`, `2G` (also `KiB`, `MiB`, `GiB`, any case).
+fn parse_size(v: &str) -> Option<u64> {
+    let v = v.trim().to_ascii_uppercase();
+    let v = v
+        .strip_suffix("IB")
+        .or_else(|| v.strip_suffix('B'))
+        .unwrap_or(&v);
+    let (num, shift) = match v.chars().last()? {
+        'K' => (&v[..v.len() - 1], 10),
+        'M' => (&v[..v.len() - 1], 20),
+        'G' => (&v[..v.len() - 1], 30),
+        _ => (v, 0),
+    };
+    num.trim().parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
+struct Slot {
+    key: Key,
+    chunk: Arc<Decoded>,
+    bytes: u64,
+    /// Read since the hand last passed.
+    used: bool,
+}
+
+#[derive(Default)]
+struct Shard {
+    at: HashMap<Key, usize>,
+    slots: Vec<Slot>,
+    hand: usize,
+    bytes: u64,
+}
+
+impl Shard {
+    /// Removes slot `i` (the last slot takes its place).
+    fn remove(&mut self, i: usize) -> Slot {
+        let s = self.slots.swap_remove(i);
+        self.at.remove(&s.key);
+        if let Some(moved) = self.slots.get(i) {
+            self.at.insert(moved.key, i);
+        }
+        self.bytes -= s.bytes;
+        s
+    }
+}
+
+/// The process's kept chunks (see the module documentation).
+pub(crate) struct Kept {
+    shards: [Mutex<Shard>; SHARDS],
+    bytes: AtomicU64,
+    shard_budget: u64,
+}
+
+static KEPT: PerProcess<Kept> = PerProcess::new();
+/// Numbers for open files, unique in the process.
+static NEXT_FILE: AtomicU64 = AtomicU64::new(1);
+
+/// A number for a newly opened file.
+pub(crate) fn file_number() -> u64 {
+    NEXT_FILE.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The process's kept chunks.
+pub(crate) fn kept() -> &'static Kept {
+    KEPT.get_or_try_init(|| Ok::<_, std::convert::Infallible>(Kept::new(keep_budget())))
+        .unwrap_or_else(|never| match never {})
+}
+
+/// Bytes of decoded chunks the process keeps now.
+pub fn kept_bytes() -> u64 {
+    kept().bytes.load(Ordering::Relaxed)
+}
+
+fn shard_of(key: Key) -> usize {
+    let h = key.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ (key.1 as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    (h >> 59) as usize % SHARDS
+}
+
+impl Kept {
+    fn new(budget: u64) -> Kept {
+        Kept {
+            shards: std::array::from_fn(|_| Mutex::new(Shard::default())),
+            bytes: AtomicU64::new(0),
+            shard_budget: budget / SHARDS as u64,
+        }
+    }
+
+    fn shard(&self, key: Key) -> std::sync::MutexGuard<'_, Shard> {
+        // A reader that panicked holding the lock left the shard whole
+        // (every change is made before or after, never across, a call
+        // that can panic).
+        self.shards[shard_of(key)]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The chunk kept under `key`, marked as read.
+    pub(crate) fn get(&self, key: Key) -> Option<Arc<Decoded>> {
+        if self.shard_budget == 0 {
+            return None;
+        }
+        let mut s = self.shard(key);
+        let i = *s.at.get(&key)?;
+        s.slots[i].used = true;
+        Some(Arc::clone(&s.slots[i].chunk))
+    }
+
+    /// Whether a chunk is kept under `key` (not marking it read).
+    pub(crate) fn has(&self, key: Key) -> bool {
+        self.shard_budget > 0 && self.shard(key).at.contains_key(&key)
+    }
+
+    /// Whether a chunk of `bytes` would be kept without evicting another.
+    pub(crate) fn has_room(&self, key: Key, bytes: u64) -> bool {
+        self.shard_budget > 0 && self.shard(key).bytes + bytes <= self.shard_budget
+    }
+
+    /// Keeps `chunk` under `key`, evicting the chunks of its shard read
+    /// least recently until it fits; false when it cannot (larger than a
+    /// shard's budget). Evicted chunks are dropped after the lock is let go.
+    pub(crate) fn put(&self, key: Key, chunk: Arc<Decoded>) -> bool {
+        let bytes = chunk.memory() as u64;
+        if bytes > self.shard_budget {
+            return false;
+        }
+        let mut gone = Vec::new();
+        let mut s = self.shard(key);
+        if s.at.contains_key(&key) {
+            return true;
+        }
+        let slot = Slot {
+            key,
+            chunk,
+            bytes,
+            used: false,
+        };
+        // The hand clears the marks of chunks read since it last passed
+        // and takes the first unmarked one; the new chunk takes its place,
+        // behind the hand, so it has a whole turn before it can go.
+        let mut slot = Some(slot);
+        let mut placed = None;
+        while s.bytes + bytes > self.shard_budget {
+            let h = s.hand % s.slots.len();
+            if s.slots[h].used {
+                s.slots[h].used = false;
+                s.hand = h + 1;
+            } else if s.bytes - s.slots[h].bytes + bytes <= self.shard_budget {
+                let old = s.slots[h].key;
+                s.at.remove(&old);
+                s.bytes -= s.slots[h].bytes;
+                let new = slot.take().expect("placed once");
+                let out = std::mem::replace(&mut s.slots[h], new);
+                self.bytes.fetch_sub(out.bytes, Ordering::Relaxed);
+                gone.push(out);
+                s.hand = h + 1;
+                placed = Some(h);
+                break;
+            } else {
+                let out = s.remove(h);
+                self.bytes.fetch_sub(out.bytes, Ordering::Relaxed);
+                gone.push(out);
+                s.hand = h;
+            }
+        }
+        let i = match placed {
+            Some(h) => h,
+            None => {
+                s.slots.push(slot.take().expect("placed once"));
+                s.slots.len() - 1
+            }
+        };
+        s.at.insert(key, i);
+        s.bytes += bytes;
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        drop(s);
+        drop(gone);
+        true
+    }
+
+    /// Drops every chunk kept for file `file` (closed).
+    pub(crate) fn forget_file(&self, file: u64) {
+        if self.shard_budget == 0 {
+            return;
+        }
+        let mut gone = Vec::new();
+        for shard in &self.shards {
+            let mut s = shard.lock().unwrap_or_else(|p| p.into_inner());
+            let mut i = 0;
+            while i < s.slots.len() {
+                if s.slots[i].key.0 == file {
+                    let out = s.remove(i);
+                    self.bytes.fetch_sub(out.bytes, Ordering::Relaxed);
+                    gone.push(out);
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        drop(gone);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::columnar::ValueKind;
+    use crate::DType;
+
+    fn chunk(bytes: usize) -> Arc<Decoded> {
+        let d = Decoded::zeroed(ValueKind::Fixed(DType::U8), bytes);
+        Arc::new(d)
+    }
+
+    /// The budget holds: chunks past it evict those read least recently
+    /// (a chunk read since the hand passed survives one more turn), and a
+    /// reader's handle outlives its chunk's eviction.
+    #[test]
+    fn chunks_evict_by_recency_within_the_budget() {
+        let k = Kept::new(16 * 10_000);
+        let size = chunk(4000).memory() as u64;
+        // Keys of one shard.
+        let keys: Vec<Key> = (0..10_000u32)
+            .map(|c| (7, c))
+            .filter(|&key| shard_of(key) == shard_of((7, 0)))
+            .take(8)
+            .collect();
+        let held = chunk(4000);
+        assert!(k.put(keys[0], chunk(4000)) && k.put(keys[1], Arc::clone(&held)));
+        // keys[0], read before every new chunk, stays; each new one takes
+        // the place of the one not read since (2 fit: 3 * 4064 > 10,000).
+        for (n, &key) in keys[2..].iter().enumerate() {
+            assert!(k.get(keys[0]).is_some(), "the chunk read is kept");
+            assert!(k.put(key, chunk(4000)));
+            assert!(k.has(key) && !k.has(keys[1 + n]), "the unread one went");
+            assert_eq!(k.bytes.load(Ordering::Relaxed), 2 * size);
+        }
+        // A reader's handle outlives its chunk's eviction.
+        assert_eq!(held.rows, 4000);
+        // Too large for a shard: not kept.
+        assert!(!k.put((8, 0), chunk(20_000)));
+        k.forget_file(7);
+        assert_eq!(k.bytes.load(Ordering::Relaxed), 0);
+        assert!(Kept::new(0).get(keys[0]).is_none());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("123"), Some(123));
+        assert_eq!(parse_size("64k"), Some(64 << 10));
+        assert_eq!(parse_size("256MiB"), Some(256 << 20));
+        assert_eq!(parse_size(" 2G "), Some(2 << 30));
+        assert_eq!(parse_size("0"), Some(0));
+        assert_eq!(parse_size("lots"), None);
+    }
+}
