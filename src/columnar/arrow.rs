@@ -486,9 +486,8 @@ fn gather(inner: &Inner, idx: &[u64], keep: bool) -> Result<ArrayRef> {
     let n = idx.len();
     let kind = inner.kind();
     if kind.is_bytes() {
-        let (values, offs) = inner.gather_values(idx, keep)?;
-        let r = inner.resolve(idx, keep)?;
-        let nulls = nulls_of_rows(&r, n)?;
+        let (values, offs, valid) = inner.gather_values_valid(idx, keep)?;
+        let nulls = valid.map(NullBuffer::from).filter(|nb| nb.null_count() > 0);
         let mut offsets = Vec::with_capacity(n + 1);
         for &o in &offs {
             offsets.push(i32::try_from(o).map_err(|_| {
@@ -512,6 +511,7 @@ fn gather(inner: &Inner, idx: &[u64], keep: bool) -> Result<ArrayRef> {
         });
     }
     let r = inner.resolve(idx, keep)?;
+    r.prefetch_rows();
     let nulls = nulls_of_rows(&r, n)?;
     match kind {
         ValueKind::Fixed(DType::Bool) => {

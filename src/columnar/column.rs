@@ -4,13 +4,13 @@
 //! other column: numbers as dense scalars, text and bytes as ragged `uint8`
 //! records, nulls through a validity view.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::decode::Decoded;
 use super::file::ColumnFile;
 use super::format::ValueKind;
+use super::kept::kept;
 use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::io::Fs;
@@ -260,35 +260,46 @@ impl Inner {
                 (part as u32, chunk as u32, at as u32)
             })
             .collect();
-        let mut counts: HashMap<(u32, u32), u32> = HashMap::new();
-        for &(p, c, _) in &located {
-            *counts.entry((p, c)).or_default() += 1;
-        }
+        // Rows of one chunk side by side: as they come when `idx` rises
+        // (a sampler's batches), else in an order sorted by chunk.
+        let chunk_of = |p: usize| (located[p].0, located[p].1);
+        let order: Option<Vec<u32>> = (!located
+            .windows(2)
+            .all(|w| (w[0].0, w[0].1) <= (w[1].0, w[1].1)))
+        .then(|| {
+            let mut o: Vec<u32> = (0..located.len() as u32).collect();
+            o.sort_unstable_by_key(|&p| chunk_of(p as usize));
+            o
+        });
+        let at = |g: usize| order.as_ref().map_or(g, |o| o[g] as usize);
+        // The process's kept chunks, looked up once a call.
+        let k = kept();
         let mut owned: Vec<Arc<Decoded>> = Vec::new();
-        let mut how: HashMap<(u32, u32), Where<'_>> = HashMap::with_capacity(counts.len());
-        let mut rows = Vec::with_capacity(idx.len());
-        for &(part, chunk, at) in &located {
-            let w = match how.get(&(part, chunk)) {
-                Some(w) => *w,
-                None => {
-                    let file = &self.parts[part as usize];
-                    let c = chunk as usize;
-                    let sparse = counts[&(part, chunk)] as u64 * SPARSE
-                        < file.footer().entries[c].rows as u64;
-                    let w = if let Some(d) = file.kept_arc(c) {
-                        owned.push(d);
-                        Where::Owned(owned.len() as u32 - 1)
-                    } else if file.direct() && sparse && (!keep || !file.has_room(c)) {
-                        Where::Direct(file, chunk)
-                    } else {
-                        owned.push(file.chunk(c, keep)?);
-                        Where::Owned(owned.len() as u32 - 1)
-                    };
-                    how.insert((part, chunk), w);
-                    w
-                }
+        let mut rows = vec![(Where::Owned(0), 0u32); located.len()];
+        let mut g = 0;
+        while g < located.len() {
+            let (part, chunk) = chunk_of(at(g));
+            let mut end = g + 1;
+            while end < located.len() && chunk_of(at(end)) == (part, chunk) {
+                end += 1;
+            }
+            let file = &self.parts[part as usize];
+            let c = chunk as usize;
+            let sparse = ((end - g) as u64) * SPARSE < file.footer().entries[c].rows as u64;
+            let w = if let Some(d) = k.get(file.key(c)) {
+                owned.push(d);
+                Where::Owned(owned.len() as u32 - 1)
+            } else if file.direct() && sparse && (!keep || !file.has_room(k, c)) {
+                Where::Direct(file, chunk)
+            } else {
+                owned.push(file.chunk(c, keep)?);
+                Where::Owned(owned.len() as u32 - 1)
             };
-            rows.push((w, at));
+            for j in g..end {
+                let p = at(j);
+                rows[p] = (w, located[p].2);
+            }
+            g = end;
         }
         Ok(Resolved { owned, rows })
     }
@@ -307,6 +318,7 @@ impl Inner {
             )));
         }
         let r = self.resolve(idx, true)?;
+        r.prefetch_rows();
         for (pos, out) in dst.chunks_exact_mut(w).enumerate() {
             r.copy_fixed(pos, w, out)?;
         }
@@ -325,7 +337,16 @@ impl Inner {
     /// Text or bytes rows `idx`: their values end to end and `len + 1`
     /// offsets (a null row's value empty).
     pub(crate) fn gather_values(&self, idx: &[u64], keep: bool) -> Result<(Vec<u8>, Vec<usize>)> {
+        self.gather_values_valid(idx, keep)
+            .map(|(values, offsets, _)| (values, offsets))
+    }
+
+    /// [`Inner::gather_values`] and each row's validity (None when no
+    /// row's chunk holds a null).
+    pub(crate) fn gather_values_valid(&self, idx: &[u64], keep: bool) -> Result<GatheredValues> {
         let r = self.resolve(idx, keep)?;
+        r.prefetch_rows();
+        r.prefetch_groups();
         let mut values = Vec::new();
         let mut offsets = Vec::with_capacity(idx.len() + 1);
         offsets.push(0);
@@ -333,9 +354,21 @@ impl Inner {
             r.push_value(pos, &mut values)?;
             offsets.push(values.len());
         }
-        Ok((values, offsets))
+        let valid = match (0..r.len()).any(|pos| r.may_be_null(pos)) {
+            true => Some(
+                (0..r.len())
+                    .map(|pos| r.is_valid(pos))
+                    .collect::<Result<_>>()?,
+            ),
+            false => None,
+        };
+        Ok((values, offsets, valid))
     }
 }
+
+/// Text or bytes rows gathered: their values end to end, `len + 1`
+/// offsets, and each row's validity (None: no row's chunk holds a null).
+pub(crate) type GatheredValues = (Vec<u8>, Vec<usize>, Option<Vec<bool>>);
 
 /// A chunk asked for by fewer than one in this many of its rows is read
 /// in place rather than decoded, once keeping it would evict another.
@@ -369,6 +402,25 @@ impl Resolved<'_> {
         }
     }
 
+    /// Loads ahead what reading each row in place starts from (see
+    /// [`ColumnFile::prefetch_row`]).
+    pub(crate) fn prefetch_rows(&self) {
+        for (w, at) in &self.rows {
+            if let Where::Direct(f, c) = w {
+                f.prefetch_row(*c as usize, *at as usize);
+            }
+        }
+    }
+
+    /// Then, for text, each row's group ([`ColumnFile::prefetch_group`]).
+    pub(crate) fn prefetch_groups(&self) {
+        for (w, at) in &self.rows {
+            if let Where::Direct(f, c) = w {
+                f.prefetch_group(*c as usize, *at as usize);
+            }
+        }
+    }
+
     /// Whether row `pos` holds a value.
     #[inline]
     pub(crate) fn is_valid(&self, pos: usize) -> Result<bool> {
@@ -381,7 +433,6 @@ impl Resolved<'_> {
     }
 
     /// Whether row `pos`'s chunk holds a null.
-    #[cfg(feature = "arrow")]
     #[inline]
     pub(crate) fn may_be_null(&self, pos: usize) -> bool {
         let (w, _) = &self.rows[pos];

@@ -275,7 +275,8 @@ impl ColumnFile {
         .map_err(|why| Error::corrupted(&self.path, format!("chunk {c}: {why}")))
     }
 
-    fn key(&self, c: usize) -> (u64, u32) {
+    /// Chunk `c`'s key among the kept chunks.
+    pub(crate) fn key(&self, c: usize) -> (u64, u32) {
         (self.id, c as u32)
     }
 
@@ -332,13 +333,32 @@ impl ColumnFile {
         kept().has(self.key(c))
     }
 
-    /// Whether decoding chunk `c` now would keep it without evicting.
-    pub(crate) fn has_room(&self, c: usize) -> bool {
+    /// Whether decoding chunk `c` now would keep it in `k` without
+    /// evicting another.
+    pub(crate) fn has_room(&self, k: &super::kept::Kept, c: usize) -> bool {
         let e = &self.footer.entries[c];
-        kept().has_room(
+        k.has_room(
             self.key(c),
             e.decoded_size() as u64 + 4 * e.rows as u64 + 64,
         )
+    }
+}
+
+/// Asks the CPU to load the cache line of `map` at `at` (nothing past its
+/// end, or where the CPU has no such hint).
+#[inline(always)]
+fn prefetch(map: &[u8], at: usize) {
+    if let Some(b) = map.get(at) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch is a hint that never faults nor changes
+        // memory; the address lies inside the mapping anyway.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                (b as *const u8).cast::<i8>(),
+            )
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = b;
     }
 }
 
@@ -398,6 +418,50 @@ impl ColumnFile {
             self.checked[word].fetch_or(bit, Ordering::Relaxed);
         }
         Ok(&map[at + lo..at + hi])
+    }
+
+    /// Asks the CPU to load, ahead of a read of row `i` of chunk `c`,
+    /// the bytes that read starts from (a number; a text row's group start
+    /// in the index): a batch's rows each miss the cache, and loaded ahead
+    /// they miss together rather than one after another.
+    #[inline]
+    pub(crate) fn prefetch_row(&self, c: usize, i: usize) {
+        let Some(map) = &self.map else { return };
+        let e = &self.footer.entries[c];
+        let v0 = e.offset as usize + e.validity_len as usize;
+        let at = match self.footer.kind {
+            ValueKind::Fixed(d) => match e.encoding() {
+                Encoding::Packed => v0 + i * e.width as usize / 8,
+                Encoding::Bits => v0 + i / 8,
+                _ => v0 + i * d.itemsize(),
+            },
+            _ => v0 + e.values_len as usize + 4 * (i / GROUP),
+        };
+        prefetch(map, at);
+    }
+
+    /// Second step for text row `i` of chunk `c` (after
+    /// [`prefetch_row`](Self::prefetch_row)): loads ahead its group's
+    /// lengths and where its codes likely lie (in proportion to its place
+    /// in the group).
+    #[inline]
+    pub(crate) fn prefetch_group(&self, c: usize, i: usize) {
+        let Some(map) = &self.map else { return };
+        let e = &self.footer.entries[c];
+        let v0 = e.offset as usize + e.validity_len as usize;
+        let g = i / GROUP;
+        let st = v0 + e.values_len as usize + 4 * g;
+        let (Some(a), Some(z)) = (map.get(st..st + 4), map.get(st + 4..st + 8)) else {
+            return;
+        };
+        let a = u32::from_le_bytes(a.try_into().expect("4 bytes")) as usize;
+        let z = u32::from_le_bytes(z.try_into().expect("4 bytes")) as usize;
+        if a > z {
+            return;
+        }
+        let m = (e.rows as usize - g * GROUP).min(GROUP);
+        prefetch(map, v0 + a);
+        prefetch(map, v0 + a + (z - a) * (i % GROUP) / m);
     }
 
     /// Whether row `i` of chunk `c` holds a value.
