@@ -286,7 +286,7 @@ impl Inner {
             let file = &self.parts[part as usize];
             let c = chunk as usize;
             let sparse = ((end - g) as u64) * SPARSE < file.footer().entries[c].rows as u64;
-            let w = if let Some(d) = k.get(file.key(c)) {
+            let w = if let Some(d) = file.kept_in(k, c) {
                 owned.push(d);
                 Where::Owned(owned.len() as u32 - 1)
             } else if file.direct() && sparse && (!keep || !file.has_room(k, c)) {

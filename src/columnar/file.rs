@@ -19,7 +19,7 @@ use crate::io::{io_error, Fs, FsFile, Storage, StorageFile};
 /// of each column file.
 pub const OPEN_TAIL_BYTES: u64 = 64 << 10;
 
-use super::kept::{file_number, kept};
+use super::kept::{file_number, kept, kept_bits, KeptBits};
 
 /// One open `column.zc`.
 pub struct ColumnFile {
@@ -34,6 +34,8 @@ pub struct ColumnFile {
     starts: Vec<u64>,
     /// Its number in the process: the key of its kept chunks.
     id: u64,
+    /// A bit a chunk, set while the process keeps it.
+    kept_bits: KeptBits,
     /// Version 3 text and bytes: the file's symbol table.
     symbols: Option<Symbols>,
     /// Version 3: each chunk's first block's number in the file, then the
@@ -171,7 +173,8 @@ impl ColumnFile {
         let checked = (0..block_base.last().map_or(0, |b| b.div_ceil(64)))
             .map(|_| AtomicU64::new(0))
             .collect();
-        let mut starts = Vec::with_capacity(footer.entries.len() + 1);
+        let chunks = footer.entries.len();
+        let mut starts = Vec::with_capacity(chunks + 1);
         let mut at = 0u64;
         for e in &footer.entries {
             starts.push(at);
@@ -186,6 +189,7 @@ impl ColumnFile {
             footer,
             starts,
             id: file_number(),
+            kept_bits: kept_bits(chunks),
             symbols,
             block_base,
             checked,
@@ -289,7 +293,7 @@ impl ColumnFile {
         let bytes = self.stored(c, c + 1)?;
         let d = Arc::new(self.decode_from(c, c, &bytes)?);
         if keep {
-            kept().put(self.key(c), Arc::clone(&d));
+            kept().put(self.key(c), Arc::clone(&d), &self.kept_bits);
         }
         Ok(d)
     }
@@ -306,7 +310,7 @@ impl ColumnFile {
             for c in missing {
                 let d = Arc::new(self.decode_from(c, lo, &bytes)?);
                 if keep {
-                    kept().put(self.key(c), Arc::clone(&d));
+                    kept().put(self.key(c), Arc::clone(&d), &self.kept_bits);
                 }
                 out[c - first] = Some(d);
             }
@@ -325,7 +329,17 @@ impl ColumnFile {
 
     /// Chunk `c` as a shared handle, if it is kept (marked as read).
     pub fn kept_arc(&self, c: usize) -> Option<Arc<Decoded>> {
-        kept().get(self.key(c))
+        self.kept_in(kept(), c)
+    }
+
+    /// [`kept_arc`](Self::kept_arc) in `k`, the process's kept chunks; no
+    /// lock is taken for a chunk not kept.
+    #[inline]
+    pub(crate) fn kept_in(&self, k: &super::kept::Kept, c: usize) -> Option<Arc<Decoded>> {
+        if !super::kept::bit(&self.kept_bits, c as u32) {
+            return None;
+        }
+        k.get(self.key(c))
     }
 
     /// Whether chunk `c` is kept.
@@ -337,10 +351,7 @@ impl ColumnFile {
     /// evicting another.
     pub(crate) fn has_room(&self, k: &super::kept::Kept, c: usize) -> bool {
         let e = &self.footer.entries[c];
-        k.has_room(
-            self.key(c),
-            e.decoded_size() as u64 + 4 * e.rows as u64 + 64,
-        )
+        k.has_room(e.decoded_size() as u64 + 4 * e.rows as u64 + 64)
     }
 }
 

@@ -60,9 +60,36 @@ fn parse_size(v: &str) -> Option<u64> {
     num.trim().parse::<u64>().ok()?.checked_mul(1 << shift)
 }
 
+/// One bit a chunk of a file, set while the chunk is kept: a reader asks
+/// the cache (and takes its lock) only for chunks whose bit is set.
+pub(crate) type KeptBits = Arc<[AtomicU64]>;
+
+/// Bits for a file of `chunks` chunks, none set.
+pub(crate) fn kept_bits(chunks: usize) -> KeptBits {
+    (0..chunks.div_ceil(64))
+        .map(|_| AtomicU64::new(0))
+        .collect()
+}
+
+/// Whether chunk `c`'s bit is set in `bits`.
+#[inline]
+pub(crate) fn bit(bits: &KeptBits, c: u32) -> bool {
+    bits[c as usize / 64].load(Ordering::Relaxed) & (1 << (c % 64)) != 0
+}
+
+fn set_bit(bits: &KeptBits, c: u32, on: bool) {
+    let m = 1u64 << (c % 64);
+    match on {
+        true => bits[c as usize / 64].fetch_or(m, Ordering::Relaxed),
+        false => bits[c as usize / 64].fetch_and(!m, Ordering::Relaxed),
+    };
+}
+
 struct Slot {
     key: Key,
     chunk: Arc<Decoded>,
+    /// Its file's bits, cleared when it goes.
+    bits: KeptBits,
     bytes: u64,
     /// Read since the hand last passed.
     used: bool,
@@ -80,6 +107,7 @@ impl Shard {
     /// Removes slot `i` (the last slot takes its place).
     fn remove(&mut self, i: usize) -> Slot {
         let s = self.slots.swap_remove(i);
+        set_bit(&s.bits, s.key.1, false);
         self.at.remove(&s.key);
         if let Some(moved) = self.slots.get(i) {
             self.at.insert(moved.key, i);
@@ -93,6 +121,7 @@ impl Shard {
 pub(crate) struct Kept {
     shards: [Mutex<Shard>; SHARDS],
     bytes: AtomicU64,
+    budget: u64,
     shard_budget: u64,
 }
 
@@ -127,6 +156,7 @@ impl Kept {
         Kept {
             shards: std::array::from_fn(|_| Mutex::new(Shard::default())),
             bytes: AtomicU64::new(0),
+            budget,
             shard_budget: budget / SHARDS as u64,
         }
     }
@@ -156,15 +186,16 @@ impl Kept {
         self.shard_budget > 0 && self.shard(key).at.contains_key(&key)
     }
 
-    /// Whether a chunk of `bytes` would be kept without evicting another.
-    pub(crate) fn has_room(&self, key: Key, bytes: u64) -> bool {
-        self.shard_budget > 0 && self.shard(key).bytes + bytes <= self.shard_budget
+    /// Whether a chunk of `bytes` would fit in the budget beside those kept
+    /// (read without a lock: an estimate).
+    pub(crate) fn has_room(&self, bytes: u64) -> bool {
+        self.shard_budget > 0 && self.bytes.load(Ordering::Relaxed) + bytes <= self.budget
     }
 
     /// Keeps `chunk` under `key`, evicting the chunks of its shard read
     /// least recently until it fits; false when it cannot (larger than a
     /// shard's budget). Evicted chunks are dropped after the lock is let go.
-    pub(crate) fn put(&self, key: Key, chunk: Arc<Decoded>) -> bool {
+    pub(crate) fn put(&self, key: Key, chunk: Arc<Decoded>, bits: &KeptBits) -> bool {
         let bytes = chunk.memory() as u64;
         if bytes > self.shard_budget {
             return false;
@@ -177,6 +208,7 @@ impl Kept {
         let slot = Slot {
             key,
             chunk,
+            bits: Arc::clone(bits),
             bytes,
             used: false,
         };
@@ -192,6 +224,7 @@ impl Kept {
                 s.hand = h + 1;
             } else if s.bytes - s.slots[h].bytes + bytes <= self.shard_budget {
                 let old = s.slots[h].key;
+                set_bit(&s.slots[h].bits, old.1, false);
                 s.at.remove(&old);
                 s.bytes -= s.slots[h].bytes;
                 let new = slot.take().expect("placed once");
@@ -217,6 +250,7 @@ impl Kept {
         };
         s.at.insert(key, i);
         s.bytes += bytes;
+        set_bit(bits, key.1, true);
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
         drop(s);
         drop(gone);
@@ -263,6 +297,7 @@ mod tests {
     #[test]
     fn chunks_evict_by_recency_within_the_budget() {
         let k = Kept::new(16 * 10_000);
+        let bits = kept_bits(10_000);
         let size = chunk(4000).memory() as u64;
         // Keys of one shard.
         let keys: Vec<Key> = (0..10_000u32)
@@ -271,20 +306,23 @@ mod tests {
             .take(8)
             .collect();
         let held = chunk(4000);
-        assert!(k.put(keys[0], chunk(4000)) && k.put(keys[1], Arc::clone(&held)));
+        assert!(k.put(keys[0], chunk(4000), &bits) && k.put(keys[1], Arc::clone(&held), &bits));
+        assert!(bit(&bits, keys[0].1) && bit(&bits, keys[1].1));
         // keys[0], read before every new chunk, stays; each new one takes
         // the place of the one not read since (2 fit: 3 * 4064 > 10,000).
         for (n, &key) in keys[2..].iter().enumerate() {
             assert!(k.get(keys[0]).is_some(), "the chunk read is kept");
-            assert!(k.put(key, chunk(4000)));
+            assert!(k.put(key, chunk(4000), &bits));
             assert!(k.has(key) && !k.has(keys[1 + n]), "the unread one went");
+            assert!(bit(&bits, key.1) && !bit(&bits, keys[1 + n].1));
             assert_eq!(k.bytes.load(Ordering::Relaxed), 2 * size);
         }
         // A reader's handle outlives its chunk's eviction.
         assert_eq!(held.rows, 4000);
         // Too large for a shard: not kept.
-        assert!(!k.put((8, 0), chunk(20_000)));
+        assert!(!k.put((8, 0), chunk(20_000), &bits));
         k.forget_file(7);
+        assert!(keys.iter().all(|key| !bit(&bits, key.1)));
         assert_eq!(k.bytes.load(Ordering::Relaxed), 0);
         assert!(Kept::new(0).get(keys[0]).is_none());
     }
