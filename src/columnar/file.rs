@@ -351,7 +351,10 @@ impl ColumnFile {
     /// evicting another.
     pub(crate) fn has_room(&self, k: &super::kept::Kept, c: usize) -> bool {
         let e = &self.footer.entries[c];
-        k.has_room(e.decoded_size() as u64 + 4 * e.rows as u64 + 64)
+        k.has_room(
+            self.key(c),
+            e.decoded_size() as u64 + 4 * e.rows as u64 + 64,
+        )
     }
 }
 

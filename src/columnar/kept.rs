@@ -120,8 +120,10 @@ impl Shard {
 /// The process's kept chunks (see the module documentation).
 pub(crate) struct Kept {
     shards: [Mutex<Shard>; SHARDS],
+    /// Each shard's bytes, as its lock's holder last left them (read
+    /// without the lock).
+    shard_bytes: [AtomicU64; SHARDS],
     bytes: AtomicU64,
-    budget: u64,
     shard_budget: u64,
 }
 
@@ -155,8 +157,8 @@ impl Kept {
     fn new(budget: u64) -> Kept {
         Kept {
             shards: std::array::from_fn(|_| Mutex::new(Shard::default())),
+            shard_bytes: std::array::from_fn(|_| AtomicU64::new(0)),
             bytes: AtomicU64::new(0),
-            budget,
             shard_budget: budget / SHARDS as u64,
         }
     }
@@ -186,10 +188,11 @@ impl Kept {
         self.shard_budget > 0 && self.shard(key).at.contains_key(&key)
     }
 
-    /// Whether a chunk of `bytes` would fit in the budget beside those kept
-    /// (read without a lock: an estimate).
-    pub(crate) fn has_room(&self, bytes: u64) -> bool {
-        self.shard_budget > 0 && self.bytes.load(Ordering::Relaxed) + bytes <= self.budget
+    /// Whether a chunk of `bytes` would be kept under `key` without
+    /// evicting another (read without a lock: an estimate).
+    pub(crate) fn has_room(&self, key: Key, bytes: u64) -> bool {
+        self.shard_budget > 0
+            && self.shard_bytes[shard_of(key)].load(Ordering::Relaxed) + bytes <= self.shard_budget
     }
 
     /// Keeps `chunk` under `key`, evicting the chunks of its shard read
@@ -250,6 +253,7 @@ impl Kept {
         };
         s.at.insert(key, i);
         s.bytes += bytes;
+        self.shard_bytes[shard_of(key)].store(s.bytes, Ordering::Relaxed);
         set_bit(bits, key.1, true);
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
         drop(s);
@@ -263,7 +267,7 @@ impl Kept {
             return;
         }
         let mut gone = Vec::new();
-        for shard in &self.shards {
+        for (n, shard) in self.shards.iter().enumerate() {
             let mut s = shard.lock().unwrap_or_else(|p| p.into_inner());
             let mut i = 0;
             while i < s.slots.len() {
@@ -275,6 +279,7 @@ impl Kept {
                     i += 1;
                 }
             }
+            self.shard_bytes[n].store(s.bytes, Ordering::Relaxed);
         }
         drop(gone);
     }
@@ -308,6 +313,12 @@ mod tests {
         let held = chunk(4000);
         assert!(k.put(keys[0], chunk(4000), &bits) && k.put(keys[1], Arc::clone(&held), &bits));
         assert!(bit(&bits, keys[0].1) && bit(&bits, keys[1].1));
+        // Its shard is full; another shard has room.
+        assert!(!k.has_room(keys[2], size));
+        let other = (0..100u32)
+            .map(|c| (9, c))
+            .find(|&key| shard_of(key) != shard_of(keys[0]));
+        assert!(k.has_room(other.unwrap(), size));
         // keys[0], read before every new chunk, stays; each new one takes
         // the place of the one not read since (2 fit: 3 * 4064 > 10,000).
         for (n, &key) in keys[2..].iter().enumerate() {
