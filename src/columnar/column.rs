@@ -248,9 +248,9 @@ impl Inner {
 
     /// Finds every row `idx` (in `0..len`) and how it is read: from its
     /// chunk kept decoded; in place, when its file reads so and few rows
-    /// of the chunk are asked for while keeping it would evict another (or
-    /// `keep` is false); else from its chunk decoded once per call (and
-    /// kept when `keep`).
+    /// of the chunk are asked for, unless `keep` and the file's chunks fit
+    /// half the budget and this one fits beside those kept; else from its
+    /// chunk decoded once per call (and kept when `keep`).
     pub(crate) fn resolve(&self, idx: &[u64], keep: bool) -> Result<Resolved<'_>> {
         check_indices(idx, self.len())?;
         let located: Vec<(u32, u32, u32)> = idx
@@ -289,7 +289,10 @@ impl Inner {
             let w = if let Some(d) = file.kept_in(k, c) {
                 owned.push(d);
                 Where::Owned(owned.len() as u32 - 1)
-            } else if file.direct() && sparse && (!keep || !file.has_room(k, c)) {
+            } else if file.direct()
+                && sparse
+                && (!keep || !file.keeps_for_random(k) || !file.has_room(k, c))
+            {
                 Where::Direct(file, chunk)
             } else {
                 owned.push(file.chunk(c, keep)?);

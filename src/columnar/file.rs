@@ -36,6 +36,8 @@ pub struct ColumnFile {
     id: u64,
     /// A bit a chunk, set while the process keeps it.
     kept_bits: KeptBits,
+    /// Bytes of its chunks decoded (about what keeping them all takes).
+    decoded_bytes: u64,
     /// Version 3 text and bytes: the file's symbol table.
     symbols: Option<Symbols>,
     /// Version 3: each chunk's first block's number in the file, then the
@@ -174,6 +176,11 @@ impl ColumnFile {
             .map(|_| AtomicU64::new(0))
             .collect();
         let chunks = footer.entries.len();
+        let decoded_bytes = footer
+            .entries
+            .iter()
+            .map(|e| e.decoded_size() as u64 + 4 * e.rows as u64 + 64)
+            .sum();
         let mut starts = Vec::with_capacity(chunks + 1);
         let mut at = 0u64;
         for e in &footer.entries {
@@ -190,6 +197,7 @@ impl ColumnFile {
             starts,
             id: file_number(),
             kept_bits: kept_bits(chunks),
+            decoded_bytes,
             symbols,
             block_base,
             checked,
@@ -345,6 +353,16 @@ impl ColumnFile {
     /// Whether chunk `c` is kept.
     pub fn is_kept(&self, c: usize) -> bool {
         kept().has(self.key(c))
+    }
+
+    /// Whether random reads of few rows a chunk should decode and keep
+    /// this file's chunks: when all of them take at most half the budget
+    /// of `k`. A larger file is read in place: a row read in place costs
+    /// about what a row of a kept chunk does (a cache miss or two), while
+    /// decoding a chunk for it costs thousands, and a budget it cannot fit
+    /// would be churned.
+    pub(crate) fn keeps_for_random(&self, k: &super::kept::Kept) -> bool {
+        self.decoded_bytes <= k.budget() / 2
     }
 
     /// Whether decoding chunk `c` now would keep it in `k` without

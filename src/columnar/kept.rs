@@ -188,6 +188,11 @@ impl Kept {
         self.shard_budget > 0 && self.shard(key).at.contains_key(&key)
     }
 
+    /// The process's budget, in bytes.
+    pub(crate) fn budget(&self) -> u64 {
+        self.shard_budget * SHARDS as u64
+    }
+
     /// Whether a chunk of `bytes` would be kept under `key` without
     /// evicting another (read without a lock: an estimate).
     pub(crate) fn has_room(&self, key: Key, bytes: u64) -> bool {
