@@ -194,7 +194,7 @@ impl Columnar {
         Ok(())
     }
 
-    #[cfg(feature = "arrow")]
+    #[cfg(any(feature = "arrow", test))]
     pub(crate) fn inner(&self) -> &Inner {
         &self.inner
     }

@@ -398,7 +398,7 @@ fn prefetch(map: &[u8], at: usize) {
 /// costs its own bytes, the blocks they lie in checked once per process.
 impl ColumnFile {
     /// The file's symbol table, if it has one.
-    #[cfg(feature = "arrow")]
+    #[cfg(any(feature = "arrow", test))]
     pub(crate) fn symbols(&self) -> Option<&Symbols> {
         self.symbols.as_ref()
     }
