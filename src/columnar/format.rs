@@ -562,14 +562,9 @@ impl Footer {
         Ok(footer)
     }
 
-    /// The rules of one entry that hold whatever its bytes are.
-    fn check_entry(&self, e: &Entry) -> Result<(), Broken> {
-        if self.version >= 3 {
-            return self.check_entry_v3(e);
-        }
-        if e.text_size != 0 {
-            return Err("its reserved bytes 44 to 48 are not zero".into());
-        }
+    /// Rows 1 to [`MAX_CHUNK_ROWS`], at most as many nulls, and nulls only
+    /// in a nullable column (every version).
+    fn check_rows(&self, e: &Entry) -> Result<(), Broken> {
         if e.rows == 0 || e.rows > MAX_CHUNK_ROWS {
             return Err(format!(
                 "it holds {} rows; a chunk holds 1 to {MAX_CHUNK_ROWS}",
@@ -582,6 +577,18 @@ impl Footer {
         if e.null_count > 0 && !self.nullable {
             return Err("it holds nulls, but the column is not nullable".into());
         }
+        Ok(())
+    }
+
+    /// The rules of one entry that hold whatever its bytes are.
+    fn check_entry(&self, e: &Entry) -> Result<(), Broken> {
+        if self.version >= 3 {
+            return self.check_entry_v3(e);
+        }
+        if e.text_size != 0 {
+            return Err("its reserved bytes 44 to 48 are not zero".into());
+        }
+        self.check_rows(e)?;
         let validity_size = (e.rows as u64).div_ceil(8);
         if (e.null_count == 0) != (e.validity_len == 0) {
             return Err("a chunk has a validity stream exactly when it holds nulls".into());
@@ -659,18 +666,7 @@ impl Footer {
                 if e.lengths_len != 0 || e.lengths_size != 0 || e.lengths_width != 0 {
                     return Err("a column of numbers has no lengths stream".into());
                 }
-                let all_null = e.null_count == e.rows;
-                if all_null == (has_stats != 0) || (!all_null && has_stats != FLAG_MIN | FLAG_MAX) {
-                    return Err(
-                        "a chunk of numbers has its minimum and maximum exactly when not every row is null"
-                            .into(),
-                    );
-                }
-                if has_stats != 0
-                    && (e.min.len != 8 || e.max.len != 8 || !e.min.exact || !e.max.exact)
-                {
-                    return Err("a number's bounds are its 8 exact bytes".into());
-                }
+                check_number_bounds(e)?;
             }
             ValueKind::Utf8 | ValueKind::Binary => {
                 if e.encoding() != Encoding::Plain || e.width != 0 {
@@ -696,12 +692,7 @@ impl Footer {
                     FLAG_LENGTHS_ZSTD,
                     "lengths",
                 )?;
-                if e.null_count == e.rows && has_stats != 0 {
-                    return Err("a chunk of nulls has no bounds".into());
-                }
-                if e.null_count < e.rows && e.flags & FLAG_MIN == 0 {
-                    return Err("a chunk with values has a lower bound".into());
-                }
+                check_text_bounds(e)?;
             }
         }
         stream(
@@ -718,18 +709,7 @@ impl Footer {
     /// The rules of a version 3 entry: every stream raw, numbers plain,
     /// packed or bits, text grouped, the index exactly its size.
     fn check_entry_v3(&self, e: &Entry) -> Result<(), Broken> {
-        if e.rows == 0 || e.rows > MAX_CHUNK_ROWS {
-            return Err(format!(
-                "it holds {} rows; a chunk holds 1 to {MAX_CHUNK_ROWS}",
-                e.rows
-            ));
-        }
-        if e.null_count > e.rows {
-            return Err(format!("{} nulls in {} rows", e.null_count, e.rows));
-        }
-        if e.null_count > 0 && !self.nullable {
-            return Err("it holds nulls, but the column is not nullable".into());
-        }
+        self.check_rows(e)?;
         if e.flags & (FLAG_VALIDITY_ZSTD | FLAG_VALUES_ZSTD | FLAG_LENGTHS_ZSTD) != 0 {
             return Err("a version 3 chunk's streams are raw, but it flags one compressed".into());
         }
@@ -778,18 +758,7 @@ impl Footer {
                         e.values_size
                     ));
                 }
-                let all_null = e.null_count == e.rows;
-                if all_null == (has_stats != 0) || (!all_null && has_stats != FLAG_MIN | FLAG_MAX) {
-                    return Err(
-                        "a chunk of numbers has its minimum and maximum exactly when not every row is null"
-                            .into(),
-                    );
-                }
-                if has_stats != 0
-                    && (e.min.len != 8 || e.max.len != 8 || !e.min.exact || !e.max.exact)
-                {
-                    return Err("a number's bounds are its 8 exact bytes".into());
-                }
+                check_number_bounds(e)?;
             }
             ValueKind::Utf8 | ValueKind::Binary => {
                 if e.encoding() != Encoding::Grouped || e.width > 32 || e.lengths_width != 0 {
@@ -805,12 +774,7 @@ impl Footer {
                     ));
                 }
                 index += 4 * (e.groups() as u64 + 1);
-                if e.null_count == e.rows && has_stats != 0 {
-                    return Err("a chunk of nulls has no bounds".into());
-                }
-                if e.null_count < e.rows && e.flags & FLAG_MIN == 0 {
-                    return Err("a chunk with values has a lower bound".into());
-                }
+                check_text_bounds(e)?;
             }
         }
         if e.lengths_size as u64 != index {
@@ -821,6 +785,36 @@ impl Footer {
         }
         Ok(())
     }
+}
+
+/// A chunk of numbers has its exact 8-byte minimum and maximum exactly
+/// when not every row is null (every version).
+fn check_number_bounds(e: &Entry) -> Result<(), Broken> {
+    let has_stats = e.flags & (FLAG_MIN | FLAG_MAX);
+    let all_null = e.null_count == e.rows;
+    if all_null == (has_stats != 0) || (!all_null && has_stats != FLAG_MIN | FLAG_MAX) {
+        return Err(
+            "a chunk of numbers has its minimum and maximum exactly when not every row is null"
+                .into(),
+        );
+    }
+    if has_stats != 0 && (e.min.len != 8 || e.max.len != 8 || !e.min.exact || !e.max.exact) {
+        return Err("a number's bounds are its 8 exact bytes".into());
+    }
+    Ok(())
+}
+
+/// A chunk of text or bytes has no bounds when every row is null, and a
+/// lower bound otherwise (every version).
+fn check_text_bounds(e: &Entry) -> Result<(), Broken> {
+    let has_stats = e.flags & (FLAG_MIN | FLAG_MAX);
+    if e.null_count == e.rows && has_stats != 0 {
+        return Err("a chunk of nulls has no bounds".into());
+    }
+    if e.null_count < e.rows && e.flags & FLAG_MIN == 0 {
+        return Err("a chunk with values has a lower bound".into());
+    }
+    Ok(())
 }
 
 pub(crate) fn is_integer(d: DType) -> bool {
