@@ -463,6 +463,19 @@ def check_leftovers(path, opts, server, staging, findings) -> None:
             with open(os.path.join(path, rel), "rb") as f:
                 return f.read()
 
+    # A killed commit's temporary files (".<name>.<pid>.<hex>") are no
+    # versions; the last cleanup has removed them.
+    def temporary(k):
+        parts = k.split("/")
+        return parts[-1].startswith(".") and (
+            len(parts) == 1
+            and parts[0].startswith((".manifest.json.", "._cleanup.json."))
+            or len(parts) == 2
+            and parts[0] in ("_versions", "_tags", "_views", "_view_sets")
+        )
+
+    findings += [f"leftover temporary file {k}" for k in keys if temporary(k)]
+    keys = [k for k in keys if not temporary(k)]
     versions = [json.loads(read(k)) for k in keys if k.startswith("_versions/")]
     named, groups = set(), set()
     for m in versions:

@@ -315,6 +315,38 @@ fn an_interrupted_cleanup_is_finished_by_the_next() {
 }
 
 #[test]
+fn a_cleanup_removes_the_temporary_files_of_killed_commits_and_tags() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("t");
+    three_versions(&path);
+    let at = Location::local(&path);
+    table::tag(&at, "best", Some(2)).unwrap();
+    // What commits and tags killed before their rename leave: a version
+    // file's temporary (half written), the manifest's, a tag's, a pending
+    // cleanup list's.
+    let temps = [
+        path.join(VERSIONS_DIR).join(".00000000000000000004.json.123.abcd"),
+        path.join(".manifest.json.123.abcd"),
+        path.join(table::TAGS_DIR).join(".other.ab12"),
+        path.join("._cleanup.json.ab12"),
+    ];
+    for t in &temps {
+        std::fs::write(t, b"{\"vers").unwrap();
+    }
+    table::cleanup(&at, 0, 3).unwrap();
+    for t in &temps {
+        assert!(!t.exists(), "{} is left", t.display());
+    }
+    // The versions, the tag and the commit lock stay; the next commit works.
+    assert_eq!(table::list_versions(&at).unwrap().len(), 3);
+    assert_eq!(table::tags(&at).unwrap(), [("best".to_string(), 2)]);
+    assert!(path.join(table::MANIFEST_LOCK).exists());
+    commit(&path, 30, 31);
+    assert_eq!(table::list_versions(&at).unwrap().len(), 4);
+    assert_eq!(ids_of(&open(&path, VersionRef::Latest).unwrap()), range(0, 31));
+}
+
+#[test]
 fn a_split_saves_its_views_as_one_set_and_a_cleanup_removes_what_a_killed_one_left() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t");

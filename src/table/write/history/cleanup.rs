@@ -10,12 +10,12 @@ use serde_json::{json, Value};
 
 use crate::io::Fs;
 use crate::table::files;
-use crate::table::manifest::SELF_SHARD;
+use crate::table::manifest::{MANIFEST_FILE, SELF_SHARD};
 use crate::table::types::VALIDITY_DIR;
 use crate::table::versions::now_ms;
 use crate::table::versions::{
-    self, version_rel, Resolved, VersionRef, View, CLEANUP_FILE, VERSIONS_DIR, VIEWS_DIR,
-    VIEW_SETS_DIR,
+    self, version_rel, Resolved, VersionRef, View, CLEANUP_FILE, TAGS_DIR, VERSIONS_DIR,
+    VIEWS_DIR, VIEW_SETS_DIR,
 };
 use crate::table::write::root::{Root, RootKind};
 use crate::{Error, Location, Result};
@@ -345,11 +345,11 @@ pub fn cleanup_leaving(
             .collect(),
         columns,
     };
-    // Row files of views a killed save left without its view (locally:
-    // under the table's lock, no view is being saved now).
+    // What killed commits and view saves left (locally: under the table's
+    // lock, nothing is being committed now).
     match &root.kind {
         RootKind::Local(dir) => {
-            for path in stray_view_files(dir, &views)? {
+            for path in stray_files(dir, &views)? {
                 freed += files::file_len(&path).unwrap_or(0);
                 files::remove_file_synced(&path, path.parent().unwrap_or(dir))?;
             }
@@ -383,13 +383,16 @@ pub fn cleanup_leaving(
     Ok(freed)
 }
 
-/// The files in the views' directories of the local table `dir` that no
-/// view of `views` needs: row files no view names, and the temporary files
-/// of killed writes.
-fn stray_view_files(dir: &Path, views: &[View]) -> Result<Vec<std::path::PathBuf>> {
+/// The files of the local table `dir` that killed writes left and nothing
+/// reads: in the views' directories, row files no view of `views` names and
+/// temporary files; in the versions' and tags' directories, temporary
+/// files; beside the manifest, its and the pending cleanup's temporary
+/// files. Every write that makes them holds the commit lock, as the cleanup
+/// does, so none of them is a write in progress.
+fn stray_files(dir: &Path, views: &[View]) -> Result<Vec<std::path::PathBuf>> {
     let named: BTreeSet<&str> = views.iter().map(|v| v.file.as_str()).collect();
     let mut out = Vec::new();
-    for sub in [VIEWS_DIR, VIEW_SETS_DIR] {
+    for sub in [VIEWS_DIR, VIEW_SETS_DIR, VERSIONS_DIR, TAGS_DIR] {
         let d = dir.join(sub);
         if !d.is_dir() {
             continue;
@@ -400,6 +403,12 @@ fn stray_view_files(dir: &Path, views: &[View]) -> Result<Vec<std::path::PathBuf
             if stray && d.join(&name).is_file() {
                 out.push(d.join(name));
             }
+        }
+    }
+    let temps = [format!(".{MANIFEST_FILE}."), format!(".{CLEANUP_FILE}.")];
+    for name in files::list(dir)? {
+        if temps.iter().any(|t| name.starts_with(t.as_str())) && dir.join(&name).is_file() {
+            out.push(dir.join(name));
         }
     }
     Ok(out)
