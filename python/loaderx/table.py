@@ -253,6 +253,10 @@ class Table(Mapping, Closing):
         return out
 
     def _sharded(self, what: str) -> None:
+        # What a method reads (the version, the shards) is the latest
+        # commit's, this handle's own last one included.
+        if self._columns is not None:
+            self._live()
         if self._shards is None:
             raise ValueError(
                 f"{what} needs a sharded table, but {self._path!r} is a plain table "
