@@ -325,7 +325,8 @@ fn a_cleanup_removes_the_temporary_files_of_killed_commits_and_tags() {
     // file's temporary (half written), the manifest's, a tag's, a pending
     // cleanup list's.
     let temps = [
-        path.join(VERSIONS_DIR).join(".00000000000000000004.json.123.abcd"),
+        path.join(VERSIONS_DIR)
+            .join(".00000000000000000004.json.123.abcd"),
         path.join(".manifest.json.123.abcd"),
         path.join(table::TAGS_DIR).join(".other.ab12"),
         path.join("._cleanup.json.ab12"),
@@ -343,7 +344,10 @@ fn a_cleanup_removes_the_temporary_files_of_killed_commits_and_tags() {
     assert!(path.join(table::MANIFEST_LOCK).exists());
     commit(&path, 30, 31);
     assert_eq!(table::list_versions(&at).unwrap().len(), 4);
-    assert_eq!(ids_of(&open(&path, VersionRef::Latest).unwrap()), range(0, 31));
+    assert_eq!(
+        ids_of(&open(&path, VersionRef::Latest).unwrap()),
+        range(0, 31)
+    );
 }
 
 #[test]

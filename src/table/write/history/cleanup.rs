@@ -14,8 +14,8 @@ use crate::table::manifest::{MANIFEST_FILE, SELF_SHARD};
 use crate::table::types::VALIDITY_DIR;
 use crate::table::versions::now_ms;
 use crate::table::versions::{
-    self, version_rel, Resolved, VersionRef, View, CLEANUP_FILE, TAGS_DIR, VERSIONS_DIR,
-    VIEWS_DIR, VIEW_SETS_DIR,
+    self, version_rel, Resolved, VersionRef, View, CLEANUP_FILE, TAGS_DIR, VERSIONS_DIR, VIEWS_DIR,
+    VIEW_SETS_DIR,
 };
 use crate::table::write::root::{Root, RootKind};
 use crate::{Error, Location, Result};
