@@ -25,6 +25,7 @@ GUIDE = [
     "stores",
     "tables",
     "evolving",
+    "editing",
     "loader",
     "images",
     "arrow",

@@ -249,3 +249,309 @@ def record_ids(table, rows, what: str) -> np.ndarray:
         bad = arr[(arr < 0) | (arr >= n)][0]
         raise ValueError(f"{what}: record ids must be in 0..{n}, got {int(bad)}")
     return np.unique(arr.astype(np.uint64))
+
+
+def _edit_ids(table, where) -> tuple[np.ndarray, np.ndarray | None]:
+    """The record ids ``where`` matches, ascending, and for record ids
+    given (not a predicate or a mask) where each was given: the id at rank
+    ``j`` was given at position ``order[j]`` (``None``: values follow
+    ascending ids)."""
+    if isinstance(where, str) or np.asarray(where).dtype == np.bool_:
+        return record_ids(table, where, "where"), None
+    arr = np.asarray(where)
+    ids = record_ids(table, arr, "where")
+    if ids.size != arr.size:
+        _, first, counts = np.unique(arr, return_index=True, return_counts=True)
+        repeated = arr[first[counts > 1][0]]
+        raise ValueError(
+            f"where: record id {int(repeated)} is given more than once; each row takes one value"
+        )
+    # Values follow the ids in the order given: sorted position j takes
+    # the value given at position order[j].
+    return ids, np.argsort(arr.astype(np.int64, copy=False), kind="stable")
+
+
+def _holds(arr: np.ndarray, dtype) -> bool:
+    """Whether values ``arr`` fit a column of ``dtype`` without changing:
+    numbers of the same kind (or integers as floats), integers in range."""
+    dtype = np.dtype(dtype)
+    if arr.dtype == object:
+        return False
+    if arr.dtype.kind in "iub" and dtype.kind in "iu" and arr.dtype.kind != "b":
+        if arr.size == 0:
+            return True
+        info = np.iinfo(dtype)
+        return bool(arr.min() >= info.min and arr.max() <= info.max)
+    return np.can_cast(arr.dtype, dtype, "same_kind")
+
+
+def _column_values(pa, name: str, typ, value, k: int, per_row: bool | None = None):
+    """``value`` (one value for every row, or one per row) as an Arrow
+    array of ``k`` values of the column's Arrow type ``typ``; ValueError or
+    TypeError naming the column for what the column cannot hold."""
+    ext = isinstance(typ, pa.BaseExtensionType)
+    if ext and typ.extension_name == "arrow.fixed_shape_tensor":
+        dtype = typ.value_type.to_pandas_dtype()
+        shape = tuple(typ.shape)
+        try:
+            arr = np.asarray(value)
+        except Exception as exc:  # noqa: BLE001 - named with the column
+            raise ValueError(f"column {name!r}: {exc}") from None
+        if not _holds(arr, dtype):
+            raise ValueError(
+                f"column {name!r} holds {np.dtype(dtype)} tensors of shape {shape}, "
+                f"got values of dtype {arr.dtype}"
+            )
+        if arr.shape == shape:
+            arr = np.broadcast_to(arr, (k, *shape))
+        elif arr.shape != (k, *shape):
+            raise ValueError(
+                f"column {name!r} holds tensors of shape {shape}: expected one of that shape "
+                f"or {k} of them, shape {(k, *shape)}, got shape {arr.shape}"
+            )
+        arr = np.ascontiguousarray(arr, dtype=dtype)
+        return pa.FixedShapeTensorArray.from_numpy_ndarray(arr)
+    if pa.types.is_struct(typ) or pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        # A ragged column: one array of any shape per row, or one for all.
+        data_type = typ.field("data").type if pa.types.is_struct(typ) else typ
+        dtype = data_type.value_type.to_pandas_dtype()
+        many = isinstance(value, (list, tuple))
+        rows = list(value) if many else [value] * k
+        if len(rows) != k:
+            raise ValueError(f"column {name!r}: expected {k} values (one per row), got {len(rows)}")
+        arrays = []
+        for v in rows:
+            a = np.asarray(v)
+            if not _holds(a, dtype):
+                raise ValueError(f"column {name!r} holds {np.dtype(dtype)} arrays, got {a.dtype}")
+            if a.size == 0:
+                raise ValueError(
+                    f"column {name!r} holds nonempty arrays (a ragged record is never empty), "
+                    f"got an array of shape {a.shape}"
+                )
+            arrays.append(np.ascontiguousarray(a, dtype=dtype))
+        if pa.types.is_struct(typ):
+            data = pa.array([a.reshape(-1) for a in arrays], data_type)
+            shape = pa.array([list(a.shape) for a in arrays], typ.field("shape").type)
+            return pa.StructArray.from_arrays([data, shape], fields=list(typ))
+        return pa.array([a.reshape(-1) for a in arrays], typ)
+    # A scalar or text column.
+    scalar = not isinstance(value, (list, tuple, np.ndarray, pa.Array, pa.ChunkedArray)) or (
+        isinstance(value, np.ndarray) and value.ndim == 0
+    )
+    if hasattr(value, "to_arrow") and not isinstance(value, np.ndarray):
+        scalar = False  # a polars Series
+    if scalar:
+        item = value.item() if isinstance(value, np.generic | np.ndarray) else value
+        if isinstance(item, bool) != pa.types.is_boolean(typ) and item is not None:
+            raise ValueError(f"column {name!r} holds {typ}, got {item!r}")
+        try:
+            one = pa.array([item])
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
+            raise ValueError(f"column {name!r} holds {typ}, got {item!r}: {exc}") from None
+        return pa.repeat(_same_kind(pa, name, typ, one)[0], k)
+    arr = _array(pa, name, value)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if len(arr) != k:
+        raise ValueError(f"column {name!r}: expected {k} values (one per row), got {len(arr)}")
+    return _same_kind(pa, name, typ, arr)
+
+
+def _same_kind(pa, name: str, typ, arr):
+    """``arr`` as the column's type ``typ``, where its values keep their
+    meaning (numbers as numbers, no float as an integer, text as text, in
+    range); ValueError naming the column otherwise."""
+    if arr.type != typ:
+        same_kind = (
+            (
+                (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type))
+                and (pa.types.is_integer(typ) or pa.types.is_floating(typ))
+                and not (pa.types.is_floating(arr.type) and pa.types.is_integer(typ))
+            )
+            or (
+                (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type))
+                and (pa.types.is_string(typ) or pa.types.is_large_string(typ))
+            )
+            or (
+                (pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type))
+                and (pa.types.is_binary(typ) or pa.types.is_large_binary(typ))
+            )
+            or pa.types.is_null(arr.type)
+        )
+        if not same_kind:
+            raise ValueError(f"column {name!r} holds {typ}, got values of type {arr.type}")
+        try:
+            arr = arr.cast(typ, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise ValueError(f"column {name!r} holds {typ}: {exc}") from None
+    return arr
+
+
+def _merged(pa, old, new, at: np.ndarray):
+    """``old`` with the values at positions ``at`` (ascending) replaced by
+    ``new``'s, in order."""
+    import pyarrow.compute as pc
+
+    if isinstance(old, pa.ChunkedArray):
+        old = old.combine_chunks() if old.num_chunks else pa.array([], old.type)
+    idx = np.arange(len(old), dtype=np.int64)
+    idx[at] = len(old) + np.arange(len(at), dtype=np.int64)
+    if isinstance(old.type, pa.BaseExtensionType):
+        both = pa.concat_arrays([old.storage, new.storage])
+        return pa.ExtensionArray.from_storage(old.type, pc.take(both, pa.array(idx)))
+    return pc.take(pa.concat_arrays([old, new]), pa.array(idx))
+
+
+def update(table, where, values, read_columns) -> tuple[int, int | None]:
+    """What :meth:`loaderx.Table.update` does: returns the rows matched and
+    the version committed (None when nothing matched)."""
+    from ._streams import scan
+
+    pa = require_pyarrow()
+    if callable(values) and not isinstance(values, Mapping):
+        read_columns = check_read_columns(table, read_columns)
+    elif not isinstance(values, Mapping):
+        raise TypeError(
+            "values must be a mapping of column to values or a function fn(batch) -> mapping, "
+            f"got {type(values).__name__}"
+        )
+    elif read_columns is not None:
+        raise ValueError("read_columns is for a function, got a mapping of values")
+    elif not values:
+        raise ValueError("values must name at least one column, got an empty mapping")
+    ids, order = _edit_ids(table, where)
+    k = int(ids.size)
+    from_fn = callable(values) and not isinstance(values, Mapping)
+    if from_fn:
+        fn, values, names = values, {}, None
+        for start in range(0, k, BATCH_ROWS):
+            idx = ids[start : start + BATCH_ROWS].astype(np.int64)
+            out = fn({c: table[c][idx] for c in read_columns})
+            if not isinstance(out, Mapping) or not out:
+                raise TypeError(
+                    "the update function must return a non-empty mapping of column to values, "
+                    f"got {out!r:.80}"
+                )
+            if names is None:
+                names = list(out)
+            elif list(out) != names:
+                raise ValueError(
+                    f"the update function returned columns {list(out)} for rows "
+                    f"{start}..{start + len(idx)}, but {names} before"
+                )
+            for c, v in out.items():
+                values.setdefault(c, []).append((v, len(idx)))
+    unknown = [c for c in values if c not in table]
+    if unknown:
+        raise ValueError(
+            f"values names column {unknown[0]!r}, which table {table.path!r} does not have "
+            f"(its columns: {list(table)})"
+        )
+    if k == 0:
+        return 0, None
+    names = list(values)
+    schema, _ = scan(pa, table, None, columns=names, start=0, end=0)
+    types = {f.name: f for f in schema}
+    new = {}
+    for c in names:
+        field = types[c]
+        v = values[c]
+        if from_fn:
+            # (values, rows) of each batch the function made.
+            parts = [_column_values(pa, c, field.type, part, n) for part, n in v]
+            arr = pa.concat_arrays(parts) if parts else pa.array([], field.type)
+        else:
+            arr = _column_values(pa, c, field.type, v, k)
+            if order is not None:
+                # The id at sorted rank j was given at position order[j].
+                arr = arr.take(pa.array(order))
+        if arr.null_count and not field.nullable:
+            raise ValueError(f"column {c!r} cannot hold null (it has no nulls), got a null value")
+        new[c] = arr
+    return k, _commit_edit(pa, table, ids, new, schema)
+
+
+# How many times an edit is planned again on the latest version when
+# another edit of the same columns of the same shards (other rows)
+# committed first.
+EDIT_TRIES = 8
+
+
+def _commit_edit(pa, table, ids: np.ndarray, new: dict, schema) -> int:
+    """Writes, for each shard holding one of the record ids ``ids``
+    (ascending), a column group of the columns ``new`` (their new values,
+    one per id) merged into the shard's values, and commits them as one
+    version, which it returns. An edit of the same columns of the same
+    shards committed meanwhile is joined when it changed none of these
+    rows (the edit is planned again on it); otherwise CommitConflict."""
+    from ._errors import CommitConflict
+    from ._streams import scan
+    from .table import open_table
+
+    names = list(new)
+    options = table._storage_options
+    version = table.version
+    first_shards = None
+    first_old = {}  # shard name -> the values the edit replaces, as first read
+    for attempt in range(EDIT_TRIES):
+        write = _native.ColumnsWrite.editing(table.path, options, version)
+        reader = None
+        try:
+            layouts = write.layouts()
+            shards = write.shards()
+            if first_shards is None:
+                first_shards = shards
+            starts = live_starts(shards)
+            touched = [
+                i
+                for i in range(len(shards))
+                if np.searchsorted(ids, starts[i]) < np.searchsorted(ids, starts[i + 1])
+            ]
+            last = touched[-1] + 1
+            if attempt and [s[::2] for s in shards[:last]] != [s[::2] for s in first_shards[:last]]:
+                # A delete or compaction came too: the ids moved.
+                raise CommitConflict(
+                    f"table {table.path!r}: this update was planned on version {table.version}, "
+                    f"but version {write.version} was committed meanwhile and changed the "
+                    "record ids of its rows (a delete or a compaction)"
+                )
+            reader = (
+                table
+                if attempt == 0
+                else open_table(table.path, version=write.version, storage_options=options)
+            )
+            edited = {}
+            for i in touched:
+                lo, hi = starts[i], starts[i + 1]
+                a, b = np.searchsorted(ids, [lo, hi])
+                at = (ids[a:b] - lo).astype(np.int64)
+                _, batches = scan(pa, reader, None, columns=names, start=lo, end=hi, max_bytes=None)
+                old = pa.Table.from_batches(list(batches), schema=schema)
+                replaced = old.take(pa.array(at))
+                name = shards[i][0]
+                if attempt == 0:
+                    first_old[name] = replaced
+                elif not replaced.equals(first_old[name]):
+                    raise CommitConflict(
+                        f"table {table.path!r}: this update was planned on version "
+                        f"{table.version}, but version {write.version} was committed meanwhile "
+                        f"and changed rows of shard {name!r} that it changes too"
+                    )
+                arrays = [_merged(pa, old[c], new[c].slice(a, b - a), at) for c in names]
+                batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+                write.write_group(i, [batch], "zstd", {c: layouts[c] for c in names})
+                edited[i] = at.astype(np.uint64)
+            return write.commit_edit(edited, "update")
+        except CommitConflict as exc:
+            write.discard()
+            if "edited column" not in str(exc) or attempt == EDIT_TRIES - 1:
+                raise
+            version = None  # plan again on the latest
+        except BaseException:
+            write.discard()
+            raise
+        finally:
+            if reader is not None and reader is not table:
+                reader.close()
+    raise AssertionError("unreachable")

@@ -524,6 +524,49 @@ class Table(Mapping, Closing):
         self._reopen(version)
         return deleted
 
+    def update(
+        self,
+        where: str | Any,
+        values: Mapping[str, Any] | Callable[..., Any],
+        *,
+        read_columns: list[str] | None = None,
+    ) -> int:
+        """Sets new values in the rows ``where`` matches, committed as one
+        new version, and shows it; returns how many rows it matched (0:
+        nothing is committed).
+
+        ``where`` is as for :meth:`delete` (an SQL predicate, record ids,
+        a bool mask of ``num_rows``), evaluated on the latest version.
+        ``values`` maps a column to one value for every matched row (for a
+        tensor column, one tensor of the item's shape) or to one value per
+        matched row: with record ids in the order the ids are given (an id
+        given twice is a ValueError), with a predicate or a mask in
+        ascending record id. Or ``values`` is a function ``fn(batch) ->
+        mapping`` called on batches of the matched rows of ``read_columns``
+        (dicts of column to values, as ``table[column][rows]`` gives them),
+        in ascending record id. Rows keep their record ids and order; each
+        edited shard gets the edited columns' new values as a column group
+        of its own (other columns and shards are not rewritten). Older
+        versions, and views and runs pinned to them, keep their values. A
+        column the table lacks, a value the column cannot hold (a str for
+        a number, a null where the column has none, a tensor of another
+        shape) or a wrong number of values is a ValueError and commits
+        nothing; a concurrent commit that deleted an edited row, edited the
+        same column of the same shard, compacted it or dropped the column
+        raises :class:`loaderx.CommitConflict`. Needs ``readonly=False``."""
+        from ._evolve import update
+
+        self._begin_evolution("update")
+        self._not_a_view("update")
+        try:
+            matched, version = update(self, where, values, read_columns)
+        except BaseException:
+            self._reopen()
+            raise
+        if version is not None:
+            self._reopen(version)
+        return matched
+
     def compact(self, *, min_deleted: float = 0.1) -> int | None:
         """Rewrites every shard whose deleted fraction is at least
         ``min_deleted`` as a new shard of its live rows (same rows, same

@@ -237,6 +237,52 @@ impl ColumnsWriteHandle {
         })
     }
 
+    /// An edit of rows (`Table.update`) planned on version `version`:
+    /// groups of new values of columns the table has, in the shards it
+    /// touches only.
+    #[staticmethod]
+    #[pyo3(signature = (uri, storage_options=None, version=None))]
+    fn editing(
+        py: Python<'_>,
+        uri: String,
+        storage_options: Option<HashMap<String, String>>,
+        version: Option<u64>,
+    ) -> PyResult<Self> {
+        let at = location(&uri, storage_options.clone(), None, None)?;
+        let inner = py.detach(|| ColumnsWrite::editing(&at, version)).py()?;
+        Ok(ColumnsWriteHandle {
+            inner,
+            uri,
+            options: storage_options,
+        })
+    }
+
+    /// `{column: "records" | "columnar"}` of the version planned on.
+    fn layouts(&self) -> HashMap<String, &'static str> {
+        self.inner.layouts().into_iter().collect()
+    }
+
+    /// Commits an edit's groups as one version; `edited` maps each edited
+    /// shard to the positions among its live rows that changed (uint64,
+    /// ascending). Returns the version.
+    fn commit_edit(
+        &self,
+        py: Python<'_>,
+        edited: HashMap<usize, PyReadonlyArray1<'_, u64>>,
+        operation: &str,
+    ) -> PyResult<u64> {
+        let edited: std::collections::BTreeMap<usize, Vec<u64>> = edited
+            .into_iter()
+            .map(|(i, rows)| Ok((i, rows.as_slice()?.to_vec())))
+            .collect::<PyResult<_>>()?;
+        py.detach(|| {
+            self.inner
+                .commit_edit(&edited, operation)
+                .map(|m| m.version())
+        })
+        .py()
+    }
+
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
         let py = slf.py();
         let me = slf.get();

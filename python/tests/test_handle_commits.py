@@ -63,6 +63,7 @@ CALLS = {
     "split": _split,
     "save_view": _save_view,
     "tag": _tag,
+    "update": _update,
 }
 
 

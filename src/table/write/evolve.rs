@@ -221,8 +221,8 @@ pub fn drop_columns(at: &Location, names: &[String], version: Option<u64>) -> Re
 /// Nothing an earlier version names is rewritten.
 #[derive(Debug)]
 pub struct ColumnsWrite {
-    root: Root,
-    base: Manifest,
+    pub(super) root: Root,
+    pub(super) base: Manifest,
     token: String,
     /// The groups this process finished: shard, their schema and the
     /// objects uploaded (a bucket's), known without asking the bucket again
@@ -230,7 +230,7 @@ pub struct ColumnsWrite {
     finished: Mutex<BTreeMap<usize, Finished>>,
     /// Whether the groups hold columns the table has (compaction's
     /// columnar copies of records columns) rather than new ones.
-    replaces: bool,
+    pub(super) replaces: bool,
     /// In a bucket, the `manifest.json` the write was planned on (when it
     /// named the version asked for): the commit then reads nothing again
     /// unless another commit came between.
@@ -382,7 +382,7 @@ impl ColumnsWrite {
             .map_err(|e| versions::lost_to_cleanup(&at, self.base.version(), e))
     }
 
-    fn group(&self) -> String {
+    pub(super) fn group(&self) -> String {
         format!("_g-{}", self.token)
     }
 
@@ -465,7 +465,7 @@ impl ColumnsWrite {
         }
     }
 
-    fn finished(&self) -> std::sync::MutexGuard<'_, BTreeMap<usize, Finished>> {
+    pub(super) fn finished(&self) -> std::sync::MutexGuard<'_, BTreeMap<usize, Finished>> {
         self.finished.lock().unwrap_or_else(|p| p.into_inner())
     }
 

@@ -32,6 +32,7 @@ use std::sync::Mutex;
 #[cfg(feature = "remote")]
 mod bucket;
 mod commit;
+mod edit;
 mod evolve;
 mod hand;
 mod history;

@@ -1,0 +1,388 @@
+"""Rows edited in place (DESIGN §16): ``Table.update`` sets new values in
+the rows a predicate, record ids or a mask match, for every kind of column,
+as one version; rows keep their record ids and order; older versions and
+the views pinned to them keep their values; bad input commits nothing;
+concurrent commits land or raise CommitConflict as §16 says."""
+
+import io
+import os
+
+import numpy as np
+import pytest
+
+import loaderx
+
+pa = pytest.importorskip("pyarrow")
+
+N = 40
+
+
+def source(lo=0, hi=N):
+    ids = np.arange(lo, hi, dtype=np.int64)
+    return pa.table(
+        {
+            "id": ids,
+            "label": pa.array(ids % 5, pa.int64()),
+            "score": pa.array(ids / 10, pa.float32()),
+            "caption": [f"caption {i}" for i in ids],
+            "note": pa.array([None if i % 3 == 0 else f"n{i}" for i in ids], pa.string()),
+            "emb": pa.FixedShapeTensorArray.from_numpy_ndarray(
+                np.repeat(ids.astype(np.float32)[:, None], 3, axis=1)
+            ),
+        }
+    )
+
+
+def uri(s3, name="t"):
+    return f"s3://{s3.bucket}/{s3.prefix}/{name}"
+
+
+@pytest.fixture(params=["local", "s3"])
+def table(request, tmp_path):
+    """A sharded table of three shards, on disk or in the bucket."""
+    if request.param == "local":
+        path, kw = str(tmp_path / "t"), {}
+    else:
+        s3 = request.getfixturevalue("s3")
+        path, kw = uri(s3), {"storage_options": s3.options()}
+    loaderx.ingest_sharded(source(), path, workers=1, shards=3, **kw).close()
+    return path, kw
+
+
+@pytest.fixture
+def local(tmp_path):
+    path = str(tmp_path / "t")
+    loaderx.ingest_sharded(source(), path, workers=1, shards=3).close()
+    return path
+
+
+def col(t, name):
+    return t[name][np.arange(t.num_rows)]
+
+
+def model(t):
+    """Every column of ``t`` as Python values, row by row."""
+    out = {}
+    for c in t:
+        v = col(t, c)
+        out[c] = [np.asarray(x).tolist() for x in v] if isinstance(v, list) else v.tolist()
+    return out
+
+
+def files_of(path):
+    out = {}
+    for d, _, names in os.walk(path):
+        for n in names:
+            p = os.path.join(d, n)
+            s = os.stat(p)
+            out[os.path.relpath(p, path)] = (s.st_ino, s.st_size, s.st_mtime_ns)
+    return out
+
+
+def test_update_by_a_predicate_sets_scalars_in_place_as_one_version(table):
+    path, kw = table
+    with loaderx.open_table(path, readonly=False, **kw) as t:
+        before = model(t)
+        assert t.update("label = 3", {"label": 30, "caption": "fixed", "score": 0.5}) == 8
+        assert t.version == 2
+        assert [v["operation"] for v in t.versions()][-1] == "update"
+        got = model(t)
+    want = {c: list(v) for c, v in before.items()}
+    for r in range(N):
+        if r % 5 == 3:
+            want["label"][r], want["caption"][r], want["score"][r] = 30, "fixed", 0.5
+    assert got == want  # record ids, order and every other value kept
+    with loaderx.open_table(path, **kw) as t:
+        assert model(t) == want
+        assert loaderx.sql("SELECT count(*) AS n FROM t WHERE label = 30", t=t)["n"][0].as_py() == 8
+        assert loaderx.sql("SELECT count(*) AS n FROM t WHERE label = 3", t=t)["n"][0].as_py() == 0
+        pinned = loaderx.open_table(path, version=1, **kw)
+        try:
+            assert model(pinned) == before
+        finally:
+            pinned.close()
+
+
+def test_values_follow_the_record_ids_in_the_order_given(local):
+    with loaderx.open_table(local, readonly=False) as t:
+        assert t.update([30, 2, 17], {"label": [300, 20, 170], "caption": ["c", "a", "b"]}) == 3
+        labels, captions = col(t, "label"), col(t, "caption")
+    assert labels[[2, 17, 30]].tolist() == [20, 170, 300]
+    assert [captions[i] for i in (2, 17, 30)] == ["a", "b", "c"]
+    assert labels[[0, 1, 3]].tolist() == [0, 1, 3]
+
+
+def test_with_a_mask_or_a_predicate_values_follow_ascending_record_id(local):
+    mask = np.zeros(N, bool)
+    mask[[35, 4, 12]] = True
+    with loaderx.open_table(local, readonly=False) as t:
+        assert t.update(mask, {"label": np.array([1, 2, 3])}) == 3
+        assert col(t, "label")[[4, 12, 35]].tolist() == [1, 2, 3]
+        assert t.update("id >= 37", {"score": [7.0, 8.0, 9.0]}) == 3
+        assert col(t, "score")[37:].tolist() == [7.0, 8.0, 9.0]
+
+
+def test_a_function_updates_batches_of_the_matched_rows(local):
+    seen = []
+
+    def fn(batch):
+        seen.append(batch["id"].tolist())
+        return {"label": batch["id"] * 2, "caption": [f"x{i}" for i in batch["id"]]}
+
+    with loaderx.open_table(local, readonly=False) as t:
+        assert t.update("id % 4 = 1", fn, read_columns=["id"]) == 10
+        labels, captions = col(t, "label"), col(t, "caption")
+        with pytest.raises(ValueError, match="read_columns"):
+            t.update("id = 1", fn)
+        assert t.version == 2
+    assert sum(seen, []) == list(range(1, N, 4))  # ascending record id
+    for r in range(N):
+        if r % 4 == 1:
+            assert labels[r] == 2 * r and captions[r] == f"x{r}"
+        else:
+            assert labels[r] == r % 5 and captions[r] == f"caption {r}"
+
+
+def test_tensor_columns_take_one_value_for_all_rows_or_one_per_row(tmp_path):
+    path = str(tmp_path / "t")
+    n = 12
+    src = {
+        "id": np.arange(n),
+        "img": np.arange(n * 6, dtype=np.uint8).reshape(n, 2, 3),
+        "tokens": [np.arange(i % 4 + 1, dtype=np.int32) for i in range(n)],
+    }
+    loaderx.ingest_sharded(
+        pa.table(
+            {
+                "id": src["id"],
+                "img": pa.FixedShapeTensorArray.from_numpy_ndarray(src["img"]),
+                "tokens": pa.array([t.tolist() for t in src["tokens"]], pa.list_(pa.int32())),
+            }
+        ),
+        path,
+        shards=2,
+    ).close()
+    with loaderx.open_table(path, readonly=False) as t:
+        assert t.update([3, 7], {"img": np.full((2, 3), 9, np.uint8)}) == 2
+        assert t.update([5, 1], {"img": np.stack([np.full((2, 3), 5), np.full((2, 3), 1)])}) == 2
+        ragged = [np.arange(7, dtype=np.int32), np.array([-4], np.int32)]
+        assert t.update([10, 0], {"tokens": ragged}) == 2
+        imgs = t["img"][np.arange(n)]
+        tokens = t["tokens"][np.arange(n)]
+        with pytest.raises(ValueError, match=r"'img'.*shape"):
+            t.update([0], {"img": np.zeros((3, 2), np.uint8)})
+        with pytest.raises(ValueError, match=r"'tokens'.*nonempty"):
+            t.update([0], {"tokens": [np.array([], np.int32)]})
+        with pytest.raises(ValueError, match=r"'img'.*uint8"):
+            t.update([0], {"img": np.full((2, 3), 300)})
+        assert t.version == 4
+    for r in range(n):
+        want = {3: 9, 7: 9, 5: 5, 1: 1}.get(r)
+        if want is None:
+            np.testing.assert_array_equal(imgs[r], src["img"][r])
+        else:
+            assert (imgs[r] == want).all()
+    np.testing.assert_array_equal(tokens[10], ragged[0])
+    np.testing.assert_array_equal(tokens[0], ragged[1])
+    for r in set(range(n)) - {0, 10}:
+        np.testing.assert_array_equal(tokens[r], src["tokens"][r])
+
+
+def test_nulls_where_the_column_holds_them_and_refused_where_it_does_not(local):
+    with loaderx.open_table(local, readonly=False) as t:
+        assert t.update([1, 3], {"note": [None, "three"]}) == 2
+        notes = col(t, "note")
+        assert notes[1] is None and notes[3] == "three" and notes[0] is None
+        with pytest.raises(ValueError, match="'label'.*null"):
+            t.update([1], {"label": [None]})
+        assert t.version == 2
+
+
+@pytest.mark.parametrize(
+    "where,values,error,match",
+    [
+        ("id = 1", {"nope": 1}, ValueError, "'nope'"),
+        ("id < 3", {"label": [1, 2]}, ValueError, "expected 3 values"),
+        ("id = 1", {"label": "seven"}, ValueError, "'label'"),
+        ("id = 1", {"label": 1.5}, ValueError, "'label'"),
+        ("id = 1", {"caption": 5}, ValueError, "'caption'"),
+        ("id = 1", {"emb": np.zeros(4)}, ValueError, "'emb'.*shape"),
+        ("id = = 1", {"label": 1}, ValueError, "predicate"),
+        ([N], {"label": 1}, ValueError, str(N)),
+        ([1, 1], {"label": [1, 2]}, ValueError, "record id 1"),
+        ("id = 1", {}, ValueError, "at least one column"),
+        ("id = 1", 5, TypeError, "values"),
+    ],
+)
+def test_bad_input_raises_and_commits_nothing(local, where, values, error, match):
+    before = files_of(local)
+    with loaderx.open_table(local, readonly=False) as t:
+        with pytest.raises(error, match=match):
+            t.update(where, values)
+        assert t.version == 1
+    assert files_of(local) == before
+
+
+def test_read_only_tables_and_views_refuse_and_nothing_matched_commits_nothing(local):
+    with loaderx.open_table(local) as t:
+        with pytest.raises(io.UnsupportedOperation, match="readonly=False"):
+            t.update("id = 1", {"label": 2})
+    with loaderx.open_table(local, readonly=False) as t:
+        t.save_view("some", "id < 10")
+        assert t.update("id > 1000", {"label": 2}) == 0
+        assert t.version == 1
+    with loaderx.open_table(local, view="some") as v:
+        with pytest.raises(io.UnsupportedOperation):
+            v.update("id = 1", {"label": 2})
+
+
+def test_a_view_saved_before_an_update_keeps_its_values(local):
+    with loaderx.open_table(local, readonly=False) as t:
+        t.save_view("low", "id < 10")
+        t.update("id < 5", {"label": 99})
+    with loaderx.open_table(local, view="low") as v:
+        assert col(v, "label").tolist() == [i % 5 for i in range(10)]
+    with loaderx.open_table(local) as t:
+        assert col(t, "label")[:10].tolist() == [99] * 5 + [0, 1, 2, 3, 4]
+
+
+def test_only_the_edited_columns_of_the_touched_shards_are_written(local):
+    before = files_of(local)
+    with loaderx.open_table(local, readonly=False) as t:
+        t.update([0, 1], {"label": [7, 8]})
+    after = files_of(local)
+    kept = {k: v for k, v in after.items() if k in before and k != "manifest.json"}
+    assert kept == {k: v for k, v in before.items() if k != "manifest.json"}  # nothing rewritten
+    new = [k for k in after if k not in before and not k.startswith("_versions")]
+    # One shard, one new column group, of the edited column only.
+    groups = {k.split("/")[0] + "/" + k.split("/")[1] for k in new}
+    assert len(groups) == 1, new
+    assert all("label" in k or k.endswith(("meta.zr", "schema.json", "group.json")) for k in new)
+    assert not any(c in k for k in new for c in ("caption", "emb", "score", "note"))
+
+
+def test_updates_after_deletes_compact_and_cleanup(local):
+    with loaderx.open_table(local, readonly=False) as t:
+        t.delete("id % 10 = 0")
+        assert t.update("id % 10 = 1", {"label": -1, "emb": np.full(3, -1.0)}) == 4
+        want = model(t)
+        assert all(v == -1 for i, v in zip(want["id"], want["label"]) if i % 10 == 1)
+        t.compact(min_deleted=0.0)
+        assert model(t) == want
+        t.cleanup()
+        assert model(t) == want
+
+
+# Concurrent commits: two handles, each planning on the version it holds.
+
+
+def test_an_update_lands_beside_an_append_and_a_delete_of_other_rows(local):
+    a = loaderx.open_table(local, readonly=False)
+    b = loaderx.open_table(local, readonly=False)
+    c = loaderx.open_table(local, readonly=False)
+    try:
+        b.append(source(N, N + 4))
+        c.delete([0, 39])
+        assert a.update([5, 20], {"label": [55, 200]}) == 2
+    finally:
+        for h in (a, b, c):
+            h.close()
+    with loaderx.open_table(local) as t:
+        ids, labels = col(t, "id").tolist(), col(t, "label").tolist()
+    assert ids == list(range(1, 39)) + list(range(N, N + 4))
+    assert labels[ids.index(5)] == 55 and labels[ids.index(20)] == 200
+    assert [labels[ids.index(i)] for i in ids if i not in (5, 20)] == [
+        i % 5 for i in ids if i not in (5, 20)
+    ]
+
+
+@pytest.mark.parametrize("other", ["delete", "drop_columns", "compact", "update"])
+def test_an_update_overtaken_by_a_commit_it_cannot_join_is_a_commit_conflict(local, other):
+    a = loaderx.open_table(local, readonly=False)
+    b = loaderx.open_table(local, readonly=False)
+    try:
+        if other == "delete":
+            b.delete([5])
+        elif other == "drop_columns":
+            b.drop_columns("label")
+        elif other == "compact":
+            b.delete([4])  # in the shard the update edits
+            a._reopen()
+            assert a.num_rows == N - 1  # a plans on the version of the delete
+            b.compact(min_deleted=0.0)
+        else:
+            b.update([5, 6], {"label": [1, 1]})
+        latest = b.version
+        with pytest.raises(loaderx.CommitConflict, match=f"version {latest}"):
+            a.update([5], {"label": [123]})
+    finally:
+        a.close()
+        b.close()
+    with loaderx.open_table(local) as t:
+        assert t.version == latest
+        if other != "drop_columns":
+            assert 123 not in col(t, "label").tolist()
+
+
+def test_two_updates_of_other_rows_of_the_same_shards_both_land(local):
+    """The second is planned again on the first's version (its rows
+    unchanged there) and keeps the first's values."""
+    a = loaderx.open_table(local, readonly=False)
+    b = loaderx.open_table(local, readonly=False)
+    try:
+        b.update([6, 30], {"label": [60, 300], "caption": ["six", "thirty"]})
+        assert a.update([5, 31], {"label": [50, 310]}) == 2
+        assert a.version == 3
+    finally:
+        a.close()
+        b.close()
+    with loaderx.open_table(local) as t:
+        labels, captions = col(t, "label").tolist(), col(t, "caption")
+    want = [i % 5 for i in range(N)]
+    want[5], want[6], want[30], want[31] = 50, 60, 300, 310
+    assert labels == want
+    assert captions[6] == "six" and captions[30] == "thirty" and captions[5] == "caption 5"
+
+
+def test_concurrent_updates_in_two_processes(local):
+    """Each concurrency rule of §16 in two processes: disjoint rows land,
+    the same rows raise CommitConflict in one of them."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, loaderx\n"
+        "t = loaderx.open_table(sys.argv[1], readonly=False)\n"
+        "rows = [int(x) for x in sys.argv[2].split(',')]\n"
+        "try:\n"
+        "    t.update(rows, {'label': [int(sys.argv[3])] * len(rows)})\n"
+        "    print('ok')\n"
+        "except loaderx.CommitConflict as e:\n"
+        "    print('conflict', e)\n"
+    )
+
+    def run(pairs):
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", script, local, rows, value],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for rows, value in pairs
+        ]
+        return [p.communicate(timeout=120)[0].strip() for p in procs]
+
+    assert run([("1,2,3", "100"), ("20,21,22", "200")]) == ["ok", "ok"]
+    with loaderx.open_table(local) as t:
+        labels = col(t, "label")
+    assert labels[[1, 2, 3]].tolist() == [100] * 3 and labels[[20, 21, 22]].tolist() == [200] * 3
+    out = run([("7,8", "700"), ("8,9", "800")])
+    assert sorted(o.split()[0] for o in out) == ["conflict", "ok"] or out == ["ok", "ok"], out
+    with loaderx.open_table(local) as t:
+        labels = col(t, "label")
+    if out == ["ok", "ok"]:
+        # One ran wholly after the other (not concurrent): the later wins.
+        assert labels[8] in (700, 800)
+    else:
+        winner = 700 if out[0] == "ok" else 800
+        assert labels[8] == winner
