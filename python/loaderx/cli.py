@@ -11,6 +11,7 @@
     loaderx tag TABLE NAME [--version N]    name a version (--delete removes the tag)
     loaderx cleanup TABLE [--older-than D]  remove old versions and what only they need
     loaderx compact TABLE [--min-deleted F] scalar and text columns to columnar, shards rewritten
+    loaderx update TABLE --where PRED --set COL=VALUE ...  set values in the rows matched
     loaderx bench [--plot FILE.svg]         a quick gather and sampler benchmark (and its chart)
 
 A table ``DIR`` is anything :func:`loaderx.open_table` opens: a plain table
@@ -399,6 +400,52 @@ def cmd_compact(args) -> int:
     return 0
 
 
+def _sql_literal(text: str):
+    """An SQL literal (``7``, ``-2.5``, ``'text'`` with ``''`` for a quote,
+    ``NULL``, ``TRUE``, ``FALSE``) as its Python value."""
+    import re
+
+    word = text.strip()
+    if word.upper() == "NULL":
+        return None
+    if word.upper() in ("TRUE", "FALSE"):
+        return word.upper() == "TRUE"
+    if len(word) >= 2 and word[0] == word[-1] == "'" and "'" not in word[1:-1].replace("''", ""):
+        return word[1:-1].replace("''", "'")
+    if re.fullmatch(r"[+-]?\d+", word):
+        return int(word)
+    if re.fullmatch(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?", word):
+        return float(word)
+    raise CliError(f"--set values must be SQL literals (7, 2.5, 'text', NULL, TRUE), got {text!r}")
+
+
+def cmd_update(args) -> int:
+    from .table import open_table
+
+    values: dict = {}
+    for item in args.set:
+        column, eq, literal = item.partition("=")
+        if not eq or not column.strip():
+            raise CliError(f"--set must be COLUMN=VALUE, got {item!r}")
+        column = column.strip()
+        if column in values:
+            raise CliError(f"--set names column {column!r} twice")
+        values[column] = _sql_literal(literal)
+    if not values:
+        raise CliError("update needs at least one --set COLUMN=VALUE")
+    with open_table(args.table, readonly=False, storage_options=_options(args)) as t:
+        before = t.version
+        matched = t.update(args.where, values)
+        version = t.version if matched else None
+    data = {"matched": matched, "version": version, "previous_version": before}
+    if matched:
+        text = f"updated {matched} rows; committed version {version}"
+    else:
+        text = f"no row matches {args.where!r}; nothing committed (version {before})"
+    _emit(args, data, text)
+    return 0
+
+
 def _steps(text: str) -> range:
     """``A:B`` (steps A to B-1) or ``A`` (that step) as a range."""
     try:
@@ -594,6 +641,22 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.1,
         metavar="F",
         help="rewrite the shards with at least this fraction of rows deleted (default 0.1)",
+    )
+    sp = add(
+        "update",
+        cmd_update,
+        "set values in the rows an SQL predicate matches, as one new version (rows keep their "
+        "record ids)",
+    )
+    sp.add_argument("table")
+    sp.add_argument("--where", required=True, metavar="PRED", help="an SQL predicate")
+    sp.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        required=True,
+        metavar="COL=VALUE",
+        help="a column and its new value, an SQL literal: 7, 2.5, 'text', NULL (repeat for more)",
     )
     sp = add(
         "provenance",

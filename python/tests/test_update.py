@@ -386,3 +386,47 @@ def test_concurrent_updates_in_two_processes(local):
     else:
         winner = 700 if out[0] == "ok" else 800
         assert labels[8] == winner
+
+
+def test_the_cli_sets_sql_literals_in_the_rows_a_predicate_matches(local, capsys):
+    from loaderx import cli
+
+    assert (
+        cli.main(
+            [
+                "update",
+                local,
+                "--where",
+                "id < 3",
+                "--set",
+                "caption='it''s'",
+                "--set",
+                "label=7",
+                "--set",
+                "note=NULL",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    assert out == {"matched": 3, "version": 2, "previous_version": 1}
+    with loaderx.open_table(local) as t:
+        assert col(t, "caption")[:4] == ["it's", "it's", "it's", "caption 3"]
+        assert col(t, "label")[:4].tolist() == [7, 7, 7, 3]
+        assert col(t, "note")[:3] == [None, None, None]
+    before = files_of(local)
+    for argv, message in [
+        (["--set", "label='x'"], "'label'"),
+        (["--set", "label=abc"], "SQL literals"),
+        (["--set", "nope=1"], "'nope'"),
+        (["--set", "label"], "COLUMN=VALUE"),
+        (["--set", "label=NULL"], "null"),
+    ]:
+        assert cli.main(["update", local, "--where", "id < 3", *argv]) == cli.BAD_INPUT
+        assert message in capsys.readouterr().err
+    assert cli.main(["update", local, "--where", "id > 999", "--set", "label=1"]) == 0
+    assert "nothing committed" in capsys.readouterr().out
+    assert files_of(local) == before
