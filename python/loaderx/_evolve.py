@@ -146,6 +146,120 @@ def add_columns(table, columns, read_columns, codec: str, workers: int | None, l
         raise
 
 
+def key_names(on, what: str = "on") -> list[str]:
+    """``on`` (a column name or a list of them) as a list."""
+    names = [on] if isinstance(on, str) else on
+    if (
+        not isinstance(names, (list, tuple))
+        or not names
+        or not all(isinstance(n, str) and n for n in names)
+    ):
+        raise TypeError(f"{what} must be a column name or a list of them, got {on!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{what} names a column twice: {list(names)}")
+    return list(names)
+
+
+def source_table(pa, source, what: str):
+    """Anything ``append`` takes (a mapping, a pyarrow Table or
+    RecordBatchReader, a polars DataFrame, a Parquet path) read whole, as
+    a pyarrow Table."""
+    if isinstance(source, (str, os.PathLike)):
+        import pyarrow.parquet as pq
+
+        return pq.read_table(source)
+    data = as_table(source, None, what)
+    return data.read_all() if isinstance(data, pa.RecordBatchReader) else data
+
+
+def repeated_key(pa, keys, on: list[str]):
+    """The first key of table ``keys`` (its columns ``on``) given more than
+    once, or None."""
+    import pyarrow.compute as pc
+
+    counts = keys.group_by(on).aggregate([([], "count_all")])
+    twice = counts.filter(pc.greater(counts["count_all"], 1))
+    if twice.num_rows == 0:
+        return None
+    row = {c: twice[c][0].as_py() for c in on}
+    return row[on[0]] if len(on) == 1 else row
+
+
+def check_keys(table, source, on: list[str], what: str) -> None:
+    """ValueError naming a key column ``table`` or ``source`` lacks."""
+    for c in on:
+        if c not in table:
+            raise ValueError(
+                f"on names {c!r}, which table {table.path!r} does not have "
+                f"(its columns: {list(table)})"
+            )
+        if c not in source.column_names:
+            raise ValueError(
+                f"on names {c!r}, which {what} does not have (its columns: {source.column_names})"
+            )
+
+
+def key_match(pa, table, source, on: list[str], what: str):
+    """For each live row of ``table`` (record id order), the row of
+    ``source`` with its key (columns ``on``), as an int64 array with nulls
+    where the source lacks the key; ValueError naming a key the source
+    repeats or a key column either lacks."""
+    from ._streams import scan
+
+    check_keys(table, source, on, what)
+    schema, batches = scan(pa, table, None, columns=on, max_bytes=None)
+    target = pa.Table.from_batches(list(batches), schema=schema)
+    keys = source.select(on)
+    for c in on:
+        want = target.schema.field(c).type
+        if keys.schema.field(c).type != want:
+            keys = keys.set_column(
+                keys.column_names.index(c), c, _same_kind(pa, c, want, keys[c].combine_chunks())
+            )
+    twice = repeated_key(pa, keys, on)
+    if twice is not None:
+        raise ValueError(f"{what} gives key {twice!r} (of {on}) more than once")
+    left = target.append_column("__row", pa.array(np.arange(target.num_rows, dtype=np.int64)))
+    right = keys.append_column("__src", pa.array(np.arange(keys.num_rows, dtype=np.int64)))
+    joined = left.join(right, keys=on, join_type="left outer").sort_by("__row")
+    return joined["__src"].combine_chunks(), keys
+
+
+def keyed_columns(table, columns, on):
+    """The new columns of keyed ``columns`` (``add_columns(..., on=)``) as
+    a pyarrow Table of the table's rows, in record id order: null where a
+    row's key is absent."""
+    pa = require_pyarrow()
+    on = key_names(on)
+    source = source_table(pa, columns, "columns")
+    check_keys(table, source, on, "columns")
+    added = [c for c in source.column_names if c not in on]
+    if not added:
+        raise ValueError(f"columns holds only the key {on}: no column to add")
+    have = [c for c in added if c in table]
+    if have:
+        raise ValueError(
+            f"columns holds {have[0]!r}, which table {table.path!r} has already: "
+            "merge_insert(source, on=...) updates existing columns by key"
+        )
+    index, _ = key_match(pa, table, source, on, "columns")
+    missing = index.null_count
+    out = {}
+    for c in added:
+        arr = source[c].combine_chunks() if source.num_rows else pa.array([], source[c].type)
+        typ = arr.type
+        if missing and isinstance(typ, pa.BaseExtensionType):
+            raise ValueError(
+                f"column {c!r} cannot hold null (a dense tensor), but {missing} rows of table "
+                f"{table.path!r} have no key in columns"
+            )
+        if isinstance(typ, pa.BaseExtensionType):
+            out[c] = pa.ExtensionArray.from_storage(typ, arr.storage.take(index))
+        else:
+            out[c] = arr.take(index)
+    return pa.table(out)
+
+
 def live_starts(shards) -> list[int]:
     """The first record id of each shard's live rows, then the total."""
     return [0, *np.cumsum([live for _, _, live in shards]).tolist()]
@@ -487,7 +601,6 @@ def _commit_edit(pa, table, ids: np.ndarray, new: dict, schema) -> int:
     rows (the edit is planned again on it); otherwise CommitConflict."""
     from ._errors import CommitConflict
     from ._streams import scan
-    from .table import open_table
 
     names = list(new)
     options = table._storage_options

@@ -346,6 +346,10 @@ class Table(Mapping, Closing):
 
     # -- evolution ------------------------------------------------------------
 
+    def _opened_at(self, version: int) -> Table:
+        """A read-only handle of version ``version`` of this table."""
+        return open_table(self._path, version=version, storage_options=self._storage_options)
+
     def _begin_evolution(self, what: str) -> None:
         """Checks that this handle may evolve the table and turns a plain
         table into a versioned one in place (its columns then read as
@@ -444,6 +448,7 @@ class Table(Mapping, Closing):
         codec: str = "zstd",
         workers: int | None = None,
         layout: str | dict[str, str] | None = None,
+        on: str | list[str] | None = None,
     ) -> None:
         """Adds columns without rewriting any existing one, committed as one
         new version, and shows it.
@@ -464,13 +469,28 @@ class Table(Mapping, Closing):
         per shard, at most 8; 1 for a function). A name
         the table has already, or a wrong row count, is a ValueError naming
         the column; a concurrent commit that changed the shards raises
-        :class:`loaderx.CommitConflict`. Needs ``readonly=False``."""
-        from ._evolve import add_columns
+        :class:`loaderx.CommitConflict`. Needs ``readonly=False``.
+
+        With ``on`` (a key column, or a list of them), the new columns are
+        joined by key instead of by position: ``columns`` (anything
+        :meth:`append` takes) holds ``on`` and the new columns, its rows in
+        any order, with gaps. A row whose key ``columns`` lacks gets null (a
+        ValueError for a column that cannot hold null, a dense tensor);
+        keys the table lacks are ignored; a key given twice, or a column
+        other than ``on`` that the table has already (see
+        :meth:`merge_insert`), is a ValueError."""
+        from ._evolve import add_columns, keyed_columns
 
         self._begin_evolution("add_columns")
         if workers is not None and (type(workers) is not int or workers < 1):
             raise ValueError(f"workers must be a positive int or None, got {workers!r}")
         try:
+            if on is not None:
+                if callable(columns) and not isinstance(columns, Mapping):
+                    raise TypeError("on joins data by key: give a keyed table, not a function")
+                if read_columns is not None:
+                    raise ValueError("read_columns is for a function, got data to add")
+                columns = keyed_columns(self, columns, on)
             version, basis = add_columns(self, columns, read_columns, codec, workers, layout)
         except BaseException:
             self._reopen()

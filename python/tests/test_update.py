@@ -430,3 +430,70 @@ def test_the_cli_sets_sql_literals_in_the_rows_a_predicate_matches(local, capsys
     assert cli.main(["update", local, "--where", "id > 999", "--set", "label=1"]) == 0
     assert "nothing committed" in capsys.readouterr().out
     assert files_of(local) == before
+
+
+# add_columns(..., on=): new columns joined by key.
+
+
+def test_add_columns_by_key_in_any_order_with_gaps(table):
+    path, kw = table
+    rng = np.random.default_rng(3)
+    keys = rng.permutation(N)[: N - 5]  # 5 rows get no value
+    keys = np.concatenate([keys, [1000, 1001]])  # keys the table lacks: ignored
+    src = pa.table(
+        {
+            "quality": pa.array(keys * 0.5, pa.float64()),
+            "id": keys,
+            "tag": [f"t{k}" for k in keys],
+        }
+    )
+    with loaderx.open_table(path, readonly=False, **kw) as t:
+        before = model(t)
+        t.add_columns(src, on="id")
+        assert t.version == 2 and list(t)[-2:] == ["quality", "tag"]
+        got = model(t)
+    given = set(keys.tolist())
+    assert got["quality"] == [i * 0.5 if i in given else None for i in range(N)]
+    assert got["tag"] == [f"t{i}" if i in given else None for i in range(N)]
+    assert {c: got[c] for c in before} == before
+
+
+def test_add_columns_by_a_composite_key_from_polars_and_a_dict(local):
+    pl = pytest.importorskip("polars")
+    with loaderx.open_table(local, readonly=False) as t:
+        t.add_columns(
+            pl.DataFrame({"label": [1, 2], "id": [6, 7], "w": [60.0, 70.0]}), on=["id", "label"]
+        )
+        t.add_columns({"id": np.array([3, 0]), "v": np.array([30, 0])}, on="id")
+        got = model(t)
+    assert got["w"][6] == 60.0 and got["w"][7] == 70.0 and got["w"][0] is None
+    assert got["v"][3] == 30 and got["v"][0] == 0 and got["v"][1] is None
+
+
+@pytest.mark.parametrize(
+    "columns,on,error,match",
+    [
+        ({"id": [1, 1], "x": [1, 2]}, "id", ValueError, "key 1"),
+        ({"id": [1], "label": [2]}, "id", ValueError, "merge_insert"),
+        ({"key": [1], "x": [2]}, "id", ValueError, "'id'"),
+        ({"id": [1], "x": [2]}, "nope", ValueError, "'nope'"),
+        ({"id": [1]}, "id", ValueError, "no column to add"),
+        ({"id": ["a"], "x": [2]}, "id", ValueError, "'id'"),
+        ({"id": [1], "x": [2]}, 5, TypeError, "on"),
+    ],
+)
+def test_add_columns_by_key_refuses_bad_sources(local, columns, on, error, match):
+    before = files_of(local)
+    with loaderx.open_table(local, readonly=False) as t:
+        with pytest.raises(error, match=match):
+            t.add_columns(columns, on=on)
+        assert t.version == 1
+    assert files_of(local) == before
+
+
+def test_a_dense_tensor_by_key_needs_every_key(local):
+    with loaderx.open_table(local, readonly=False) as t:
+        with pytest.raises(ValueError, match="'vec' cannot hold null"):
+            t.add_columns({"id": np.arange(N - 1), "vec": np.zeros((N - 1, 2))}, on="id")
+        t.add_columns({"id": np.arange(N)[::-1], "vec": np.arange(N * 2).reshape(N, 2)}, on="id")
+        np.testing.assert_array_equal(col(t, "vec"), np.arange(N * 2).reshape(N, 2)[::-1])
