@@ -583,7 +583,7 @@ def update(table, where, values, read_columns) -> tuple[int, int | None]:
         if arr.null_count and not field.nullable:
             raise ValueError(f"column {c!r} cannot hold null (it has no nulls), got a null value")
         new[c] = arr
-    return k, _commit_edit(pa, table, ids, new, schema)
+    return k, _commit_edit(pa, table, ids, new)
 
 
 # How many times an edit is planned again on the latest version when
@@ -592,17 +592,45 @@ def update(table, where, values, read_columns) -> tuple[int, int | None]:
 EDIT_TRIES = 8
 
 
-def _commit_edit(pa, table, ids: np.ndarray, new: dict, schema) -> int:
-    """Writes, for each shard holding one of the record ids ``ids``
-    (ascending), a column group of the columns ``new`` (their new values,
-    one per id) merged into the shard's values, and commits them as one
-    version, which it returns. An edit of the same columns of the same
-    shards committed meanwhile is joined when it changed none of these
-    rows (the edit is planned again on it); otherwise CommitConflict."""
-    from ._errors import CommitConflict
+def _edit_groups(pa, write, reader, ids: np.ndarray, new: dict, check=None) -> dict:
+    """Writes into ``write`` (a ``ColumnsWrite.editing``), for each shard
+    holding one of the record ids ``ids`` (ascending), a column group of
+    the columns ``new`` (their new values, one per id) merged into the
+    shard's values as ``reader`` (the version planned on) holds them;
+    returns ``{shard: live positions edited}``. ``check(shard name,
+    replaced)`` sees the values each shard's edit replaces first."""
     from ._streams import scan
 
     names = list(new)
+    layouts = write.layouts()
+    shards = write.shards()
+    starts = live_starts(shards)
+    edited = {}
+    for i in range(len(shards)):
+        lo, hi = starts[i], starts[i + 1]
+        a, b = np.searchsorted(ids, [lo, hi])
+        if a == b:
+            continue
+        at = (ids[a:b] - lo).astype(np.int64)
+        got, batches = scan(pa, reader, None, columns=names, start=lo, end=hi, max_bytes=None)
+        old = pa.Table.from_batches(list(batches), schema=got).select(names)
+        if check is not None:
+            check(shards[i][0], old.take(pa.array(at)))
+        arrays = [_merged(pa, old[c], new[c].slice(a, b - a), at) for c in names]
+        batch = pa.RecordBatch.from_arrays(arrays, schema=old.schema)
+        write.write_group(i, [batch], "zstd", {c: layouts[c] for c in names})
+        edited[i] = at.astype(np.uint64)
+    return edited
+
+
+def _commit_edit(pa, table, ids: np.ndarray, new: dict) -> int:
+    """Writes the groups of an update (:func:`_edit_groups`) and commits
+    them as one version, which it returns. An edit of the same columns of
+    the same shards committed meanwhile is joined when it changed none of
+    these rows (the edit is planned again on it); otherwise
+    CommitConflict."""
+    from ._errors import CommitConflict
+
     options = table._storage_options
     version = table.version
     first_shards = None
@@ -611,17 +639,11 @@ def _commit_edit(pa, table, ids: np.ndarray, new: dict, schema) -> int:
         write = _native.ColumnsWrite.editing(table.path, options, version)
         reader = None
         try:
-            layouts = write.layouts()
             shards = write.shards()
             if first_shards is None:
                 first_shards = shards
             starts = live_starts(shards)
-            touched = [
-                i
-                for i in range(len(shards))
-                if np.searchsorted(ids, starts[i]) < np.searchsorted(ids, starts[i + 1])
-            ]
-            last = touched[-1] + 1
+            last = int(np.searchsorted(starts, ids[-1], side="right"))
             if attempt and [s[::2] for s in shards[:last]] != [s[::2] for s in first_shards[:last]]:
                 # A delete or compaction came too: the ids moved.
                 raise CommitConflict(
@@ -629,20 +651,9 @@ def _commit_edit(pa, table, ids: np.ndarray, new: dict, schema) -> int:
                     f"but version {write.version} was committed meanwhile and changed the "
                     "record ids of its rows (a delete or a compaction)"
                 )
-            reader = (
-                table
-                if attempt == 0
-                else open_table(table.path, version=write.version, storage_options=options)
-            )
-            edited = {}
-            for i in touched:
-                lo, hi = starts[i], starts[i + 1]
-                a, b = np.searchsorted(ids, [lo, hi])
-                at = (ids[a:b] - lo).astype(np.int64)
-                _, batches = scan(pa, reader, None, columns=names, start=lo, end=hi, max_bytes=None)
-                old = pa.Table.from_batches(list(batches), schema=schema)
-                replaced = old.take(pa.array(at))
-                name = shards[i][0]
+            reader = table if attempt == 0 else table._opened_at(write.version)
+
+            def check(name, replaced, attempt=attempt, write=write):
                 if attempt == 0:
                     first_old[name] = replaced
                 elif not replaced.equals(first_old[name]):
@@ -651,10 +662,8 @@ def _commit_edit(pa, table, ids: np.ndarray, new: dict, schema) -> int:
                         f"{table.version}, but version {write.version} was committed meanwhile "
                         f"and changed rows of shard {name!r} that it changes too"
                     )
-                arrays = [_merged(pa, old[c], new[c].slice(a, b - a), at) for c in names]
-                batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
-                write.write_group(i, [batch], "zstd", {c: layouts[c] for c in names})
-                edited[i] = at.astype(np.uint64)
+
+            edited = _edit_groups(pa, write, reader, ids, new, check)
             return write.commit_edit(edited, "update")
         except CommitConflict as exc:
             write.discard()
@@ -668,3 +677,112 @@ def _commit_edit(pa, table, ids: np.ndarray, new: dict, schema) -> int:
             if reader is not None and reader is not table:
                 reader.close()
     raise AssertionError("unreachable")
+
+
+MERGE_CHOICES = {
+    "when_matched": ("update", "keep"),
+    "when_not_matched": ("insert", "skip"),
+    "when_not_matched_by_source": ("keep", "delete"),
+}
+
+
+def _source_values(pa, arr):
+    """A source column's values (an Arrow array) as :func:`_column_values`
+    takes them: tensors as one NumPy array, ragged arrays as a list."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks else pa.array([], arr.type)
+    typ = arr.type
+    if isinstance(typ, pa.BaseExtensionType) and typ.extension_name == "arrow.fixed_shape_tensor":
+        return arr.to_numpy_ndarray()
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        return [np.asarray(v) for v in arr.to_pylist()]
+    return arr
+
+
+def merge_insert(table, source, on, choices: dict) -> tuple[dict, int | None]:
+    """What :meth:`loaderx.Table.merge_insert` does: returns the counts and
+    the version committed (None when there was nothing to do)."""
+    from ._streams import scan
+
+    for arg, allowed in MERGE_CHOICES.items():
+        if choices[arg] not in allowed:
+            raise ValueError(f"{arg} must be one of {list(allowed)}, got {choices[arg]!r}")
+    pa = require_pyarrow()
+    on = key_names(on)
+    src = source_table(pa, source, "source")
+    check_keys(table, src, on, "source")
+    unknown = [c for c in src.column_names if c not in table]
+    if unknown:
+        raise ValueError(
+            f"source holds column {unknown[0]!r}, which table {table.path!r} does not have "
+            f"(its columns: {list(table)}); add_columns(..., on=) adds columns by key"
+        )
+    index, _ = key_match(pa, table, src, on, "source")
+    valid = np.asarray(index.is_valid(), dtype=bool)
+    matched = np.flatnonzero(valid).astype(np.uint64)  # record ids, ascending
+    from_src = np.asarray(index.filter(index.is_valid()), dtype=np.int64)
+    columns = list(table)
+    schema, _ = scan(pa, table, None, columns=columns, start=0, end=0)
+    fields = {f.name: f for f in schema}
+    # Matched rows take the source's values of the columns it has.
+    updates = [c for c in src.column_names if c not in on]
+    new = {}
+    if choices["when_matched"] == "update" and updates and matched.size:
+        for c in updates:
+            values = _source_values(pa, src[c].take(pa.array(from_src)))
+            arr = _column_values(pa, c, fields[c].type, values, int(matched.size))
+            if arr.null_count and not fields[c].nullable:
+                raise ValueError(
+                    f"column {c!r} cannot hold null (it has no nulls), got a null value"
+                )
+            new[c] = arr
+    # Source rows whose key the table lacks, in source order.
+    inserts = None
+    if choices["when_not_matched"] == "insert":
+        rows = np.setdiff1d(np.arange(src.num_rows, dtype=np.int64), from_src)
+        if rows.size:
+            take = pa.array(rows)
+            arrays = []
+            for c in columns:
+                typ = fields[c].type
+                tensor = isinstance(typ, pa.BaseExtensionType) or pa.types.is_list(typ)
+                if c in src.column_names:
+                    values = _source_values(pa, src[c].take(take))
+                    arrays.append(_column_values(pa, c, typ, values, int(rows.size)))
+                elif tensor or pa.types.is_large_list(typ) or pa.types.is_struct(typ):
+                    raise ValueError(
+                        f"source lacks column {c!r}, which cannot hold null (a tensor column): "
+                        f"the {rows.size} rows it inserts need a value there"
+                    )
+                else:
+                    arrays.append(pa.nulls(int(rows.size), typ))
+            inserts = pa.Table.from_arrays(arrays, names=columns)
+    deletes = np.zeros(0, np.uint64)
+    if choices["when_not_matched_by_source"] == "delete":
+        deletes = np.flatnonzero(~valid).astype(np.uint64)
+    counts = {
+        "updated": int(matched.size) if new else 0,
+        "inserted": 0 if inserts is None else inserts.num_rows,
+        "deleted": int(deletes.size),
+    }
+    if not any(counts.values()):
+        return counts, None
+    options = table._storage_options
+    write = _native.ColumnsWrite.editing(table.path, options, table.version)
+    rows_write = None
+    try:
+        edited = {}
+        if new:
+            edited = _edit_groups(pa, write, table, matched, new)
+        insert = None
+        if inserts is not None:
+            rows_write = _native.TableWrite(table.path, options, False, None)
+            name, _ = rows_write.write_streams([inserts], "zstd")
+            insert = (rows_write, [name])
+        version = write.commit_merge(edited, deletes, insert)
+    except BaseException:
+        write.discard()
+        if rows_write is not None:
+            rows_write.discard()
+        raise
+    return counts, version

@@ -587,6 +587,52 @@ class Table(Mapping, Closing):
             self._reopen(version)
         return matched
 
+    def merge_insert(
+        self,
+        source: Any,
+        on: str | list[str],
+        *,
+        when_matched: str = "update",
+        when_not_matched: str = "insert",
+        when_not_matched_by_source: str = "keep",
+    ) -> dict[str, int]:
+        """Upserts ``source`` (anything :meth:`append` takes) by the key
+        column(s) ``on``, committed as one new version, and shows it;
+        returns ``{"updated": n, "inserted": n, "deleted": n}``.
+
+        Target rows whose key the source has take the source's values of
+        the columns it has, in place (their record ids and order stay), as
+        :meth:`update` writes them (``when_matched="keep"`` leaves them).
+        Source rows whose key the table lacks are appended in source order
+        (``when_not_matched="skip"`` drops them); columns the source lacks
+        get nulls there (a ValueError for a tensor column, which cannot
+        hold null). ``when_not_matched_by_source="delete"`` deletes the
+        target rows whose key the source lacks; their ids close up as for
+        :meth:`delete`. A key the source repeats, a key column either side
+        lacks, a source column the table lacks or a value a column cannot
+        hold is a ValueError and commits nothing. A merge that inserts rows
+        raises :class:`loaderx.CommitConflict` when a commit since this
+        handle's version added rows (so that no key is left twice); the
+        other parts conflict as :meth:`update` and :meth:`delete` do. Needs
+        ``readonly=False``."""
+        from ._evolve import merge_insert
+
+        self._begin_evolution("merge_insert")
+        self._not_a_view("merge_insert")
+        choices = {
+            "when_matched": when_matched,
+            "when_not_matched": when_not_matched,
+            "when_not_matched_by_source": when_not_matched_by_source,
+        }
+        try:
+            counts, version = merge_insert(self, source, on, choices)
+        except BaseException:
+            self._reopen()
+            raise
+        if version is not None:
+            self._reopen(version)
+        return counts
+
     def compact(self, *, min_deleted: float = 0.1) -> int | None:
         """Rewrites every shard whose deleted fraction is at least
         ``min_deleted`` as a new shard of its live rows (same rows, same

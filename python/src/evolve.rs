@@ -283,6 +283,35 @@ impl ColumnsWriteHandle {
         .py()
     }
 
+    /// Commits a merge (`Table.merge_insert`) as one version: the groups
+    /// written (`edited` as for `commit_edit`), the rows `delete` (record
+    /// ids of the version planned on) deleted, and `insert`'s shards
+    /// (a `TableWrite` and the names of its shards) appended. Returns the
+    /// version.
+    #[pyo3(signature = (edited, delete, insert=None))]
+    fn commit_merge(
+        &self,
+        py: Python<'_>,
+        edited: HashMap<usize, PyReadonlyArray1<'_, u64>>,
+        delete: PyReadonlyArray1<'_, u64>,
+        insert: Option<(PyRef<'_, crate::write::TableWriteHandle>, Vec<String>)>,
+    ) -> PyResult<u64> {
+        let edited: std::collections::BTreeMap<usize, Vec<u64>> = edited
+            .into_iter()
+            .map(|(i, rows)| Ok((i, rows.as_slice()?.to_vec())))
+            .collect::<PyResult<_>>()?;
+        let delete = delete.as_slice()?.to_vec();
+        let insert = insert
+            .as_ref()
+            .map(|(w, names)| (w.write(), names.as_slice()));
+        py.detach(|| {
+            self.inner
+                .commit_merge(&edited, &delete, insert)
+                .map(|m| m.version())
+        })
+        .py()
+    }
+
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
         let py = slf.py();
         let me = slf.get();

@@ -77,6 +77,13 @@ pub struct TableWriteHandle {
     layouts: Layouts,
 }
 
+impl TableWriteHandle {
+    /// The core's write.
+    pub(crate) fn write(&self) -> &TableWrite {
+        &self.inner
+    }
+}
+
 #[pymethods]
 impl TableWriteHandle {
     #[new]

@@ -54,6 +54,20 @@ def _update(t, k):
     t.update(f"{_last(t)} % 4 = 1", {_last(t): 100 + k})
 
 
+def _merge_insert(t, k):
+    keys = np.array([0, 3, 5000 + k], dtype=np.int64)
+    t.merge_insert({c: keys if c == "id" else keys * 0 + 77 + k for c in t}, on="id")
+
+
+def _add_columns_on(t, k):
+    keys = np.arange(t.num_rows, dtype=np.int64)[::-2]
+    t.add_columns({"id": col_of(t, "id")[keys], f"j{k}": keys * 3}, on="id")
+
+
+def col_of(t, name):
+    return t[name][np.arange(t.num_rows)]
+
+
 CALLS = {
     "append": _append,
     "add_columns": _add_columns,
@@ -64,6 +78,8 @@ CALLS = {
     "save_view": _save_view,
     "tag": _tag,
     "update": _update,
+    "merge_insert": _merge_insert,
+    "add_columns_on": _add_columns_on,
 }
 
 

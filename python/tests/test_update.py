@@ -497,3 +497,253 @@ def test_a_dense_tensor_by_key_needs_every_key(local):
             t.add_columns({"id": np.arange(N - 1), "vec": np.zeros((N - 1, 2))}, on="id")
         t.add_columns({"id": np.arange(N)[::-1], "vec": np.arange(N * 2).reshape(N, 2)}, on="id")
         np.testing.assert_array_equal(col(t, "vec"), np.arange(N * 2).reshape(N, 2)[::-1])
+
+
+# merge_insert: upserts by key, one version.
+
+
+def test_merge_insert_updates_in_place_and_appends_in_source_order(table):
+    path, kw = table
+    src = pa.table(
+        {
+            "id": [45, 3, 41, 17],
+            "label": pa.array([1, 30, 2, 170], pa.int64()),
+            "caption": ["new 45", "three", "new 41", "seventeen"],
+            "emb": pa.FixedShapeTensorArray.from_numpy_ndarray(np.full((4, 3), 7, np.float32)),
+        }
+    )
+    with loaderx.open_table(path, readonly=False, **kw) as t:
+        before = model(t)
+        assert t.merge_insert(src, "id") == {"updated": 2, "inserted": 2, "deleted": 0}
+        assert t.version == 2 and t.num_rows == N + 2
+        assert [v["operation"] for v in t.versions()] == ["create", "merge_insert"]
+        got = model(t)
+    want = {c: list(v) for c, v in before.items()}
+    for r, label, cap in ((3, 30, "three"), (17, 170, "seventeen")):
+        want["label"][r], want["caption"][r], want["emb"][r] = label, cap, [7.0] * 3
+    for k, label, cap in ((45, 1, "new 45"), (41, 2, "new 41")):
+        want["id"].append(k)
+        want["label"].append(label)
+        want["caption"].append(cap)
+        want["emb"].append([7.0] * 3)
+        want["score"].append(None)  # columns the source lacks: null
+        want["note"].append(None)
+    assert got == want
+
+
+def test_merge_insert_keep_skip_and_delete_by_source(local):
+    src = {"id": np.array([1, 2, 100]), "label": np.array([10, 20, 1000])}
+    with loaderx.open_table(local, readonly=False) as t:
+        counts = t.merge_insert(src, "id", when_matched="keep", when_not_matched="skip")
+        assert counts == {"updated": 0, "inserted": 0, "deleted": 0} and t.version == 1
+        counts = t.merge_insert(
+            src, "id", when_not_matched="skip", when_not_matched_by_source="delete"
+        )
+        assert counts == {"updated": 2, "inserted": 0, "deleted": N - 2}
+        assert t.version == 2  # one version for both parts
+        assert col(t, "id").tolist() == [1, 2] and col(t, "label").tolist() == [10, 20]
+        counts = t.merge_insert({**src, "emb": np.ones((3, 3), np.float32)}, "id")
+        assert counts == {"updated": 2, "inserted": 1, "deleted": 0}
+        assert col(t, "id").tolist() == [1, 2, 100]
+        assert col(t, "note")[2] is None and col(t, "emb")[2].tolist() == [1.0] * 3
+    with loaderx.open_table(local, version=1) as old:
+        assert old.num_rows == N and col(old, "label").tolist() == [i % 5 for i in range(N)]
+
+
+@pytest.mark.parametrize(
+    "source,on,kw,error,match",
+    [
+        ({"id": [1, 1], "label": [1, 2]}, "id", {}, ValueError, "key 1"),
+        ({"id": [1], "nope": [2]}, "id", {}, ValueError, "'nope'"),
+        ({"key": [1], "label": [2]}, "key", {}, ValueError, "'key'"),
+        ({"id": [1], "label": ["x"]}, "id", {}, ValueError, "'label'"),
+        ({"id": [1000], "label": [1]}, "id", {}, ValueError, "'emb'"),  # a tensor column lacked
+        ({"id": [1], "label": [2]}, "id", {"when_matched": "replace"}, ValueError, "when_matched"),
+        (
+            {"id": [1], "label": [2]},
+            "id",
+            {"when_not_matched": "x"},
+            ValueError,
+            "when_not_matched",
+        ),
+        (
+            {"id": [1], "label": [2]},
+            "id",
+            {"when_not_matched_by_source": "x"},
+            ValueError,
+            "by_source",
+        ),
+        ({"id": [1], "label": [2]}, ["id", "id"], {}, ValueError, "twice"),
+    ],
+)
+def test_merge_insert_refuses_bad_input_and_commits_nothing(local, source, on, kw, error, match):
+    before = files_of(local)
+    with loaderx.open_table(local, readonly=False) as t:
+        with pytest.raises(error, match=match):
+            t.merge_insert(source, on, **kw)
+        assert t.version == 1
+    assert files_of(local) == before
+
+
+def test_a_merge_that_inserts_conflicts_with_rows_added_meanwhile(local):
+    a = loaderx.open_table(local, readonly=False)
+    b = loaderx.open_table(local, readonly=False)
+    try:
+        b.append(source(N, N + 2))  # keys N and N + 1
+        src = source(N, N + 3)
+        with pytest.raises(loaderx.CommitConflict, match="added rows"):
+            a.merge_insert(src, "id")
+        assert a.merge_insert(src, "id") == {"updated": 2, "inserted": 1, "deleted": 0}
+    finally:
+        a.close()
+        b.close()
+    with loaderx.open_table(local) as t:
+        assert col(t, "id").tolist() == list(range(N + 3))  # no key twice
+
+
+def test_a_merge_that_only_updates_lands_beside_an_append(local):
+    a = loaderx.open_table(local, readonly=False)
+    b = loaderx.open_table(local, readonly=False)
+    try:
+        b.append(source(N, N + 2))
+        assert a.merge_insert({"id": [4], "label": [44]}, "id") == {
+            "updated": 1,
+            "inserted": 0,
+            "deleted": 0,
+        }
+    finally:
+        a.close()
+        b.close()
+    with loaderx.open_table(local) as t:
+        assert t.num_rows == N + 2 and col(t, "label")[4] == 44
+
+
+# Random histories of edits against an in-memory model.
+
+
+def test_random_edits_match_a_pyarrow_model_with_views_and_pinned_versions(tmp_path):
+    rng = np.random.default_rng(11)
+    path = str(tmp_path / "t")
+    n0 = 30
+    first = pa.table(
+        {
+            "id": np.arange(n0, dtype=np.int64),
+            "label": pa.array(np.arange(n0) % 7, pa.int64()),
+            "text": pa.array([f"r{i}" for i in range(n0)], pa.string()),
+        }
+    )
+    loaderx.ingest_sharded(first, path, workers=1, shards=3).close()
+    models = {1: first}  # version -> the rows it holds
+    views = {}  # name -> (version, record ids)
+    next_key = n0
+    done = set()
+    t = loaderx.open_table(path, readonly=False)
+    for step in range(40):
+        now = models[t.version]
+        n = now.num_rows
+        op = rng.choice(["update", "merge", "add_on", "delete", "append", "compact", "view"])
+        ids = now["id"].to_numpy()
+        if op == "update" and n:
+            rows = np.sort(rng.choice(n, size=min(n, rng.integers(1, 6)), replace=False))
+            labels = rng.integers(100, 200, rows.size)
+            t.update(rows, {"label": labels, "text": [f"u{step}"] * rows.size})
+            lab = now["label"].to_numpy().copy()
+            lab[rows] = labels
+            txt = now["text"].to_pylist()
+            for r in rows:
+                txt[r] = f"u{step}"
+            new = now.set_column(1, "label", pa.array(lab, pa.int64()))
+            new = new.set_column(2, "text", pa.array(txt, pa.string()))
+        elif op == "merge":
+            old_keys = rng.choice(ids, size=min(n, 3), replace=False) if n else np.array([], int)
+            new_keys = np.arange(next_key, next_key + rng.integers(0, 3))
+            next_key += new_keys.size
+            keys = rng.permutation(np.concatenate([old_keys, new_keys]).astype(np.int64))
+            if not keys.size:
+                continue
+            labels = rng.integers(500, 600, keys.size)
+            drop = bool(rng.integers(0, 4) == 0)
+            counts = t.merge_insert(
+                {"id": keys, "label": labels},
+                "id",
+                when_not_matched_by_source="delete" if drop else "keep",
+            )
+            lab = now["label"].to_numpy().copy()
+            by_key = dict(zip(keys.tolist(), labels.tolist()))
+            for r, k in enumerate(ids.tolist()):
+                if k in by_key:
+                    lab[r] = by_key[k]
+            new = now.set_column(1, "label", pa.array(lab, pa.int64()))
+            if drop:
+                new = new.filter(pa.array(np.isin(ids, keys)))
+            fresh = [k for k in keys.tolist() if k not in set(ids.tolist())]
+            extra = pa.table(
+                {
+                    "id": pa.array(fresh, pa.int64()),
+                    "label": pa.array([by_key[k] for k in fresh], pa.int64()),
+                    "text": pa.nulls(len(fresh), pa.string()),
+                }
+            )
+            new = pa.concat_tables([new.select(["id", "label", "text"]), extra])
+            for c in now.column_names[3:]:
+                keep = new.num_rows - len(fresh)
+                base = now[c] if not drop else now[c].filter(pa.array(np.isin(ids, keys)))
+                new = new.append_column(
+                    c,
+                    pa.concat_arrays(
+                        [base.combine_chunks()[:keep], pa.nulls(len(fresh), pa.float64())]
+                    ),
+                )
+            assert counts["inserted"] == len(fresh)
+        elif op == "add_on" and n:
+            name = f"s{step}"
+            keys = rng.choice(ids, size=max(1, n // 2), replace=False)
+            vals = rng.random(keys.size)
+            t.add_columns({"id": keys, name: vals}, on="id")
+            by_key = dict(zip(keys.tolist(), vals.tolist()))
+            new = now.append_column(
+                name, pa.array([by_key.get(k) for k in ids.tolist()], pa.float64())
+            )
+        elif op == "delete" and n:
+            rows = np.sort(rng.choice(n, size=min(n, rng.integers(1, 4)), replace=False))
+            t.delete(rows)
+            keep = np.ones(n, bool)
+            keep[rows] = False
+            new = now.filter(pa.array(keep))
+        elif op == "append":
+            k = int(rng.integers(1, 4))
+            keys = np.arange(next_key, next_key + k, dtype=np.int64)
+            next_key += k
+            add = {"id": keys, "label": keys % 7, "text": [f"a{x}" for x in keys]}
+            for c in now.column_names[3:]:
+                add[c] = np.full(k, 0.5)
+            t.append(add)
+            new = pa.concat_tables([now, pa.table(add, schema=now.schema)])
+        elif op == "compact":
+            if t.compact(min_deleted=0.0) is None:
+                continue
+            new = now
+        elif op == "view" and n:
+            rows = np.sort(rng.choice(n, size=max(1, n // 3), replace=False))
+            name = f"v{step}"
+            t.save_view(name, rows)
+            views[name] = (t.version, rows)
+            done.add(op)
+            continue
+        else:
+            continue
+        models[t.version] = new
+        done.add(op)
+        # Every version and view so far reads as its model.
+        for version, want in models.items():
+            with loaderx.open_table(path, version=version) as old:
+                for c in want.column_names:
+                    got = old[c][np.arange(old.num_rows)]
+                    got = got.tolist() if hasattr(got, "tolist") else got
+                    assert got == want[c].to_pylist(), (step, op, version, c)
+        for name, (version, rows) in views.items():
+            with loaderx.open_table(path, view=name) as v:
+                want = models[version].take(pa.array(rows))
+                assert v["label"][np.arange(v.num_rows)].tolist() == want["label"].to_pylist()
+    t.close()
+    assert done == {"update", "merge", "add_on", "delete", "append", "compact", "view"}

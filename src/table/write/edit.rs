@@ -10,33 +10,13 @@ use std::collections::BTreeMap;
 use super::commit::publish;
 use super::evolve::{base_version, columnar_of, conflict, ColumnsWrite};
 use super::root::Root;
+use super::rows::{delete_in, delete_plan, physical};
+use super::TableWrite;
 use crate::repr::py_str;
 use crate::table::files;
-use crate::table::manifest::{read_deleted, ColumnGroup, Manifest};
+use crate::table::manifest::{read_deleted, ColumnGroup, Manifest, ShardEntry};
 use crate::table::types::VALIDITY_DIR;
 use crate::{Error, Location, Result};
-
-/// The physical rows (of a shard of `rows` rows whose deleted rows are
-/// `deleted`, ascending) of its live rows `live` (ascending positions
-/// among the live rows).
-fn physical(live: &[u64], deleted: &[u64]) -> Vec<u64> {
-    let mut out = Vec::with_capacity(live.len());
-    let mut gone = deleted.iter().peekable();
-    let mut skipped = 0u64;
-    for &j in live {
-        // Physical row p = j + (deleted rows at or before p).
-        while let Some(&&d) = gone.peek() {
-            if d <= j + skipped {
-                skipped += 1;
-                gone.next();
-            } else {
-                break;
-            }
-        }
-        out.push(j + skipped);
-    }
-    out
-}
 
 impl ColumnsWrite {
     /// Plans an edit of rows of version `version` (None: the latest) of
@@ -73,12 +53,90 @@ impl ColumnsWrite {
         edited: &BTreeMap<usize, Vec<u64>>,
         operation: &str,
     ) -> Result<Manifest> {
-        let finished = self.finished().clone();
-        if finished.is_empty() {
+        if self.finished().is_empty() {
             return Err(Error::InvalidValue(
                 "an edit needs at least one shard's new values before its commit".into(),
             ));
         }
+        let rows = self.edited_rows(edited)?;
+        let done = publish(&self.root, operation, &mut |root, current| {
+            let current = current.expect("a sharded table has a version");
+            let shards = self.edit_in(root, current, &current.shards, &rows)?;
+            Ok(Manifest {
+                shards,
+                ..current.clone()
+            })
+        });
+        if done.is_ok() {
+            self.root.release_lease();
+        }
+        done
+    }
+
+    /// A merge (`Table.merge_insert`) as one version: the groups written
+    /// (rows `edited` by shard, as for [`ColumnsWrite::commit_edit`]), the
+    /// rows `delete` (record ids of the version planned on) deleted, and
+    /// the shards `insert` of a [`TableWrite`] appended. Each part
+    /// conflicts as its own commit would; rows inserted also conflict with
+    /// any commit since that added rows (so that no key is left twice).
+    pub fn commit_merge(
+        &self,
+        edited: &BTreeMap<usize, Vec<u64>>,
+        delete: &[u64],
+        insert: Option<(&TableWrite, &[String])>,
+    ) -> Result<Manifest> {
+        let rows = self.edited_rows(edited)?;
+        let touched = delete_plan(&self.root.at, &self.base, delete)?;
+        let appended = match insert {
+            Some((write, names)) if !names.is_empty() => Some((write, write.prepare(names)?)),
+            _ => None,
+        };
+        let token = files::random_hex(6);
+        let base = &self.base;
+        let done = publish(&self.root, "merge_insert", &mut |root, current| {
+            let current = current.expect("a sharded table has a version");
+            let mut shards = self.edit_in(root, current, &current.shards, &rows)?;
+            if !touched.is_empty() {
+                shards = delete_in(root, base, current, &shards, &touched, &token)?.0;
+            }
+            let next = Manifest {
+                shards,
+                ..current.clone()
+            };
+            let Some((write, (new, known))) = &appended else {
+                return Ok(next);
+            };
+            if let Some(added) = current
+                .shards
+                .iter()
+                .find(|s| !base.shards.iter().any(|b| b.name == s.name))
+            {
+                return Err(conflict(
+                    root.path(),
+                    base,
+                    current,
+                    format!(
+                        "added rows (shard {}): the rows this merge inserts could repeat its keys",
+                        py_str(&added.name)
+                    ),
+                ));
+            }
+            write.next_with(root, Some(&next), new, known)
+        });
+        if done.is_ok() {
+            self.root.release_lease();
+            if let Some((write, _)) = insert {
+                let _ = write.discard();
+            }
+        }
+        done
+    }
+
+    /// The physical rows of each edited shard: `edited` (live positions by
+    /// shard) past the shard's deleted rows; `InvalidValue` when a group
+    /// holds a column in another layout than the table's.
+    fn edited_rows(&self, edited: &BTreeMap<usize, Vec<u64>>) -> Result<BTreeMap<usize, Vec<u64>>> {
+        let finished = self.finished().clone();
         let mut rows: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
         for (&i, (schema, _)) in &finished {
             let shard = &self.base.shards[i];
@@ -100,108 +158,99 @@ impl ColumnsWrite {
                 }
             }
             let live = edited.get(&i).cloned().unwrap_or_default();
-            rows.insert(i, physical(&live, &self.deleted(i)?));
+            let gone = self.deleted(i)?;
+            rows.insert(i, physical(&gone, live.into_iter()));
         }
+        Ok(rows)
+    }
+
+    /// `shards` (of the version after `current`, being made) with each
+    /// finished group listed in its shard: `CommitConflict` when `current`
+    /// compacted an edited shard, dropped or re-laid an edited column,
+    /// edited the same column of the same shard, or deleted a row of `rows`
+    /// (physical rows by shard).
+    fn edit_in(
+        &self,
+        root: &Root,
+        current: &Manifest,
+        shards: &[ShardEntry],
+        rows: &BTreeMap<usize, Vec<u64>>,
+    ) -> Result<Vec<ShardEntry>> {
+        let finished = self.finished().clone();
         let group = self.group();
         let base = &self.base;
-        let mut next = |root: &Root, current: Option<&Manifest>| {
-            let current = current.expect("a sharded table has a version");
-            let mut shards = current.shards.clone();
-            for (&i, (schema, objects)) in &finished {
-                let old = &base.shards[i];
-                let columns: Vec<String> = schema.columns.iter().map(|(c, _)| c.clone()).collect();
-                let Some(entry) = shards.iter_mut().find(|s| s.name == old.name) else {
+        let mut shards = shards.to_vec();
+        for (&i, (schema, objects)) in &finished {
+            let old = &base.shards[i];
+            let columns: Vec<String> = schema.columns.iter().map(|(c, _)| c.clone()).collect();
+            let Some(entry) = shards.iter_mut().find(|s| s.name == old.name) else {
+                return Err(conflict(
+                    root.path(),
+                    base,
+                    current,
+                    format!("no longer holds shard {} (compacted)", py_str(&old.name)),
+                ));
+            };
+            for c in &columns {
+                if !current.columns.contains(c) || current.layout(c) != base.layout(c) {
                     return Err(conflict(
                         root.path(),
                         base,
                         current,
-                        format!("no longer holds shard {} (compacted)", py_str(&old.name)),
+                        format!("dropped or changed column {}", py_str(c)),
                     ));
-                };
-                for c in &columns {
-                    if !current.columns.contains(c) || current.layout(c) != base.layout(c) {
-                        return Err(conflict(
-                            root.path(),
-                            base,
-                            current,
-                            format!("dropped or changed column {}", py_str(c)),
-                        ));
-                    }
-                    if entry.column_home(c) != old.column_home(c) {
-                        return Err(conflict(
-                            root.path(),
-                            base,
-                            current,
-                            format!(
-                                "edited column {} of shard {} too",
-                                py_str(c),
-                                py_str(&old.name)
-                            ),
-                        ));
-                    }
                 }
-                if entry.deleted != old.deleted {
-                    let gone = read_deleted(root.at.fs(), root.path(), entry)?;
-                    let mine = &rows[&i];
-                    if let Some(r) = mine.iter().find(|r| gone.binary_search(r).is_ok()) {
-                        return Err(conflict(
-                            root.path(),
-                            base,
-                            current,
-                            format!(
-                                "deleted row {r} of shard {}, which this edit changes",
-                                py_str(&old.name)
-                            ),
-                        ));
-                    }
-                }
-                entry.groups.push(ColumnGroup {
-                    dir: group.clone(),
-                    columns: columns.clone(),
-                });
-                if let (Some(all), Some(mine)) = (entry.objects.as_mut(), objects) {
-                    all.extend(mine.iter().map(|(k, v)| (k.clone(), *v)));
-                }
-                // A nullable records column reads its validity beside its
-                // store: the group's (all valid where the write made none).
-                let written = |c: &String| match objects {
-                    Some(listed) => {
-                        listed.contains_key(&format!("{group}/{VALIDITY_DIR}/{c}/meta.zr"))
-                    }
-                    None => files::is_store(root.at.fs(), &entry.validity_path(root.path(), c)),
-                };
-                let missing: Vec<&String> = columns
-                    .iter()
-                    .filter(|c| {
-                        current.has_validity(c) && !current.columnar.contains(*c) && !written(c)
-                    })
-                    .collect();
-                if !missing.is_empty() {
-                    root.add_validity(entry, &missing)?;
+                if entry.column_home(c) != old.column_home(c) {
+                    return Err(conflict(
+                        root.path(),
+                        base,
+                        current,
+                        format!(
+                            "edited column {} of shard {} too",
+                            py_str(c),
+                            py_str(&old.name)
+                        ),
+                    ));
                 }
             }
-            Ok(Manifest {
-                shards,
-                ..current.clone()
-            })
-        };
-        let done = publish(&self.root, operation, &mut next);
-        if done.is_ok() {
-            self.root.release_lease();
+            if entry.deleted != old.deleted {
+                let gone = read_deleted(root.at.fs(), root.path(), entry)?;
+                let mine = &rows[&i];
+                if let Some(r) = mine.iter().find(|r| gone.binary_search(r).is_ok()) {
+                    return Err(conflict(
+                        root.path(),
+                        base,
+                        current,
+                        format!(
+                            "deleted row {r} of shard {}, which this edit changes",
+                            py_str(&old.name)
+                        ),
+                    ));
+                }
+            }
+            entry.groups.push(ColumnGroup {
+                dir: group.clone(),
+                columns: columns.clone(),
+            });
+            if let (Some(all), Some(mine)) = (entry.objects.as_mut(), objects) {
+                all.extend(mine.iter().map(|(k, v)| (k.clone(), *v)));
+            }
+            // A nullable records column reads its validity beside its
+            // store: the group's (all valid where the write made none).
+            let written = |c: &String| match objects {
+                Some(listed) => listed.contains_key(&format!("{group}/{VALIDITY_DIR}/{c}/meta.zr")),
+                None => files::is_store(root.at.fs(), &entry.validity_path(root.path(), c)),
+            };
+            let missing: Vec<&String> = columns
+                .iter()
+                .filter(|c| {
+                    current.has_validity(c) && !current.columnar.contains(*c) && !written(c)
+                })
+                .collect();
+            if !missing.is_empty() {
+                root.add_validity(entry, &missing)?;
+            }
         }
-        done
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::physical;
-
-    #[test]
-    fn live_positions_map_past_the_deleted_rows() {
-        // Rows 0..8 with 1, 2 and 5 deleted: live rows are 0, 3, 4, 6, 7.
-        assert_eq!(physical(&[0, 1, 2, 3, 4], &[1, 2, 5]), [0, 3, 4, 6, 7]);
-        assert_eq!(physical(&[1, 3], &[0]), [2, 4]);
-        assert_eq!(physical(&[0, 2], &[]), [0, 2]);
+        Ok(shards)
     }
 }

@@ -91,10 +91,13 @@ pub use rows::{compact, delete_rows, delete_where};
 pub use split::split;
 
 use super::files;
-use super::manifest::{is_shard_name, MANIFEST_FILE, MANIFEST_LOCK};
+use super::manifest::{is_shard_name, Manifest, MANIFEST_FILE, MANIFEST_LOCK};
 use super::shard::{ColumnSpec, ShardSchema};
 use crate::repr::{py_list, py_str};
 use crate::{Error, Location, Result};
+
+/// The objects (name to size) known uploaded, by shard.
+type Known = BTreeMap<String, BTreeMap<String, u64>>;
 
 /// What a write may find at its destination.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -459,6 +462,17 @@ impl TableWrite {
     }
 
     fn commit_inner(&self, names: &[String]) -> Result<u64> {
+        let (new, known) = self.prepare(names)?;
+        let manifest = publish(&self.root, "append", &mut |root, current| {
+            self.next_with(root, current, &new, &known)
+        })?;
+        Ok(manifest.num_rows())
+    }
+
+    /// Checks this write's shards `names` and decides their columns'
+    /// layouts: their schemas, and the objects known uploaded (a bucket's),
+    /// for [`TableWrite::next_with`].
+    fn prepare(&self, names: &[String]) -> Result<(Vec<(String, ShardSchema)>, Known)> {
         check_names(names, true)?;
         if let Some(other) = names.iter().find(|n| !self.ours(n)) {
             return Err(Error::InvalidValue(format!(
@@ -477,44 +491,52 @@ impl TableWrite {
             });
         }
         self.reconcile(names, &mut schemas)?;
-        let known: BTreeMap<String, BTreeMap<String, u64>> = names
+        let known: Known = names
             .iter()
             .filter_map(|n| Some((n.clone(), self.written(n)?.1?)))
             .collect();
-        let new: Vec<(String, ShardSchema)> = names.iter().cloned().zip(schemas).collect();
-        let create = self.mode == WriteMode::Create;
-        let planned = &self.planned;
-        let manifest = publish(&self.root, "append", &mut |root, current| {
-            if let (Some(current), Some((version, columns)), Some((_, first))) =
-                (current, planned, new.first())
-            {
-                let mut now = current.columns.clone();
-                now.sort();
-                let mine: Vec<String> = first.names().iter().map(|c| c.to_string()).collect();
-                if now != *columns && mine == *columns && current.version() != *version {
-                    return Err(Error::CommitConflict(format!(
-                        "table {}: these rows were written for version {version} (columns {}), but version {} was committed meanwhile with columns {}",
-                        root.path().display(),
-                        py_list(columns),
-                        current.version(),
-                        py_list(&current.columns)
-                    )));
-                }
+        Ok((names.iter().cloned().zip(schemas).collect(), known))
+    }
+
+    /// The manifest after `current` (None: the first) with the shards
+    /// `new` appended: `CommitConflict` when the rows were made for columns
+    /// a commit since changed, `AlreadyExists` when a new table's
+    /// destination got a table meanwhile.
+    fn next_with(
+        &self,
+        root: &Root,
+        current: Option<&Manifest>,
+        new: &[(String, ShardSchema)],
+        known: &Known,
+    ) -> Result<Manifest> {
+        if let (Some(current), Some((version, columns)), Some((_, first))) =
+            (current, &self.planned, new.first())
+        {
+            let mut now = current.columns.clone();
+            now.sort();
+            let mine: Vec<String> = first.names().iter().map(|c| c.to_string()).collect();
+            if now != *columns && mine == *columns && current.version() != *version {
+                return Err(Error::CommitConflict(format!(
+                    "table {}: these rows were written for version {version} (columns {}), but version {} was committed meanwhile with columns {}",
+                    root.path().display(),
+                    py_list(columns),
+                    current.version(),
+                    py_list(&current.columns)
+                )));
             }
-            if create && current.is_some() {
-                return Err(Error::AlreadyExists {
-                    path: self.root.path().to_path_buf(),
-                    reason: format!(
-                        "{} is not empty (another writer made a table there): a new table goes to a new or empty location",
-                        self.root.path().display()
-                    ),
-                });
-            }
-            let mut next = next_manifest(root, current, &new, &known)?;
-            next.metadata.extend(self.metadata.clone());
-            Ok(next)
-        })?;
-        Ok(manifest.num_rows())
+        }
+        if self.mode == WriteMode::Create && current.is_some() {
+            return Err(Error::AlreadyExists {
+                path: self.root.path().to_path_buf(),
+                reason: format!(
+                    "{} is not empty (another writer made a table there): a new table goes to a new or empty location",
+                    self.root.path().display()
+                ),
+            });
+        }
+        let mut next = next_manifest(root, current, new, known)?;
+        next.metadata.extend(self.metadata.clone());
+        Ok(next)
     }
 
     /// Makes the column layouts of the shards `names` (with `schemas`)

@@ -97,6 +97,30 @@ pub fn delete_where(
 /// a version committed meanwhile replaced a touched shard (a compaction).
 pub fn delete_rows(at: &Location, version: Option<u64>, ids: &[u64]) -> Result<(Manifest, u64)> {
     let base = base_version(at, version)?;
+    let touched = delete_plan(at, &base, ids)?;
+    let root = Root::of(at)?;
+    let token = files::random_hex(6);
+    let mut deleted = 0u64;
+    let manifest = publish(&root, "delete", &mut |root, current| {
+        let current = current.expect("a sharded table has a version");
+        let (shards, n) = delete_in(root, &base, current, &current.shards, &touched, &token)?;
+        deleted = n;
+        Ok(Manifest {
+            shards,
+            ..current.clone()
+        })
+    })?;
+    Ok((manifest, deleted))
+}
+
+/// The rows to delete of each shard `ids` (record ids of version `base`)
+/// touch: `(shard index in base, physical rows)`. `InvalidIndex` naming the
+/// first id past the rows.
+pub(super) fn delete_plan(
+    at: &Location,
+    base: &Manifest,
+    ids: &[u64],
+) -> Result<Vec<(usize, Vec<u64>)>> {
     let n = base.num_rows();
     let mut ids: Vec<u64> = ids.to_vec();
     ids.sort_unstable();
@@ -123,51 +147,58 @@ pub fn delete_rows(at: &Location, version: Option<u64>, ids: &[u64]) -> Result<(
         }
         first = end;
     }
-    let root = Root::of(at)?;
-    let token = files::random_hex(6);
+    Ok(touched)
+}
+
+/// `shards` (those of the version after `current`, being made) with the
+/// rows `touched` (a [`delete_plan`] on `base`) deleted: each touched shard
+/// names a new deletion file (written now, `_deleted-<token>-<version>`)
+/// of every row deleted there. Returns them and how many rows were not
+/// deleted before. `CommitConflict` when a touched shard is gone (a
+/// compaction).
+pub(super) fn delete_in(
+    root: &Root,
+    base: &Manifest,
+    current: &Manifest,
+    shards: &[ShardEntry],
+    touched: &[(usize, Vec<u64>)],
+    token: &str,
+) -> Result<(Vec<ShardEntry>, u64)> {
+    let mut shards = shards.to_vec();
     let mut deleted = 0u64;
-    let manifest = publish(&root, "delete", &mut |root, current| {
-        let current = current.expect("a sharded table has a version");
-        let mut shards = current.shards.clone();
-        deleted = 0;
-        for (si, rows) in &touched {
-            let name = &base.shards[*si].name;
-            let Some(entry) = shards.iter_mut().find(|s| &s.name == name) else {
-                return Err(conflict(
-                    root.path(),
-                    &base,
-                    current,
-                    format!("no longer holds shard {} (it was compacted)", py_str(name)),
-                ));
-            };
-            let mut all: BTreeSet<u64> = read_deleted(root.at.fs(), root.path(), entry)?
-                .into_iter()
-                .collect();
-            let before = all.len();
-            all.extend(rows.iter().copied());
-            deleted += (all.len() - before) as u64;
-            let all: Vec<u64> = all.into_iter().collect();
-            let file = format!("_deleted-{token}-{}.u64", current.version() + 1);
-            let size = write_file(root, &in_shard(name, &file), deletion_bytes(&all))?;
-            if let Some(objects) = entry.objects.as_mut() {
-                objects.insert(file.clone(), size);
-            }
-            entry.deleted = Some(Deleted {
-                file,
-                rows: all.len() as u64,
-            });
+    for (si, rows) in touched {
+        let name = &base.shards[*si].name;
+        let Some(entry) = shards.iter_mut().find(|s| &s.name == name) else {
+            return Err(conflict(
+                root.path(),
+                base,
+                current,
+                format!("no longer holds shard {} (it was compacted)", py_str(name)),
+            ));
+        };
+        let mut all: BTreeSet<u64> = read_deleted(root.at.fs(), root.path(), entry)?
+            .into_iter()
+            .collect();
+        let before = all.len();
+        all.extend(rows.iter().copied());
+        deleted += (all.len() - before) as u64;
+        let all: Vec<u64> = all.into_iter().collect();
+        let file = format!("_deleted-{token}-{}.u64", current.version() + 1);
+        let size = write_file(root, &in_shard(name, &file), deletion_bytes(&all))?;
+        if let Some(objects) = entry.objects.as_mut() {
+            objects.insert(file.clone(), size);
         }
-        Ok(Manifest {
-            shards,
-            ..current.clone()
-        })
-    })?;
-    Ok((manifest, deleted))
+        entry.deleted = Some(Deleted {
+            file,
+            rows: all.len() as u64,
+        });
+    }
+    Ok((shards, deleted))
 }
 
 /// The physical rows of a shard with `gone` deleted that its live rows
 /// `live` (ascending) are.
-fn physical(gone: &[u64], live: impl Iterator<Item = u64>) -> Vec<u64> {
+pub(super) fn physical(gone: &[u64], live: impl Iterator<Item = u64>) -> Vec<u64> {
     let mut out = Vec::new();
     let mut gone = gone.iter().peekable();
     // `phys` is the physical row of live row `idx` once deleted rows are
