@@ -1,6 +1,7 @@
 //! Crash-point sweeps of every way a table evolves: a child process runs
 //! one operation (a plain table made versioned, columns added, a column
-//! dropped, rows deleted, a compaction, a view saved, a cleanup) and is
+//! dropped, rows deleted, rows edited, a merge, a compaction, a view saved,
+//! a cleanup) and is
 //! SIGKILLed at each of its file operations in turn (the `fault-injection`
 //! build's `kill` mode). After every kill the table opens as the old
 //! version or the new one, never anything else, every version it had opens
@@ -15,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use loaderx::columnar::{ColumnWriter, ValueKind};
 use loaderx::fault::{self, Fault};
-use loaderx::table::{self, ColumnsWrite, Table, VersionRef};
+use loaderx::table::{self, ColumnsWrite, Table, TableWrite, VersionRef, WriteMode};
 use loaderx::{Codec, DType, Location, Records, Schema, Store};
 
 const CHILD_DIR: &str = "LOADERX_TEST_EVOLVE_DIR";
@@ -116,9 +117,51 @@ fn add_column_as(path: &Path, name: &str, k: i64, columnar: bool) {
     w.commit().unwrap();
 }
 
+/// Plans an edit of the latest version of the table at `path`: column
+/// `y` of live row 1 of shard 0 set to 999, as a group of that shard.
+fn edit_y(path: &Path) -> (ColumnsWrite, BTreeMap<usize, Vec<u64>>) {
+    let w = ColumnsWrite::editing(&at(path), None).unwrap();
+    let y = content(&Table::open(path, true).unwrap())
+        .remove("y")
+        .unwrap();
+    let gone = w.deleted(0).unwrap();
+    let (mut values, mut live) = (Vec::new(), 0usize);
+    for r in 0..w.base().shards[0].rows {
+        if gone.contains(&r) {
+            values.push(-1); // deleted rows need a value too (never read)
+        } else {
+            values.push(if live == 1 { 999 } else { y[live] });
+            live += 1;
+        }
+    }
+    let dir = w.new_group(0).unwrap();
+    int64_store(&dir.join("y"), &values);
+    w.finish_group(0, &dir).unwrap();
+    (w, BTreeMap::from([(0usize, vec![1u64])]))
+}
+
 /// Runs operation `op` on the table at `path`.
 fn run_op(op: &str, path: &Path) {
     match op {
+        "update" => {
+            let (w, edited) = edit_y(path);
+            w.commit_edit(&edited, "update").unwrap();
+        }
+        "merge" => {
+            // The edit, record id 3 deleted and a shard of one row
+            // appended, as one version.
+            let (w, edited) = edit_y(path);
+            let rows = TableWrite::begin(&at(path), WriteMode::Append).unwrap();
+            let (shard, ()) = rows
+                .write_shard(|dir| {
+                    int64_store(&dir.join("x"), &[300]);
+                    int64_store(&dir.join("y"), &[600]);
+                    Ok(())
+                })
+                .unwrap();
+            w.commit_merge(&edited, &[3], Some((&rows, &[shard.name])))
+                .unwrap();
+        }
         "make_versioned" => {
             table::make_versioned(&at(path)).unwrap();
         }
@@ -318,9 +361,29 @@ fn every_evolution_killed_at_any_step_leaves_the_old_version_or_the_new() {
     let pristine = tmp.path().join("pristine");
     sharded(&pristine);
     for op in [
-        "add", "drop", "delete", "compact", "view", "split", "cleanup",
+        "add", "drop", "delete", "compact", "view", "split", "cleanup", "update", "merge",
     ] {
         sweep(op, &pristine, tmp.path());
+    }
+    // What the edits commit: y of live row 1 is 999; the merge also
+    // deleted record id 3 (x = 100) and appended x = 300.
+    for (op, x, y) in [
+        (
+            "update",
+            vec![1, 3, 4, 100, 101, 102],
+            vec![2, 999, 8, 200, 202, 204],
+        ),
+        (
+            "merge",
+            vec![1, 3, 4, 101, 102, 300],
+            vec![2, 999, 8, 202, 204, 600],
+        ),
+    ] {
+        let path = tmp.path().join(format!("{op}-done"));
+        common::copy_tree(&pristine, &path);
+        run_op(op, &path);
+        let got = content(&Table::open(&path, true).unwrap());
+        assert_eq!((&got["x"], &got["y"]), (&x, &y), "{op}");
     }
     // A view dropped from a split: the other views stay whatever the kill.
     let split = tmp.path().join("split");
