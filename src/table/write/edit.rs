@@ -78,7 +78,8 @@ impl ColumnsWrite {
     /// rows `delete` (record ids of the version planned on) deleted, and
     /// the shards `insert` of a [`TableWrite`] appended. Each part
     /// conflicts as its own commit would; rows inserted also conflict with
-    /// any commit since that added rows (so that no key is left twice).
+    /// any commit since that added rows (so that no key is left twice) or
+    /// changed the columns.
     pub fn commit_merge(
         &self,
         edited: &BTreeMap<usize, Vec<u64>>,
@@ -118,6 +119,18 @@ impl ColumnsWrite {
                     format!(
                         "added rows (shard {}): the rows this merge inserts could repeat its keys",
                         py_str(&added.name)
+                    ),
+                ));
+            }
+            if current.columns != base.columns {
+                return Err(conflict(
+                    root.path(),
+                    base,
+                    current,
+                    format!(
+                        "changed the columns to {}: the rows this merge inserts have {}",
+                        crate::repr::py_list(&current.columns),
+                        crate::repr::py_list(&base.columns)
                     ),
                 ));
             }
