@@ -747,3 +747,37 @@ def test_random_edits_match_a_pyarrow_model_with_views_and_pinned_versions(tmp_p
                 assert v["label"][np.arange(v.num_rows)].tolist() == want["label"].to_pylist()
     t.close()
     assert done == {"update", "merge", "add_on", "delete", "append", "compact", "view"}
+
+
+def test_compact_folds_what_edits_left_whatever_min_deleted(local):
+    shards = {d for d in os.listdir(local) if d.startswith("shard")}
+    with loaderx.open_table(local, readonly=False) as t:
+        t.update([1, 30], {"label": [10, 300], "emb": np.zeros((2, 3))})
+        t.add_columns({"extra": np.arange(N)})
+        t.update([2], {"extra": [-2]})
+        want = model(t)
+        version = t.compact(min_deleted=0.9)  # no row deleted anywhere
+        assert version == t.version == 5
+        assert model(t) == want
+        assert t.compact(min_deleted=0.9) is None  # nothing left to fold
+        import datetime
+
+        t.cleanup(older_than=datetime.timedelta(0), keep_last=1)
+        assert model(t) == want
+    after = {d for d in os.listdir(local) if d.startswith("shard")}
+    assert len(after) == 3 and len(after - shards) == 2  # the two edited shards rewritten
+    groups = [d for _, dirs, _ in os.walk(local) for d in dirs if d.startswith("_g-")]
+    assert len(groups) == 1  # the shard without edits keeps its added column's group
+    with loaderx.open_table(local) as t:
+        assert model(t) == want
+
+
+def test_a_copy_of_an_edited_table_reads_as_its_source(local, tmp_path):
+    with loaderx.open_table(local, readonly=False) as t:
+        t.update("id < 4", {"caption": "copied"})
+        t.merge_insert({"id": [2, 77], "label": [222, 777], "emb": np.ones((2, 3))}, "id")
+        want = model(t)
+    dst = str(tmp_path / "copy")
+    loaderx.copy_table(local, dst)
+    with loaderx.open_table(dst) as c:
+        assert model(c) == want

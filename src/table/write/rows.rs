@@ -196,6 +196,30 @@ pub(super) fn delete_in(
     Ok((shards, deleted))
 }
 
+/// Whether a column of `shard` (of version `m`) is held twice in the
+/// layout `m` gives it: by two of its column groups, or by a group and the
+/// shard's own directory (what an edit leaves: the group's copy is read,
+/// the other never again). A group of columnar copies of the shard's
+/// records columns (a compaction's) is not counted.
+fn shadowed(root: &Root, m: &Manifest, shard: &ShardEntry) -> Result<bool> {
+    if shard.groups.is_empty() {
+        return Ok(false);
+    }
+    let mut seen = BTreeSet::new();
+    for group in &shard.groups {
+        for c in &group.columns {
+            if !seen.insert(c.as_str()) {
+                return Ok(true);
+            }
+        }
+    }
+    let own = root.shard_schema(&shard.name)?;
+    Ok(own
+        .columns
+        .iter()
+        .any(|(c, spec)| seen.contains(c.as_str()) && spec.layout == m.layout(c)))
+}
+
 /// The physical rows of a shard with `gone` deleted that its live rows
 /// `live` (ascending) are.
 pub(super) fn physical(gone: &[u64], live: impl Iterator<Item = u64>) -> Vec<u64> {
@@ -247,12 +271,21 @@ pub fn compact(at: &Location, min_deleted: f64) -> Result<Option<Manifest>> {
         })
         .map(|(i, _)| i)
         .collect();
+    let root = Root::of(at)?;
+    // Shards whose edits left column groups over other copies of their
+    // columns are rewritten too, whatever their deleted fraction.
+    let mut doomed = doomed;
+    for (i, shard) in base.shards.iter().enumerate() {
+        if !doomed.contains(&i) && shadowed(&root, &base, shard)? {
+            doomed.push(i);
+        }
+    }
+    doomed.sort_unstable();
     let fs = at.fresh().fs().clone();
     let convert = convertible(&fs, at.path(), &base)?;
     if doomed.is_empty() && convert.is_empty() {
         return Ok(None);
     }
-    let root = Root::of(at)?;
     let write = super::TableWrite::begin(at, super::WriteMode::Append)?;
     let groups = if convert.is_empty() {
         None
