@@ -41,7 +41,7 @@ import enum
 import json
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
 import numpy as np
@@ -92,6 +92,31 @@ def _state_json(state: Mapping[str, Any]) -> str:
     if not isinstance(state, Mapping):
         raise TypeError(f"state must be a mapping (a state_dict()), got {type(state).__name__}")
     return json.dumps(dict(state), default=_plain)
+
+
+def _check_columns(columns: Any, available: list[str]) -> list[str] | None:
+    """A loader's ``columns=``: None, or a non-empty list of distinct names
+    among ``available`` (ValueError naming the unknown ones and those there
+    are)."""
+    if columns is None:
+        return None
+    if isinstance(columns, (str, bytes)) or not isinstance(columns, Sequence):
+        raise TypeError(f"columns must be a list of column names or None, got {columns!r}")
+    columns = list(columns)
+    bad = [c for c in columns if not isinstance(c, str)]
+    if bad:
+        raise TypeError(f"columns must be a list of str, got {bad[0]!r} in {columns!r}")
+    if not columns:
+        raise ValueError("columns must name at least one column, got []")
+    repeated = sorted({c for c in columns if columns.count(c) > 1})
+    if repeated:
+        raise ValueError(f"columns names {repeated} more than once, got {columns!r}")
+    unknown = [c for c in columns if c not in available]
+    if unknown:
+        raise ValueError(
+            f"columns {unknown} are not columns of the source; its columns: {available}"
+        )
+    return columns
 
 
 class DataLoader(Closing):
@@ -162,6 +187,15 @@ class DataLoader(Closing):
         column ``<column>_ok`` comes last. With ``output="arrow"`` the
         column is a fixed-shape tensor column; a :class:`~loaderx.mixture.Mix`
         decodes each source's column. Kept in :meth:`state_dict`.
+    columns:
+        A list of column names: only those are gathered and delivered, in
+        the order given (the others are never read). A table source keeps
+        its version and view pin, so :meth:`from_state` reopens the same
+        data and delivers the same columns; :meth:`state_dict` records them
+        as ``"columns"``. For a :class:`~loaderx.mixture.Mix`, names among
+        the columns every source has (the source column is added as
+        before). None (the default) delivers every column. ValueError
+        naming the unknown names and the columns there are.
     """
 
     def __init__(
@@ -183,6 +217,7 @@ class DataLoader(Closing):
         block_size: int | None = None,
         weights: npt.ArrayLike | DenseStore | Mapping[str, Any] | None = None,
         decode: Mapping[str, Any] | None = None,
+        columns: Sequence[str] | None = None,
     ) -> None:
         self._closed = True  # until fully constructed
         if decode is not None:
@@ -190,9 +225,13 @@ class DataLoader(Closing):
 
             decode = _decode_specs(decode)
         mix = streams if isinstance(streams, Mix) else None
+        if mix is None and not isinstance(streams, Mapping):
+            check_streams(streams)  # raises the TypeError naming what was given
+        columns = _check_columns(columns, mix.columns if mix is not None else list(streams))
         if mix is None:
-            check_streams(streams)
-            lengths = {name: len(store) for name, store in streams.items()}
+            selected = streams if columns is None else {k: streams[k] for k in columns}
+            check_streams(selected)
+            lengths = {name: len(store) for name, store in selected.items()}
             if len(set(lengths.values())) != 1:
                 detail = ", ".join(f"{k}={v}" for k, v in lengths.items())
                 raise ValueError(f"streams must all have the same length, got {detail}")
@@ -252,13 +291,14 @@ class DataLoader(Closing):
         sources = [mix.sources[n] for n in mix.names] if mix is not None else [streams]
         pins = [s._pin() if hasattr(s, "_pin") else None for s in sources]
         self._pins = pins if any(p is not None for p in pins) else None
+        self._columns = columns
         if mix is None:
-            self._streams = dict(streams)
-            self._names = list(streams)
+            self._streams = dict(selected)
+            self._names = list(selected)
             self._source_seeds = None
         else:
             self._streams = None
-            self._names = mix.columns
+            self._names = mix.columns if columns is None else list(columns)
             self._source_seeds = np.array(
                 [source_seed(seed, name) for name in mix.names], dtype=np.uint64
             )
@@ -520,8 +560,12 @@ class DataLoader(Closing):
         :meth:`skip` calls in order, ``{"step", "exclude", "source"}`` and
         ``{"step", "skip"}``): ``step`` counts batches handed to the caller
         (not prefetched ones) and the steps skipped. Plain data, fit for
-        ``json.dump``; the core's ``LoaderState`` writes it."""
-        return json.loads(self._native.state(self._step))
+        ``json.dump``; the core's ``LoaderState`` writes it. With
+        ``columns=``, ``"columns"``: the names delivered, in order."""
+        state = json.loads(self._native.state(self._step))
+        if self._columns is not None:
+            state["columns"] = list(self._columns)
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continues from what :meth:`state_dict` returned: the next batch is
@@ -533,8 +577,15 @@ class DataLoader(Closing):
         resumes on a different number of ranks (the union of the ranks'
         batches is the same global batch when ``batch_size * world_size``
         is). Batches already prefetched are dropped. The core checks and
-        replays the state."""
+        replays the state. The state's ``"columns"`` must be this loader's
+        ``columns`` (absent for a loader delivering every column)."""
         text = _state_json(state)
+        theirs = state.get("columns")
+        if theirs != self._columns:
+            raise ValueError(
+                f"state['columns'] is {theirs!r}, but this loader's columns is "
+                f"{self._columns!r}: a run resumes with the columns it was made with"
+            )
         self._edit(lambda: self._native.load_state(text))
 
     def _edit(self, apply: Callable[[], None]) -> None:
@@ -676,7 +727,9 @@ class DataLoader(Closing):
         :meth:`load_state_dict`)."""
         from .table import open_table
 
-        # The core checks the state (keys, types, events) and writes it out.
+        # The core checks the state (keys, types, events) and writes it out;
+        # the keys it does not keep are the Python loader's own.
+        columns = state.get("columns") if isinstance(state, Mapping) else None
         state = json.loads(_native.parse_state(_state_json(state)))
         tables = state.get("tables")
         if not tables or any(t is None for t in tables):
@@ -732,8 +785,11 @@ class DataLoader(Closing):
                 seed=state["seed"],
                 start_step=state["step"],
                 block_size=state.get("block_size"),
+                columns=columns,
                 **kwargs,
             )
+            if columns is not None:
+                state["columns"] = columns
             try:
                 loader.load_state_dict(state)
             except BaseException:

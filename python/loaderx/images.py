@@ -172,7 +172,8 @@ def _provenance(loader, steps: np.ndarray, records: np.ndarray, sources=None) ->
 
     ids = np.asarray(records, dtype=np.uint64)
     if sources is None:
-        parts = [(loader._streams, np.ones(len(ids), dtype=bool))]
+        # The whole source: a loader given columns= may deliver neither.
+        parts = [(loader._source, np.ones(len(ids), dtype=bool))]
         row_seeds = np.full(len(ids), loader._seed, dtype=np.uint64)
     else:
         sources = np.asarray(sources)
