@@ -561,10 +561,14 @@ class DataLoader(Closing):
         ``{"step", "skip"}``): ``step`` counts batches handed to the caller
         (not prefetched ones) and the steps skipped. Plain data, fit for
         ``json.dump``; the core's ``LoaderState`` writes it. With
-        ``columns=``, ``"columns"``: the names delivered, in order."""
+        ``columns=``, ``"columns"``: the names delivered, in order; with a
+        transform, ``"transform": True`` (a flag, not the code:
+        :meth:`from_state` asks for it again)."""
         state = json.loads(self._native.state(self._step))
         if self._columns is not None:
             state["columns"] = list(self._columns)
+        if self._transform is not None:
+            state["transform"] = True
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -714,22 +718,39 @@ class DataLoader(Closing):
         """A loader over the tables :meth:`state_dict` pinned, reopened at
         the versions and views it read (local or remote, with
         ``storage_options``), continuing at the saved step bit-exactly with
-        the state's edits. ``kwargs`` are the other arguments of the loader
-        (``transform``, ``output``, ``rank``, ``world_size``, ...; give the
-        same transform again); ``batch_size`` defaults to the state's, and
-        the seed, mode and block size are the state's. For a
-        :class:`~loaderx.mixture.Mix` every source must be a pinned table;
-        the Mix is rebuilt with the state's fixed weights, or with the
-        schedule given as ``schedule=`` (a schedule is code, not state),
-        and ``source_column=`` as in :class:`~loaderx.mixture.Mix`. The loader
+        the state's edits.
+
+        What the state holds is restored from it: the seed, the mode, the
+        block size, the batch size, the decode settings (``decode=``), the
+        columns (``columns=``), a :class:`~loaderx.mixture.Mix`'s source
+        names and fixed weights, and the step. ``kwargs`` may give them
+        again: one that disagrees with the state raises ``ValueError``
+        naming the argument and both values (``start_step`` is the state's
+        ``step``). The exception is ``batch_size`` together with
+        ``world_size``: a resume on another number of ranks keeps the
+        global batch by changing the per-rank batch (see
+        :meth:`load_state_dict`).
+
+        The transform is code, not state: the state records only whether
+        the run had one, and a run that had one must be given
+        ``transform=`` again (ValueError otherwise). So is a schedule of a Mix
+        (``schedule=``), and the other arguments that are not kept
+        (``output``, ``rank``, ``world_size``, ``workers``, ``prefetch``,
+        ``raw``, a weighted run's ``weights``) go in ``kwargs`` as well;
+        ``source_column=`` as in :class:`~loaderx.mixture.Mix`. The loader
         closes the tables it opened when it closes. ValueError for a state
         with a source that is not a table (rebuild the loader and call
         :meth:`load_state_dict`)."""
+        from .images import Image
         from .table import open_table
 
         # The core checks the state (keys, types, events) and writes it out;
         # the keys it does not keep are the Python loader's own.
-        columns = state.get("columns") if isinstance(state, Mapping) else None
+        if isinstance(state, Mapping):
+            columns = state.get("columns")
+            had_transform = state.get("transform")
+        else:
+            columns = had_transform = None
         state = json.loads(_native.parse_state(_state_json(state)))
         tables = state.get("tables")
         if not tables or any(t is None for t in tables):
@@ -737,9 +758,15 @@ class DataLoader(Closing):
                 "state pins no table for some source (a loader over a dict of streams): build "
                 "the loader and call load_state_dict"
             )
-        for key in ("seed", "mode", "block_size", "start_step"):
-            if key in kwargs:
-                raise ValueError(f"{key} comes from the state, got {key}={kwargs[key]!r}")
+        if had_transform is not None and not isinstance(had_transform, bool):
+            raise ValueError(f"state['transform'] must be a bool, got {had_transform!r}")
+        transform = kwargs.get("transform")
+        if had_transform and transform is None:
+            raise ValueError(
+                "the saved run had a transform, and a state keeps no code: pass transform= "
+                "again (the same function) to resume it"
+            )
+        cls._agree(state, columns, kwargs)
         names = state.get("sources")
         schedule = kwargs.pop("schedule", None)
         source_column = kwargs.pop("source_column", "source")
@@ -757,6 +784,11 @@ class DataLoader(Closing):
                 if weights is None
                 else "state holds the Mix's fixed weights: schedule= does not apply"
             )
+        decode = state.get("decode")
+        if decode and kwargs.get("decode") is None:
+            kwargs["decode"] = {
+                name: Image._from_settings(name, settings) for name, settings in decode.items()
+            }
         opened = []
         try:
             for pin in tables:
@@ -779,15 +811,14 @@ class DataLoader(Closing):
                     source_column=source_column,
                 )
             kwargs.setdefault("batch_size", state["batch_size"])
-            loader = cls(
-                source,
+            kwargs.setdefault("columns", columns)
+            kwargs.update(
                 mode=state["mode"],
                 seed=state["seed"],
                 start_step=state["step"],
                 block_size=state.get("block_size"),
-                columns=columns,
-                **kwargs,
             )
+            loader = cls(source, **kwargs)
             if columns is not None:
                 state["columns"] = columns
             try:
@@ -801,6 +832,51 @@ class DataLoader(Closing):
             raise
         loader._owned = opened
         return loader
+
+    @staticmethod
+    def _agree(state: dict, columns: list | None, kwargs: dict) -> None:
+        """Checks that each of ``kwargs`` the state also holds says what the
+        state says (ValueError naming the argument and both values)."""
+
+        def disagree(arg, given, theirs, key=None):
+            raise ValueError(
+                f"{arg} comes from the state: state[{key or arg!r}] is {theirs!r}, got "
+                f"{arg}={given!r}"
+            )
+
+        if "seed" in kwargs:
+            given = _as_int("seed", kwargs["seed"], 0, (1 << 64) - 1)
+            if given != state["seed"]:
+                disagree("seed", kwargs["seed"], state["seed"])
+        if "mode" in kwargs:
+            if _as_mode(kwargs["mode"]).value != state["mode"]:
+                disagree("mode", kwargs["mode"], state["mode"])
+        if "block_size" in kwargs:
+            given = kwargs["block_size"]
+            if given is not None:
+                given = _as_int("block_size", given, 1)
+            if given != state.get("block_size"):
+                disagree("block_size", kwargs["block_size"], state.get("block_size"))
+        if "start_step" in kwargs:
+            given = _as_int("start_step", kwargs["start_step"], 0, (1 << 64) - 1)
+            if given != state["step"]:
+                disagree("start_step", kwargs["start_step"], state["step"], "step")
+        if "batch_size" in kwargs and "world_size" not in kwargs:
+            given = _as_int("batch_size", kwargs["batch_size"], 1)
+            if given != state["batch_size"]:
+                disagree("batch_size", kwargs["batch_size"], state["batch_size"])
+        if "columns" in kwargs:
+            given = kwargs["columns"]
+            if (None if given is None else list(given)) != columns:
+                disagree("columns", given, columns)
+        if kwargs.get("decode") is not None:
+            from .images import _decode_specs
+
+            _decode_specs(kwargs["decode"])  # the TypeError for what is not an Image
+            given = {name: image._settings() for name, image in kwargs["decode"].items()}
+            # The state's JSON numbers are floats where the settings' are.
+            if json.loads(json.dumps(given)) != state.get("decode", {}):
+                disagree("decode", kwargs["decode"], state.get("decode", {}))
 
     @property
     def step(self) -> int:

@@ -132,6 +132,31 @@ class Image:
             self.on_error,
         )
 
+    def _settings(self) -> dict:
+        """The settings as a loader's state keeps them (the core's
+        ``Image::to_value``: ``scale`` and ``ratio`` for a random crop only)."""
+        out: dict = {"size": [self.height, self.width], "crop": self.crop}
+        if self.crop == "random":
+            out["scale"], out["ratio"] = list(self.scale), list(self.ratio)
+        out.update(flip=self.flip, layout=self.layout, on_error=self.on_error)
+        return out
+
+    @classmethod
+    def _from_settings(cls, name: str, settings: Any) -> Image:
+        """The ``Image`` of a state's ``decode[name]`` settings."""
+        known = {"size", "crop", "scale", "ratio", "flip", "layout", "on_error"}
+        if not isinstance(settings, dict) or "size" not in settings or set(settings) - known:
+            raise ValueError(
+                f"state['decode'][{name!r}] must hold an image's decode settings "
+                f"({sorted(known)}), got {settings!r}"
+            )
+        kw = {k: v for k, v in settings.items() if k != "size"}
+        for k in ("scale", "ratio"):
+            if k in kw:
+                kw[k] = tuple(kw[k])
+        size = settings["size"]
+        return cls(tuple(size) if isinstance(size, list) else size, **kw)
+
     def __eq__(self, other) -> bool:
         return isinstance(other, Image) and self._spec() == other._spec()
 
