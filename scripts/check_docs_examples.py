@@ -27,6 +27,7 @@ GUIDE = [
     "evolving",
     "loader",
     "images",
+    "image-captions",
     "arrow",
     "sql-parquet",
     "cli",
