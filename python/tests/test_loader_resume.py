@@ -162,3 +162,26 @@ def test_a_mix_restores_its_sources_weights_and_columns(pets, tmp_path):
         assert list(g) == [*COLUMNS, "source"]
         for c in g:
             assert g[c].tobytes() == w[c].tobytes()
+
+
+def test_the_cli_lists_the_records_of_a_run_with_a_transform_decode_and_columns(pets, tmp_path):
+    import json
+
+    import pyarrow.parquet as pq
+
+    from loaderx.cli import main
+
+    with loaderx.open_table(pets) as t:
+        with DataLoader(
+            t, batch_size=4, seed=5, decode=DECODE, columns=["image"], transform=lambda b: b
+        ) as run:
+            next(run)
+            state = run.state_dict()
+            want = run.provenance(range(0, 3))
+    state_file = tmp_path / "state.json"
+    state_file.write_text(json.dumps(state))
+    out = tmp_path / "p.parquet"
+    assert main(["provenance", str(state_file), "--steps", "0:3", "--out", str(out)]) == 0
+    listed = pq.read_table(out)
+    assert listed["record_id"].to_pylist() == want["record_id"].to_pylist()
+    assert listed["image_box"].to_pylist() == want["image_box"].to_pylist()
