@@ -8,9 +8,12 @@
   the worker pool with the GIL released.
 * :func:`ingest_folder` turns an ImageFolder tree (one folder per class)
   into a table: ``image`` (the file's bytes), ``label``, ``height``,
-  ``width`` and ``path``, the class names in ``Table.metadata["classes"]``.
-* :func:`ingest_parquet` does the same for Hugging Face–style Parquet
-  files, whose image column is a struct ``{bytes, path}``.
+  ``width`` and ``path``, the class names in ``Table.metadata["classes"]``;
+  ``columns=`` carries each file's other values (captions, scores).
+* :func:`ingest_parquet` does the same for a table of encoded images with
+  its other columns: Hugging Face–style Parquet files (whose image column
+  is a struct ``{bytes, path}``), a pyarrow Table or RecordBatchReader, or
+  a polars DataFrame.
 
 Crop boxes and flips are drawn from one seed per record (see
 :func:`decode`), a pure function of it: the same seed gives the same box
