@@ -28,6 +28,7 @@ GUIDE = [
     "editing",
     "loader",
     "images",
+    "image-captions",
     "arrow",
     "sql-parquet",
     "cli",

@@ -10,6 +10,7 @@ import json
 import os
 
 from . import _native
+from ._footer import table_metadata
 from ._streams import check_codec, check_path, check_storage_options, require_pyarrow
 
 
@@ -84,7 +85,14 @@ def write_sharded(
     version (:meth:`Table.append`'s), so a concurrent change of the columns
     is a :class:`~loaderx.CommitConflict` naming both versions; ``metadata``
     (a callable returning a dict, called once every row is read) is set in
-    the new version's :attr:`Table.metadata`."""
+    the new version's :attr:`Table.metadata`. Without ``metadata`` and
+    ``base`` (a new ingest, not an append), the ``Table.metadata`` a
+    Parquet file or a pyarrow source carries under ``loaderx.metadata``
+    (what :func:`loaderx.parquet.export` writes) is restored."""
+    if metadata is None and base is None:
+        carried = table_metadata(source)
+        if carried is not None:
+            metadata = lambda: carried  # noqa: E731
     path = check_path(path)
     options = check_storage_options(storage_options)
     blob = check_codec(codec, dict_bytes)

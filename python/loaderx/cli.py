@@ -472,9 +472,14 @@ def cmd_provenance(args) -> int:
             state = json.load(f)
     except json.JSONDecodeError as exc:
         raise CliError(f"{args.state} is not a JSON state_dict: {exc}") from None
-    kwargs = {} if args.world_size is None else {"world_size": args.world_size}
+    # The ranks are the run's (the state does not keep them): a per-rank
+    # batch size other than the state's goes with them.
+    kwargs = {"world_size": 1 if args.world_size is None else args.world_size}
     if args.batch_size is not None:
         kwargs["batch_size"] = args.batch_size
+    if isinstance(state, dict):
+        # Which records a step drew does not depend on the run's transform.
+        state = {k: v for k, v in state.items() if k != "transform"}
     with DataLoader.from_state(
         state, storage_options=_options(args), workers=0, prefetch=1, **kwargs
     ) as loader:

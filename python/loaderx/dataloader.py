@@ -41,7 +41,7 @@ import enum
 import json
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
 import numpy as np
@@ -92,6 +92,31 @@ def _state_json(state: Mapping[str, Any]) -> str:
     if not isinstance(state, Mapping):
         raise TypeError(f"state must be a mapping (a state_dict()), got {type(state).__name__}")
     return json.dumps(dict(state), default=_plain)
+
+
+def _check_columns(columns: Any, available: list[str]) -> list[str] | None:
+    """A loader's ``columns=``: None, or a non-empty list of distinct names
+    among ``available`` (ValueError naming the unknown ones and those there
+    are)."""
+    if columns is None:
+        return None
+    if isinstance(columns, (str, bytes)) or not isinstance(columns, Sequence):
+        raise TypeError(f"columns must be a list of column names or None, got {columns!r}")
+    columns = list(columns)
+    bad = [c for c in columns if not isinstance(c, str)]
+    if bad:
+        raise TypeError(f"columns must be a list of str, got {bad[0]!r} in {columns!r}")
+    if not columns:
+        raise ValueError("columns must name at least one column, got []")
+    repeated = sorted({c for c in columns if columns.count(c) > 1})
+    if repeated:
+        raise ValueError(f"columns names {repeated} more than once, got {columns!r}")
+    unknown = [c for c in columns if c not in available]
+    if unknown:
+        raise ValueError(
+            f"columns {unknown} are not columns of the source; its columns: {available}"
+        )
+    return columns
 
 
 class DataLoader(Closing):
@@ -162,6 +187,15 @@ class DataLoader(Closing):
         column ``<column>_ok`` comes last. With ``output="arrow"`` the
         column is a fixed-shape tensor column; a :class:`~loaderx.mixture.Mix`
         decodes each source's column. Kept in :meth:`state_dict`.
+    columns:
+        A list of column names: only those are gathered and delivered, in
+        the order given (the others are never read). A table source keeps
+        its version and view pin, so :meth:`from_state` reopens the same
+        data and delivers the same columns; :meth:`state_dict` records them
+        as ``"columns"``. For a :class:`~loaderx.mixture.Mix`, names among
+        the columns every source has (the source column is added as
+        before). None (the default) delivers every column. ValueError
+        naming the unknown names and the columns there are.
     """
 
     def __init__(
@@ -183,6 +217,7 @@ class DataLoader(Closing):
         block_size: int | None = None,
         weights: npt.ArrayLike | DenseStore | Mapping[str, Any] | None = None,
         decode: Mapping[str, Any] | None = None,
+        columns: Sequence[str] | None = None,
     ) -> None:
         self._closed = True  # until fully constructed
         if decode is not None:
@@ -190,9 +225,13 @@ class DataLoader(Closing):
 
             decode = _decode_specs(decode)
         mix = streams if isinstance(streams, Mix) else None
+        if mix is None and not isinstance(streams, Mapping):
+            check_streams(streams)  # raises the TypeError naming what was given
+        columns = _check_columns(columns, mix.columns if mix is not None else list(streams))
         if mix is None:
-            check_streams(streams)
-            lengths = {name: len(store) for name, store in streams.items()}
+            selected = streams if columns is None else {k: streams[k] for k in columns}
+            check_streams(selected)
+            lengths = {name: len(store) for name, store in selected.items()}
             if len(set(lengths.values())) != 1:
                 detail = ", ".join(f"{k}={v}" for k, v in lengths.items())
                 raise ValueError(f"streams must all have the same length, got {detail}")
@@ -252,13 +291,14 @@ class DataLoader(Closing):
         sources = [mix.sources[n] for n in mix.names] if mix is not None else [streams]
         pins = [s._pin() if hasattr(s, "_pin") else None for s in sources]
         self._pins = pins if any(p is not None for p in pins) else None
+        self._columns = columns
         if mix is None:
-            self._streams = dict(streams)
-            self._names = list(streams)
+            self._streams = dict(selected)
+            self._names = list(selected)
             self._source_seeds = None
         else:
             self._streams = None
-            self._names = mix.columns
+            self._names = mix.columns if columns is None else list(columns)
             self._source_seeds = np.array(
                 [source_seed(seed, name) for name in mix.names], dtype=np.uint64
             )
@@ -520,8 +560,16 @@ class DataLoader(Closing):
         :meth:`skip` calls in order, ``{"step", "exclude", "source"}`` and
         ``{"step", "skip"}``): ``step`` counts batches handed to the caller
         (not prefetched ones) and the steps skipped. Plain data, fit for
-        ``json.dump``; the core's ``LoaderState`` writes it."""
-        return json.loads(self._native.state(self._step))
+        ``json.dump``; the core's ``LoaderState`` writes it. With
+        ``columns=``, ``"columns"``: the names delivered, in order; with a
+        transform, ``"transform": True`` (a flag, not the code:
+        :meth:`from_state` asks for it again)."""
+        state = json.loads(self._native.state(self._step))
+        if self._columns is not None:
+            state["columns"] = list(self._columns)
+        if self._transform is not None:
+            state["transform"] = True
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continues from what :meth:`state_dict` returned: the next batch is
@@ -533,8 +581,15 @@ class DataLoader(Closing):
         resumes on a different number of ranks (the union of the ranks'
         batches is the same global batch when ``batch_size * world_size``
         is). Batches already prefetched are dropped. The core checks and
-        replays the state."""
+        replays the state. The state's ``"columns"`` must be this loader's
+        ``columns`` (absent for a loader delivering every column)."""
         text = _state_json(state)
+        theirs = state.get("columns")
+        if theirs != self._columns:
+            raise ValueError(
+                f"state['columns'] is {theirs!r}, but this loader's columns is "
+                f"{self._columns!r}: a run resumes with the columns it was made with"
+            )
         self._edit(lambda: self._native.load_state(text))
 
     def _edit(self, apply: Callable[[], None]) -> None:
@@ -663,20 +718,39 @@ class DataLoader(Closing):
         """A loader over the tables :meth:`state_dict` pinned, reopened at
         the versions and views it read (local or remote, with
         ``storage_options``), continuing at the saved step bit-exactly with
-        the state's edits. ``kwargs`` are the other arguments of the loader
-        (``transform``, ``output``, ``rank``, ``world_size``, ...; give the
-        same transform again); ``batch_size`` defaults to the state's, and
-        the seed, mode and block size are the state's. For a
-        :class:`~loaderx.mixture.Mix` every source must be a pinned table;
-        the Mix is rebuilt with the state's fixed weights, or with the
-        schedule given as ``schedule=`` (a schedule is code, not state),
-        and ``source_column=`` as in :class:`~loaderx.mixture.Mix`. The loader
+        the state's edits.
+
+        What the state holds is restored from it: the seed, the mode, the
+        block size, the batch size, the decode settings (``decode=``), the
+        columns (``columns=``), a :class:`~loaderx.mixture.Mix`'s source
+        names and fixed weights, and the step. ``kwargs`` may give them
+        again: one that disagrees with the state raises ``ValueError``
+        naming the argument and both values (``start_step`` is the state's
+        ``step``). The exception is ``batch_size`` together with
+        ``world_size``: a resume on another number of ranks keeps the
+        global batch by changing the per-rank batch (see
+        :meth:`load_state_dict`).
+
+        The transform is code, not state: the state records only whether
+        the run had one, and a run that had one must be given
+        ``transform=`` again (ValueError otherwise). So is a schedule of a Mix
+        (``schedule=``), and the other arguments that are not kept
+        (``output``, ``rank``, ``world_size``, ``workers``, ``prefetch``,
+        ``raw``, a weighted run's ``weights``) go in ``kwargs`` as well;
+        ``source_column=`` as in :class:`~loaderx.mixture.Mix`. The loader
         closes the tables it opened when it closes. ValueError for a state
         with a source that is not a table (rebuild the loader and call
         :meth:`load_state_dict`)."""
+        from .images import Image
         from .table import open_table
 
-        # The core checks the state (keys, types, events) and writes it out.
+        # The core checks the state (keys, types, events) and writes it out;
+        # the keys it does not keep are the Python loader's own.
+        if isinstance(state, Mapping):
+            columns = state.get("columns")
+            had_transform = state.get("transform")
+        else:
+            columns = had_transform = None
         state = json.loads(_native.parse_state(_state_json(state)))
         tables = state.get("tables")
         if not tables or any(t is None for t in tables):
@@ -684,9 +758,15 @@ class DataLoader(Closing):
                 "state pins no table for some source (a loader over a dict of streams): build "
                 "the loader and call load_state_dict"
             )
-        for key in ("seed", "mode", "block_size", "start_step"):
-            if key in kwargs:
-                raise ValueError(f"{key} comes from the state, got {key}={kwargs[key]!r}")
+        if had_transform is not None and not isinstance(had_transform, bool):
+            raise ValueError(f"state['transform'] must be a bool, got {had_transform!r}")
+        transform = kwargs.get("transform")
+        if had_transform and transform is None:
+            raise ValueError(
+                "the saved run had a transform, and a state keeps no code: pass transform= "
+                "again (the same function) to resume it"
+            )
+        cls._agree(state, columns, kwargs)
         names = state.get("sources")
         schedule = kwargs.pop("schedule", None)
         source_column = kwargs.pop("source_column", "source")
@@ -704,6 +784,11 @@ class DataLoader(Closing):
                 if weights is None
                 else "state holds the Mix's fixed weights: schedule= does not apply"
             )
+        decode = state.get("decode")
+        if decode and kwargs.get("decode") is None:
+            kwargs["decode"] = {
+                name: Image._from_settings(name, settings) for name, settings in decode.items()
+            }
         opened = []
         try:
             for pin in tables:
@@ -726,14 +811,16 @@ class DataLoader(Closing):
                     source_column=source_column,
                 )
             kwargs.setdefault("batch_size", state["batch_size"])
-            loader = cls(
-                source,
+            kwargs.setdefault("columns", columns)
+            kwargs.update(
                 mode=state["mode"],
                 seed=state["seed"],
                 start_step=state["step"],
                 block_size=state.get("block_size"),
-                **kwargs,
             )
+            loader = cls(source, **kwargs)
+            if columns is not None:
+                state["columns"] = columns
             try:
                 loader.load_state_dict(state)
             except BaseException:
@@ -745,6 +832,51 @@ class DataLoader(Closing):
             raise
         loader._owned = opened
         return loader
+
+    @staticmethod
+    def _agree(state: dict, columns: list | None, kwargs: dict) -> None:
+        """Checks that each of ``kwargs`` the state also holds says what the
+        state says (ValueError naming the argument and both values)."""
+
+        def disagree(arg, given, theirs, key=None):
+            raise ValueError(
+                f"{arg} comes from the state: state[{key or arg!r}] is {theirs!r}, got "
+                f"{arg}={given!r}"
+            )
+
+        if "seed" in kwargs:
+            given = _as_int("seed", kwargs["seed"], 0, (1 << 64) - 1)
+            if given != state["seed"]:
+                disagree("seed", kwargs["seed"], state["seed"])
+        if "mode" in kwargs:
+            if _as_mode(kwargs["mode"]).value != state["mode"]:
+                disagree("mode", kwargs["mode"], state["mode"])
+        if "block_size" in kwargs:
+            given = kwargs["block_size"]
+            if given is not None:
+                given = _as_int("block_size", given, 1)
+            if given != state.get("block_size"):
+                disagree("block_size", kwargs["block_size"], state.get("block_size"))
+        if "start_step" in kwargs:
+            given = _as_int("start_step", kwargs["start_step"], 0, (1 << 64) - 1)
+            if given != state["step"]:
+                disagree("start_step", kwargs["start_step"], state["step"], "step")
+        if "batch_size" in kwargs and "world_size" not in kwargs:
+            given = _as_int("batch_size", kwargs["batch_size"], 1)
+            if given != state["batch_size"]:
+                disagree("batch_size", kwargs["batch_size"], state["batch_size"])
+        if "columns" in kwargs:
+            given = kwargs["columns"]
+            if (None if given is None else list(given)) != columns:
+                disagree("columns", given, columns)
+        if kwargs.get("decode") is not None:
+            from .images import _decode_specs
+
+            _decode_specs(kwargs["decode"])  # the TypeError for what is not an Image
+            given = {name: image._settings() for name, image in kwargs["decode"].items()}
+            # The state's JSON numbers are floats where the settings' are.
+            if json.loads(json.dumps(given)) != state.get("decode", {}):
+                disagree("decode", kwargs["decode"], state.get("decode", {}))
 
     @property
     def step(self) -> int:

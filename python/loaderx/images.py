@@ -8,9 +8,12 @@
   the worker pool with the GIL released.
 * :func:`ingest_folder` turns an ImageFolder tree (one folder per class)
   into a table: ``image`` (the file's bytes), ``label``, ``height``,
-  ``width`` and ``path``, the class names in ``Table.metadata["classes"]``.
-* :func:`ingest_parquet` does the same for Hugging Face–style Parquet
-  files, whose image column is a struct ``{bytes, path}``.
+  ``width`` and ``path``, the class names in ``Table.metadata["classes"]``;
+  ``columns=`` carries each file's other values (captions, scores).
+* :func:`ingest_parquet` does the same for a table of encoded images with
+  its other columns: Hugging Face–style Parquet files (whose image column
+  is a struct ``{bytes, path}``), a pyarrow Table or RecordBatchReader, or
+  a polars DataFrame.
 
 Crop boxes and flips are drawn from one seed per record (see
 :func:`decode`), a pure function of it: the same seed gives the same box
@@ -132,6 +135,31 @@ class Image:
             self.on_error,
         )
 
+    def _settings(self) -> dict:
+        """The settings as a loader's state keeps them (the core's
+        ``Image::to_value``: ``scale`` and ``ratio`` for a random crop only)."""
+        out: dict = {"size": [self.height, self.width], "crop": self.crop}
+        if self.crop == "random":
+            out["scale"], out["ratio"] = list(self.scale), list(self.ratio)
+        out.update(flip=self.flip, layout=self.layout, on_error=self.on_error)
+        return out
+
+    @classmethod
+    def _from_settings(cls, name: str, settings: Any) -> Image:
+        """The ``Image`` of a state's ``decode[name]`` settings."""
+        known = {"size", "crop", "scale", "ratio", "flip", "layout", "on_error"}
+        if not isinstance(settings, dict) or "size" not in settings or set(settings) - known:
+            raise ValueError(
+                f"state['decode'][{name!r}] must hold an image's decode settings "
+                f"({sorted(known)}), got {settings!r}"
+            )
+        kw = {k: v for k, v in settings.items() if k != "size"}
+        for k in ("scale", "ratio"):
+            if k in kw:
+                kw[k] = tuple(kw[k])
+        size = settings["size"]
+        return cls(tuple(size) if isinstance(size, list) else size, **kw)
+
     def __eq__(self, other) -> bool:
         return isinstance(other, Image) and self._spec() == other._spec()
 
@@ -172,7 +200,8 @@ def _provenance(loader, steps: np.ndarray, records: np.ndarray, sources=None) ->
 
     ids = np.asarray(records, dtype=np.uint64)
     if sources is None:
-        parts = [(loader._streams, np.ones(len(ids), dtype=bool))]
+        # The whole source: a loader given columns= may deliver neither.
+        parts = [(loader._source, np.ones(len(ids), dtype=bool))]
         row_seeds = np.full(len(ids), loader._seed, dtype=np.uint64)
     else:
         sources = np.asarray(sources)
@@ -286,6 +315,7 @@ def ingest_folder(
     on_error: str = "raise",
     progress: bool = False,
     storage_options: dict[str, str] | None = None,
+    columns: Any = None,
 ) -> Table:
     """Ingests the ImageFolder tree ``root`` (one folder per class,
     classes sorted by name as torchvision sorts them; files ending in
@@ -299,7 +329,18 @@ def ingest_folder(
     raises ``ValueError`` naming it and nothing is committed, or with
     ``on_error="skip"`` is left out and listed in
     ``Table.metadata["skipped"]``. ``progress=True`` prints the files read
-    to stderr."""
+    to stderr.
+
+    ``columns`` carries other values of each image (captions, scores,
+    ...): a mapping ``{relative path: {column: value}}`` (paths as the
+    ``path`` column writes them, relative to ``root``; a column a file's
+    dict lacks is null there), or a table with a ``path`` column and one
+    column per value (a pyarrow Table, a polars DataFrame or a dict of
+    equal-length lists). Every image file needs an entry (ValueError
+    naming the first that has none, and a path with no file). The
+    columns are written in this order: ``image``, ``label``, ``path``,
+    the extra columns in the order given, then the derived ``height`` and
+    ``width``."""
     import pyarrow as pa
 
     from .table import _ingest_sharded
@@ -312,15 +353,11 @@ def ingest_folder(
     classes, files = _files(root)
     if not files:
         raise ValueError(f"root {root!r} holds no image file ({', '.join(EXTENSIONS)})")
-    schema = pa.schema(
-        [
-            ("image", pa.binary()),
-            ("label", pa.int64()),
-            ("height", pa.int32()),
-            ("width", pa.int32()),
-            ("path", pa.string()),
-        ]
-    )
+    extra, at_path = _extra_columns(columns, [p for p, _ in files], root, pa)
+    fields = [("image", pa.binary()), ("label", pa.int64()), ("path", pa.string())]
+    fields += [(f.name, f.type) for f in (extra.schema if extra is not None else [])]
+    fields += [("height", pa.int32()), ("width", pa.int32())]
+    schema = pa.schema(fields)
     skipped: list[str] = []
     failure: list[ValueError] = []
 
@@ -329,7 +366,7 @@ def ingest_folder(
         for at in range(0, len(files), _CHUNK):
             chunk = files[at : at + _CHUNK]
             read = _native.image_read_files([os.path.join(root, p) for p, _ in chunk])
-            rows = {"image": [], "label": [], "height": [], "width": [], "path": []}
+            rows = {"image": [], "label": [], "path": [], "height": [], "width": []}
             for (path, label), (data, h, w, why) in zip(chunk, read):
                 if why is not None:
                     if on_error == "raise":
@@ -337,13 +374,22 @@ def ingest_folder(
                         raise failure[0]
                     skipped.append(path)
                     continue
-                for k, v in zip(rows, (data, label, h, w, path)):
+                for k, v in zip(
+                    ("image", "label", "path", "height", "width"), (data, label, path, h, w)
+                ):
                     rows[k].append(v)
             done += len(chunk)
             if progress:
                 print(f"\ringest_folder: {done}/{len(files)} files", end="", file=sys.stderr)
             if rows["path"]:
-                yield pa.record_batch([pa.array(rows[f.name], f.type) for f in schema], schema)
+                cols = []
+                for f in schema:
+                    if f.name in rows:
+                        cols.append(pa.array(rows[f.name], f.type))
+                    else:
+                        take = pa.array([at_path[p] for p in rows["path"]], pa.int64())
+                        cols.append(extra.column(f.name).take(take).combine_chunks())
+                yield pa.record_batch(cols, schema)
         if progress:
             print(file=sys.stderr)
 
@@ -359,6 +405,87 @@ def ingest_folder(
         # Once every file is read: the skipped ones are known.
         metadata=lambda: {"classes": classes, **({"skipped": skipped} if skipped else {})},
     )
+
+
+#: The columns :func:`ingest_folder` writes itself.
+_FOLDER_COLUMNS = ("image", "label", "path", "height", "width")
+
+
+def _extra_columns(columns, paths: list[str], root: str, pa) -> tuple[Any, dict]:
+    """``ingest_folder``'s ``columns=`` as ``(pyarrow Table of the extra
+    columns, {path: its row})``, checked against the files ``paths``;
+    ``(None, {})`` without columns."""
+    from collections.abc import Mapping
+
+    if columns is None:
+        return None, {}
+    if type(columns).__module__.split(".")[0] == "polars" and hasattr(columns, "to_arrow"):
+        columns = columns.to_arrow()
+    if (
+        isinstance(columns, Mapping)
+        and columns
+        and all(isinstance(v, Mapping) for v in columns.values())
+    ):
+        # {path: {column: value}}: the columns in the order first seen.
+        names: dict[str, None] = {}
+        for path, values in columns.items():
+            if not isinstance(path, str):
+                raise TypeError(f"columns must be keyed by relative path (str), got {path!r}")
+            names.update(dict.fromkeys(values))
+        keys = list(columns)
+        data = {"path": keys}
+        data.update({n: [columns[p].get(n) for p in keys] for n in names})
+        try:
+            table = pa.table(data)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise ValueError(f"columns' values do not make one type per column: {exc}") from None
+    elif isinstance(columns, Mapping):
+        try:
+            table = pa.table(dict(columns))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
+            raise ValueError(
+                "columns must be {relative path: {column: value}} or a table with a 'path' "
+                f"column (equal-length columns), got {exc}"
+            ) from None
+    elif isinstance(columns, pa.Table):
+        table = columns
+    else:
+        raise TypeError(
+            "columns must be {relative path: {column: value}} or a table with a 'path' column "
+            f"(a pyarrow Table, a polars DataFrame or a dict of lists), got "
+            f"{type(columns).__name__}"
+        )
+    if "path" not in table.column_names:
+        raise ValueError(f"columns must have a 'path' column, got columns {table.column_names}")
+    clash = [n for n in table.column_names if n in _FOLDER_COLUMNS and n != "path"]
+    if clash:
+        raise ValueError(
+            f"columns {clash} are columns ingest_folder writes itself ({list(_FOLDER_COLUMNS)})"
+        )
+    if not pa.types.is_string(table.schema.field("path").type) and not pa.types.is_large_string(
+        table.schema.field("path").type
+    ):
+        raise TypeError(f"columns' 'path' must be str, got {table.schema.field('path').type}")
+    at_path: dict[str, int] = {}
+    for i, p in enumerate(table.column("path").to_pylist()):
+        key = os.path.normpath(p) if p is not None else p
+        if key in at_path:
+            raise ValueError(f"columns names path {p!r} more than once")
+        at_path[key] = i
+    missing = [p for p in paths if p not in at_path]
+    if missing:
+        raise ValueError(
+            f"columns has no entry for {len(missing)} of the {len(paths)} image files in "
+            f"{root!r}, the first {missing[0]!r}"
+        )
+    found = set(paths)
+    stray = [p for p in at_path if p not in found]
+    if stray:
+        raise ValueError(
+            f"columns names {len(stray)} paths that are no image file in {root!r}, "
+            f"the first {stray[0]!r}"
+        )
+    return table.drop(["path"]).combine_chunks(), at_path
 
 
 def _reason(why: str) -> str:
@@ -438,6 +565,63 @@ def _class_names(schema, column_names) -> list[str] | None:
     return None
 
 
+def _arrow_parts(source, pa) -> tuple[Any, list, int, str]:
+    """``source`` of :func:`ingest_parquet` as ``(schema, parts, rows,
+    name)``: ``parts`` a list of ``(name, label, batches)`` read in order
+    (``batches()`` yielding record batches of at most ``_CHUNK`` rows),
+    ``label`` how an error names the part (a file's repr, or ``"the
+    source"``), ``rows`` the total when known (None otherwise)."""
+    import pyarrow.parquet as pq
+
+    if isinstance(source, (str, os.PathLike)) or (
+        isinstance(source, Sequence) and not isinstance(source, (bytes, bytearray))
+    ):
+        files = _parquet_files(source)
+        schema = pq.read_schema(files[0])
+
+        def reader(file):
+            def batches():
+                pf = pq.ParquetFile(file)
+                if pf.schema_arrow.remove_metadata() != schema.remove_metadata():
+                    raise ValueError(
+                        f"{file!r} has columns {pf.schema_arrow.names} of other types than "
+                        f"{files[0]!r}: every file must have the same schema"
+                    )
+                yield from pf.iter_batches(batch_size=_CHUNK)
+
+            return batches
+
+        parts = [(os.path.basename(f), repr(f), reader(f)) for f in files]
+        total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+        return schema, parts, total, repr(files[0])
+    if type(source).__module__.split(".")[0] == "polars" and hasattr(source, "to_arrow"):
+        source = source.to_arrow()
+    if isinstance(source, pa.Table):
+        table = source
+
+        def batches():
+            yield from table.to_batches(max_chunksize=_CHUNK)
+
+        return table.schema, [("source", "the source", batches)], table.num_rows, "the source"
+    if isinstance(source, pa.RecordBatchReader) or hasattr(source, "__arrow_c_stream__"):
+        stream = (
+            source
+            if isinstance(source, pa.RecordBatchReader)
+            else pa.RecordBatchReader.from_stream(source)
+        )
+
+        def batches():
+            for batch in stream:
+                for at in range(0, batch.num_rows, _CHUNK):
+                    yield batch.slice(at, _CHUNK)
+
+        return stream.schema, [("source", "the source", batches)], None, "the source"
+    raise TypeError(
+        "source must be a Parquet file, a folder or a list of files, a pyarrow Table or "
+        f"RecordBatchReader, or a polars DataFrame, got {type(source).__name__}"
+    )
+
+
 def ingest_parquet(
     source: str | os.PathLike[str] | Any,
     uri: str | os.PathLike[str],
@@ -448,33 +632,36 @@ def ingest_parquet(
     progress: bool = False,
     storage_options: dict[str, str] | None = None,
 ) -> Table:
-    """Ingests Hugging Face–style Parquet ``source`` (a file, a folder of
-    ``*.parquet`` files read in sorted order, or a list of files) into a
-    new sharded table at ``uri``, opened and returned. The image column
-    ``column`` is a struct ``{bytes, path}`` (the ``datasets`` library's
-    ``Image`` feature) or plain binary; it becomes a binary column of the
-    encoded bytes (records layout), followed by ``height`` and ``width``
-    (int32, from each header) and, for a struct, ``path`` (utf8). Every
-    other column is kept as it is. The class names of a ``ClassLabel``
-    feature (the ``label`` column's, or the only one's) go in
+    """Ingests a table of encoded images with its other columns into a new
+    sharded table at ``uri``, opened and returned. ``source`` is
+    Hugging Face–style Parquet (a file, a folder of ``*.parquet`` files
+    read in sorted order, or a list of files), a pyarrow Table or
+    RecordBatchReader, or a polars DataFrame (any other Arrow stream
+    source is read as a RecordBatchReader). The image column ``column`` is
+    a struct ``{bytes, path}`` (the ``datasets`` library's ``Image``
+    feature) or plain binary; it becomes a binary column of the encoded
+    bytes (records layout). Every other column is kept as it is, and the
+    columns are written in the source's order, followed by those the
+    ingest derives: ``height`` and ``width`` (int32, from each header)
+    and, for a struct, ``path`` (utf8). The class names of a
+    ``ClassLabel`` feature (the ``label`` column's, or the only one's, in
+    the schema's ``huggingface`` metadata) go in
     ``Table.metadata["classes"]``. Each image is checked (fully decoded)
     on the worker pool. A null or undecodable image raises ``ValueError``
-    naming its file, row and path, and nothing is committed; with
-    ``on_error="skip"`` its row is left out and listed (``file[row]``) in
-    ``Table.metadata["skipped"]``. ``progress=True`` prints the rows read
-    to stderr."""
+    naming its file (or the source), row and path, and nothing is
+    committed; with ``on_error="skip"`` its row is left out and listed
+    (``file[row]``, or ``source[row]``) in ``Table.metadata["skipped"]``.
+    ``progress=True`` prints the rows read to stderr."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     from .table import _ingest_sharded
 
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-    files = _parquet_files(source)
-    schema = pq.read_schema(files[0])
+    schema, parts, total, first = _arrow_parts(source, pa)
     if column not in schema.names:
-        raise ValueError(f"column {column!r} is not in {files[0]!r}; its columns: {schema.names}")
+        raise ValueError(f"column {column!r} is not in {first}; its columns: {schema.names}")
     kind = schema.field(column).type
     binary = (pa.types.is_binary, pa.types.is_large_binary)
     if pa.types.is_struct(kind):
@@ -492,79 +679,75 @@ def ingest_parquet(
     added = ["height", "width"] + (["path"] if with_path else [])
     clash = [n for n in added if n in schema.names]
     if clash:
-        raise ValueError(f"the ingest adds columns {added}, but {files[0]!r} already has {clash}")
-    fields = []
-    for f in schema:
-        if f.name == column:
-            fields += [pa.field(column, pa.binary()), ("height", pa.int32()), ("width", pa.int32())]
-            if with_path:
-                fields.append(("path", pa.string()))
-        else:
-            fields.append(f)
+        raise ValueError(f"the ingest adds columns {added}, but {first} already has {clash}")
+    # The source's columns in its order, then the derived ones.
+    fields = [pa.field(column, pa.binary()) if f.name == column else f for f in schema]
+    fields += [("height", pa.int32()), ("width", pa.int32())]
+    if with_path:
+        fields.append(("path", pa.string()))
     out_schema = pa.schema(fields)
     classes = _class_names(schema, schema.names)
     skipped: list[str] = []
     failure: list[ValueError] = []
-    total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    of_total = "" if total is None else f"/{total}"
 
     def batches():
         done = 0
-        for file in files:
-            pf = pq.ParquetFile(file)
-            if pf.schema_arrow.remove_metadata() != schema.remove_metadata():
-                failure.append(
-                    ValueError(
-                        f"{file!r} has columns {pf.schema_arrow.names} of other types than "
-                        f"{files[0]!r}: every file must have the same schema"
-                    )
-                )
-                raise failure[0]
+        for name, label, read in parts:
             row = 0
-            for batch in pf.iter_batches(batch_size=_CHUNK):
-                col = batch.column(column)
-                if pa.types.is_struct(col.type):
-                    data = col.field("bytes")
-                    paths = col.field("path").to_pylist() if with_path else None
-                    nulls = pc.or_(col.is_null(), data.is_null()).to_pylist()
-                else:
-                    data, paths, nulls = col, None, col.is_null().to_pylist()
-                values = [b"" if v is None else v for v in data.to_pylist()]
-                checked = _native.image_check_values(values)
-                keep = []
-                for i, ((_, _, why), null) in enumerate(zip(checked, nulls)):
-                    if null:
-                        why = "the image is null"
-                    if why is not None:
-                        where = f"{file!r} row {row + i}" + (
-                            f" (path {paths[i]!r})" if paths and paths[i] else ""
-                        )
-                        if on_error == "raise":
-                            failure.append(ValueError(f"{where} is {_reason(why)}"))
-                            raise failure[0]
-                        skipped.append(f"{os.path.basename(file)}[{row + i}]")
-                    else:
-                        keep.append(i)
-                row += len(values)
-                done += len(values)
-                if progress:
-                    print(f"\ringest_parquet: {done}/{total} rows", end="", file=sys.stderr)
-                if not keep:
-                    continue
-                take = pa.array(keep, pa.int64())
-                cols = []
-                for f in out_schema:
-                    if f.name == column:
-                        cols.append(pc.take(data, take).cast(pa.binary()))
-                    elif f.name in ("height", "width"):
-                        k = 0 if f.name == "height" else 1
-                        cols.append(pa.array([checked[i][k] for i in keep], pa.int32()))
-                    elif with_path and f.name == "path":
-                        cols.append(pa.array([paths[i] for i in keep], pa.string()))
-                    else:
-                        cols.append(pc.take(batch.column(f.name), take))
-                yield pa.record_batch(cols, out_schema)
+            try:
+                for batch in read():
+                    yield from convert(batch, name, label, row)
+                    row += batch.num_rows
+                    done += batch.num_rows
+                    if progress:
+                        print(f"\ringest_parquet: {done}{of_total} rows", end="", file=sys.stderr)
+            except ValueError as exc:
+                if not failure:
+                    failure.append(exc)
+                raise failure[0] from None
         if progress:
             print(file=sys.stderr)
+
+    def convert(batch, name, label, row):
+        col = batch.column(column)
+        if pa.types.is_struct(col.type):
+            data = col.field("bytes")
+            paths = col.field("path").to_pylist() if with_path else None
+            nulls = pc.or_(col.is_null(), data.is_null()).to_pylist()
+        else:
+            data, paths, nulls = col, None, col.is_null().to_pylist()
+        values = [b"" if v is None else v for v in data.to_pylist()]
+        checked = _native.image_check_values(values)
+        keep = []
+        for i, ((_, _, why), null) in enumerate(zip(checked, nulls)):
+            if null:
+                why = "the image is null"
+            if why is not None:
+                where = f"{label} row {row + i}" + (
+                    f" (path {paths[i]!r})" if paths and paths[i] else ""
+                )
+                if on_error == "raise":
+                    failure.append(ValueError(f"{where} is {_reason(why)}"))
+                    raise failure[0]
+                skipped.append(f"{name}[{row + i}]")
+            else:
+                keep.append(i)
+        if not keep:
+            return
+        take = pa.array(keep, pa.int64())
+        cols = []
+        for f in out_schema:
+            if f.name == column:
+                cols.append(pc.take(data, take).cast(pa.binary()))
+            elif f.name in ("height", "width"):
+                k = 0 if f.name == "height" else 1
+                cols.append(pa.array([checked[i][k] for i in keep], pa.int32()))
+            elif with_path and f.name == "path":
+                cols.append(pa.array([paths[i] for i in keep], pa.string()))
+            else:
+                cols.append(pc.take(batch.column(f.name), take))
+        yield pa.record_batch(cols, out_schema)
 
     reader = pa.RecordBatchReader.from_batches(out_schema, batches())
 

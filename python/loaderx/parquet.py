@@ -24,10 +24,13 @@ FixedShapeTensorType(extension<arrow.fixed_shape_tensor[value_type=uint8, shape=
 from __future__ import annotations
 
 import errno
+import json
 import os
+import uuid
 from typing import TYPE_CHECKING, Callable
 
 from . import _native
+from ._footer import METADATA_KEY, set_key_value
 from ._streams import (
     check_codec,
     check_index_column,
@@ -37,12 +40,12 @@ from ._streams import (
     is_remote,
 )
 from ._typing import PathLike, Streams
-from .table import open_columns
+from .table import Table, open_columns
 
 if TYPE_CHECKING:
     from .zrecord import DenseStore, RaggedStore
 
-__all__ = ["export", "ingest"]
+__all__ = ["METADATA_KEY", "export", "ingest"]
 
 
 def export(
@@ -67,15 +70,41 @@ def export(
     written in the local temporary directory, then uploaded (as a multipart
     upload when large), so the object too appears only once complete. The
     streams may be a remote table's.
+
+    When ``streams`` is a :class:`loaderx.Table` whose
+    :attr:`~loaderx.Table.metadata` holds anything (an image table's
+    ``"classes"``, say), it is written as JSON into the file's key-value
+    metadata under the key ``loaderx.metadata``
+    (:data:`METADATA_KEY`), read back with
+    ``pq.read_metadata(path).metadata[b"loaderx.metadata"]``;
+    :func:`loaderx.ingest_sharded` of the file restores it as the new
+    table's metadata. The footer is given the key after the data is
+    written; no row is written twice.
     """
+    metadata = streams.metadata if isinstance(streams, Table) else None
     natives, names = drain_streams(streams)
     path = check_path(path)
     check_index_column(index_column, names)
     options = check_storage_options(storage_options)
     if not is_remote(path):
-        rows, _ = _native.parquet_export(
-            natives, names, path, index_column, row_group_bytes, progress
-        )
+        if not metadata:
+            rows, _ = _native.parquet_export(
+                natives, names, path, index_column, row_group_bytes, progress
+            )
+            return rows
+        # Written beside the file, its footer given the metadata, then
+        # renamed: the file still appears only once complete.
+        folder, name = os.path.split(os.path.abspath(path))
+        local = os.path.join(folder, f".{name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+        try:
+            rows, _ = _native.parquet_export(
+                natives, names, local, index_column, row_group_bytes, progress
+            )
+            set_key_value(local, METADATA_KEY, json.dumps(metadata))
+            os.replace(local, path)
+        finally:
+            if os.path.exists(local):
+                os.remove(local)
         return rows
     import shutil
     import tempfile
@@ -86,6 +115,8 @@ def export(
         rows, _ = _native.parquet_export(
             natives, names, local, index_column, row_group_bytes, progress
         )
+        if metadata:
+            set_key_value(local, METADATA_KEY, json.dumps(metadata))
         _native.upload_file(local, path, options)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
