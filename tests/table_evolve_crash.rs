@@ -193,6 +193,9 @@ fn run_op(op: &str, path: &Path) {
             table::split(&at(path), None, &fractions, 7, None).unwrap();
         }
         "drop_split" => table::drop_view(&at(path), "val").unwrap(),
+        "replace_view" => {
+            table::replace_view(&at(path), "val", None, &[0, 1]).unwrap();
+        }
         "cleanup" => {
             table::cleanup(&at(path), 0, 1).unwrap();
         }
@@ -318,6 +321,21 @@ fn sweep(op: &str, pristine: &Path, tmp: &Path) {
                 assert_eq!(names, if op == "split" { all } else { rest }, "{op}");
             }
         }
+        if op == "replace_view" {
+            // The split's three views, val the old one or the new one.
+            let names: Vec<String> = table::list_views(&at(&path))
+                .unwrap()
+                .into_iter()
+                .map(|v| v.name)
+                .collect();
+            assert_eq!(names, ["test", "train", "val"], "{op} step {step}");
+            let val = content(&Table::open_view(&at(&path), "val").unwrap())["x"].clone();
+            let was = content(&Table::open_view(&at(pristine), "val").unwrap())["x"].clone();
+            assert!(val == was || val == [1, 3], "{op} step {step}: {val:?}");
+            if !killed {
+                assert_eq!(val, [1, 3], "{op}");
+            }
+        }
         if op == "view" {
             // No view, or the whole view.
             let views = table::list_views(&at(&path)).unwrap();
@@ -329,7 +347,10 @@ fn sweep(op: &str, pristine: &Path, tmp: &Path) {
             }
         }
         if !killed {
-            let versioned = !matches!(op, "view" | "cleanup" | "split" | "drop_split");
+            let versioned = !matches!(
+                op,
+                "view" | "cleanup" | "split" | "drop_split" | "replace_view"
+            );
             assert!(new.is_some() || !versioned, "{op}: it changed nothing");
             std::fs::remove_dir_all(&path).unwrap();
             break;
@@ -346,7 +367,11 @@ fn sweep(op: &str, pristine: &Path, tmp: &Path) {
             run_op(op, &path);
             let (v2, _, _) = state(&path);
             assert!(
-                v2 == old_v + 1 || matches!(op, "view" | "cleanup" | "split" | "drop_split"),
+                v2 == old_v + 1
+                    || matches!(
+                        op,
+                        "view" | "cleanup" | "split" | "drop_split" | "replace_view"
+                    ),
                 "{op} step {step}: rerun"
             );
         }
@@ -390,6 +415,8 @@ fn every_evolution_killed_at_any_step_leaves_the_old_version_or_the_new() {
     common::copy_tree(&pristine, &split);
     run_op("split", &split);
     sweep("drop_split", &split, tmp.path());
+    // A view of the split saved again in place.
+    sweep("replace_view", &split, tmp.path());
     // A plain table made versioned in place.
     let plain = tmp.path().join("plain");
     std::fs::create_dir_all(&plain).unwrap();

@@ -363,6 +363,7 @@ def save_view(
     ids: npt.NDArray[np.uint64],
     version: int | None = None,
     storage_options: dict[str, str] | None = None,
+    replace: bool = False,
 ) -> tuple[int, int]: ...
 def split(
     uri: str,

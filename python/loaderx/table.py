@@ -654,22 +654,31 @@ class Table(Mapping, Closing):
         self._reopen(version)
         return version
 
-    def save_view(self, name: str, rows: str | Any) -> int:
+    def save_view(self, name: str, rows: str | Any, *, replace: bool = False) -> int:
         """Saves a named selection of this version's rows (record ids, a
         bool mask or an SQL predicate) as a view; returns its row count.
         ``open_table(path, view=name)`` opens it (this version, restricted
         to those rows, record ids ``0..len-1`` in table order) wherever a
         table is used; :meth:`cleanup` keeps the version it selects from. A
         view name is written once (ValueError when taken; :meth:`drop_view`
-        first)."""
+        first), unless ``replace=True``: the view ``name`` (which must
+        exist) is saved again in place, on this version. Since a view is
+        pinned to its version, that is how a view shows an :meth:`update`
+        made after it. It is refused (ValueError) when a delete or a
+        compaction since the view's version changed the record ids of its
+        rows. Saving a view makes no new version."""
         from ._evolve import record_ids
 
         self._sharded("save_view")
         self._not_a_view("save_view")
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, got {type(name).__name__}")
+        if not isinstance(replace, bool):
+            raise TypeError(f"replace must be a bool, got {type(replace).__name__}")
         ids = record_ids(self, rows, "rows")
-        _, n = _native.save_view(self._path, name, ids, self._version, self._storage_options)
+        _, n = _native.save_view(
+            self._path, name, ids, self._version, self._storage_options, replace
+        )
         return n
 
     def views(self) -> dict[str, dict]:

@@ -117,9 +117,10 @@ pub fn compact(
 }
 
 /// Saves the rows `ids` of version `version` of the sharded table at `uri`
-/// as the view `name`: `(version, rows)`.
+/// as the view `name` (`replace`: in place of the view of that name):
+/// `(version, rows)`.
 #[pyfunction]
-#[pyo3(signature = (uri, name, ids, version=None, storage_options=None))]
+#[pyo3(signature = (uri, name, ids, version=None, storage_options=None, replace=false))]
 pub fn save_view(
     py: Python<'_>,
     uri: String,
@@ -127,10 +128,16 @@ pub fn save_view(
     ids: PyReadonlyArray1<'_, u64>,
     version: Option<u64>,
     storage_options: Option<HashMap<String, String>>,
+    replace: bool,
 ) -> PyResult<(u64, u64)> {
     let ids = ids.as_slice()?;
     crate::remote::on(py, &uri, storage_options, |at| {
-        table::save_view(at, &name, version, ids).map(|v| (v.version, v.rows))
+        let view = if replace {
+            table::replace_view(at, &name, version, ids)
+        } else {
+            table::save_view(at, &name, version, ids)
+        };
+        view.map(|v| (v.version, v.rows))
     })
 }
 

@@ -781,3 +781,46 @@ def test_a_copy_of_an_edited_table_reads_as_its_source(local, tmp_path):
     loaderx.copy_table(local, dst)
     with loaderx.open_table(dst) as c:
         assert model(c) == want
+
+
+# save_view(..., replace=True): a view saved again on the latest version.
+
+
+def test_a_view_replaced_after_an_update_shows_the_new_values(table):
+    path, kw = table
+    with loaderx.open_table(path, readonly=False, **kw) as t:
+        t.save_view("train", "id < 10")
+        t.split({"a": 0.5, "b": 0.5}, seed=1)
+        t.update("id < 3", {"label": 9})
+        with pytest.raises(ValueError, match="already has view"):
+            t.save_view("train", "id < 10")
+        assert t.save_view("train", "id < 10", replace=True) == 10
+        a_rows = loaderx.open_table(path, view="a", **kw)
+        try:
+            a_ids = col(a_rows, "id").tolist()
+        finally:
+            a_rows.close()
+        assert t.save_view("a", np.array(a_ids), replace=True) == len(a_ids)
+        with pytest.raises(ValueError, match="no view 'nope'"):
+            t.save_view("nope", "id < 3", replace=True)
+        views = t.views()
+    assert views["train"]["version"] == 2 and views["a"]["version"] == 2
+    assert views["b"]["version"] == 1  # the rest of the split stays
+    with loaderx.open_table(path, view="train", **kw) as v:
+        assert col(v, "label").tolist() == [9, 9, 9, 3, 4, 0, 1, 2, 3, 4]
+    with loaderx.open_table(path, view="a", **kw) as v:
+        assert col(v, "id").tolist() == a_ids
+    with loaderx.open_table(path, readonly=False, **kw) as t:
+        t.drop_view("a")  # dropped for good: the split's old entry does not come back
+        assert set(t.views()) == {"train", "b"}
+
+
+def test_replacing_a_view_whose_ids_a_delete_changed_is_refused(local):
+    with loaderx.open_table(local, readonly=False) as t:
+        t.save_view("late", "id >= 30")
+        t.save_view("early", "id < 5")
+        t.delete([20])  # shifts the ids of rows 21.. (in the last shard)
+        with pytest.raises(ValueError, match="changed their record ids"):
+            t.save_view("late", "id >= 30", replace=True)
+        assert t.save_view("early", "id < 5", replace=True) == 5  # its rows kept their ids
+        assert t.views()["late"]["version"] == 1 and t.views()["early"]["version"] == 2

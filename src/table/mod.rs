@@ -65,8 +65,8 @@ pub use versions::{TAGS_DIR, VERSIONS_DIR, VIEWS_DIR};
 pub(crate) use write::publish_at;
 pub use write::{
     cleanup, compact, delete_rows, delete_where, drop_columns, drop_view, list_versions,
-    list_views, make_versioned, save_view, save_view_set, split, tag, tags, untag, Basis,
-    ColumnsWrite, TableWrite, WriteMode, WrittenShard,
+    list_views, make_versioned, replace_view, save_view, save_view_set, split, tag, tags, untag,
+    Basis, ColumnsWrite, TableWrite, WriteMode, WrittenShard,
 };
 pub use write::{commit_shards, new_shard};
 // The reclaim of dead writers' leftovers with another age floor than an

@@ -48,8 +48,8 @@ use commit::{next_manifest, publish};
 pub use evolve::{drop_columns, make_versioned, ColumnsWrite};
 pub use hand::{commit_shards, new_shard};
 pub use history::{
-    cleanup, cleanup_leaving, drop_view, list_versions, list_views, save_view, save_view_set, tag,
-    tags, untag, Leftovers,
+    cleanup, cleanup_leaving, drop_view, list_versions, list_views, replace_view, save_view,
+    save_view_set, tag, tags, untag, Leftovers,
 };
 use root::{Root, RootKind};
 

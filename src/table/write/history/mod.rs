@@ -6,7 +6,9 @@ mod cleanup;
 mod names;
 
 pub use cleanup::{cleanup, cleanup_leaving, Leftovers};
-pub use names::{drop_view, list_versions, list_views, save_view, save_view_set, tag, tags, untag};
+pub use names::{
+    drop_view, list_versions, list_views, replace_view, save_view, save_view_set, tag, tags, untag,
+};
 
 use super::root::{Root, RootKind};
 use crate::repr::py_str;

@@ -236,23 +236,94 @@ pub fn list_views(at: &Location) -> Result<Vec<View>> {
     versions::views(at.fs(), at.path())
 }
 
-/// Removes the view `name` (its file, then its row file); `InvalidValue`
-/// naming the views there are when there is none.
-pub fn drop_view(at: &Location, name: &str) -> Result<()> {
+/// Saves the view `name` again, as the rows `ids` of version `version`
+/// (None: the latest) of the sharded table at `at`: its new file replaces
+/// the old one at once (a view of a split leaves the split's set after
+/// that), then the old row file goes. `InvalidValue` when there is no such
+/// view, or when a delete or compaction committed since the view's version
+/// changed the record ids of its rows (they would name other rows now).
+pub fn replace_view(at: &Location, name: &str, version: Option<u64>, ids: &[u64]) -> Result<View> {
+    check_name("view", name)?;
     let at = fresh(at);
     let root = Root::of(&at)?;
     let _lock = lock(&root)?;
-    let view = versions::view(at.fs(), at.path(), name)?;
-    let rows = format!("{VIEWS_DIR}/{}", view.file);
-    let Some(set) = &view.set else {
-        return remove_files(&root, &[view_rel(name), rows]);
+    let m = versions::planned_on(&at, version)?.manifest;
+    let old = versions::view(at.fs(), at.path(), name)?;
+    let was = versions::planned_on(&at, Some(old.version))?.manifest;
+    let rows = old.read_rows(at.fs(), at.path())?;
+    if let Some(&last) = rows.last() {
+        // The ids stay while every shard up to the one holding the last
+        // row keeps its place and its deleted rows.
+        let mut first = 0u64;
+        for (i, shard) in was.shards.iter().enumerate() {
+            if first > last {
+                break;
+            }
+            let same = m
+                .shards
+                .get(i)
+                .is_some_and(|s| s.name == shard.name && s.deleted == shard.deleted);
+            if !same {
+                return Err(Error::InvalidValue(format!(
+                    "view {} of table {} selects rows of version {}, but a delete or compaction since (version {}) changed their record ids: save the rows anew under another name, or drop the view first",
+                    py_str(name),
+                    at.path().display(),
+                    old.version,
+                    m.version()
+                )));
+            }
+            first += shard.live_rows();
+        }
+    }
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    if let Some(&bad) = ids.last().filter(|&&i| i >= m.num_rows()) {
+        return Err(Error::InvalidIndex(format!(
+            "rows of a view must be record ids of version {} (0..{}), got {bad}",
+            m.version(),
+            m.num_rows()
+        )));
+    }
+    let view = View {
+        name: name.to_owned(),
+        version: m.version(),
+        rows: ids.len() as u64,
+        file: format!("{name}-{}.u64", files::random_hex(4)),
+        set: None,
     };
-    // A view of a set: the set without it is written (as a new set, once)
-    // before the old one goes, so a kill in between leaves the other views
-    // twice (the same views) and this one still there.
+    let row_bytes = crate::table::manifest::deletion_bytes(&ids);
+    match &root.kind {
+        RootKind::Local(dir) => {
+            let vdir = dir.join(VIEWS_DIR);
+            let tmp = |n: &str| format!(".{n}.{}", files::random_hex(4));
+            files::create_dir_all(&vdir)?;
+            files::write_atomically(&vdir, &view.file, &tmp(&view.file), &row_bytes)?;
+            let file = format!("{name}.json");
+            files::write_atomically(&vdir, &file, &tmp(&file), &view.to_json())?;
+        }
+        #[cfg(feature = "remote")]
+        RootKind::Bucket(b) => {
+            bucket::overwrite(b, &format!("{VIEWS_DIR}/{}", view.file), row_bytes)?;
+            bucket::overwrite(b, &view_rel(name), view.to_json())?;
+        }
+    }
+    // The new view is what opens from here on; the old one's files go.
+    let old_rows = format!("{VIEWS_DIR}/{}", old.file);
+    match &old.set {
+        Some(set) => leave_set(&root, &at, set, name, old_rows)?,
+        None => remove_files(&root, &[old_rows])?,
+    }
+    Ok(view)
+}
+
+/// Writes the view set `set` without the view `name` (as a new set, once),
+/// then removes the old set's file and `also`.
+fn leave_set(root: &Root, at: &Location, set: &str, name: &str, also: String) -> Result<()> {
+    // A kill in between leaves the other views twice (the same views).
     let others: Vec<View> = versions::views(at.fs(), at.path())?
         .into_iter()
-        .filter(|v| v.set.as_ref() == Some(set) && v.name != name)
+        .filter(|v| v.set.as_deref() == Some(set) && v.name != name)
         .collect();
     if !others.is_empty() {
         let new_set = format!("split-{}", files::random_hex(6));
@@ -269,7 +340,21 @@ pub fn drop_view(at: &Location, name: &str) -> Result<()> {
             }
         }
     }
-    remove_files(&root, &[format!("{VIEW_SETS_DIR}/{set}.json"), rows])
+    remove_files(root, &[format!("{VIEW_SETS_DIR}/{set}.json"), also])
+}
+
+/// Removes the view `name` (its file, then its row file); `InvalidValue`
+/// naming the views there are when there is none.
+pub fn drop_view(at: &Location, name: &str) -> Result<()> {
+    let at = fresh(at);
+    let root = Root::of(&at)?;
+    let _lock = lock(&root)?;
+    let view = versions::view(at.fs(), at.path(), name)?;
+    let rows = format!("{VIEWS_DIR}/{}", view.file);
+    let Some(set) = &view.set else {
+        return remove_files(&root, &[view_rel(name), rows]);
+    };
+    leave_set(&root, &at, set, name, rows)
 }
 
 /// Every version the sharded table at `at` can open, oldest first.
