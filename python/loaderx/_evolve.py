@@ -686,17 +686,75 @@ MERGE_CHOICES = {
 }
 
 
-def _source_values(pa, arr):
+def _source_values(pa, arr, want=None):
     """A source column's values (an Arrow array) as :func:`_column_values`
-    takes them: tensors as one NumPy array, ragged arrays as a list."""
+    takes them for a column of type ``want``: tensors as one NumPy array
+    (from a tensor type, or a fixed-size list of the item's values, as a
+    shuffle may leave them), ragged arrays as a list."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks else pa.array([], arr.type)
     typ = arr.type
-    if isinstance(typ, pa.BaseExtensionType) and typ.extension_name == "arrow.fixed_shape_tensor":
-        return arr.to_numpy_ndarray()
+    if isinstance(typ, pa.BaseExtensionType):
+        if typ.extension_name == "arrow.fixed_shape_tensor":
+            return arr.to_numpy_ndarray()
+        if hasattr(arr, "to_numpy"):
+            return arr.to_numpy()  # another library's tensor type
+    if (
+        pa.types.is_fixed_size_list(typ)
+        and isinstance(want, pa.BaseExtensionType)
+        and want.extension_name == "arrow.fixed_shape_tensor"
+    ):
+        flat = arr.flatten().to_numpy(zero_copy_only=False)
+        return flat.reshape(len(arr), *want.shape)
     if pa.types.is_list(typ) or pa.types.is_large_list(typ):
         return [np.asarray(v) for v in arr.to_pylist()]
     return arr
+
+
+def merge_updates(pa, fields: dict, src, rows: np.ndarray, updates: list[str]) -> dict:
+    """The new values of columns ``updates`` for the matched target rows,
+    from the source ``src``'s rows ``rows`` (one per target row, in the
+    target rows' order), as the columns' Arrow types (``fields``)."""
+    new = {}
+    for c in updates:
+        values = _source_values(pa, src[c].take(pa.array(rows)), fields[c].type)
+        arr = _column_values(pa, c, fields[c].type, values, int(rows.size))
+        if arr.null_count and not fields[c].nullable:
+            raise ValueError(f"column {c!r} cannot hold null (it has no nulls), got a null value")
+        new[c] = arr
+    return new
+
+
+def merge_inserts(pa, fields: dict, columns: list[str], src, rows: np.ndarray):
+    """The source ``src``'s rows ``rows`` as rows of the table (its
+    ``columns``, of types ``fields``): null where the source lacks a
+    column, a ValueError for a tensor column it lacks."""
+    take = pa.array(rows)
+    arrays = []
+    for c in columns:
+        typ = fields[c].type
+        if c in src.column_names:
+            values = _source_values(pa, src[c].take(take), typ)
+            arrays.append(_column_values(pa, c, typ, values, int(rows.size)))
+        elif (
+            isinstance(typ, pa.BaseExtensionType)
+            or pa.types.is_list(typ)
+            or pa.types.is_large_list(typ)
+            or pa.types.is_struct(typ)
+        ):
+            raise ValueError(
+                f"source lacks column {c!r}, which cannot hold null (a tensor column): "
+                f"the {rows.size} rows it inserts need a value there"
+            )
+        else:
+            arrays.append(pa.nulls(int(rows.size), typ))
+    return pa.Table.from_arrays(arrays, names=columns)
+
+
+def check_choices(choices: dict) -> None:
+    for arg, allowed in MERGE_CHOICES.items():
+        if choices[arg] not in allowed:
+            raise ValueError(f"{arg} must be one of {list(allowed)}, got {choices[arg]!r}")
 
 
 def merge_insert(table, source, on, choices: dict) -> tuple[dict, int | None]:
@@ -704,9 +762,7 @@ def merge_insert(table, source, on, choices: dict) -> tuple[dict, int | None]:
     the version committed (None when there was nothing to do)."""
     from ._streams import scan
 
-    for arg, allowed in MERGE_CHOICES.items():
-        if choices[arg] not in allowed:
-            raise ValueError(f"{arg} must be one of {list(allowed)}, got {choices[arg]!r}")
+    check_choices(choices)
     pa = require_pyarrow()
     on = key_names(on)
     src = source_table(pa, source, "source")
@@ -728,35 +784,13 @@ def merge_insert(table, source, on, choices: dict) -> tuple[dict, int | None]:
     updates = [c for c in src.column_names if c not in on]
     new = {}
     if choices["when_matched"] == "update" and updates and matched.size:
-        for c in updates:
-            values = _source_values(pa, src[c].take(pa.array(from_src)))
-            arr = _column_values(pa, c, fields[c].type, values, int(matched.size))
-            if arr.null_count and not fields[c].nullable:
-                raise ValueError(
-                    f"column {c!r} cannot hold null (it has no nulls), got a null value"
-                )
-            new[c] = arr
+        new = merge_updates(pa, fields, src, from_src, updates)
     # Source rows whose key the table lacks, in source order.
     inserts = None
     if choices["when_not_matched"] == "insert":
         rows = np.setdiff1d(np.arange(src.num_rows, dtype=np.int64), from_src)
         if rows.size:
-            take = pa.array(rows)
-            arrays = []
-            for c in columns:
-                typ = fields[c].type
-                tensor = isinstance(typ, pa.BaseExtensionType) or pa.types.is_list(typ)
-                if c in src.column_names:
-                    values = _source_values(pa, src[c].take(take))
-                    arrays.append(_column_values(pa, c, typ, values, int(rows.size)))
-                elif tensor or pa.types.is_large_list(typ) or pa.types.is_struct(typ):
-                    raise ValueError(
-                        f"source lacks column {c!r}, which cannot hold null (a tensor column): "
-                        f"the {rows.size} rows it inserts need a value there"
-                    )
-                else:
-                    arrays.append(pa.nulls(int(rows.size), typ))
-            inserts = pa.Table.from_arrays(arrays, names=columns)
+            inserts = merge_inserts(pa, fields, columns, src, rows)
     deletes = np.zeros(0, np.uint64)
     if choices["when_not_matched_by_source"] == "delete":
         deletes = np.flatnonzero(~valid).astype(np.uint64)

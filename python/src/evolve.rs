@@ -224,18 +224,27 @@ impl ColumnsWriteHandle {
     }
 
     /// The write `token` begun elsewhere on version `version` (what
-    /// unpickling calls).
+    /// unpickling calls); `editing`: an edit's (its groups hold columns the
+    /// table has).
     #[staticmethod]
+    #[pyo3(signature = (uri, storage_options, version, token, editing=false))]
     fn _resume(
         py: Python<'_>,
         uri: String,
         storage_options: Option<HashMap<String, String>>,
         version: u64,
         token: String,
+        editing: bool,
     ) -> PyResult<Self> {
         let at = location(&uri, storage_options.clone(), None, None)?;
         let inner = py
-            .detach(|| ColumnsWrite::resume(&at, Some(version), &token))
+            .detach(|| {
+                if editing {
+                    ColumnsWrite::resume_editing(&at, version, &token)
+                } else {
+                    ColumnsWrite::resume(&at, Some(version), &token)
+                }
+            })
             .py()?;
         Ok(ColumnsWriteHandle {
             inner,
@@ -328,6 +337,7 @@ impl ColumnsWriteHandle {
             me.options.clone(),
             me.inner.base().version(),
             me.inner.token().to_owned(),
+            me.inner.is_edit(),
         )
             .into_pyobject(py)?;
         PyTuple::new(py, [resume.into_any(), args.into_any()])

@@ -450,3 +450,64 @@ def test_ray_train_ranks_and_bit_exact_resume(local_ray, tmp_path):
         np.testing.assert_array_equal(resumed[r]["ids"], full[r]["ids"][resume_at:])
         assert resumed[r]["next_step"] == full[r]["next_step"] == steps
     ex.check(full, resumed, world, resume_at)
+
+
+def test_merge_insert_of_a_dataset_one_task_per_shard_one_version(local_ray, tmp_path):
+    """loaderx.ray.merge_insert: matched rows edited in place in their
+    shards, new keys appended, rows the source lacks deleted on request,
+    all as one version; a repeated key refuses and commits nothing."""
+    import pyarrow as pa
+
+    path = str(tmp_path / "t")
+    n = 60
+    ids = np.arange(n, dtype=np.int64)
+    loaderx.ingest_sharded(
+        pa.table(
+            {
+                "id": ids,
+                "label": ids % 7,
+                "caption": [f"c{i}" for i in ids],
+                "emb": pa.FixedShapeTensorArray.from_numpy_ndarray(
+                    np.repeat(ids.astype(np.float32)[:, None], 2, axis=1)
+                ),
+            }
+        ),
+        path,
+        shards=3,
+    ).close()
+    keys = np.array([3, 59, 25, 100, 101, 40], dtype=np.int64)
+    src = pa.table(
+        {
+            "id": keys,
+            "label": keys * 10,
+            "emb": pa.FixedShapeTensorArray.from_numpy_ndarray(np.full((6, 2), -1, np.float32)),
+        }
+    )
+    ds = ray.data.from_arrow(src).repartition(3)
+    counts = lray.merge_insert(path, ds, "id")
+    assert counts == {"updated": 4, "inserted": 2, "deleted": 0}
+    with loaderx.open_table(path) as t:
+        assert t.version == 2 and [v["operation"] for v in t.versions()][-1] == "merge_insert"
+        got_ids = t["id"][np.arange(t.num_rows)].tolist()
+        labels = t["label"][np.arange(t.num_rows)].tolist()
+        captions = t["caption"][np.arange(t.num_rows)]
+        emb = t["emb"][np.arange(t.num_rows)]
+    assert got_ids[:n] == list(range(n)) and sorted(got_ids[n:]) == [100, 101]
+    for r, k in enumerate(got_ids):
+        if k in keys:
+            assert labels[r] == k * 10 and (emb[r] == -1).all()
+        else:
+            assert labels[r] == k % 7 and (emb[r] == k).all()
+    assert captions[3] == "c3" and captions[n] is None  # columns the source lacks: null
+    # A repeated key: refused, nothing committed.
+    bad = ray.data.from_arrow(pa.table({"id": np.array([5, 5]), "label": np.array([1, 2])}))
+    with pytest.raises(ValueError, match="key 5"):
+        lray.merge_insert(path, bad, "id")
+    # Keep only the source's keys: the other rows are deleted.
+    keep = ray.data.from_arrow(pa.table({"id": np.array([1, 2, 100])}))
+    counts = lray.merge_insert(
+        path, keep, "id", when_not_matched="skip", when_not_matched_by_source="delete"
+    )
+    assert counts == {"updated": 0, "inserted": 0, "deleted": n + 2 - 3}
+    with loaderx.open_table(path) as t:
+        assert t.version == 3 and t["id"][np.arange(t.num_rows)].tolist() == [1, 2, 100]

@@ -11,7 +11,7 @@ use super::commit::publish;
 use super::evolve::{base_version, columnar_of, conflict, ColumnsWrite};
 use super::root::Root;
 use super::rows::{delete_in, delete_plan, physical};
-use super::TableWrite;
+use super::{Finished, TableWrite};
 use crate::repr::py_str;
 use crate::table::files;
 use crate::table::manifest::{read_deleted, ColumnGroup, Manifest, ShardEntry};
@@ -28,6 +28,20 @@ impl ColumnsWrite {
         write.replaces = true;
         write.root.hold_lease(write.token())?;
         Ok(write)
+    }
+
+    /// The edit `token` planned on version `version`, begun elsewhere (a
+    /// task of a distributed merge writes its shard's groups through it;
+    /// the process that began it holds the lease and commits).
+    pub fn resume_editing(at: &Location, version: u64, token: &str) -> Result<ColumnsWrite> {
+        let mut write = ColumnsWrite::resume(at, Some(version), token)?;
+        write.replaces = true;
+        Ok(write)
+    }
+
+    /// Whether this write edits columns the table has (an edit's).
+    pub fn is_edit(&self) -> bool {
+        self.replaces
     }
 
     /// The layout (`"records"` or `"columnar"`) of each column of the
@@ -53,15 +67,16 @@ impl ColumnsWrite {
         edited: &BTreeMap<usize, Vec<u64>>,
         operation: &str,
     ) -> Result<Manifest> {
-        if self.finished().is_empty() {
+        if edited.is_empty() {
             return Err(Error::InvalidValue(
                 "an edit needs at least one shard's new values before its commit".into(),
             ));
         }
-        let rows = self.edited_rows(edited)?;
+        let groups = self.edit_groups(edited)?;
+        let rows = self.edited_rows(&groups, edited)?;
         let done = publish(&self.root, operation, &mut |root, current| {
             let current = current.expect("a sharded table has a version");
-            let shards = self.edit_in(root, current, &current.shards, &rows)?;
+            let shards = self.edit_in(root, current, &current.shards, &groups, &rows)?;
             Ok(Manifest {
                 shards,
                 ..current.clone()
@@ -86,7 +101,8 @@ impl ColumnsWrite {
         delete: &[u64],
         insert: Option<(&TableWrite, &[String])>,
     ) -> Result<Manifest> {
-        let rows = self.edited_rows(edited)?;
+        let groups = self.edit_groups(edited)?;
+        let rows = self.edited_rows(&groups, edited)?;
         let touched = delete_plan(&self.root.at, &self.base, delete)?;
         let appended = match insert {
             Some((write, names)) if !names.is_empty() => Some((write, write.prepare(names)?)),
@@ -96,7 +112,7 @@ impl ColumnsWrite {
         let base = &self.base;
         let done = publish(&self.root, "merge_insert", &mut |root, current| {
             let current = current.expect("a sharded table has a version");
-            let mut shards = self.edit_in(root, current, &current.shards, &rows)?;
+            let mut shards = self.edit_in(root, current, &current.shards, &groups, &rows)?;
             if !touched.is_empty() {
                 shards = delete_in(root, base, current, &shards, &touched, &token)?.0;
             }
@@ -145,13 +161,26 @@ impl ColumnsWrite {
         done
     }
 
+    /// The groups of the edited shards (`edited`'s keys): as this process
+    /// finished them, or as another one (a task of a distributed merge)
+    /// wrote them.
+    fn edit_groups(&self, edited: &BTreeMap<usize, Vec<u64>>) -> Result<BTreeMap<usize, Finished>> {
+        edited
+            .keys()
+            .map(|&i| Ok((i, self.written_group(i)?)))
+            .collect()
+    }
+
     /// The physical rows of each edited shard: `edited` (live positions by
     /// shard) past the shard's deleted rows; `InvalidValue` when a group
     /// holds a column in another layout than the table's.
-    fn edited_rows(&self, edited: &BTreeMap<usize, Vec<u64>>) -> Result<BTreeMap<usize, Vec<u64>>> {
-        let finished = self.finished().clone();
+    fn edited_rows(
+        &self,
+        groups: &BTreeMap<usize, Finished>,
+        edited: &BTreeMap<usize, Vec<u64>>,
+    ) -> Result<BTreeMap<usize, Vec<u64>>> {
         let mut rows: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
-        for (&i, (schema, _)) in &finished {
+        for (&i, (schema, _)) in groups {
             let shard = &self.base.shards[i];
             for (c, _) in &schema.columns {
                 let want = self.base.layout(c);
@@ -187,13 +216,13 @@ impl ColumnsWrite {
         root: &Root,
         current: &Manifest,
         shards: &[ShardEntry],
+        groups: &BTreeMap<usize, Finished>,
         rows: &BTreeMap<usize, Vec<u64>>,
     ) -> Result<Vec<ShardEntry>> {
-        let finished = self.finished().clone();
         let group = self.group();
         let base = &self.base;
         let mut shards = shards.to_vec();
-        for (&i, (schema, objects)) in &finished {
+        for (&i, (schema, objects)) in groups {
             let old = &base.shards[i];
             let columns: Vec<String> = schema.columns.iter().map(|(c, _)| c.clone()).collect();
             let Some(entry) = shards.iter_mut().find(|s| s.name == old.name) else {

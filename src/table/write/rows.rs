@@ -199,8 +199,9 @@ pub(super) fn delete_in(
 /// Whether a column of `shard` (of version `m`) is held twice in the
 /// layout `m` gives it: by two of its column groups, or by a group and the
 /// shard's own directory (what an edit leaves: the group's copy is read,
-/// the other never again). A group of columnar copies of the shard's
-/// records columns (a compaction's) is not counted.
+/// the other never again). A compaction's groups (columnar copies of the
+/// shard's records columns, or of columnar files of an older format
+/// version) are not counted.
 fn shadowed(root: &Root, m: &Manifest, shard: &ShardEntry) -> Result<bool> {
     if shard.groups.is_empty() {
         return Ok(false);
@@ -214,10 +215,22 @@ fn shadowed(root: &Root, m: &Manifest, shard: &ShardEntry) -> Result<bool> {
         }
     }
     let own = root.shard_schema(&shard.name)?;
-    Ok(own
-        .columns
-        .iter()
-        .any(|(c, spec)| seen.contains(c.as_str()) && spec.layout == m.layout(c)))
+    for (c, spec) in &own.columns {
+        if !seen.contains(c.as_str()) || spec.layout != m.layout(c) {
+            continue;
+        }
+        if spec.layout == ColumnLayout::Columnar {
+            // A columnar copy in the current format of a file of an older
+            // one is a compaction's conversion, not an edit.
+            let path = crate::table::manifest::shard_dir(root.path(), &shard.name).join(c);
+            let (version, _) = crate::columnar::file_version(root.at.fs(), &path)?;
+            if version < crate::columnar::FORMAT_VERSION {
+                continue;
+            }
+        }
+        return Ok(true);
+    }
+    Ok(false)
 }
 
 /// The physical rows of a shard with `gone` deleted that its live rows
