@@ -849,8 +849,13 @@ def _merge_group(group, write, rows_write, path, options, pinned, on, choices):
                 inserts = _evolve.merge_inserts(pa, fields, columns, src, rows)
                 name, n = rows_write.write_streams([inserts], "zstd")
             return pa.table(
-                {"shard": [i], "rows": pa.array([[]], pa.list_(pa.uint64())),
-                 "edited": [False], "name": [name], "inserted": [n]}
+                {
+                    "shard": [i],
+                    "rows": pa.array([[]], pa.list_(pa.uint64())),
+                    "edited": [False],
+                    "name": [name],
+                    "inserted": [n],
+                }
             )
         rid = group["__rid"].to_numpy()
         order = np.argsort(rid, kind="stable")
@@ -862,8 +867,13 @@ def _merge_group(group, write, rows_write, path, options, pinned, on, choices):
             _evolve._edit_groups(pa, write, table, ids, new)
     rows = ids - np.uint64(_evolve.live_starts(write.shards())[i])
     return pa.table(
-        {"shard": [i], "rows": pa.array([rows.tolist()], pa.list_(pa.uint64())),
-         "edited": [edit], "name": pa.array([None], pa.string()), "inserted": [0]}
+        {
+            "shard": [i],
+            "rows": pa.array([rows.tolist()], pa.list_(pa.uint64())),
+            "edited": [edit],
+            "name": pa.array([None], pa.string()),
+            "inserted": [0],
+        }
     )
 
 

@@ -824,3 +824,36 @@ def test_replacing_a_view_whose_ids_a_delete_changed_is_refused(local):
             t.save_view("late", "id >= 30", replace=True)
         assert t.save_view("early", "id < 5", replace=True) == 5  # its rows kept their ids
         assert t.views()["late"]["version"] == 1 and t.views()["early"]["version"] == 2
+
+
+def test_every_reader_sees_the_edits(local, tmp_path):
+    """polars, pandas, Parquet export, Arrow and the DataLoader read what an
+    update and a merge_insert committed."""
+    pl = pytest.importorskip("polars")
+    import pyarrow.parquet as pq
+
+    import loaderx.parquet
+    import loaderx.polars
+    from loaderx.dataloader import DataLoader
+
+    with loaderx.open_table(local, readonly=False) as t:
+        t.update("id < 5", {"label": 99, "caption": "edited"})
+        t.merge_insert({"id": [7, 500], "label": [77, 5], "emb": np.ones((2, 3))}, "id")
+        want = model(t)
+    with loaderx.open_table(local) as t:
+        lf = loaderx.polars.scan_table(t)
+        got = lf.select("id", "label").collect()
+        assert got["label"].to_list() == want["label"] and got["id"].to_list() == want["id"]
+        assert lf.filter(pl.col("label") == 99).select(pl.len()).collect().item() == 5
+        df = t.to_pandas()
+        captions = [None if isinstance(c, float) else c for c in df["caption"]]  # NaN: null
+        assert df["label"].tolist() == want["label"] and captions == want["caption"]
+        out = str(tmp_path / "t.parquet")
+        loaderx.parquet.export(t, out)
+        back = pq.read_table(out)
+        assert back["label"].to_pylist() == want["label"]
+        with DataLoader(t, batch_size=t.num_rows, mode="cyclic", seed=0) as dl:
+            batch = next(dl)
+        order = np.asarray(batch["id"]).tolist()
+        labels = dict(zip(want["id"], want["label"]))
+        assert [labels[i] for i in order] == np.asarray(batch["label"]).tolist()
