@@ -102,6 +102,15 @@ DESELECT=(
     --deselect "$T/test_evolve.py::test_cleanup_frees_a_dropped_columns_stores_once_no_kept_version_has_it[s3]"
     --deselect "$T/test_evolve.py::test_append_add_and_drop_columns[s3]"
     --deselect "$T/test_update.py::test_update_by_a_predicate_sets_scalars_in_place_as_one_version[s3]"
+    --deselect "$T/test_update.py::test_add_columns_by_key_in_any_order_with_gaps[s3]"
+    --deselect "$T/test_update.py::test_merge_insert_updates_in_place_and_appends_in_source_order[s3]"
+    --deselect "$T/test_update.py::test_a_view_replaced_after_an_update_shows_the_new_values[s3]"
+    # polars (no free-threaded wheel)
+    --deselect $T/test_update.py::test_add_columns_by_a_composite_key_from_polars_and_a_dict
+    --deselect $T/test_update.py::test_every_reader_sees_the_edits
+    --deselect "$T/test_image_columns.py::test_ingest_parquet_takes_each_source_and_keeps_column_order_and_values[polars-True]"
+    --deselect "$T/test_image_columns.py::test_ingest_parquet_takes_each_source_and_keeps_column_order_and_values[polars-False]"
+    --deselect "$T/test_image_columns.py::test_ingest_folder_carries_a_table_with_a_path_column[polars]"
     --deselect "$T/test_evolve.py::test_delete_by_predicate_ids_and_mask_then_compact[s3]"
     --deselect "$T/test_evolve.py::test_views_and_splits_are_tables_everywhere[s3]"
     --deselect "$T/test_evolve.py::test_processes_appending_and_deleting_at_once_lose_nothing[s3-2]"
