@@ -18,6 +18,10 @@ fresh hard-linked copy of both (an edit only ever writes new files):
   ``merge_insert("id").when_matched_update_all().when_not_matched_insert_all()``;
 * ``add_on``: a float column from a shuffled keyed source of all rows with
   1 % missing: ``add_columns(..., on="id")`` against Lance's ``merge``;
+* ``s3``: the requests of the 1 % label update on a copy of the table's
+  first ``--s3-rows`` rows (without the embedding) in an S3-compatible
+  server on 127.0.0.1 (moto), counted by a proxy in front of it, the
+  table opened before the call: loaderx against Lance;
 * ``after_edits``: random training batches (1,024 rows of label, score,
   year, caption) and an SQL group-by after 20 updates of 1 % of rows each,
   against the unedited table, and after ``compact``.
@@ -47,6 +51,7 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python" / "tests"))
 
 from bench_columns import generate  # noqa: E402
 
@@ -227,6 +232,54 @@ def check(name: str, t, ds) -> None:
         assert a.equals(b), (name, c)
 
 
+def s3_requests(data: pa.Table, args) -> dict:
+    """Requests of the 1 % label update in the S3 server, loaderx and
+    Lance, each table opened before the counted call."""
+    import lance
+    from remote_servers import FaultProxy, start_s3
+
+    small = data.slice(0, args.s3_rows).drop_columns(["emb"])
+    s3 = start_s3()
+    try:
+        opts = s3.options()
+        lopts = {
+            "aws_endpoint": opts["aws_endpoint"],
+            "aws_region": opts["aws_region"],
+            "aws_access_key_id": opts["aws_access_key_id"],
+            "aws_secret_access_key": opts["aws_secret_access_key"],
+            "allow_http": "true",
+        }
+        proxy = FaultProxy(opts["aws_endpoint"])
+        try:
+            uri = f"s3://{s3.bucket}/edits/t"
+            loaderx.ingest_sharded(small, uri, storage_options=opts).close()
+            with loaderx.open_table(
+                uri, readonly=False, storage_options=dict(opts, aws_endpoint=proxy.url)
+            ) as t:
+                proxy.reset_counts()
+                t.update("score < 0.01", {"label": 0})
+                ours = [f"{r.method} {r.path}" for r in proxy.requests]
+            luri = f"s3://{s3.bucket}/edits/lance"
+            lance.write_dataset(small, luri, storage_options=lopts)
+            ds = lance.dataset(luri, storage_options=dict(lopts, aws_endpoint=proxy.url))
+            proxy.reset_counts()
+            ds.update({"label": "0"}, where="score < 0.01")
+            peer = [f"{r.method} {r.path}" for r in proxy.requests]
+        finally:
+            proxy.stop()
+    finally:
+        s3.server.stop()
+    out = {
+        "rows": small.num_rows,
+        "loaderx_requests": len(ours),
+        "lance_requests": len(peer),
+        "loaderx_request_list": ours,
+        "lance_request_list": peer,
+    }
+    log(f"S3 update requests: loaderx {len(ours)}, Lance {len(peer)}")
+    return out
+
+
 def after_edits(work: Path, lx: Path, data: pa.Table, args) -> dict:
     """Random batches and an SQL scan after 20 updates of 1 % of rows each,
     against the unedited table and after compact."""
@@ -292,6 +345,13 @@ def report(r: dict) -> str:
             f"| {name} | {m['loaderx']:.3f} s | {m['lance']:.3f} s | {m['ratio']:.2f}x | "
             f"{m['loaderx_bytes'] / 1e6:.1f} MB | {m['lance_bytes'] / 1e6:.1f} MB |"
         )
+    q = r.get("s3")
+    if q:
+        lines += [
+            "",
+            f"S3 server, 1 % label update of {q['rows']:,} rows: loaderx "
+            f"{q['loaderx_requests']} requests, Lance {q['lance_requests']}",
+        ]
     a = r.get("after")
     if a:
         lines += [
@@ -319,6 +379,8 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--only", nargs="*", help="edits to run (default: every one)")
     p.add_argument("--no-after", action="store_true", help="skip the after-edits figures")
+    p.add_argument("--no-s3", action="store_true", help="skip the S3 request count")
+    p.add_argument("--s3-rows", type=int, default=100_000)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -343,6 +405,8 @@ def main(argv=None) -> int:
             "lance_bytes": du(ln),
         }
         results["edits"] = edits(work, lx, ln, data, args)
+        if not args.no_s3:
+            results["s3"] = s3_requests(data, args)
         if not args.no_after:
             results["after"] = after_edits(work, lx, data, args)
     finally:
