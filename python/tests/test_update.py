@@ -857,3 +857,24 @@ def test_every_reader_sees_the_edits(local, tmp_path):
         order = np.asarray(batch["id"]).tolist()
         labels = dict(zip(want["id"], want["label"]))
         assert [labels[i] for i in order] == np.asarray(batch["label"]).tolist()
+
+
+def test_a_plain_table_becomes_versioned_by_its_first_edit(tmp_path):
+    path = str(tmp_path / "plain")
+    for s in loaderx.arrow.ingest(
+        pa.table({"x": np.arange(10), "t": list("abcdefghij")}), path
+    ).values():
+        s.close()
+    with loaderx.open_table(path, readonly=False) as t:
+        assert t.version is None
+        assert t.update([1, 2], {"x": [10, 20], "t": ["B", "C"]}) == 2
+        assert t.version == 2
+        assert t.merge_insert({"x": [10, 99], "t": ["BB", "new"]}, "x") == {
+            "updated": 1,
+            "inserted": 1,
+            "deleted": 0,
+        }
+        assert col(t, "x").tolist() == [0, 10, 20, 3, 4, 5, 6, 7, 8, 9, 99]
+        assert col(t, "t") == ["a", "BB", "C", *"defghij", "new"]
+    with loaderx.open_table(path, version=1) as old:
+        assert col(old, "x").tolist() == list(range(10))
