@@ -168,6 +168,7 @@ impl<S: StoreAccess> Plan<S> {
         let mut validity = Vec::with_capacity(self.streams.len());
         #[cfg_attr(not(feature = "image"), allow(unused_mut))]
         let mut extra = Vec::new();
+        #[cfg_attr(not(feature = "image"), allow(clippy::unused_enumerate_index))]
         for (_i, (name, s)) in self.streams.iter().enumerate() {
             #[cfg(feature = "image")]
             if let Some(image) = &self.decode[_i] {
