@@ -18,6 +18,36 @@ use proptest::prelude::*;
 /// packed at 8 bits a value (minus the minimum 1; the span of 255 needs
 /// all 8), the CRC-32 of its one block, its entry with CRC and bounds,
 /// then the trailer.
+/// The version 3 text column of [`golden_bytes_of_a_version_3_text_column`].
+const GOLDEN_TEXT_V3: &str = concat!(
+    "4c58434f4c554d4e", // "LXCOLUMN"
+    // The chunk: validity (rows 0 and 2 valid), then its one group (the
+    // lengths 2, 0, 6 packed at 3 bits: 0x182; then the bytes), then the
+    // index (group starts 0 and 10, then the CRC of its 4 KiB block).
+    "05",
+    "8201616268c3a96c6c6f",
+    "000000000a00000004638e32",
+    // Footer header: version 3, utf8, |u1, raw, nullable, no symbol
+    // table; 3 rows, 1 chunk, chunks end at 31.
+    "0301050001000000",
+    "0300000000000000",
+    "0100000000000000",
+    "1f00000000000000",
+    // The chunk's entry: at 8, 3 rows, 1 null, its CRC, streams of 1, 10
+    // and 12 bytes (decoded 10 and 12), grouped at 3 bits, min and max
+    // present, 8 bytes of values; min "ab" and max "h\u{e9}llo", exact.
+    "0800000000000000",
+    "03000000010000001cdf4421",
+    "010000000a0000000c0000000a0000000c000000",
+    "0503001808000000",
+    "020161620000000000000000000000000000000000000000",
+    "060168c3a96c6c6f00000000000000000000000000000000",
+    // Footer length 128, CRC of the footer, "LXCOLEND".
+    "80000000",
+    "32522804",
+    "4c58434f4c454e44",
+);
+
 const GOLDEN: &str = concat!(
     "4c58434f4c554d4e", // "LXCOLUMN"
     "0001ff",           // chunk 0: values 1, 2, 256 minus 1, 8 bits each
@@ -421,4 +451,31 @@ fn a_plain_table_reads_its_columnar_columns_and_refuses_contradictions() {
     };
     table::write_types(&dir, &[("caption".into(), t)]).unwrap();
     Table::open(&dir, true).unwrap().close().unwrap();
+}
+
+/// Golden bytes of a version 3 text column: "ab", a null, "héllo" — one
+/// chunk, `grouped` (one group of 3 rows: lengths packed at 3 bits, then
+/// the bytes themselves, as a file this small trains no symbol table),
+/// its validity as bits, its index (the group starts 0 and 10, then the
+/// chunk's one 4 KiB block CRC).
+#[test]
+fn golden_bytes_of_a_version_3_text_column() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    let values = ["ab", "", "h\u{e9}llo"];
+    let mut w = ColumnWriter::create(&dir, ValueKind::Utf8, false).unwrap();
+    w.push_bytes(3, &|i| values[i].as_bytes(), Some(&|i| i != 1))
+        .unwrap();
+    assert_eq!(w.finish().unwrap(), 3);
+    let bytes = std::fs::read(dir.join(COLUMN_FILE)).unwrap();
+    assert_eq!(hex(&bytes), GOLDEN_TEXT_V3);
+    let c = open(&dir).unwrap();
+    let back = c.take_array(&[2, 1, 0]).unwrap();
+    let text = back
+        .as_any()
+        .downcast_ref::<arrow_array::StringArray>()
+        .expect("a utf8 column reads as strings");
+    assert_eq!(text.value(0), values[2]);
+    assert!(text.is_null(1));
+    assert_eq!(text.value(2), values[0]);
 }
