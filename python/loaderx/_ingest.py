@@ -10,7 +10,6 @@ import json
 import os
 
 from . import _native
-from ._footer import table_metadata
 from ._streams import check_codec, check_path, check_storage_options, require_pyarrow
 
 
@@ -137,3 +136,39 @@ def write_sharded(
 
 #: Bytes of a one-pass stream that :func:`ingest_sharded` writes per shard.
 _RUN_BYTES = 64 << 20
+
+
+#: The Parquet key-value metadata key holding a table's ``Table.metadata`` (JSON).
+METADATA_KEY = "loaderx.metadata"
+
+
+def table_metadata(source) -> dict | None:
+    """The ``Table.metadata`` that ``source`` carries under
+    :data:`METADATA_KEY`: a Parquet file's key-value metadata, or a pyarrow
+    Table's or RecordBatchReader's schema metadata (as ``pyarrow.parquet``
+    reads a file's); None when it carries none."""
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if not os.path.isfile(path):
+            return None  # the ingest names what is missing
+        try:
+            raw = _native.parquet_key_value(path, METADATA_KEY)
+        except (ValueError, OSError):
+            return None  # not Parquet: the ingest says so
+        where = f"{path!r}"
+    else:
+        schema = getattr(source, "schema", None)
+        metadata = getattr(schema, "metadata", None)
+        if not isinstance(metadata, dict):
+            return None
+        raw = metadata.get(METADATA_KEY.encode())
+        where = "the source's schema"
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise ValueError(f"{where} holds {METADATA_KEY!r} that is not JSON: {raw[:80]!r}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} holds {METADATA_KEY!r} that is not a JSON object: {value!r}")
+    return value

@@ -307,7 +307,9 @@ def parquet_export(
     index_column: str | None = None,
     row_group_bytes: int | None = None,
     progress: Any = None,
+    key_value: list[tuple[str, str]] | None = None,
 ) -> tuple[int, int]: ...
+def parquet_key_value(path: str, key: str) -> str | None: ...
 def parquet_ingest(
     path: str, root: str, codec: str = "zstd", dict_bytes: bytes | None = None, progress: Any = None
 ) -> list[tuple[str, str]]: ...

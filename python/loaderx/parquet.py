@@ -26,11 +26,10 @@ from __future__ import annotations
 import errno
 import json
 import os
-import uuid
 from typing import TYPE_CHECKING, Callable
 
 from . import _native
-from ._footer import METADATA_KEY, set_key_value
+from ._ingest import METADATA_KEY
 from ._streams import (
     check_codec,
     check_index_column,
@@ -78,33 +77,18 @@ def export(
     (:data:`METADATA_KEY`), read back with
     ``pq.read_metadata(path).metadata[b"loaderx.metadata"]``;
     :func:`loaderx.ingest_sharded` of the file restores it as the new
-    table's metadata. The footer is given the key after the data is
-    written; no row is written twice.
+    table's metadata.
     """
     metadata = streams.metadata if isinstance(streams, Table) else None
+    key_value = [(METADATA_KEY, json.dumps(metadata))] if metadata else None
     natives, names = drain_streams(streams)
     path = check_path(path)
     check_index_column(index_column, names)
     options = check_storage_options(storage_options)
     if not is_remote(path):
-        if not metadata:
-            rows, _ = _native.parquet_export(
-                natives, names, path, index_column, row_group_bytes, progress
-            )
-            return rows
-        # Written beside the file, its footer given the metadata, then
-        # renamed: the file still appears only once complete.
-        folder, name = os.path.split(os.path.abspath(path))
-        local = os.path.join(folder, f".{name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-        try:
-            rows, _ = _native.parquet_export(
-                natives, names, local, index_column, row_group_bytes, progress
-            )
-            set_key_value(local, METADATA_KEY, json.dumps(metadata))
-            os.replace(local, path)
-        finally:
-            if os.path.exists(local):
-                os.remove(local)
+        rows, _ = _native.parquet_export(
+            natives, names, path, index_column, row_group_bytes, progress, key_value
+        )
         return rows
     import shutil
     import tempfile
@@ -113,10 +97,8 @@ def export(
     try:
         local = os.path.join(staging, "export.parquet")
         rows, _ = _native.parquet_export(
-            natives, names, local, index_column, row_group_bytes, progress
+            natives, names, local, index_column, row_group_bytes, progress, key_value
         )
-        if metadata:
-            set_key_value(local, METADATA_KEY, json.dumps(metadata))
         _native.upload_file(local, path, options)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -105,6 +105,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("BATCH_BYTES", loaderx::arrow::DEFAULT_BATCH_BYTES)?;
     m.add("FILTER_ROWS", loaderx::arrow::FILTER_ROWS)?;
     m.add_function(wrap_pyfunction!(parquet::parquet_export, m)?)?;
+    m.add_function(wrap_pyfunction!(parquet::parquet_key_value, m)?)?;
     m.add_function(wrap_pyfunction!(parquet::parquet_ingest, m)?)?;
     m.add_function(wrap_pyfunction!(parquet::parquet_rows, m)?)?;
     #[cfg(feature = "sql")]

@@ -25,7 +25,8 @@ fn reporter(callback: Option<Py<PyAny>>) -> impl FnMut(u64) {
 
 /// Exports streams to one Parquet file; returns `(rows, row_groups)`.
 #[pyfunction]
-#[pyo3(signature = (stores, names, path, index_column=None, row_group_bytes=None, progress=None))]
+#[pyo3(signature = (stores, names, path, index_column=None, row_group_bytes=None, progress=None, key_value=None))]
+#[allow(clippy::too_many_arguments)]
 pub fn parquet_export(
     py: Python<'_>,
     stores: Vec<Py<Store>>,
@@ -34,6 +35,7 @@ pub fn parquet_export(
     index_column: Option<String>,
     row_group_bytes: Option<usize>,
     progress: Option<Py<PyAny>>,
+    key_value: Option<Vec<(String, String)>>,
 ) -> PyResult<(u64, usize)> {
     let streams: Vec<(String, Handle)> = names
         .into_iter()
@@ -43,11 +45,18 @@ pub fn parquet_export(
     if let Some(b) = row_group_bytes {
         options.row_group_bytes = b;
     }
+    options.key_value = key_value.unwrap_or_default();
     let mut report = reporter(progress);
     let stats = py
         .detach(|| lp::export(streams, &path, index_column, options, &mut report))
         .py()?;
     Ok((stats.rows, stats.row_groups))
+}
+
+/// The value of `key` in the Parquet file `path`'s key-value metadata.
+#[pyfunction]
+pub fn parquet_key_value(py: Python<'_>, path: PathBuf, key: &str) -> PyResult<Option<String>> {
+    py.detach(|| lp::key_value(&path, key)).py()
 }
 
 /// Ingests a Parquet file into one store per column; returns `[(column, kind)]`.

@@ -12,18 +12,21 @@ use loaderx::{Error, Result};
 use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowRowGroupWriterFactory};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use rayon::prelude::*;
 
 use crate::parquet_err;
 
 /// Export settings.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ExportOptions {
     /// Upper bound of one row group, in logical (uncompressed) bytes.
     pub row_group_bytes: usize,
     /// zstd level of the pages.
     pub zstd_level: i32,
+    /// Key-value metadata written into the file's footer.
+    pub key_value: Vec<(String, String)>,
 }
 
 impl Default for ExportOptions {
@@ -34,6 +37,7 @@ impl Default for ExportOptions {
             // allocator to reuse, instead of fresh pages every group.
             row_group_bytes: 4 << 20,
             zstd_level: 3,
+            key_value: Vec::new(),
         }
     }
 }
@@ -75,11 +79,17 @@ pub fn export<S: StoreAccess>(
         .map_err(|e| Error::InvalidValue(format!("zstd level {}: {e}", options.zstd_level)))?;
     // Dictionary encoding and per-page statistics cost more than they give
     // on tensor columns of many small values; chunk statistics stay.
+    let key_value: Vec<KeyValue> = options
+        .key_value
+        .iter()
+        .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
+        .collect();
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(level))
         .set_dictionary_enabled(false)
         .set_statistics_enabled(EnabledStatistics::Chunk)
         .set_max_row_group_row_count(None)
+        .set_key_value_metadata((!key_value.is_empty()).then_some(key_value))
         .build();
     let tmp = temp_path(path);
     // Failures name the file the caller asked for; the temporary one is

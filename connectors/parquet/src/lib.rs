@@ -18,7 +18,7 @@ use parquet::errors::ParquetError;
 
 pub use export::{export, ExportOptions, ExportStats};
 pub use ingest::{ingest, ingest_sharded};
-pub use sniff::{row_count, sniff, Format};
+pub use sniff::{key_value, row_count, sniff, Format};
 
 /// A Parquet failure on the file `path`: an OS error it carries (a full
 /// disk, a failing read) stays an I/O error naming `path`; anything else is

@@ -66,3 +66,16 @@ pub fn row_count(path: &Path) -> Result<Option<u64>> {
         Format::IpcFile | Format::IpcStream => Ok(None),
     }
 }
+
+/// The value of key `key` in a Parquet file's key-value metadata (its
+/// footer), None when the file has no such key.
+pub fn key_value(path: &Path, key: &str) -> Result<Option<String>> {
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(open(path)?).map_err(parquet_err(path))?;
+    Ok(builder
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .and_then(|kv| kv.iter().find(|e| e.key == key))
+        .and_then(|e| e.value.clone()))
+}
