@@ -572,14 +572,25 @@ class Table(Mapping, Closing):
         a number, a null where the column has none, a tensor of another
         shape) or a wrong number of values is a ValueError and commits
         nothing; a concurrent commit that deleted an edited row, edited the
-        same column of the same shard, compacted it or dropped the column
-        raises :class:`loaderx.CommitConflict`. Needs ``readonly=False``."""
+        same rows, compacted an edited shard (for record ids or a mask; a
+        predicate is evaluated again on the new version) or dropped the
+        column raises :class:`loaderx.CommitConflict`; an update of other
+        rows of the same shards is joined. Needs ``readonly=False``."""
         from ._evolve import update
 
         self._begin_evolution("update")
         self._not_a_view("update")
         try:
-            matched, version = update(self, where, values, read_columns)
+            try:
+                matched, version = update(self, where, values, read_columns)
+            except CommitConflict as exc:
+                if not isinstance(where, str) or "(compacted)" not in str(exc):
+                    raise
+                # A predicate is evaluated again on the version that
+                # compacted a shard it touched, as for delete.
+                self._reopen()
+                self._live()
+                matched, version = update(self, where, values, read_columns)
         except BaseException:
             self._reopen()
             raise

@@ -878,3 +878,28 @@ def test_a_plain_table_becomes_versioned_by_its_first_edit(tmp_path):
         assert col(t, "t") == ["a", "BB", "C", *"defghij", "new"]
     with loaderx.open_table(path, version=1) as old:
         assert col(old, "x").tolist() == list(range(10))
+
+
+def test_a_predicate_is_evaluated_again_after_a_compaction_meanwhile(local):
+    a = loaderx.open_table(local, readonly=False)
+    b = loaderx.open_table(local, readonly=False)
+    try:
+        b.delete([4])
+        a._reopen()
+        assert a.num_rows == N - 1  # a plans on the delete's version
+        b.compact(min_deleted=0.0)  # rewrites the shard the update edits
+        assert a.update("id = 5", {"label": 55}) == 1
+        with pytest.raises(loaderx.CommitConflict, match="compacted"):
+            c = loaderx.open_table(local, readonly=False)
+            try:
+                b.delete([0])
+                b.compact(min_deleted=0.0)
+                c.update([5], {"label": 56})  # record ids are not evaluated again
+            finally:
+                c.close()
+    finally:
+        a.close()
+        b.close()
+    with loaderx.open_table(local) as t:
+        ids, labels = col(t, "id").tolist(), col(t, "label").tolist()
+    assert labels[ids.index(5)] == 55
