@@ -30,6 +30,13 @@ from pathlib import Path
 KEY, SECRET, REGION = "loaderx-bench", "loaderx-bench-secret", "us-east-1"
 
 
+def lance_options(opts: dict[str, str]) -> dict[str, str]:
+    """Lance's storage options for the server loaderx reaches with
+    ``opts`` (object_store's S3 keys, plain HTTP)."""
+    keys = ("aws_endpoint", "aws_region", "aws_access_key_id", "aws_secret_access_key")
+    return {**{k: opts[k] for k in keys}, "allow_http": "true"}
+
+
 def _free_port() -> int:
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

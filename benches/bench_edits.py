@@ -243,13 +243,9 @@ def s3_requests(data: pa.Table, args) -> dict:
     s3 = start_s3()
     try:
         opts = s3.options()
-        lopts = {
-            "aws_endpoint": opts["aws_endpoint"],
-            "aws_region": opts["aws_region"],
-            "aws_access_key_id": opts["aws_access_key_id"],
-            "aws_secret_access_key": opts["aws_secret_access_key"],
-            "allow_http": "true",
-        }
+        from _s3 import lance_options
+
+        lopts = lance_options(opts)
         proxy = FaultProxy(opts["aws_endpoint"])
         try:
             uri = f"s3://{s3.bucket}/edits/t"

@@ -238,13 +238,9 @@ def bench_add_s3(pa, lance, loaderx, table, root: Path, rounds: int, out: dict, 
         # The server keeps objects in memory: at most S3_ROWS rows.
         table = table.slice(0, S3_ROWS)
         loaderx.ingest_sharded(table, str(base), workers=os.cpu_count() or 1).close()
-        lopts = {
-            "aws_endpoint": opts["aws_endpoint"],
-            "aws_region": opts["aws_region"],
-            "aws_access_key_id": opts["aws_access_key_id"],
-            "aws_secret_access_key": opts["aws_secret_access_key"],
-            "allow_http": "true",
-        }
+        from _s3 import lance_options
+
+        lopts = lance_options(opts)
         for kind in ("int64", "float"):
             col = new_column(pa, kind, table.num_rows)
             add, alone, written, peer = [], [], [], []

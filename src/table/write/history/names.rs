@@ -159,16 +159,7 @@ fn save_views(
     let mut rows = Vec::with_capacity(asked.len());
     let mut views = Vec::with_capacity(asked.len());
     for (name, ids) in asked {
-        let mut ids = ids.clone();
-        ids.sort_unstable();
-        ids.dedup();
-        if let Some(&bad) = ids.last().filter(|&&i| i >= m.num_rows()) {
-            return Err(Error::InvalidIndex(format!(
-                "rows of a view must be record ids of version {} (0..{}), got {bad}",
-                m.version(),
-                m.num_rows()
-            )));
-        }
+        let ids = view_rows(&m, ids)?;
         views.push(View {
             name: name.clone(),
             version: m.version(),
@@ -236,6 +227,22 @@ pub fn list_views(at: &Location) -> Result<Vec<View>> {
     versions::views(at.fs(), at.path())
 }
 
+/// The rows `ids` of a view of version `m`, ascending and unique;
+/// `InvalidIndex` naming the first past its rows.
+fn view_rows(m: &crate::table::Manifest, ids: &[u64]) -> Result<Vec<u64>> {
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    if let Some(&bad) = ids.last().filter(|&&i| i >= m.num_rows()) {
+        return Err(Error::InvalidIndex(format!(
+            "rows of a view must be record ids of version {} (0..{}), got {bad}",
+            m.version(),
+            m.num_rows()
+        )));
+    }
+    Ok(ids)
+}
+
 /// Saves the view `name` again, as the rows `ids` of version `version`
 /// (None: the latest) of the sharded table at `at`: its new file replaces
 /// the old one at once (a view of a split leaves the split's set after
@@ -275,16 +282,7 @@ pub fn replace_view(at: &Location, name: &str, version: Option<u64>, ids: &[u64]
             first += shard.live_rows();
         }
     }
-    let mut ids = ids.to_vec();
-    ids.sort_unstable();
-    ids.dedup();
-    if let Some(&bad) = ids.last().filter(|&&i| i >= m.num_rows()) {
-        return Err(Error::InvalidIndex(format!(
-            "rows of a view must be record ids of version {} (0..{}), got {bad}",
-            m.version(),
-            m.num_rows()
-        )));
-    }
+    let ids = view_rows(&m, ids)?;
     let view = View {
         name: name.to_owned(),
         version: m.version(),
