@@ -697,7 +697,7 @@ def merge_insert(
     {'updated': 120000, 'inserted': 80000, 'deleted': 0}
     """
     ray = _require_ray()
-    from . import _evolve
+    from . import _edit, _evolve
 
     pa = require_pyarrow()
     choices = {
@@ -705,8 +705,8 @@ def merge_insert(
         "when_not_matched": when_not_matched,
         "when_not_matched_by_source": when_not_matched_by_source,
     }
-    _evolve.check_choices(choices)
-    on = _evolve.key_names(on)
+    _edit.check_choices(choices)
+    on = _edit.key_names(on)
     path, options = _table_path(path, storage_options)
     names = list(dataset.schema().names)
     write = _native.ColumnsWrite.editing(path, options, None)
@@ -788,7 +788,7 @@ def merge_insert(
 def _route(batch, keys, on, starts):
     """A source batch with the table shard (``__shard``, -1: none) and the
     record id (``__rid``) its key matches."""
-    from . import _evolve
+    from . import _edit
 
     pa = require_pyarrow()
     import pyarrow.compute as pc
@@ -799,7 +799,7 @@ def _route(batch, keys, on, starts):
     for c in on:
         want = keys.schema.field(c).type
         if batch.schema.field(c).type != want:
-            arr = _evolve._same_kind(pa, c, want, batch[c].combine_chunks())
+            arr = _edit.same_kind(pa, c, want, batch[c].combine_chunks())
             batch = batch.set_column(batch.column_names.index(c), c, arr)
     seq = pa.array(np.arange(batch.num_rows, dtype=np.int64))
     joined = (
@@ -830,11 +830,11 @@ def _route(batch, keys, on, starts):
 def _merge_group(group, write, rows_write, path, options, pinned, on, choices):
     """One table shard's source rows (a Ray task): their new values written
     as the shard's group; or the rows to insert written as a new shard."""
-    from . import _evolve
+    from . import _edit, _evolve
 
     pa = require_pyarrow()
     i = int(group["__shard"][0].as_py())
-    twice = _evolve.repeated_key(pa, group.select(on), on)
+    twice = _edit.repeated_key(pa, group.select(on), on)
     if twice is not None:
         raise ValueError(f"the dataset gives key {twice!r} (of {on}) more than once")
     src = group.drop_columns(["__shard", "__rid"])
@@ -846,7 +846,7 @@ def _merge_group(group, write, rows_write, path, options, pinned, on, choices):
             name, n = None, 0
             if rows_write is not None and src.num_rows:
                 rows = np.arange(src.num_rows, dtype=np.int64)
-                inserts = _evolve.merge_inserts(pa, fields, columns, src, rows)
+                inserts = _edit.merge_inserts(pa, fields, columns, src, rows)
                 name, n = rows_write.write_streams([inserts], "zstd")
             return pa.table(
                 {
@@ -863,8 +863,8 @@ def _merge_group(group, write, rows_write, path, options, pinned, on, choices):
         updates = [c for c in src.column_names if c not in on]
         edit = choices["when_matched"] == "update" and bool(updates)
         if edit:
-            new = _evolve.merge_updates(pa, fields, src, order.astype(np.int64), updates)
-            _evolve._edit_groups(pa, write, table, ids, new)
+            new = _edit.merge_updates(pa, fields, src, order.astype(np.int64), updates)
+            _edit.edit_groups(pa, write, table, ids, new)
     rows = ids - np.uint64(_evolve.live_starts(write.shards())[i])
     return pa.table(
         {

@@ -479,7 +479,8 @@ class Table(Mapping, Closing):
         keys the table lacks are ignored; a key given twice, or a column
         other than ``on`` that the table has already (see
         :meth:`merge_insert`), is a ValueError."""
-        from ._evolve import add_columns, keyed_columns
+        from ._edit import keyed_columns
+        from ._evolve import add_columns
 
         self._begin_evolution("add_columns")
         if workers is not None and (type(workers) is not int or workers < 1):
@@ -576,7 +577,7 @@ class Table(Mapping, Closing):
         predicate is evaluated again on the new version) or dropped the
         column raises :class:`loaderx.CommitConflict`; an update of other
         rows of the same shards is joined. Needs ``readonly=False``."""
-        from ._evolve import update
+        from ._edit import update
 
         self._begin_evolution("update")
         self._not_a_view("update")
@@ -626,7 +627,7 @@ class Table(Mapping, Closing):
         handle's version added rows (so that no key is left twice); the
         other parts conflict as :meth:`update` and :meth:`delete` do. Needs
         ``readonly=False``."""
-        from ._evolve import merge_insert
+        from ._edit import merge_insert
 
         self._begin_evolution("merge_insert")
         self._not_a_view("merge_insert")
