@@ -541,6 +541,7 @@ impl Records for Store {
             data_bytes: self.tail,
             // Open rejects overlapping entries, so this never saturates.
             reclaimable: self.tail.saturating_sub(self.live_bytes),
+            raw_records: self.raw_records(),
         }
     }
 
