@@ -76,7 +76,7 @@ pub mod schema;
 mod store;
 pub mod table;
 
-pub use codec::{dict, Codec};
+pub use codec::{dict, is_raw_frame, raw_frame, raw_frame_len, Codec};
 pub use error::{Error, Result};
 pub use format::MAX_RECORD_BYTES;
 // A record's 16-byte entry in meta.zr: `Store::loc` hands it to the

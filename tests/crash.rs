@@ -52,6 +52,25 @@ fn record_bytes(id: u64, len: usize) -> Vec<u8> {
     out
 }
 
+/// The record of `id` in the mixed store: two in three are noise after
+/// their id (zstd cannot shrink them: frames of raw blocks), the third a
+/// compressible one.
+fn mixed_bytes(id: u64, len: usize) -> Vec<u8> {
+    let mut out = id.to_le_bytes().to_vec();
+    if id.is_multiple_of(3) {
+        out.resize(len, (id % 251) as u8);
+        return out;
+    }
+    let mut x = id.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    out.extend((8..len).map(|_| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x >> 24) as u8
+    }));
+    out
+}
+
 fn ragged_len(id: u64) -> usize {
     8 + (id % 41) as usize * 3
 }
@@ -61,16 +80,24 @@ enum Flavour {
     DenseRaw,
     DenseZstd,
     RaggedZstd,
+    /// Compressed frames and frames of raw blocks side by side.
+    DenseZstdMixed,
 }
 
 impl Flavour {
-    const ALL: [Flavour; 3] = [Flavour::DenseRaw, Flavour::DenseZstd, Flavour::RaggedZstd];
+    const ALL: [Flavour; 4] = [
+        Flavour::DenseRaw,
+        Flavour::DenseZstd,
+        Flavour::RaggedZstd,
+        Flavour::DenseZstdMixed,
+    ];
 
     fn name(self) -> &'static str {
         match self {
             Flavour::DenseRaw => "dense-raw",
             Flavour::DenseZstd => "dense-zstd",
             Flavour::RaggedZstd => "ragged-zstd",
+            Flavour::DenseZstdMixed => "dense-zstd-mixed",
         }
     }
 
@@ -86,7 +113,7 @@ impl Flavour {
                 Codec::Raw,
                 None,
             ),
-            Flavour::DenseZstd => Store::create(
+            Flavour::DenseZstd | Flavour::DenseZstdMixed => Store::create(
                 dir,
                 Schema::dense(DType::U8, &[WIDTH as u64]).unwrap(),
                 Codec::Zstd,
@@ -107,9 +134,16 @@ impl Flavour {
         } else {
             let bytes: Vec<u8> = ids
                 .into_iter()
-                .flat_map(|id| record_bytes(id, WIDTH))
+                .flat_map(|id| self.dense_bytes(id))
                 .collect();
             store.append_dense(&bytes)
+        }
+    }
+
+    fn dense_bytes(self, id: u64) -> Vec<u8> {
+        match self {
+            Flavour::DenseZstdMixed => mixed_bytes(id, WIDTH),
+            _ => record_bytes(id, WIDTH),
         }
     }
 
@@ -130,13 +164,17 @@ impl Flavour {
                 })
                 .collect()
         } else {
+            if self == Flavour::DenseZstdMixed && store.len() >= 3 {
+                let raw = store.stats().raw_records;
+                assert!(raw > 0 && raw < store.len(), "{raw} of {} raw", store.len());
+            }
             let buf = store.gather_dense(&all).unwrap();
             buf.as_slice()
                 .chunks_exact(WIDTH)
                 .enumerate()
                 .map(|(i, rec)| {
                     let id = id_of(rec);
-                    assert_eq!(rec, record_bytes(id, WIDTH), "record {i}");
+                    assert_eq!(rec, self.dense_bytes(id), "record {i}");
                     id
                 })
                 .collect()

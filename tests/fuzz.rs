@@ -139,6 +139,12 @@ enum Records {
     DenseDeleted(usize),
     /// `n` small ragged records, then records 1 and 4 deleted.
     RaggedDeleted(u32),
+    /// `n` dense records, two in three noise: in a zstd store, frames of
+    /// raw blocks beside compressed frames.
+    DenseMixed(usize),
+    /// A few small ragged records and one of 140,000 noise bytes: in a
+    /// zstd store, a frame of two raw blocks.
+    RaggedTwoBlocks,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -230,6 +236,27 @@ const FLAVOURS: &[Flavour] = &[
         records: Records::RaggedBig,
     },
     Flavour {
+        name: "dense zstd raw frames",
+        dtype: DType::U16,
+        item_shape: Some(&[40]),
+        codec: Codec::Zstd,
+        records: Records::DenseMixed(9),
+    },
+    Flavour {
+        name: "dense zstd_dict raw frames",
+        dtype: DType::U8,
+        item_shape: Some(&[120]),
+        codec: Codec::ZstdDict,
+        records: Records::DenseMixed(9),
+    },
+    Flavour {
+        name: "ragged zstd two raw blocks",
+        dtype: DType::U8,
+        item_shape: None,
+        codec: Codec::Zstd,
+        records: Records::RaggedTwoBlocks,
+    },
+    Flavour {
         name: "dense raw after delete",
         dtype: DType::F32,
         item_shape: Some(&[2, 4]),
@@ -286,6 +313,25 @@ fn build(dir: &Path, f: &Flavour, dict_bytes: &[u8]) -> Files {
             p.push(&[70_000], &noise(7, 70_000));
             p.push(&[5], &[1, 2, 3, 4, 5]);
             s.append_ragged(&p).unwrap();
+        }
+        Records::DenseMixed(n) => {
+            let width = schema.record_width().unwrap() as usize;
+            let bytes: Vec<u8> = (0..n)
+                .flat_map(|i| match i % 3 {
+                    0 => (0..width).map(|k| (k % 7) as u8 * 3).collect(),
+                    _ => noise(i as u64 + 11, width),
+                })
+                .collect();
+            s.append_dense(&bytes).unwrap();
+            let raw = s.stats().raw_records;
+            assert!(raw > 0 && raw < n as u64, "{}: {raw} raw of {n}", f.name);
+        }
+        Records::RaggedTwoBlocks => {
+            let mut p = small_ragged(f.dtype, 3);
+            p.push(&[140_000], &noise(9, 140_000));
+            p.push(&[5], &[1, 2, 3, 4, 5]);
+            s.append_ragged(&p).unwrap();
+            assert!(s.stats().raw_records >= 1, "{}", f.name);
         }
     }
     if let Records::DenseDeleted(_) | Records::RaggedDeleted(_) = f.records {

@@ -564,6 +564,37 @@ fn dict_replaced_by_another_dictionary() {
     assert_ne!(other, fs::read(dir.join(DICT)).unwrap());
     fs::write(dir.join(DICT), &other).unwrap();
     let store = Store::open(&dir).unwrap();
+    // These records do not pay (the dictionary knows nothing like them):
+    // stored as frames of raw blocks, they need no dictionary.
+    let data = fs::read(dir.join(DATA)).unwrap();
+    for i in 0..4u64 {
+        let loc = store.loc(i).unwrap();
+        let frame = &data[loc.offset as usize..][..loc.phys_length as usize];
+        assert!(loaderx::is_raw_frame(frame, 32), "record {i}");
+    }
+    assert_eq!(
+        store.gather_dense(&[3u64, 0]).unwrap().as_slice(),
+        [&dense_records(4)[96..], &dense_records(1)[..]].concat()
+    );
+    store.close().unwrap();
+
+    // Records like the dictionary's own are dictionary frames, and fail
+    // under another dictionary naming data.zr.
+    let dir = tmp.path().join("t");
+    let dict = trained_dict(0);
+    let schema = Schema::dense(DType::U8, &[120]).unwrap();
+    let mut store = Store::create(&dir, schema, Codec::ZstdDict, Some(&dict)).unwrap();
+    let recs: Vec<u8> = (0..4u32)
+        .flat_map(|i| {
+            (0..120u32)
+                .map(move |j| ((i * 13 + j * j) % 41) as u8 + if j % 5 == 0 { 120 } else { 0 })
+        })
+        .collect();
+    store.append_dense(&recs).unwrap();
+    store.close().unwrap();
+    fs::write(dir.join(DICT), &other).unwrap();
+    let store = Store::open(&dir).unwrap();
+    assert!(store.stats().raw_records == 0);
     assert_corrupted(store.gather_dense(&[3u64]), &dir, DATA);
     assert_corrupted(store.read_record(0), &dir, DATA);
 }

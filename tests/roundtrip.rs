@@ -701,7 +701,8 @@ fn delete_everything_and_compact_to_empty() {
                 records: 0,
                 live_bytes: 0,
                 data_bytes: 0,
-                reclaimable: 0
+                reclaimable: 0,
+                raw_records: 0
             }
         );
         store.close().unwrap();
@@ -733,7 +734,8 @@ fn stats_accounting() {
                 records: 0,
                 live_bytes: 0,
                 data_bytes: 0,
-                reclaimable: 0
+                reclaimable: 0,
+                raw_records: 0
             }
         );
         store.append_dense(&recs.concat()).unwrap();
@@ -742,8 +744,10 @@ fn stats_accounting() {
         assert_eq!(s.data_bytes, s.live_bytes, "a fresh store has no gaps");
         if codec == Codec::Raw {
             assert_eq!(s.live_bytes, 50 * 400);
+            assert_eq!(s.raw_records, 50);
         } else {
             assert!(s.live_bytes < 50 * 400, "{codec} compresses small values");
+            assert_eq!(s.raw_records, 0, "{codec} compresses every record");
         }
         store.sync().unwrap();
         assert_eq!(
@@ -774,7 +778,8 @@ fn stats_accounting() {
                 records: 48,
                 live_bytes: d.live_bytes,
                 data_bytes: d.live_bytes,
-                reclaimable: 0
+                reclaimable: 0,
+                raw_records: d.raw_records
             }
         );
         store.close().unwrap();

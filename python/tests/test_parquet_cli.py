@@ -193,7 +193,13 @@ def test_cli_on_good_stores(table_dir, root):
     r = cli("info", t / "tokens")
     assert r.returncode == 0 and "kind: ragged" in r.stdout and "item_shape: None" in r.stdout
     r = cli("stats", t / "label", "--json")
-    assert set(json.loads(r.stdout)) == {"records", "live_bytes", "data_bytes", "reclaimable"}
+    assert set(json.loads(r.stdout)) == {
+        "records",
+        "live_bytes",
+        "data_bytes",
+        "reclaimable",
+        "raw_records",
+    }
     r = cli("verify", t / "tokens", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["records"] == len(label)
     r = cli(

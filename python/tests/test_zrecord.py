@@ -154,7 +154,7 @@ def test_delete_compact_stats(root, codec):
     model = list(data)
     with make_dense(root / "d", data, codec) as ds:
         st = ds.stats()
-        assert set(st) == {"records", "live_bytes", "data_bytes", "reclaimable"}
+        assert set(st) == {"records", "live_bytes", "data_bytes", "reclaimable", "raw_records"}
         assert st["records"] == 50 and st["reclaimable"] == 0
         ds.delete(np.arange(0, 50, 2))
         for i in sorted(range(0, 50, 2), reverse=True):

@@ -537,6 +537,7 @@ impl Records for Columnar {
             live_bytes: data,
             data_bytes: data,
             reclaimable: 0,
+            raw_records: 0,
         }
     }
     fn read_counters(&self) -> ReadCounters {
@@ -634,6 +635,7 @@ impl Records for ValidityView {
             live_bytes: 0,
             data_bytes: 0,
             reclaimable: 0,
+            raw_records: 0,
         }
     }
     fn read_counters(&self) -> ReadCounters {

@@ -208,6 +208,7 @@ impl Records for Concat {
                 live_bytes: 0,
                 data_bytes: 0,
                 reclaimable: 0,
+                raw_records: 0,
             },
             |a, p| {
                 let s = p.stats();
@@ -216,6 +217,7 @@ impl Records for Concat {
                     live_bytes: a.live_bytes + s.live_bytes,
                     data_bytes: a.data_bytes + s.data_bytes,
                     reclaimable: a.reclaimable + s.reclaimable,
+                    raw_records: a.raw_records + s.raw_records,
                 }
             },
         )

@@ -112,6 +112,10 @@ pub struct Stats {
     pub data_bytes: u64,
     /// `data_bytes - live_bytes`: what [`Store::compact`](crate::Store::compact) would free.
     pub reclaimable: u64,
+    /// Live records stored uncompressed: every record of a `raw` store;
+    /// in a zstd store, the records stored as frames of raw blocks (those
+    /// zstd did not shrink by a sixteenth), which read as copies.
+    pub raw_records: u64,
 }
 
 /// How much a handle has read (for tests and tooling: proves what a query

@@ -98,6 +98,8 @@ impl Store {
             // otherwise cost a system call apiece.
             let chunk = chunk_records(src.len(), n);
             let frontier = AtomicU64::new(start);
+            let first = self.len();
+            let verdict = self.verdict;
             let mut locs = vec![RecordLoc::default(); n];
             let (codec, dict, checksum, data, data_path) = (
                 self.codec,
@@ -106,19 +108,24 @@ impl Store {
                 &self.data,
                 &self.data_path,
             );
-            executor::pool().install(|| {
+            // Each chunk starts from the verdict the last append left and
+            // hands on its own; the last chunk's is the store's next.
+            let verdicts = executor::pool().install(|| {
                 locs.par_chunks_mut(chunk)
                     .enumerate()
-                    .try_for_each(|(c, locs)| -> Result<()> {
+                    .map(|(c, locs)| -> Result<codec::Verdict> {
                         let mut buf = Vec::new();
+                        let mut verdict = verdict;
                         for (k, loc) in locs.iter_mut().enumerate() {
                             let i = c * chunk + k;
                             let r = record(i);
                             let logic = r.len() as u32;
-                            codec::compress_with(
+                            codec::encode_with(
                                 codec,
                                 dict,
                                 checksum,
+                                &mut verdict,
+                                first + i as u64,
                                 &src[r],
                                 |frame| -> Result<()> {
                                     *loc = RecordLoc {
@@ -142,9 +149,13 @@ impl Store {
                         for loc in locs.iter_mut() {
                             loc.offset += base;
                         }
-                        Ok(())
+                        Ok(verdict)
                     })
+                    .collect::<Result<Vec<_>>>()
             })?;
+            if let Some(&last) = verdicts.last() {
+                self.verdict = last;
+            }
             locs
         };
         if self.packed_dense {

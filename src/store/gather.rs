@@ -12,7 +12,7 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::codec::Codec;
+use crate::codec::{self, Codec};
 use crate::error::{Error, Result};
 use crate::executor::{self, FanOut, Work};
 use crate::io::Runs;
@@ -100,11 +100,31 @@ fn chunk_records(coded: bool, records: usize, bytes: usize) -> usize {
 }
 
 fn work_of<L>(src: &Source<'_, L>) -> Work {
-    if src.coded {
+    work(src.coded)
+}
+
+fn work(coded: bool) -> Work {
+    if coded {
         Work::Decode
     } else {
         Work::Copy
     }
+}
+
+/// Whether a gather of `idx` plans for decoding (smaller chunks, the
+/// decode cost model): its source decodes, and its first record is not
+/// stored as a frame of raw blocks (which reads as a copy). One record
+/// decides: columns are raw-framed throughout or not at all, as a rule.
+fn plans_decoding<'s, L>(src: &Source<'s, L>, idx: &[u64]) -> bool
+where
+    L: Fn(u64) -> (&'s Store, u64) + Sync,
+{
+    src.coded
+        && idx.first().is_none_or(|&i| {
+            let (s, k) = (src.locate)(i);
+            let l = s.locs[k as usize];
+            s.codec != Codec::Raw && !codec::has_raw_frame_size(l.phys_length, l.logic_length)
+        })
 }
 
 /// Hands each chunk its own part of the output: chunk `c` takes slot `c`
@@ -183,8 +203,9 @@ where
         }
         Ok(())
     };
-    let per = chunk_records(src.coded, idx.len(), dst.len());
-    let plan = FanOut::plan(work_of(src), dst.len(), idx.len().div_ceil(per));
+    let coded = plans_decoding(src, idx);
+    let per = chunk_records(coded, idx.len(), dst.len());
+    let plan = FanOut::plan(work(coded), dst.len(), idx.len().div_ceil(per));
     if !plan.fans_out() {
         let r = fill(idx, dst);
         plan.done_alone();
@@ -281,8 +302,9 @@ where
         }
         Ok(())
     };
-    let per = chunk_records(src.coded, idx.len(), total);
-    let plan = FanOut::plan(work_of(src), total, idx.len().div_ceil(per));
+    let coded = plans_decoding(src, idx);
+    let per = chunk_records(coded, idx.len(), total);
+    let plan = FanOut::plan(work(coded), total, idx.len().div_ceil(per));
     if !plan.fans_out() {
         fill(idx, &spans, buffer.as_mut_slice(), 0)?;
         plan.done_alone();
@@ -541,6 +563,7 @@ impl Records for Store {
             data_bytes: self.tail,
             // Open rejects overlapping entries, so this never saturates.
             reclaimable: self.tail.saturating_sub(self.live_bytes),
+            raw_records: self.raw_records(),
         }
     }
 

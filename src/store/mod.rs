@@ -29,7 +29,7 @@ use std::fs::TryLockError;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::codec::{Codec, Dictionary};
+use crate::codec::{self, Codec, Dictionary};
 use crate::error::{Error, Result};
 use crate::format::RecordLoc;
 use crate::io::lock::LockedMeta;
@@ -92,6 +92,9 @@ pub struct Store {
     /// the object on first use rather than with a request at open.
     remote_checksum: std::sync::OnceLock<bool>,
     locs: Vec<RecordLoc>,
+    /// Whether zstd paid for the records this handle appended last (new
+    /// records that do not pay are stored as frames of raw blocks).
+    verdict: codec::Verdict,
     /// Raw dense records lie back to back in index order (record `i` at
     /// `i * width`), so a gather computes offsets instead of reading the
     /// location table (a cache miss per record on large stores).

@@ -5,7 +5,7 @@ use std::cell::Cell;
 use std::io::ErrorKind;
 use std::path::Path;
 
-use crate::codec::{self, DecodeError};
+use crate::codec::{self, Codec, DecodeError};
 use crate::error::{Error, Result};
 use crate::format::RecordLoc;
 use crate::io::{io_error, Runs, StorageFile};
@@ -151,6 +151,36 @@ impl Store {
         } else {
             self.locs[i as usize]
         }
+    }
+
+    /// Live records stored uncompressed (see [`crate::Stats::raw_records`]):
+    /// in a zstd store, those whose location has a raw frame's size and
+    /// whose frame head and block headers say so (read through the mapping,
+    /// or a few bytes with positional reads). A frame that cannot be read
+    /// counts as compressed; gathers report it.
+    pub(crate) fn raw_records(&self) -> u64 {
+        if self.codec == Codec::Raw {
+            return self.locs.len() as u64;
+        }
+        let map = self.map.as_deref();
+        self.locs
+            .iter()
+            .filter(|l| codec::has_raw_frame_size(l.phys_length, l.logic_length))
+            .filter(|l| {
+                let within = l.end().is_some_and(|end| end <= self.tail);
+                within
+                    && codec::is_raw_frame_read(l.logic_length as usize, |at, buf| {
+                        let from = l.offset + at as u64;
+                        match map {
+                            Some(m) if from as usize + buf.len() <= m.len() => {
+                                buf.copy_from_slice(&m[from as usize..from as usize + buf.len()]);
+                                true
+                            }
+                            _ => self.data.read_exact_at(buf, from).is_ok(),
+                        }
+                    })
+            })
+            .count() as u64
     }
 
     /// Reads record `i`, stored at `loc`, into `dst` of its logical size:

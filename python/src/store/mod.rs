@@ -682,6 +682,7 @@ impl Store {
         d.set_item("live_bytes", st.live_bytes)?;
         d.set_item("data_bytes", st.data_bytes)?;
         d.set_item("reclaimable", st.reclaimable)?;
+        d.set_item("raw_records", st.raw_records)?;
         Ok(d)
     }
 
