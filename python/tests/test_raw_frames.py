@@ -10,10 +10,9 @@ import sys
 
 import numpy as np
 import pytest
-import zstandard
 
-from loaderx.zrecord import DenseStore, RaggedStore
 from loaderx.utils import train_dict
+from loaderx.zrecord import DenseStore, RaggedStore
 
 MAGIC = b"\x28\xb5\x2f\xfd"
 
@@ -63,6 +62,8 @@ def mixed_records(rng, n=60, width=768):
 
 @pytest.mark.parametrize("codec", ["zstd", "zstd_dict"])
 def test_every_frame_decodes_with_python_zstandard(tmp_path, codec):
+    import zstandard  # a test dependency with no free-threaded wheel
+
     rng = np.random.default_rng(5)
     data = mixed_records(rng)
     dict_bytes = train_dict(data[::3].copy(), tier="fast") if codec == "zstd_dict" else None
@@ -134,6 +135,8 @@ def test_compact_keeps_frames_as_they_are(tmp_path):
 
 
 def _frames_of_libzstd(rows):
+    import zstandard
+
     cctx = zstandard.ZstdCompressor(level=3, write_content_size=True)
     return sum(len(cctx.compress(r)) for r in rows)
 
@@ -167,9 +170,7 @@ def test_compressible_stores_keep_their_frames(tmp_path):
         with RaggedStore.create(path, dtype) as rs:
             rs.append(recs)
             st = rs.stats()
-        logical = [
-            struct.pack("<QQ", 1, len(r)) + np.ascontiguousarray(r).tobytes() for r in recs
-        ]
+        logical = [struct.pack("<QQ", 1, len(r)) + np.ascontiguousarray(r).tobytes() for r in recs]
         assert st["raw_records"] == 0, name
         assert st["data_bytes"] == _frames_of_libzstd(logical), name
 
