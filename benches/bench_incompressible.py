@@ -186,7 +186,12 @@ def main(argv=None) -> int:
         machine, text = describe_machine_and_build(root)
         print(text, file=sys.stderr)
         table, emb, _ = _table(args.rows, args.seed)
-        result = {"machine": machine, "rows": args.rows, "dim": DIM, "date": time.strftime("%Y-%m-%d")}
+        result = {
+            "machine": machine,
+            "rows": args.rows,
+            "dim": DIM,
+            "date": time.strftime("%Y-%m-%d"),
+        }
         if "write" in only:
             result["write"] = bench_write(root, table, emb, args.rounds, args.workers)
         if "gather" in only:

@@ -1,7 +1,7 @@
 """The ``loaderx`` command line.
 
     loaderx info PATH [--json]              kind, length, dtype, item_shape, codec
-    loaderx stats PATH [--json]             records, live_bytes, data_bytes, reclaimable, raw_records
+    loaderx stats PATH [--json]             records, live/data bytes, reclaimable, raw_records
     loaderx verify PATH [--json]            decode every record
     loaderx sql QUERY --table NAME=DIR ...  SQL over tables (each DIR: a table, plain or sharded)
     loaderx export --out FILE --table DIR   a table of stores to Parquet
