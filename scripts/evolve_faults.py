@@ -310,6 +310,15 @@ def child(fn: str, *args) -> subprocess.Popen:
     )
 
 
+def done_in(journal: str) -> int:
+    """Operations the journal says committed so far."""
+    try:
+        with open(journal) as f:
+            return sum(1 for line in f if line.endswith("\n") and '"kind": "done"' in line)
+    except FileNotFoundError:
+        return 0
+
+
 def campaign(a) -> int:
     from remote_servers import start_s3
 
@@ -350,12 +359,16 @@ def campaign(a) -> int:
         readers = [child("reader", path, opts, o, a.seconds) for o in outs]
         kills = 0
         end = time.time() + a.seconds
-        while time.time() < end:
+        # A loaded machine starts evolvers slowly: the campaign goes on
+        # past its seconds (up to ten times them) until --min-done
+        # operations have committed, so that it always tests commits.
+        last = time.time() + 10 * a.seconds
+        while time.time() < end or (done_in(journal) < a.min_done and time.time() < last):
             time.sleep(rng.uniform(0.2, 2 * a.kill_every))
             victim = rng.choice(sorted(live))
             live.pop(victim).send_signal(signal.SIGKILL)
             kills += 1
-            live[gen] = child("evolver", path, opts, gen, journal, end - time.time())
+            live[gen] = child("evolver", path, opts, gen, journal, max(end, last) - time.time())
             gen += 1
         for p in live.values():
             p.send_signal(signal.SIGKILL)
@@ -612,6 +625,12 @@ def main() -> int:
     p.add_argument("--readers", type=int, default=1)
     p.add_argument("--kill-every", type=float, default=1.0, help="mean seconds between kills")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--min-done",
+        type=int,
+        default=0,
+        help="go on past --seconds (up to ten times) until this many operations committed",
+    )
     p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
