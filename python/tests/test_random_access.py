@@ -212,6 +212,9 @@ def test_kept_chunks_stay_within_the_budget(tmp_path):
             }
         ),
         path,
+        # Text files of about 2 MiB, each fitting half the budget (random
+        # reads keep those), 30 MiB in all: several times the budget.
+        shards=16,
     ).close()
     code = f"""
     import numpy as np, loaderx
@@ -305,6 +308,8 @@ def test_a_forked_child_gathers_with_its_own_budget(tmp_path):
     rng = np.random.default_rng(6)
     idx = np.sort(rng.choice(n, 2000, replace=False))
     assert (t["x"][idx] == idx * 3).all()
+    # Text chunks are kept for random reads (numbers are read in place).
+    assert t["s"][idx] == [f"v{i}" for i in idx]
     kept = loaderx._native.columnar_kept_bytes()
     assert kept > 0
     stop = threading.Event()

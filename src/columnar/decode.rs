@@ -120,6 +120,28 @@ impl Decoded {
         self.values.len() + 4 * self.offsets.len() + self.validity.as_ref().map_or(0, Vec::len) + 64
     }
 
+    /// The [`memory`](Self::memory) chunk `e` of `kind` holds once
+    /// decoded, from its entry alone: what room keeping it takes.
+    pub fn memory_of(kind: ValueKind, e: &Entry) -> usize {
+        let rows = e.rows as usize;
+        let values = match kind {
+            ValueKind::Fixed(DType::Bool) => rows.div_ceil(8),
+            ValueKind::Fixed(d) => rows * d.itemsize(),
+            // Text: its bytes end to end (a grouped chunk's decoded text).
+            _ => e.decoded_size() as usize,
+        };
+        let offsets = match kind {
+            ValueKind::Fixed(_) => 0,
+            _ => 4 * (rows + 1),
+        };
+        let validity = if e.null_count > 0 {
+            rows.div_ceil(8)
+        } else {
+            0
+        };
+        values + offsets + validity + 64
+    }
+
     #[inline]
     pub fn is_valid(&self, i: usize) -> bool {
         self.validity

@@ -179,7 +179,7 @@ impl ColumnFile {
         let decoded_bytes = footer
             .entries
             .iter()
-            .map(|e| e.decoded_size() as u64 + 4 * e.rows as u64 + 64)
+            .map(|e| Decoded::memory_of(footer.kind, e) as u64)
             .sum();
         let mut starts = Vec::with_capacity(chunks + 1);
         let mut at = 0u64;
@@ -278,13 +278,15 @@ impl ColumnFile {
         let base = if first == 0 { 0 } else { entries[first].offset };
         let e = &entries[c];
         let at = (e.offset - base) as usize;
-        decode_chunk(
+        let d = decode_chunk(
             self.footer.kind,
             e,
             &bytes[at..at + e.stored_len() as usize],
             self.symbols.as_ref(),
         )
-        .map_err(|why| Error::corrupted(&self.path, format!("chunk {c}: {why}")))
+        .map_err(|why| Error::corrupted(&self.path, format!("chunk {c}: {why}")))?;
+        debug_assert_eq!(d.memory(), Decoded::memory_of(self.footer.kind, e));
+        Ok(d)
     }
 
     /// Chunk `c`'s key among the kept chunks.
@@ -303,6 +305,19 @@ impl ColumnFile {
         if keep {
             kept().put(self.key(c), Arc::clone(&d), &self.kept_bits);
         }
+        Ok(d)
+    }
+
+    /// Chunk `c` decoded: the kept one, else read and decoded now and kept
+    /// only where that evicts no other (a random read's few rows: room the
+    /// budget had, never a kept chunk's place).
+    pub(crate) fn chunk_into_room(&self, c: usize) -> Result<Arc<Decoded>> {
+        if let Some(d) = self.kept_arc(c) {
+            return Ok(d);
+        }
+        let bytes = self.stored(c, c + 1)?;
+        let d = Arc::new(self.decode_from(c, c, &bytes)?);
+        kept().put_into_room(self.key(c), Arc::clone(&d), &self.kept_bits);
         Ok(d)
     }
 
@@ -369,10 +384,7 @@ impl ColumnFile {
     /// evicting another.
     pub(crate) fn has_room(&self, k: &super::kept::Kept, c: usize) -> bool {
         let e = &self.footer.entries[c];
-        k.has_room(
-            self.key(c),
-            e.decoded_size() as u64 + 4 * e.rows as u64 + 64,
-        )
+        k.has_room(self.key(c), Decoded::memory_of(self.footer.kind, e) as u64)
     }
 }
 

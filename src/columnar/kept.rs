@@ -95,9 +95,39 @@ struct Slot {
     used: bool,
 }
 
+/// Hashes a [`Key`] with two multiplications: keys are small numbers the
+/// process made (no adversary), and a lookup is on every random read's
+/// path, where SipHash's rounds showed in profiles.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+
+    #[inline]
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(26) ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    #[inline]
+    fn write_u32(&mut self, x: u32) {
+        self.write_u64(x as u64);
+    }
+}
+
+type KeyMap = HashMap<Key, usize, std::hash::BuildHasherDefault<KeyHasher>>;
+
 #[derive(Default)]
 struct Shard {
-    at: HashMap<Key, usize>,
+    at: KeyMap,
     slots: Vec<Slot>,
     hand: usize,
     bytes: u64,
@@ -204,6 +234,18 @@ impl Kept {
     /// least recently until it fits; false when it cannot (larger than a
     /// shard's budget). Evicted chunks are dropped after the lock is let go.
     pub(crate) fn put(&self, key: Key, chunk: Arc<Decoded>, bits: &KeptBits) -> bool {
+        self.put_evicting(key, chunk, bits, true)
+    }
+
+    /// Keeps `chunk` under `key` only if its shard has room for it beside
+    /// the chunks kept: a random read of a table larger than the budget
+    /// would otherwise evict a chunk for every chunk it decodes, each
+    /// decoded for a row or two.
+    pub(crate) fn put_into_room(&self, key: Key, chunk: Arc<Decoded>, bits: &KeptBits) -> bool {
+        self.put_evicting(key, chunk, bits, false)
+    }
+
+    fn put_evicting(&self, key: Key, chunk: Arc<Decoded>, bits: &KeptBits, evict: bool) -> bool {
         let bytes = chunk.memory() as u64;
         if bytes > self.shard_budget {
             return false;
@@ -212,6 +254,9 @@ impl Kept {
         let mut s = self.shard(key);
         if s.at.contains_key(&key) {
             return true;
+        }
+        if !evict && s.bytes + bytes > self.shard_budget {
+            return false;
         }
         let slot = Slot {
             key,
@@ -320,6 +365,10 @@ mod tests {
         assert!(bit(&bits, keys[0].1) && bit(&bits, keys[1].1));
         // Its shard is full; another shard has room.
         assert!(!k.has_room(keys[2], size));
+        // Into room only: the full shard keeps what it holds.
+        assert!(!k.put_into_room(keys[2], chunk(4000), &bits));
+        assert!(k.has(keys[0]) && k.has(keys[1]) && !k.has(keys[2]));
+        assert!(!bit(&bits, keys[2].1));
         let other = (0..100u32)
             .map(|c| (9, c))
             .find(|&key| shard_of(key) != shard_of(keys[0]));
