@@ -664,3 +664,30 @@ def test_adapters_over_a_remote_table_pickle_with_their_options(s3, remote_table
                 a, b = again[k], {c: lt[c][[k]] for c in lt}
                 assert np.array_equal(a["image"], b["image"][0])
                 assert a["label"] == b["label"][0]
+
+
+def test_stats_of_a_store_in_a_bucket_count_raw_frames_without_reading_records(s3, tmp_path):
+    # Records zstd cannot shrink are stored as frames of raw blocks; a
+    # store in a bucket counts them from its index, asking for no record.
+    local = str(tmp_path / "emb")
+    rng = np.random.default_rng(9)
+    rows = rng.integers(0, 255, (60, 4096), dtype=np.uint8)
+    rows[1::2] = 7  # every other record compresses
+    with loaderx.DenseStore.create(os.path.join(local, "x"), np.uint8, (4096,)) as s:
+        s.append(rows)
+    loaderx.copy_table(local, uri(s3, "emb"), storage_options=s3.options())
+    proxy = FaultProxy(s3.endpoint)
+    try:
+        opts = s3.options(endpoint=proxy.url)
+        with (
+            loaderx.open_table(uri(s3, "emb"), storage_options=opts) as rt,
+            loaderx.open_table(local) as lt,
+        ):
+            want = lt["x"].stats()["raw_records"]
+            assert 0 < want < 60
+            proxy.reset_counts()
+            assert rt["x"].stats()["raw_records"] == want
+            assert proxy.count("GET") == 0
+            assert np.array_equal(rt["x"][np.arange(60)], rows)
+    finally:
+        proxy.stop()

@@ -154,31 +154,37 @@ impl Store {
     }
 
     /// Live records stored uncompressed (see [`crate::Stats::raw_records`]):
-    /// in a zstd store, those whose location has a raw frame's size and
-    /// whose frame head and block headers say so (read through the mapping,
-    /// or a few bytes with positional reads). A frame that cannot be read
-    /// counts as compressed; gathers report it.
+    /// in a zstd store, those whose location has a raw frame's size and,
+    /// where the data file is mapped, whose frame head and block headers
+    /// say so. An unmapped file (a store in a bucket) is counted by the
+    /// sizes alone, so that its stats ask for no record's bytes (a request
+    /// a record): a compressed frame of exactly a raw frame's size would
+    /// count, which a zstd encoder writes only as raw blocks. A
+    /// frame that cannot be read counts as compressed; gathers report it.
     pub(crate) fn raw_records(&self) -> u64 {
         if self.codec == Codec::Raw {
             return self.locs.len() as u64;
         }
-        let map = self.map.as_deref();
-        self.locs
+        let sized = self
+            .locs
             .iter()
             .filter(|l| codec::has_raw_frame_size(l.phys_length, l.logic_length))
+            .filter(|l| l.end().is_some_and(|end| end <= self.tail));
+        let Some(m) = self.map.as_deref() else {
+            return sized.count() as u64;
+        };
+        sized
             .filter(|l| {
-                let within = l.end().is_some_and(|end| end <= self.tail);
-                within
-                    && codec::is_raw_frame_read(l.logic_length as usize, |at, buf| {
-                        let from = l.offset + at as u64;
-                        match map {
-                            Some(m) if from as usize + buf.len() <= m.len() => {
-                                buf.copy_from_slice(&m[from as usize..from as usize + buf.len()]);
-                                true
-                            }
-                            _ => self.data.read_exact_at(buf, from).is_ok(),
+                codec::is_raw_frame_read(l.logic_length as usize, |at, buf| {
+                    let from = (l.offset + at as u64) as usize;
+                    match m.get(from..from + buf.len()) {
+                        Some(b) => {
+                            buf.copy_from_slice(b);
+                            true
                         }
-                    })
+                        None => false,
+                    }
+                })
             })
             .count() as u64
     }
