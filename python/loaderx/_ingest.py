@@ -124,6 +124,12 @@ def write_sharded(
         if isinstance(source, pa.Table):
             ranges = _chunks(source.num_rows, shards or 2 * workers) or [(0, 0)]
             write(sources=[source.slice(at, n) for at, n in ranges])
+        elif isinstance(source, pa.RecordBatchReader):
+            # A Python source's own error, raised as it was: the Arrow
+            # stream would carry it as text with its traceback.
+            failure: list[BaseException] = []
+            reader = pa.RecordBatchReader.from_batches(source.schema, _kept(source, failure))
+            as_raised(failure, write, sources=[reader], run_bytes=_RUN_BYTES)
         elif hasattr(source, "__arrow_c_stream__"):
             write(sources=[source], run_bytes=_RUN_BYTES)
         else:
@@ -132,6 +138,29 @@ def write_sharded(
                 f"interface (__arrow_c_stream__), got {type(source).__name__}"
             )
     return path
+
+
+def _kept(reader, failure: list):
+    """The batches of ``reader``, the error reading them raises appended
+    to ``failure`` (then raised on)."""
+    try:
+        yield from reader
+    except Exception as e:
+        failure.append(e)
+        raise
+
+
+def as_raised(failure: list, write, *args, **kwargs):
+    """``write(*args, **kwargs)``, an ingest fed by a batch generator that
+    appends the error it raises to ``failure``: that error, as raised, in
+    place of the one the core reports after the Arrow stream carried it
+    (which wraps the message in the stream's own text and a traceback)."""
+    try:
+        return write(*args, **kwargs)
+    except Exception:
+        if failure:
+            raise failure[0] from None
+        raise
 
 
 #: Bytes of a one-pass stream that :func:`ingest_sharded` writes per shard.

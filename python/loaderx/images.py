@@ -343,6 +343,7 @@ def ingest_folder(
     ``width``."""
     import pyarrow as pa
 
+    from ._ingest import as_raised
     from .table import _ingest_sharded
 
     root = os.fspath(root)
@@ -394,7 +395,7 @@ def ingest_folder(
             print(file=sys.stderr)
 
     reader = pa.RecordBatchReader.from_batches(schema, batches())
-    return _as_raised(
+    return as_raised(
         failure,
         _ingest_sharded,
         reader,
@@ -493,19 +494,6 @@ def _reason(why: str) -> str:
     reading a file) as "not a decodable image: ...", said once."""
     prefix = "not a decodable image: "
     return prefix + why.removeprefix(prefix)
-
-
-def _as_raised(failure: list, write, *args, **kwargs):
-    """``write(*args, **kwargs)``, an ingest fed by a batch generator that
-    appends the error it raises to ``failure``: that error, as raised, in
-    place of the one the core reports after the Arrow stream carried it
-    (which wraps the message in the stream's own text and a traceback)."""
-    try:
-        return write(*args, **kwargs)
-    except Exception:
-        if failure:
-            raise failure[0] from None
-        raise
 
 
 def _parquet_files(source) -> list[str]:
@@ -655,6 +643,7 @@ def ingest_parquet(
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from ._ingest import as_raised
     from .table import _ingest_sharded
 
     if on_error not in ("raise", "skip"):
@@ -759,7 +748,7 @@ def ingest_parquet(
             out["skipped"] = skipped
         return out
 
-    return _as_raised(
+    return as_raised(
         failure,
         _ingest_sharded,
         reader,

@@ -358,3 +358,30 @@ def test_ingest_sharded_bad_input_leaves_nothing(root):
     with pytest.raises(ValueError, match="every shard must have the same columns"):
         loaderx.ingest_sharded(pa.table({"z": pa.array([1.0])}), root / "t")
     assert (manifest_bytes(root / "t"), sorted(os.listdir(root / "t"))) == before
+
+
+def test_an_append_whose_source_raises_raises_that_error_and_commits_nothing(tmp_path):
+    """A pyarrow reader fed by a generator that raises: ``append`` and
+    ``ingest_sharded`` raise that exception as it was raised (not a
+    ValueError quoting the stream's text and a traceback), and nothing is
+    committed or left behind."""
+    path = str(tmp_path / "t")
+    loaderx.ingest_sharded(pa.table({"x": np.arange(10)}), path, shards=2).close()
+    before = sorted(os.listdir(path))
+    schema = pa.schema([("x", pa.int64())])
+
+    def broken():
+        yield pa.record_batch({"x": np.arange(3)})
+        raise KeyError("row 3 has no x")
+
+    with loaderx.open_table(path, readonly=False) as t:
+        with pytest.raises(KeyError) as e:
+            t.append(pa.RecordBatchReader.from_batches(schema, broken()))
+        assert e.value.args == ("row 3 has no x",)
+        assert t.version == 1 and t.num_rows == 10
+    assert sorted(os.listdir(path)) == before
+    with pytest.raises(KeyError, match="row 3 has no x"):
+        loaderx.ingest_sharded(
+            pa.RecordBatchReader.from_batches(schema, broken()), str(tmp_path / "new")
+        )
+    assert not os.path.exists(tmp_path / "new" / "manifest.json")
