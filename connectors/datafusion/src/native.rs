@@ -169,19 +169,7 @@ fn plain(e: &Expr) -> Option<&str> {
 /// The core's dtype of a number cast target (booleans, half floats and
 /// everything else are not cast targets of the core).
 fn number(t: &DataType) -> Option<DType> {
-    Some(match t {
-        DataType::Int8 => DType::I8,
-        DataType::Int16 => DType::I16,
-        DataType::Int32 => DType::I32,
-        DataType::Int64 => DType::I64,
-        DataType::UInt8 => DType::U8,
-        DataType::UInt16 => DType::U16,
-        DataType::UInt32 => DType::U32,
-        DataType::UInt64 => DType::U64,
-        DataType::Float32 => DType::F32,
-        DataType::Float64 => DType::F64,
-        _ => return None,
-    })
+    loaderx::arrow::dtype_of(t).filter(|d| !matches!(d, DType::Bool | DType::F16))
 }
 
 fn text(ty: &DataType) -> bool {

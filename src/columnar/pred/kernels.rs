@@ -238,27 +238,6 @@ fn float_bits<T: Copy>(
     }
 }
 
-/// The dtype of an array of a fixed column's values (None: text, bytes
-/// or another type).
-fn fixed_dtype(t: &arrow_schema::DataType) -> Option<DType> {
-    use arrow_schema::DataType;
-    Some(match t {
-        DataType::Boolean => DType::Bool,
-        DataType::Int8 => DType::I8,
-        DataType::Int16 => DType::I16,
-        DataType::Int32 => DType::I32,
-        DataType::Int64 => DType::I64,
-        DataType::UInt8 => DType::U8,
-        DataType::UInt16 => DType::U16,
-        DataType::UInt32 => DType::U32,
-        DataType::UInt64 => DType::U64,
-        DataType::Float16 => DType::F16,
-        DataType::Float32 => DType::F32,
-        DataType::Float64 => DType::F64,
-        _ => return None,
-    })
-}
-
 /// Value `i` of a fixed column's array `a` (of `dtype`) as a number.
 fn num_at(a: &dyn arrow_array::Array, dtype: DType, i: usize) -> Num {
     use arrow_array::cast::AsArray;
@@ -289,7 +268,7 @@ pub(super) fn compare_values(a: &dyn arrow_array::Array, c: &Cmp) -> BooleanBuff
     use arrow_schema::DataType;
     let n = a.len();
     let (op, lit) = (c.op, &c.lit);
-    let dtype = fixed_dtype(a.data_type());
+    let dtype = crate::arrow::dtype_of(a.data_type());
     let kind = match (dtype, a.data_type()) {
         (Some(d), _) => crate::columnar::format::ValueKind::Fixed(d),
         (None, DataType::Utf8) => crate::columnar::format::ValueKind::Utf8,
