@@ -148,6 +148,69 @@ impl Location {
         Ok(size)
     }
 
+    /// Every file below this location, as a relative path (`/`-separated)
+    /// and a size: walked locally (none where the directory is missing),
+    /// listed remotely.
+    #[cfg(feature = "remote")]
+    pub(crate) fn files_below(&self) -> Result<Vec<(String, u64)>> {
+        match &self.fs {
+            Fs::Local => {
+                if !self.path.exists() {
+                    return Ok(Vec::new());
+                }
+                super::local::walk(&self.path)
+            }
+            Fs::Remote(r) => {
+                let key = r
+                    .key_of(&self.path)
+                    .map_err(|e| crate::io::io_error(&self.path, e))?;
+                let listed = r
+                    .list_objects(&key)
+                    .map_err(|e| crate::io::io_error(&self.path, e))?;
+                let strip = if key.is_empty() {
+                    String::new()
+                } else {
+                    format!("{key}/")
+                };
+                Ok(listed
+                    .into_iter()
+                    .filter_map(|(k, size)| {
+                        k.strip_prefix(strip.as_str()).map(|r| (r.to_owned(), size))
+                    })
+                    .collect())
+            }
+        }
+    }
+
+    /// The file `rel` below this location as one end of a transfer.
+    #[cfg(feature = "remote")]
+    pub(crate) fn place(&self, rel: &str) -> crate::io::remote::upload::Place {
+        use crate::io::remote::upload::Place;
+        match &self.fs {
+            Fs::Local => Place::Local(self.path.join(rel)),
+            Fs::Remote(r) => {
+                let base = r.key_of(&self.path).unwrap_or_default();
+                Place::Remote(r.clone(), crate::io::remote::join_key(&base, rel))
+            }
+        }
+    }
+
+    /// The remote root of this location and its key, if it is remote.
+    #[cfg(feature = "remote")]
+    pub(crate) fn remote_root(
+        &self,
+    ) -> Result<Option<(std::sync::Arc<crate::io::remote::Remote>, String)>> {
+        match &self.fs {
+            Fs::Local => Ok(None),
+            Fs::Remote(r) => {
+                let key = r
+                    .key_of(&self.path)
+                    .map_err(|e| crate::io::io_error(&self.path, e))?;
+                Ok(Some((r.clone(), key)))
+            }
+        }
+    }
+
     /// The size of the file or object at this location, None when there is
     /// none.
     pub fn file_size(&self) -> Result<Option<u64>> {

@@ -16,7 +16,6 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use bytes::Bytes;
 use object_store::PutMode;
@@ -25,46 +24,14 @@ use super::files::{self, INCOMPLETE};
 use super::manifest::{Manifest, ShardEntry, MANIFEST_FILE, SELF_SHARD};
 use super::versions::{version_file_name, VERSIONS_DIR};
 use super::{Table, VALIDITY_DIR};
-use crate::io::remote::upload::{transfer, Place, Transfer};
-use crate::io::remote::{join_key, Remote};
-use crate::io::{io_error, Fs};
+use crate::io::io_error;
+use crate::io::remote::join_key;
+use crate::io::remote::upload::{transfer, Transfer};
 use crate::{Error, Location, Result};
 
 /// Progress of a copy: called with the bytes copied so far and the total;
 /// an error it returns stops the copy.
 pub type Progress<'a> = &'a (dyn Fn(u64, u64) -> Result<()> + Sync);
-
-/// The files of `location` (relative paths and sizes): walked locally, or
-/// listed remotely.
-pub(super) fn files_of(location: &Location) -> Result<Vec<(String, u64)>> {
-    match location.fs() {
-        Fs::Local => {
-            if !location.path().exists() {
-                return Ok(Vec::new());
-            }
-            files::walk(location.path())
-        }
-        Fs::Remote(r) => {
-            let key = r
-                .key_of(location.path())
-                .map_err(|e| io_error(location.path(), e))?;
-            let listed = r
-                .list_objects(&key)
-                .map_err(|e| io_error(location.path(), e))?;
-            let strip = if key.is_empty() {
-                String::new()
-            } else {
-                format!("{key}/")
-            };
-            Ok(listed
-                .into_iter()
-                .filter_map(|(k, size)| {
-                    k.strip_prefix(strip.as_str()).map(|r| (r.to_owned(), size))
-                })
-                .collect())
-        }
-    }
-}
 
 /// Whether the file `rel` of a plain table (or shard) with `columns`
 /// belongs to it: its stores, their validity streams, `table.json`.
@@ -75,17 +42,6 @@ fn in_plain_table(rel: &str, columns: &BTreeSet<String>) -> bool {
         (Some(VALIDITY_DIR), Some(col), Some(_)) => columns.contains(col),
         (Some(col), Some(_), None) => columns.contains(col),
         _ => false,
-    }
-}
-
-/// One end of a copy, as a transfer names it.
-fn place(location: &Location, rel: &str) -> Place {
-    match location.fs() {
-        Fs::Local => Place::Local(location.path().join(rel)),
-        Fs::Remote(r) => {
-            let base = r.key_of(location.path()).unwrap_or_default();
-            Place::Remote(r.clone(), join_key(&base, rel))
-        }
     }
 }
 
@@ -113,19 +69,6 @@ impl std::fmt::Display for StopCopy {
 
 impl std::error::Error for StopCopy {}
 
-/// The remote root of `location` and its key, if it is remote.
-pub(super) fn remote_of(location: &Location) -> Result<Option<(Arc<Remote>, String)>> {
-    match location.fs() {
-        Fs::Local => Ok(None),
-        Fs::Remote(r) => {
-            let key = r
-                .key_of(location.path())
-                .map_err(|e| io_error(location.path(), e))?;
-            Ok(Some((r.clone(), key)))
-        }
-    }
-}
-
 /// Files by relative path, with their sizes.
 type Files = Vec<(String, u64)>;
 
@@ -141,7 +84,7 @@ fn plan_copy(src: &Location, table: &Table) -> Result<(Files, Option<Manifest>)>
                 .map(str::to_owned)
                 .collect();
             Ok((
-                files_of(src)?
+                src.files_below()?
                     .into_iter()
                     .filter(|(rel, _)| in_plain_table(rel, &columns))
                     .collect(),
@@ -153,7 +96,8 @@ fn plan_copy(src: &Location, table: &Table) -> Result<(Files, Option<Manifest>)>
             // place before it is committed, so a commit between the two
             // steps adds files this copy leaves out, never the reverse.
             let manifest = super::versions::read_manifest_in(src.fs(), src.path())?;
-            let files: Files = files_of(src)?
+            let files: Files = src
+                .files_below()?
                 .into_iter()
                 .filter(|(rel, _)| read_by(&manifest, rel))
                 .collect();
@@ -243,7 +187,7 @@ pub fn copy_table(src: &Location, dst: &Location, progress: Progress<'_>) -> Res
     let _ = table.close();
     let (files, manifest) = planned?;
     let total: u64 = files.iter().map(|f| f.1).sum();
-    let existing = files_of(dst)?;
+    let existing = dst.files_below()?;
     let interrupted = existing.iter().any(|(rel, _)| rel == INCOMPLETE);
     if !existing.is_empty() && !interrupted {
         return Err(Error::AlreadyExists {
@@ -262,7 +206,11 @@ pub fn copy_table(src: &Location, dst: &Location, progress: Progress<'_>) -> Res
             None => io_error(at, e),
         }
     };
-    match remote_of(dst)? {
+    // The one branch of a copy on where its destination is: a local one is
+    // filled under a temporary name and renamed in, a bucket has no rename
+    // and is marked incomplete until every object is in place (see the
+    // module documentation).
+    match dst.remote_root()? {
         None => {
             // Filled under a temporary name beside it, then renamed in.
             let target = dst.path();
@@ -280,8 +228,8 @@ pub fn copy_table(src: &Location, dst: &Location, progress: Progress<'_>) -> Res
             let transfers: Vec<Transfer> = files
                 .iter()
                 .map(|(rel, size)| Transfer {
-                    from: place(src, rel),
-                    to: place(&staged, rel),
+                    from: src.place(rel),
+                    to: staged.place(rel),
                     size: *size,
                 })
                 .collect();
@@ -325,8 +273,8 @@ pub fn copy_table(src: &Location, dst: &Location, progress: Progress<'_>) -> Res
             let transfers: Vec<Transfer> = files
                 .iter()
                 .map(|(rel, size)| Transfer {
-                    from: place(src, rel),
-                    to: place(dst, rel),
+                    from: src.place(rel),
+                    to: dst.place(rel),
                     size: *size,
                 })
                 .collect();

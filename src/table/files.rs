@@ -124,43 +124,7 @@ pub(crate) fn prefetch(fs: &Fs, paths: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
-/// Every file below `dir`: its path relative to `dir` (`/`-separated) and
-/// size, sorted. A file or directory below `dir` removed meanwhile is
-/// left out; `dir` itself must exist.
-pub(crate) fn walk(dir: &Path) -> Result<Vec<(String, u64)>> {
-    let mut out = Vec::new();
-    let mut stack = vec![(dir.to_path_buf(), String::new())];
-    // What another process removes while the walk runs (a lease given
-    // back, a temporary file renamed) was not there: skipped.
-    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
-    while let Some((at, rel)) = stack.pop() {
-        let entries = match std::fs::read_dir(&at) {
-            Err(e) if gone(&e) && !rel.is_empty() => continue,
-            r => r.map_err(|e| Error::io(&at, e))?,
-        };
-        for entry in entries {
-            let entry = entry.map_err(|e| Error::io(&at, e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let path = entry.path();
-            let meta = match entry.metadata() {
-                Err(e) if gone(&e) => continue,
-                r => r.map_err(|e| Error::io(&path, e))?,
-            };
-            let child = if rel.is_empty() {
-                name
-            } else {
-                format!("{rel}/{name}")
-            };
-            if meta.is_dir() {
-                stack.push((path, child));
-            } else if meta.is_file() {
-                out.push((child, meta.len()));
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
-}
+pub(crate) use crate::io::local::walk;
 
 /// The bytes of every file below the local directory `dir`.
 pub(crate) fn tree_size(dir: &Path) -> Result<u64> {

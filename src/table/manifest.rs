@@ -84,6 +84,24 @@ pub fn shard_dir(dir: &Path, name: &str) -> PathBuf {
     }
 }
 
+/// A shard's path relative to the table ("" for the table itself).
+pub(crate) fn shard_rel(name: &str) -> &str {
+    if name == SELF_SHARD {
+        ""
+    } else {
+        name
+    }
+}
+
+/// A path below the table: `rest` in shard `shard`'s directory.
+pub(crate) fn in_shard(shard: &str, rest: &str) -> String {
+    if shard == SELF_SHARD {
+        rest.to_owned()
+    } else {
+        format!("{shard}/{rest}")
+    }
+}
+
 impl ShardEntry {
     /// The rows left after deletions.
     pub fn live_rows(&self) -> u64 {

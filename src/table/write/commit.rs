@@ -3,17 +3,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-#[cfg(feature = "remote")]
-use super::bucket;
-use super::root::{Root, RootKind};
+use super::root::{Next, Root};
 use super::{check_names, plain_table};
-use crate::io::Fs;
 use crate::repr::py_str;
 use crate::schema::Logical;
-use crate::table::files;
-use crate::table::manifest::{Manifest, ShardEntry, MANIFEST_FILE, MANIFEST_LOCK};
+use crate::table::manifest::{Manifest, ShardEntry};
 use crate::table::shard::{check_shard_agrees, ShardSchema};
-use crate::table::versions::{self, as_first_version, stamp, version_file_name, VERSIONS_DIR};
 use crate::{Error, Location, Result};
 
 /// Commits the shard directories `names` (inside `at`, written by any
@@ -53,56 +48,12 @@ pub(crate) fn publish_at(
     publish(&Root::of(at)?, operation, &mut |_, current| next(current))
 }
 
-/// What a commit makes of the current manifest (None before the first
-/// commit), given the root as this attempt sees it.
-pub(super) type Next<'a> = &'a mut dyn FnMut(&Root, Option<&Manifest>) -> Result<Manifest>;
-
+/// The one commit point of every table: commits what `next` makes of the
+/// latest version (None before the first commit) as a new version,
+/// atomically ([`Root::publish`]); `next` is given the root as each
+/// attempt sees it.
 pub(super) fn publish(root: &Root, operation: &str, next: Next<'_>) -> Result<Manifest> {
-    match &root.kind {
-        RootKind::Local(dir) => {
-            files::create_dir_all(dir)?;
-            let _lock = files::CommitLock::acquire(dir, MANIFEST_LOCK)?;
-            let current = versions::latest(&Fs::Local, dir)?;
-            let manifest = stamp(
-                next(root, current.as_ref().map(|c| &c.manifest))?,
-                current.as_ref(),
-                operation,
-            );
-            let tmp =
-                |name: &str| format!(".{name}.{}.{}", std::process::id(), files::random_hex(4));
-            let bytes = manifest.to_json();
-            let vdir = dir.join(VERSIONS_DIR);
-            let write_version = |m: &Manifest, bytes: &[u8]| {
-                files::create_dir_all(&vdir)?;
-                let name = version_file_name(m.version());
-                files::write_atomically(&vdir, &name, &tmp(&name), bytes)
-            };
-            match &current {
-                None => {
-                    // A new table's commit point is its manifest.json (a
-                    // version file alone is no table); its version 1
-                    // follows.
-                    files::write_atomically(dir, MANIFEST_FILE, &tmp(MANIFEST_FILE), &bytes)?;
-                    write_version(&manifest, &bytes)?;
-                }
-                Some(current) => {
-                    let own = vdir.join(version_file_name(current.manifest.version()));
-                    if !files::exists(&Fs::Local, &own) {
-                        let first = as_first_version(current);
-                        write_version(&first, &first.to_json())?;
-                    }
-                    // The commit point: the new version's file.
-                    write_version(&manifest, &bytes)?;
-                    files::write_atomically(dir, MANIFEST_FILE, &tmp(MANIFEST_FILE), &bytes)?;
-                }
-            }
-            Ok(manifest)
-        }
-        #[cfg(feature = "remote")]
-        RootKind::Bucket(b) => bucket::publish(b, operation, &mut |b, current| {
-            next(&Root::in_bucket(b.clone()), current)
-        }),
-    }
+    root.publish(operation, next)
 }
 
 /// The manifest after appending the shards `new` (names and schemas) to

@@ -9,13 +9,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::commit::publish;
-use super::root::{Root, RootKind};
+use super::root::Root;
 use super::Finished;
 use crate::io::Fs;
 use crate::repr::{py_list, py_str};
 use crate::schema::Logical;
 use crate::table::files;
-use crate::table::manifest::{shard_dir, ColumnGroup, Manifest, ShardEntry, SELF_SHARD};
+use crate::table::manifest::{in_shard, ColumnGroup, Manifest, ShardEntry, SELF_SHARD};
 use crate::table::shard::{check_shard_agrees, shard_schema_in, ShardSchema};
 use crate::table::types::validity_dir;
 use crate::table::types::VALIDITY_DIR;
@@ -293,20 +293,17 @@ impl ColumnsWrite {
         basis: Option<&super::Basis>,
     ) -> Result<ColumnsWrite> {
         #[cfg(feature = "remote")]
-        if let (Some(v), RootKind::Bucket(b)) = (version, Root::of(at)?.kind) {
+        if let Some(v) = version {
             // manifest.json with its tag (as the open or the last commit
             // left it, lately, else read now): when it is the version
             // asked for, the commit needs no read of the bucket.
+            let root = Root::of(at)?;
             let known = basis
                 .filter(|basis| basis.version() == v && basis.planned.recent())
                 .map(|basis| basis.planned.clone());
-            let planned = match known {
-                Some(planned) => Some(planned),
-                None => bucket::pointer(&b.fresh()?)?,
-            };
-            if let Some(planned) = planned.filter(|p| p.manifest().version() == v) {
+            if let Some(planned) = root.planned(v, known)? {
                 return Ok(ColumnsWrite {
-                    root: Root::in_bucket(b),
+                    root,
                     base: planned.manifest().clone(),
                     token: files::random_hex(6),
                     finished: Mutex::default(),
@@ -402,11 +399,10 @@ impl ColumnsWrite {
     /// [`finish_group`]: ColumnsWrite::finish_group
     pub fn new_group(&self, i: usize) -> Result<PathBuf> {
         let shard = self.shard(i)?;
-        let dir = match &self.root.kind {
-            RootKind::Local(table) => shard_dir(table, &shard.name).join(self.group()),
-            #[cfg(feature = "remote")]
-            RootKind::Bucket(_) => self.staging.make("group")?.join(self.group()),
-        };
+        let dir = self
+            .root
+            .work_dir(&self.staging, "group", &shard.name)?
+            .join(self.group());
         if dir.exists() {
             files::remove_dir_all(&dir)?; // a retried task's
         }
@@ -423,7 +419,6 @@ impl ColumnsWrite {
             self.check_group(shard, &schema)?;
             Ok((shard, schema))
         });
-        #[cfg_attr(not(feature = "remote"), allow(unused_variables))]
         let (shard, schema) = match checked {
             Ok(c) => c,
             Err(e) => {
@@ -431,22 +426,15 @@ impl ColumnsWrite {
                 return Err(e);
             }
         };
-        let objects = match &self.root.kind {
-            RootKind::Local(_) => None,
-            #[cfg(feature = "remote")]
-            RootKind::Bucket(b) => {
-                let rel = bucket::key(bucket::shard_rel(&shard.name), &self.group());
-                let done = bucket::upload_dir(b, dir, &rel);
-                files::remove_staging(dir.parent().unwrap_or(dir));
-                let group = self.group();
-                Some(
-                    done?
-                        .into_iter()
-                        .map(|(r, n)| (format!("{group}/{r}"), n))
-                        .collect(),
-                )
-            }
-        };
+        let group = self.group();
+        let done = self.root.upload(dir, &in_shard(&shard.name, &group));
+        self.root.drop_work(dir, false);
+        let objects = done?.map(|objects| {
+            objects
+                .into_iter()
+                .map(|(r, n)| (format!("{group}/{r}"), n))
+                .collect()
+        });
         self.finished().insert(i, (schema, objects));
         Ok(())
     }
@@ -456,13 +444,7 @@ impl ColumnsWrite {
     /// a remote table's local staging directory, a local table's group in
     /// its shard. Errors are ignored (`cleanup` reclaims what is left).
     pub fn drop_group(&self, dir: &Path) {
-        match &self.root.kind {
-            RootKind::Local(_) => {
-                let _ = files::remove_dir_all(dir);
-            }
-            #[cfg(feature = "remote")]
-            RootKind::Bucket(_) => files::remove_staging(dir.parent().unwrap_or(dir)),
-        }
+        self.root.drop_work(dir, true);
     }
 
     pub(super) fn finished(&self) -> std::sync::MutexGuard<'_, BTreeMap<usize, Finished>> {
@@ -513,32 +495,22 @@ impl ColumnsWrite {
             return Ok(done.clone());
         }
         let shard = &self.base.shards[i];
-        let dir = shard_dir(root.path(), &shard.name).join(self.group());
-        match &root.kind {
-            RootKind::Local(_) => Ok((shard_schema_in(&Fs::Local, &dir)?, None)),
-            #[cfg(feature = "remote")]
-            RootKind::Bucket(b) => {
-                let rel = bucket::key(bucket::shard_rel(&shard.name), &self.group());
-                let objects = bucket::sizes_below(b, &rel)?;
-                if objects.is_empty() {
-                    return Err(Error::InvalidValue(format!(
-                        "shard {} has no new columns of this write: every shard needs them before the commit",
-                        py_str(&shard.name)
-                    )));
-                }
-                let schema = bucket::listed_schema(b, &rel, &dir, &objects)?;
-                let group = self.group();
-                Ok((
-                    schema,
-                    Some(
-                        objects
-                            .into_iter()
-                            .map(|(r, n)| (format!("{group}/{r}"), n))
-                            .collect(),
-                    ),
-                ))
-            }
-        }
+        let group = self.group();
+        let (schema, objects) = root.schema_below(&in_shard(&shard.name, &group), |_| {
+            Error::InvalidValue(format!(
+                "shard {} has no new columns of this write: every shard needs them before the commit",
+                py_str(&shard.name)
+            ))
+        })?;
+        Ok((
+            schema,
+            objects.map(|objects| {
+                objects
+                    .into_iter()
+                    .map(|(r, n)| (format!("{group}/{r}"), n))
+                    .collect()
+            }),
+        ))
     }
 
     /// Commits the new columns of every shard as one version; returns it.
@@ -651,11 +623,11 @@ impl ColumnsWrite {
             })
         };
         #[cfg(feature = "remote")]
-        if let (Some(planned), RootKind::Bucket(b)) = (&self.planned, &self.root.kind) {
-            let (made, after) =
-                bucket::publish_planned(b, "add_columns", planned, &mut |b, current| {
-                    next(&Root::in_bucket(b.clone()), current)
-                })?;
+        if let Some(planned) = &self.planned {
+            // Planned on a bucket's manifest.json (see begin_on).
+            let (made, after) = self
+                .root
+                .publish_planned("add_columns", planned, &mut next)?;
             *self.after.lock().unwrap_or_else(|e| e.into_inner()) = after;
             return Ok(made);
         }
@@ -685,23 +657,7 @@ impl ColumnsWrite {
             }
         }
         for shard in &self.base.shards {
-            match &self.root.kind {
-                RootKind::Local(table) => {
-                    let dir = shard_dir(table, &shard.name).join(&group);
-                    if dir.exists() {
-                        files::remove_dir_all(&dir)?;
-                    }
-                }
-                #[cfg(feature = "remote")]
-                RootKind::Bucket(b) => {
-                    let rel = bucket::key(bucket::shard_rel(&shard.name), &group);
-                    let doomed: Vec<String> = bucket::sizes_below(b, &rel)?
-                        .into_iter()
-                        .map(|(r, _)| format!("{rel}/{r}"))
-                        .collect();
-                    bucket::delete_rels(b, &doomed)?;
-                }
-            }
+            self.root.remove_tree(&in_shard(&shard.name, &group))?;
         }
         Ok(())
     }

@@ -51,7 +51,7 @@ pub use history::{
     cleanup, cleanup_leaving, drop_view, list_versions, list_views, replace_view, save_view,
     save_view_set, tag, tags, untag, Leftovers,
 };
-use root::{Root, RootKind};
+use root::Root;
 
 /// What opening a table in a bucket, or a commit to it, learnt of its
 /// latest version: `manifest.json` as it was, with the version of that
@@ -91,7 +91,7 @@ pub use rows::{compact, delete_rows, delete_where};
 pub use split::split;
 
 use super::files;
-use super::manifest::{is_shard_name, Manifest, MANIFEST_FILE, MANIFEST_LOCK};
+use super::manifest::{is_shard_name, Manifest, MANIFEST_FILE, MANIFEST_LOCK, SELF_SHARD};
 use super::shard::{ColumnSpec, ShardSchema};
 use crate::repr::{py_list, py_str};
 use crate::{Error, Location, Result};
@@ -313,11 +313,7 @@ impl TableWrite {
     /// a local table's directory (created if needed), in a new temporary
     /// directory for a remote table.
     pub fn new_shard(&self) -> Result<PathBuf> {
-        let parent = match &self.root.kind {
-            RootKind::Local(dir) => dir.clone(),
-            #[cfg(feature = "remote")]
-            RootKind::Bucket(_) => self.staging.make("shard")?,
-        };
+        let parent = self.root.work_dir(&self.staging, "shard", SELF_SHARD)?;
         files::create_dir_all(&parent)?;
         loop {
             let shard = parent.join(format!("{}{}", self.prefix(), files::random_hex(8)));
@@ -343,7 +339,7 @@ impl TableWrite {
                 ))
             })?;
         let done = super::shard::shard_schema(dir).and_then(|schema| {
-            let objects = self.root.upload_shard(dir, &name)?;
+            let objects = self.root.upload(dir, &name)?;
             let rows = schema.rows;
             self.finished().insert(name.clone(), (schema, objects));
             Ok(WrittenShard {
@@ -370,15 +366,7 @@ impl TableWrite {
     /// Removes the local directory of a remote shard (uploaded or failed),
     /// or of a local shard that failed.
     fn drop_local(&self, dir: &Path, failed: bool) {
-        match &self.root.kind {
-            RootKind::Local(_) => {
-                if failed {
-                    let _ = files::remove_dir_all(dir);
-                }
-            }
-            #[cfg(feature = "remote")]
-            RootKind::Bucket(_) => files::remove_staging(dir.parent().unwrap_or(dir)),
-        }
+        self.root.drop_work(dir, failed);
     }
 
     /// One shard: a new shard directory filled by `fill`, then finished.

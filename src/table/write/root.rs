@@ -6,11 +6,14 @@ use std::path::{Path, PathBuf};
 
 use crate::io::Fs;
 use crate::table::files;
-use crate::table::manifest::{shard_dir, Manifest, ShardEntry, MANIFEST_FILE, MANIFEST_LOCK};
+use crate::table::manifest::{
+    shard_dir, shard_rel, Manifest, ShardEntry, MANIFEST_FILE, MANIFEST_LOCK,
+};
 use crate::table::shard::{
     column_spec_in, copy_as_ragged, ensure_validity, shard_schema_in, Contents, ShardSchema,
 };
 use crate::table::types::validity_dir;
+use crate::table::versions::{self, as_first_version, stamp, version_file_name, VERSIONS_DIR};
 use crate::{Error, Location, Result, Store};
 
 #[cfg(feature = "remote")]
@@ -39,6 +42,10 @@ impl std::fmt::Debug for Held {
         f.write_str("Held")
     }
 }
+
+/// What a commit makes of the current manifest (None before the first
+/// commit), given the root as this attempt sees it.
+pub(super) type Next<'a> = &'a mut dyn FnMut(&Root, Option<&Manifest>) -> Result<Manifest>;
 
 #[derive(Debug)]
 pub(super) enum RootKind {
@@ -164,22 +171,44 @@ impl Root {
     }
 
     pub(super) fn shard_schema(&self, name: &str) -> Result<ShardSchema> {
-        let dir = shard_dir(self.path(), name);
+        // From the shard's listing and one read of each meta.zr, not by
+        // opening every store again.
+        let (schema, _) = self.schema_below(shard_rel(name), |dir| Error::Missing {
+            path: dir.to_path_buf(),
+            message: format!("shard directory {} does not exist", dir.display()),
+        })?;
+        Ok(schema)
+    }
+
+    /// The schema of the plain table at `rel` (a shard, or a group in
+    /// one; "" for the root) and, in a bucket, its objects (relative to
+    /// `rel`) and their sizes, from their listing and one read of each
+    /// `meta.zr`. `missing(dir)` is the error when a bucket holds nothing
+    /// there (a local table's is the directory's open error).
+    #[allow(clippy::type_complexity)]
+    pub(super) fn schema_below(
+        &self,
+        rel: &str,
+        missing: impl FnOnce(&Path) -> Error,
+    ) -> Result<(ShardSchema, Option<Vec<(String, u64)>>)> {
+        let dir = if rel.is_empty() {
+            self.path().to_path_buf()
+        } else {
+            self.path().join(rel)
+        };
         match &self.kind {
-            RootKind::Local(_) => shard_schema_in(self.at.fs(), &dir),
-            // From the shard's listing and one read of each meta.zr, not
-            // by opening every store again.
+            RootKind::Local(_) => {
+                let _ = missing;
+                Ok((shard_schema_in(self.at.fs(), &dir)?, None))
+            }
             #[cfg(feature = "remote")]
             RootKind::Bucket(b) => {
-                let rel = bucket::shard_rel(name);
                 let objects = bucket::sizes_below(b, rel)?;
                 if objects.is_empty() {
-                    return Err(crate::Error::Missing {
-                        path: dir.clone(),
-                        message: format!("shard directory {} does not exist", dir.display()),
-                    });
+                    return Err(missing(&dir));
                 }
-                bucket::listed_schema(b, rel, &dir, &objects)
+                let schema = bucket::listed_schema(b, rel, &dir, &objects)?;
+                Ok((schema, Some(objects)))
             }
         }
     }
@@ -213,7 +242,7 @@ impl Root {
 
     /// The schema of the table's latest version, if it has shards.
     pub(super) fn reference_schema(&self) -> Result<Option<ShardSchema>> {
-        match crate::table::versions::latest(self.at.fs(), self.path())? {
+        match versions::latest(self.at.fs(), self.path())? {
             Some(l) => self.version_schema(&l.manifest),
             None => Ok(None),
         }
@@ -262,23 +291,60 @@ impl Root {
         }
     }
 
-    /// Uploads the local shard `dir` as the shard `name` (nothing to do for
-    /// a local table, where it already is); returns a bucket's objects
-    /// written and their sizes.
-    pub(super) fn upload_shard(
-        &self,
-        dir: &Path,
-        name: &str,
-    ) -> Result<Option<BTreeMap<String, u64>>> {
+    /// Uploads the local directory `dir` as `rel` (a shard, or a group in
+    /// one; nothing to do for a local table, where it already is); returns
+    /// a bucket's objects written (relative to `rel`) and their sizes.
+    pub(super) fn upload(&self, dir: &Path, rel: &str) -> Result<Option<BTreeMap<String, u64>>> {
         match &self.kind {
             RootKind::Local(_) => {
-                let _ = (dir, name);
+                let _ = (dir, rel);
                 Ok(None)
             }
             #[cfg(feature = "remote")]
-            RootKind::Bucket(b) => Ok(Some(
-                bucket::upload_dir(b, dir, name)?.into_iter().collect(),
-            )),
+            RootKind::Bucket(b) => Ok(Some(bucket::upload_dir(b, dir, rel)?.into_iter().collect())),
+        }
+    }
+
+    /// The local directory in which a write makes its new directories for
+    /// the shard `shard` (its own directory, or the table's for
+    /// [`SELF_SHARD`](crate::table::SELF_SHARD)): there for a local table; for a bucket, a new
+    /// staging directory of `staging` (named for `what`), uploaded from.
+    pub(super) fn work_dir(
+        &self,
+        staging: &files::StagingSet,
+        what: &str,
+        shard: &str,
+    ) -> Result<PathBuf> {
+        match &self.kind {
+            RootKind::Local(dir) => {
+                let _ = (staging, what);
+                Ok(shard_dir(dir, shard))
+            }
+            #[cfg(feature = "remote")]
+            RootKind::Bucket(_) => {
+                let _ = shard;
+                staging.make(what)
+            }
+        }
+    }
+
+    /// Removes the directory `dir` a write made in its
+    /// [`work_dir`](Root::work_dir), once uploaded or given up (`failed`):
+    /// a bucket's staging directory goes either way, a local table's
+    /// directory (the shard or group itself) only when `failed`. Errors
+    /// are ignored (`cleanup` reclaims what is left).
+    pub(super) fn drop_work(&self, dir: &Path, failed: bool) {
+        match &self.kind {
+            RootKind::Local(_) => {
+                if failed {
+                    let _ = files::remove_dir_all(dir);
+                }
+            }
+            #[cfg(feature = "remote")]
+            RootKind::Bucket(_) => {
+                let _ = failed;
+                files::remove_staging(dir.parent().unwrap_or(dir))
+            }
         }
     }
 
@@ -324,6 +390,258 @@ impl Root {
         }
     }
 
+    /// The file `rel` (relative to the root), read afresh; None when
+    /// absent.
+    pub(super) fn read(&self, rel: &str) -> Result<Option<Vec<u8>>> {
+        match &self.kind {
+            RootKind::Local(dir) => files::read_whole(&Fs::Local, &dir.join(rel)),
+            #[cfg(feature = "remote")]
+            RootKind::Bucket(b) => bucket::read(b, rel),
+        }
+    }
+
+    /// Replaces the small file `rel` (relative to the root) at once: a
+    /// local one is written as `tmp` beside it (`.<name>.<random>` when
+    /// None), synced and renamed over it (its directory must exist); in a
+    /// bucket, one write of the object.
+    pub(super) fn overwrite(&self, rel: &str, tmp: Option<&str>, bytes: Vec<u8>) -> Result<()> {
+        match &self.kind {
+            RootKind::Local(dir) => {
+                let (parent, name) = local_file(dir, rel);
+                let tmp = tmp.map_or_else(
+                    || format!(".{name}.{}", files::random_hex(4)),
+                    str::to_owned,
+                );
+                files::write_atomically(&parent, &name, &tmp, &bytes)
+            }
+            #[cfg(feature = "remote")]
+            RootKind::Bucket(b) => {
+                let _ = tmp;
+                bucket::overwrite(b, rel, bytes)
+            }
+        }
+    }
+
+    /// Writes the small file `rel` only if it is absent: false when it was
+    /// there. Locally under the commit lock (which every writer of such a
+    /// file holds): a look, then its directory made and the file written
+    /// as [`overwrite`](Root::overwrite) does; in a bucket, a create-only
+    /// write.
+    pub(super) fn create(&self, rel: &str, tmp: Option<&str>, bytes: Vec<u8>) -> Result<bool> {
+        match &self.kind {
+            RootKind::Local(dir) => {
+                if files::read_whole(&Fs::Local, &dir.join(rel))?.is_some() {
+                    return Ok(false);
+                }
+                files::create_dir_all(&local_file(dir, rel).0)?;
+                self.overwrite(rel, tmp, bytes)?;
+                Ok(true)
+            }
+            #[cfg(feature = "remote")]
+            RootKind::Bucket(b) => {
+                let _ = tmp;
+                bucket::create(b, rel, bytes)
+            }
+        }
+    }
+
+    /// Makes the directory `rel` (relative to the root) and its parents
+    /// where they are missing; nothing to do in a bucket.
+    pub(super) fn make_dir(&self, rel: &str) -> Result<()> {
+        match &self.kind {
+            RootKind::Local(dir) => files::create_dir_all(&dir.join(rel)),
+            #[cfg(feature = "remote")]
+            RootKind::Bucket(_) => {
+                let _ = rel;
+                Ok(())
+            }
+        }
+    }
+
+    /// Removes the files `rels` (relative to the root); those gone
+    /// already are skipped. Locally one by one, each directory synced.
+    pub(super) fn delete_files(&self, rels: &[String]) -> Result<()> {
+        match &self.kind {
+            RootKind::Local(dir) => {
+                for rel in rels {
+                    let path = dir.join(rel);
+                    let parent = path.parent().unwrap_or(dir);
+                    files::remove_file_synced(&path, parent)?;
+                }
+                Ok(())
+            }
+            #[cfg(feature = "remote")]
+            RootKind::Bucket(b) => bucket::delete_rels(b, rels),
+        }
+    }
+
+    /// The bytes of the files `rels` (relative to the root) that exist.
+    pub(super) fn file_sizes(&self, rels: &[String]) -> Result<u64> {
+        let mut total = 0;
+        match &self.kind {
+            RootKind::Local(dir) => {
+                for rel in rels {
+                    total += files::file_len(&dir.join(rel)).unwrap_or(0);
+                }
+            }
+            #[cfg(feature = "remote")]
+            RootKind::Bucket(b) => {
+                // One listing per directory of the files.
+                let mut by_dir: BTreeMap<&str, Vec<&str>> = Default::default();
+                for rel in rels {
+                    let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+                    by_dir.entry(dir).or_default().push(name);
+                }
+                for (dir, names) in by_dir {
+                    let sizes = bucket::sizes_below(b, dir)?;
+                    for name in names {
+                        total += sizes.iter().find(|(n, _)| n == name).map_or(0, |(_, s)| *s);
+                    }
+                }
+            }
+        }
+        Ok(total)
+    }
+
+    /// Removes the directory `rel` (relative to the root: a shard, a group,
+    /// a column's store) whole, if it is one; returns its bytes.
+    pub(super) fn remove_tree(&self, rel: &str) -> Result<u64> {
+        match &self.kind {
+            RootKind::Local(dir) => {
+                let tree = dir.join(rel);
+                if !tree.is_dir() {
+                    return Ok(0);
+                }
+                let bytes = files::tree_size(&tree)?;
+                files::remove_dir_all(&tree)?;
+                Ok(bytes)
+            }
+            #[cfg(feature = "remote")]
+            RootKind::Bucket(b) => {
+                let objects = bucket::sizes_below(b, rel)?;
+                let bytes = objects.iter().map(|(_, s)| s).sum();
+                let rels: Vec<String> = objects
+                    .into_iter()
+                    .map(|(r, _)| format!("{rel}/{r}"))
+                    .collect();
+                bucket::delete_rels(b, &rels)?;
+                Ok(bytes)
+            }
+        }
+    }
+
+    /// Holds the commit lock of a local table (nothing in a bucket, whose
+    /// writes of the table's files are conditional).
+    pub(super) fn commit_lock(&self) -> Result<Option<files::CommitLock>> {
+        match &self.kind {
+            RootKind::Local(dir) => Ok(Some(files::CommitLock::acquire(dir, MANIFEST_LOCK)?)),
+            #[cfg(feature = "remote")]
+            RootKind::Bucket(_) => Ok(None),
+        }
+    }
+
+    /// [`publish`](super::commit::publish): locally under the commit lock,
+    /// the version file written before `manifest.json` (after it for a new
+    /// table, whose commit point is its manifest); in a bucket with a
+    /// conditional write retried while other committers win.
+    pub(super) fn publish(&self, operation: &str, next: Next<'_>) -> Result<Manifest> {
+        match &self.kind {
+            RootKind::Local(dir) => {
+                files::create_dir_all(dir)?;
+                let _lock = files::CommitLock::acquire(dir, MANIFEST_LOCK)?;
+                let current = versions::latest(&Fs::Local, dir)?;
+                let manifest = stamp(
+                    next(self, current.as_ref().map(|c| &c.manifest))?,
+                    current.as_ref(),
+                    operation,
+                );
+                let tmp =
+                    |name: &str| format!(".{name}.{}.{}", std::process::id(), files::random_hex(4));
+                let bytes = manifest.to_json();
+                let vdir = dir.join(VERSIONS_DIR);
+                let write_version = |m: &Manifest, bytes: &[u8]| {
+                    files::create_dir_all(&vdir)?;
+                    let name = version_file_name(m.version());
+                    files::write_atomically(&vdir, &name, &tmp(&name), bytes)
+                };
+                match &current {
+                    None => {
+                        // A new table's commit point is its manifest.json (a
+                        // version file alone is no table); its version 1
+                        // follows.
+                        files::write_atomically(dir, MANIFEST_FILE, &tmp(MANIFEST_FILE), &bytes)?;
+                        write_version(&manifest, &bytes)?;
+                    }
+                    Some(current) => {
+                        let own = vdir.join(version_file_name(current.manifest.version()));
+                        if !files::exists(&Fs::Local, &own) {
+                            let first = as_first_version(current);
+                            write_version(&first, &first.to_json())?;
+                        }
+                        // The commit point: the new version's file.
+                        write_version(&manifest, &bytes)?;
+                        files::write_atomically(dir, MANIFEST_FILE, &tmp(MANIFEST_FILE), &bytes)?;
+                    }
+                }
+                Ok(manifest)
+            }
+            #[cfg(feature = "remote")]
+            RootKind::Bucket(b) => bucket::publish(b, operation, &mut |b, current| {
+                next(&Root::in_bucket(b.clone()), current)
+            }),
+        }
+    }
+
+    /// The commit of a write planned on `planned` (a bucket's
+    /// `manifest.json`, known without reading it again): see
+    /// [`bucket::publish_planned`]. Returns the version made and what the
+    /// commit learnt of it. A local table has no such plan: its commit is
+    /// [`publish`](Root::publish)'s.
+    #[cfg(feature = "remote")]
+    pub(super) fn publish_planned(
+        &self,
+        operation: &str,
+        planned: &bucket::Planned,
+        next: Next<'_>,
+    ) -> Result<(Manifest, Option<bucket::Planned>)> {
+        match &self.kind {
+            RootKind::Local(_) => {
+                let _ = planned;
+                Ok((self.publish(operation, next)?, None))
+            }
+            RootKind::Bucket(b) => {
+                bucket::publish_planned(b, operation, planned, &mut |b, current| {
+                    next(&Root::in_bucket(b.clone()), current)
+                })
+            }
+        }
+    }
+
+    /// The `manifest.json` of version `version` that a write can be
+    /// planned on without reading the bucket again at its commit: `known`
+    /// (what an open or a commit learnt of it), else the bucket's, read
+    /// now; None when it is of another version, or for a local table.
+    #[cfg(feature = "remote")]
+    pub(super) fn planned(
+        &self,
+        version: u64,
+        known: Option<bucket::Planned>,
+    ) -> Result<Option<bucket::Planned>> {
+        match &self.kind {
+            RootKind::Local(_) => {
+                let _ = (version, known);
+                Ok(None)
+            }
+            RootKind::Bucket(b) => {
+                let planned = match known {
+                    Some(planned) => Some(planned),
+                    None => bucket::pointer(&b.fresh()?)?,
+                };
+                Ok(planned.filter(|p| p.manifest().version() == version))
+            }
+        }
+    }
+
     /// [`TableWrite::discard`] of the shards named `prefix*`.
     pub(super) fn discard(&self, prefix: &str, remove_table: bool) -> Result<Vec<String>> {
         match &self.kind {
@@ -332,6 +650,17 @@ impl Root {
             RootKind::Bucket(b) => bucket::discard(b, prefix),
         }
     }
+}
+
+/// The directory and the name of the local file `rel` of the root `dir`.
+fn local_file(dir: &Path, rel: &str) -> (PathBuf, String) {
+    let path = dir.join(rel);
+    let parent = path.parent().unwrap_or(dir).to_path_buf();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    (parent, name)
 }
 
 /// Removes what an abandoned write left in the table directory `table`:

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use super::commit::publish;
 use super::evolve::{base_version, conflict, ColumnsWrite};
-use super::root::{Root, RootKind};
+use super::root::Root;
 use crate::columnar::{write_records, Columnar, ValueKind};
 use crate::io::Fs;
 use crate::read::ragged::Packed;
@@ -18,7 +18,7 @@ use crate::repr::py_str;
 use crate::schema::{Kind, Logical};
 use crate::table::files;
 use crate::table::manifest::{
-    deletion_bytes, read_deleted, ColumnGroup, Deleted, Manifest, ShardEntry,
+    deletion_bytes, in_shard, read_deleted, ColumnGroup, Deleted, Manifest, ShardEntry,
 };
 use crate::table::open::{Column, Stream};
 use crate::table::shard::ColumnSpec;
@@ -26,37 +26,12 @@ use crate::table::types::{validity_dir, write_types, ColumnLayout, ColumnType};
 use crate::table::versions;
 use crate::{Codec, Error, Location, Records, Result, Store};
 
-#[cfg(feature = "remote")]
-use super::bucket;
-
 /// Writes the small file `rel` (relative to the table) at `root`, replacing
 /// it atomically; returns its size.
 fn write_file(root: &Root, rel: &str, bytes: Vec<u8>) -> Result<u64> {
     let n = bytes.len() as u64;
-    match &root.kind {
-        RootKind::Local(dir) => {
-            let path = dir.join(rel);
-            let parent = path.parent().unwrap_or(dir).to_path_buf();
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let tmp = format!(".{name}.{}", files::random_hex(4));
-            files::write_atomically(&parent, &name, &tmp, &bytes)?;
-        }
-        #[cfg(feature = "remote")]
-        RootKind::Bucket(b) => bucket::overwrite(b, rel, bytes)?,
-    }
+    root.overwrite(rel, None, bytes)?;
     Ok(n)
-}
-
-/// A shard's path relative to the table, `/`-joined with `rest`.
-fn in_shard(shard: &str, rest: &str) -> String {
-    if shard == crate::table::manifest::SELF_SHARD {
-        rest.to_owned()
-    } else {
-        format!("{shard}/{rest}")
-    }
 }
 
 /// Times a predicate's delete is planned again when a commit replaced a

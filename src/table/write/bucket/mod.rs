@@ -120,14 +120,7 @@ fn below(root: &Bucket, rel: &str) -> Result<Vec<(String, u64)>> {
         .collect())
 }
 
-/// A shard's path relative to the table ("" for the table itself).
-pub(super) fn shard_rel(name: &str) -> &str {
-    if name == crate::table::manifest::SELF_SHARD {
-        ""
-    } else {
-        name
-    }
-}
+pub(super) use super::super::manifest::shard_rel;
 
 /// Uploads every file below the local directory `local` as `rel/...`
 /// of `root` (`rel` empty: the root itself); returns the paths written

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use crate::io::Fs;
 use crate::table::files;
-use crate::table::manifest::{MANIFEST_FILE, SELF_SHARD};
+use crate::table::manifest::{in_shard, MANIFEST_FILE, SELF_SHARD};
 use crate::table::types::VALIDITY_DIR;
 use crate::table::versions::now_ms;
 use crate::table::versions::{
@@ -46,15 +46,6 @@ fn removable_column(shard: &str, column: &str) -> bool {
         && !column.contains('/')
         && !column.contains('\0')
         && !column.ends_with(".json")
-}
-
-/// A path below the table: `name` in shard `shard`'s directory.
-fn in_shard_dir(shard: &str, name: &str) -> String {
-    if shard == SELF_SHARD {
-        name.to_owned()
-    } else {
-        format!("{shard}/{name}")
-    }
 }
 
 impl Doomed {
@@ -206,7 +197,7 @@ pub fn cleanup_leaving(
     let min_age = std::time::Duration::from_millis(older_than_ms).max(leftover_min_age);
     let mut freed = files::reclaim_staging(min_age);
     let pending_file = root.path().join(CLEANUP_FILE);
-    if let Some(raw) = read(&root, CLEANUP_FILE)? {
+    if let Some(raw) = root.read(CLEANUP_FILE)? {
         freed += remove(&root, &Doomed::parse(&pending_file, &raw)?)?;
     }
     // What the cleanup finished may have been read already: read afresh.
@@ -260,8 +251,8 @@ pub fn cleanup_leaving(
         let mut deletions = BTreeSet::new();
         for r in rs {
             for s in &r.manifest.shards {
-                groups.extend(s.groups.iter().map(|g| in_shard_dir(&s.name, &g.dir)));
-                deletions.extend(s.deleted.iter().map(|d| in_shard_dir(&s.name, &d.file)));
+                groups.extend(s.groups.iter().map(|g| in_shard(&s.name, &g.dir)));
+                deletions.extend(s.deleted.iter().map(|d| in_shard(&s.name, &d.file)));
             }
         }
         (groups, deletions)
@@ -320,14 +311,43 @@ pub fn cleanup_leaving(
     // What dead writers left: shard and group directories no version
     // names, old enough, of writes no live process holds a lease of.
     let every: Vec<&Resolved> = kept.iter().chain(&removed).collect();
-    #[cfg(feature = "remote")]
-    let mut leases = BucketLeases::default();
+    // The one branch of the cleanup on where the table is: what dead
+    // writers leave, how it is found dead and how it goes differ. A local
+    // table's are directories judged by their age and the locks of their
+    // writes' lease files, and temporary files left by killed commits; a
+    // bucket's are objects judged by their dates and their writes' lease
+    // objects, and open multipart uploads. Each side reclaims what is not
+    // in `doomed` (lease files, temporary files; lease objects, uploads)
+    // here, before `doomed` is written.
     let leftovers = match &root.kind {
-        RootKind::Local(dir) => leftovers(dir, &every, min_age)?,
+        RootKind::Local(dir) => {
+            let dirs = leftovers(dir, &every, min_age)?;
+            // What killed commits and view saves left (under the table's
+            // lock, nothing is being committed now).
+            for path in stray_files(dir, &views)? {
+                freed += files::file_len(&path).unwrap_or(0);
+                files::remove_file_synced(&path, path.parent().unwrap_or(dir))?;
+            }
+            dirs
+        }
         #[cfg(feature = "remote")]
         RootKind::Bucket(b) => {
-            let (dirs, l) = bucket_leftovers(b, &every, min_age, leftover.lease_ttl)?;
-            leases = l;
+            let (dirs, leases) = bucket_leftovers(b, &every, min_age, leftover.lease_ttl)?;
+            // Dead writers' lease objects: nothing names them. The multipart
+            // uploads they left open, which they list, are aborted first; then
+            // any other upload old enough that no live writer holds (one a
+            // writer was killed before recording), where the service lists them.
+            bucket::abort_uploads(b, &leases.stale)?;
+            bucket::delete_rels(b, &leases.stale)?;
+            // A live writer's uploads are spared by the token in their keys'
+            // shard or group too (it may not have recorded the newest yet), so
+            // that no clock but the lease's decides for them.
+            let live_write = |rel: &str| {
+                rel.split('/')
+                    .take(2)
+                    .any(|name| write_token(name).is_some_and(|t| leases.live.contains(t)))
+            };
+            bucket::abort_unheld_uploads(b, &leases.live, &live_write, min_age)?;
             dirs
         }
     };
@@ -345,40 +365,10 @@ pub fn cleanup_leaving(
             .collect(),
         columns,
     };
-    // What killed commits and view saves left (locally: under the table's
-    // lock, nothing is being committed now).
-    match &root.kind {
-        RootKind::Local(dir) => {
-            for path in stray_files(dir, &views)? {
-                freed += files::file_len(&path).unwrap_or(0);
-                files::remove_file_synced(&path, path.parent().unwrap_or(dir))?;
-            }
-        }
-        #[cfg(feature = "remote")]
-        RootKind::Bucket(_) => {}
-    }
-    #[cfg(feature = "remote")]
-    if let RootKind::Bucket(b) = &root.kind {
-        // Dead writers' lease objects: nothing names them. The multipart
-        // uploads they left open, which they list, are aborted first; then
-        // any other upload old enough that no live writer holds (one a
-        // writer was killed before recording), where the service lists them.
-        bucket::abort_uploads(b, &leases.stale)?;
-        bucket::delete_rels(b, &leases.stale)?;
-        // A live writer's uploads are spared by the token in their keys'
-        // shard or group too (it may not have recorded the newest yet), so
-        // that no clock but the lease's decides for them.
-        let live_write = |rel: &str| {
-            rel.split('/')
-                .take(2)
-                .any(|name| write_token(name).is_some_and(|t| leases.live.contains(t)))
-        };
-        bucket::abort_unheld_uploads(b, &leases.live, &live_write, min_age)?;
-    }
     if doomed.files.is_empty() && doomed.shards.is_empty() && doomed.columns.is_empty() {
         return Ok(freed);
     }
-    write_pending(&root, &doomed.to_json())?;
+    root.overwrite(CLEANUP_FILE, None, doomed.to_json())?;
     freed += remove(&root, &doomed)?;
     Ok(freed)
 }
@@ -438,7 +428,7 @@ fn named_and_listed<'a>(every: &[&'a Resolved]) -> (BTreeSet<&'a str>, BTreeSet<
             r.manifest
                 .shards
                 .iter()
-                .flat_map(|s| s.groups.iter().map(|g| in_shard_dir(&s.name, &g.dir)))
+                .flat_map(|s| s.groups.iter().map(|g| in_shard(&s.name, &g.dir)))
         })
         .collect();
     (named, listed)
@@ -488,7 +478,7 @@ fn bucket_leftovers(
             } else {
                 (first, parts.next().unwrap_or_default())
             };
-            let prefix = in_shard_dir(shard, group);
+            let prefix = in_shard(shard, group);
             (named.contains(shard)
                 && group.starts_with("_g-")
                 && rel.len() > prefix.len()
@@ -550,7 +540,7 @@ fn leftovers(dir: &Path, every: &[&Resolved], min_age: std::time::Duration) -> R
             dir.join(shard)
         };
         for name in files::list(&home).unwrap_or_default() {
-            let rel = in_shard_dir(shard, &name);
+            let rel = in_shard(shard, &name);
             if name.starts_with("_g-")
                 && !listed.contains(&rel)
                 && files::is_dir(&Fs::Local, &home.join(&name))
@@ -567,103 +557,16 @@ fn leftovers(dir: &Path, every: &[&Resolved], min_age: std::time::Duration) -> R
 /// Removes what `doomed` lists (what is gone already is skipped), then
 /// the list itself; returns the bytes freed.
 fn remove(root: &Root, doomed: &Doomed) -> Result<u64> {
-    let mut freed = size_of_files(root, &doomed.files)?;
-    remove_files(root, &doomed.files)?;
+    let mut freed = root.file_sizes(&doomed.files)?;
+    root.delete_files(&doomed.files)?;
     for shard in &doomed.shards {
-        freed += remove_shard(root, shard)?;
+        freed += root.remove_tree(shard)?;
     }
     for (shard, column) in &doomed.columns {
-        freed += remove_shard(root, &in_shard_dir(shard, column))?;
+        freed += root.remove_tree(&in_shard(shard, column))?;
         let validity = format!("{VALIDITY_DIR}/{column}");
-        freed += remove_shard(root, &in_shard_dir(shard, &validity))?;
+        freed += root.remove_tree(&in_shard(shard, &validity))?;
     }
-    remove_files(root, &[CLEANUP_FILE.to_owned()])?;
+    root.delete_files(&[CLEANUP_FILE.to_owned()])?;
     Ok(freed)
-}
-
-fn read(root: &Root, rel: &str) -> Result<Option<Vec<u8>>> {
-    match &root.kind {
-        RootKind::Local(dir) => files::read_whole(&Fs::Local, &dir.join(rel)),
-        #[cfg(feature = "remote")]
-        RootKind::Bucket(b) => bucket::read(b, rel),
-    }
-}
-
-fn write_pending(root: &Root, bytes: &[u8]) -> Result<()> {
-    match &root.kind {
-        RootKind::Local(dir) => {
-            let tmp = format!(".{CLEANUP_FILE}.{}", files::random_hex(4));
-            files::write_atomically(dir, CLEANUP_FILE, &tmp, bytes)
-        }
-        #[cfg(feature = "remote")]
-        RootKind::Bucket(b) => bucket::overwrite(b, CLEANUP_FILE, bytes.to_vec()),
-    }
-}
-
-fn size_of_files(root: &Root, rels: &[String]) -> Result<u64> {
-    let mut total = 0;
-    match &root.kind {
-        RootKind::Local(dir) => {
-            for rel in rels {
-                total += files::file_len(&dir.join(rel)).unwrap_or(0);
-            }
-        }
-        #[cfg(feature = "remote")]
-        RootKind::Bucket(b) => {
-            // One listing per directory of the files.
-            let mut by_dir: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
-            for rel in rels {
-                let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
-                by_dir.entry(dir).or_default().push(name);
-            }
-            for (dir, names) in by_dir {
-                let sizes = bucket::sizes_below(b, dir)?;
-                for name in names {
-                    total += sizes.iter().find(|(n, _)| n == name).map_or(0, |(_, s)| *s);
-                }
-            }
-        }
-    }
-    Ok(total)
-}
-
-pub(super) fn remove_files(root: &Root, rels: &[String]) -> Result<()> {
-    match &root.kind {
-        RootKind::Local(dir) => {
-            for rel in rels {
-                let path = dir.join(rel);
-                let parent = path.parent().unwrap_or(dir);
-                files::remove_file_synced(&path, parent)?;
-            }
-            Ok(())
-        }
-        #[cfg(feature = "remote")]
-        RootKind::Bucket(b) => bucket::delete_rels(b, rels),
-    }
-}
-
-/// Removes the shard `name` whole; returns its bytes.
-fn remove_shard(root: &Root, name: &str) -> Result<u64> {
-    match &root.kind {
-        RootKind::Local(dir) => {
-            let shard = dir.join(name);
-            if !shard.is_dir() {
-                return Ok(0);
-            }
-            let bytes = files::tree_size(&shard)?;
-            files::remove_dir_all(&shard)?;
-            Ok(bytes)
-        }
-        #[cfg(feature = "remote")]
-        RootKind::Bucket(b) => {
-            let objects = bucket::sizes_below(b, name)?;
-            let bytes = objects.iter().map(|(_, s)| s).sum();
-            let rels: Vec<String> = objects
-                .into_iter()
-                .map(|(r, _)| format!("{name}/{r}"))
-                .collect();
-            bucket::delete_rels(b, &rels)?;
-            Ok(bytes)
-        }
-    }
 }

@@ -10,10 +10,9 @@ pub use names::{
     drop_view, list_versions, list_views, replace_view, save_view, save_view_set, tag, tags, untag,
 };
 
-use super::root::{Root, RootKind};
+use super::root::Root;
 use crate::repr::py_str;
 use crate::table::files;
-use crate::table::manifest::MANIFEST_LOCK;
 use crate::table::versions::{self, is_tag_name, VersionRef};
 use crate::{Error, Location, Result};
 
@@ -25,11 +24,7 @@ fn fresh(at: &Location) -> Location {
 
 /// Holds the commit lock of a local table (nothing in a bucket).
 fn lock(root: &Root) -> Result<Option<files::CommitLock>> {
-    match &root.kind {
-        RootKind::Local(dir) => Ok(Some(files::CommitLock::acquire(dir, MANIFEST_LOCK)?)),
-        #[cfg(feature = "remote")]
-        RootKind::Bucket(_) => Ok(None),
-    }
+    root.commit_lock()
 }
 
 /// `InvalidValue` unless `name` is a name the format allows for a tag or

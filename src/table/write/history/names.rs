@@ -1,20 +1,14 @@
 //! Names in a table's history: tags (written once, removed by `untag`),
 //! views (named row selections of a version) and the list of versions.
 
-use crate::io::Fs;
 use crate::repr::{py_list, py_str};
 use crate::table::files;
 use crate::table::versions::{
-    self, parse_tag, tag_json, tag_rel, view_rel, VersionRef, View, TAGS_DIR, VIEWS_DIR,
-    VIEW_SETS_DIR,
+    self, parse_tag, tag_json, tag_rel, view_rel, VersionRef, View, VIEWS_DIR, VIEW_SETS_DIR,
 };
-use crate::table::write::root::{Root, RootKind};
+use crate::table::write::root::Root;
 use crate::{Error, Location, Result};
 
-#[cfg(feature = "remote")]
-use crate::table::write::bucket;
-
-use super::cleanup::remove_files;
 use super::{check_name, existing_version, fresh, lock};
 
 /// Tags version `version` (None: the latest) of the sharded table at `at`
@@ -35,28 +29,14 @@ pub fn tag(at: &Location, name: &str, version: Option<u64>) -> Result<u64> {
             py_str(name)
         ))
     };
-    match &root.kind {
-        RootKind::Local(dir) => {
-            let file = dir.join(&rel);
-            if let Some(raw) = files::read_whole(&Fs::Local, &file)? {
-                return Err(taken(parse_tag(&file, &raw)?));
-            }
-            let tdir = dir.join(TAGS_DIR);
-            files::create_dir_all(&tdir)?;
-            let tmp = format!(".{name}.{}", files::random_hex(4));
-            files::write_atomically(&tdir, &format!("{name}.json"), &tmp, &tag_json(v))?;
-        }
-        #[cfg(feature = "remote")]
-        RootKind::Bucket(b) => {
-            if !bucket::create(b, &rel, tag_json(v))? {
-                let file = root.path().join(&rel);
-                let held = match bucket::read(b, &rel)? {
-                    Some(raw) => parse_tag(&file, &raw)?,
-                    None => v,
-                };
-                return Err(taken(held));
-            }
-        }
+    let tmp = format!(".{name}.{}", files::random_hex(4));
+    if !root.create(&rel, Some(&tmp), tag_json(v))? {
+        let file = root.path().join(&rel);
+        let held = match root.read(&rel)? {
+            Some(raw) => parse_tag(&file, &raw)?,
+            None => v,
+        };
+        return Err(taken(held));
     }
     Ok(v)
 }
@@ -77,7 +57,7 @@ pub fn untag(at: &Location, name: &str) -> Result<()> {
             py_list(&names)
         )));
     }
-    remove_files(&root, &[tag_rel(name)])
+    root.delete_files(&[tag_rel(name)])
 }
 
 /// The tags of the sharded table at `at`: `(name, version)`, by name.
@@ -177,43 +157,23 @@ fn save_views(
         ),
         None => (view_rel(&views[0].name), views[0].to_json()),
     };
-    match &root.kind {
-        RootKind::Local(dir) => {
-            let tmp = |n: &str| format!(".{n}.{}", files::random_hex(4));
-            let vdir = dir.join(VIEWS_DIR);
-            files::create_dir_all(&vdir)?;
-            for (view, bytes) in views.iter().zip(&rows) {
-                files::write_atomically(&vdir, &view.file, &tmp(&view.file), bytes)?;
-            }
-            let path = dir.join(&commit_rel);
-            let parent = path.parent().unwrap_or(dir);
-            files::create_dir_all(parent)?;
-            let file = path
-                .file_name()
-                .and_then(|f| f.to_str())
-                .unwrap_or_default();
-            files::write_atomically(parent, file, &tmp(file), &commit)?;
-        }
-        #[cfg(feature = "remote")]
-        RootKind::Bucket(b) => {
-            let row_rels: Vec<String> = views
-                .iter()
-                .map(|v| format!("{VIEWS_DIR}/{}", v.file))
-                .collect();
-            for (rel, bytes) in row_rels.iter().zip(rows) {
-                bucket::overwrite(b, rel, bytes)?;
-            }
-            if !bucket::create(b, &commit_rel, commit)? {
-                let _ = bucket::delete_rels(b, &row_rels);
-                let held = versions::view(at.fresh().fs(), at.path(), &views[0].name)?;
-                return Err(Error::InvalidValue(format!(
-                    "table {} already has view {} (of version {}); drop it first",
-                    at.path().display(),
-                    py_str(&held.name),
-                    held.version
-                )));
-            }
-        }
+    let row_rels: Vec<String> = views
+        .iter()
+        .map(|v| format!("{VIEWS_DIR}/{}", v.file))
+        .collect();
+    root.make_dir(VIEWS_DIR)?;
+    for (rel, bytes) in row_rels.iter().zip(rows) {
+        root.overwrite(rel, None, bytes)?;
+    }
+    if !root.create(&commit_rel, None, commit)? {
+        let _ = root.delete_files(&row_rels);
+        let held = versions::view(at.fresh().fs(), at.path(), &views[0].name)?;
+        return Err(Error::InvalidValue(format!(
+            "table {} already has view {} (of version {}); drop it first",
+            at.path().display(),
+            py_str(&held.name),
+            held.version
+        )));
     }
     Ok(views)
 }
@@ -291,26 +251,14 @@ pub fn replace_view(at: &Location, name: &str, version: Option<u64>, ids: &[u64]
         set: None,
     };
     let row_bytes = crate::table::manifest::deletion_bytes(&ids);
-    match &root.kind {
-        RootKind::Local(dir) => {
-            let vdir = dir.join(VIEWS_DIR);
-            let tmp = |n: &str| format!(".{n}.{}", files::random_hex(4));
-            files::create_dir_all(&vdir)?;
-            files::write_atomically(&vdir, &view.file, &tmp(&view.file), &row_bytes)?;
-            let file = format!("{name}.json");
-            files::write_atomically(&vdir, &file, &tmp(&file), &view.to_json())?;
-        }
-        #[cfg(feature = "remote")]
-        RootKind::Bucket(b) => {
-            bucket::overwrite(b, &format!("{VIEWS_DIR}/{}", view.file), row_bytes)?;
-            bucket::overwrite(b, &view_rel(name), view.to_json())?;
-        }
-    }
+    root.make_dir(VIEWS_DIR)?;
+    root.overwrite(&format!("{VIEWS_DIR}/{}", view.file), None, row_bytes)?;
+    root.overwrite(&view_rel(name), None, view.to_json())?;
     // The new view is what opens from here on; the old one's files go.
     let old_rows = format!("{VIEWS_DIR}/{}", old.file);
     match &old.set {
         Some(set) => leave_set(&root, &at, set, name, old_rows)?,
-        None => remove_files(&root, &[old_rows])?,
+        None => root.delete_files(&[old_rows])?,
     }
     Ok(view)
 }
@@ -326,19 +274,14 @@ fn leave_set(root: &Root, at: &Location, set: &str, name: &str, also: String) ->
     if !others.is_empty() {
         let new_set = format!("split-{}", files::random_hex(6));
         let bytes = versions::view_set_json(&others);
-        match &root.kind {
-            RootKind::Local(dir) => {
-                let parent = dir.join(VIEW_SETS_DIR);
-                let file = format!("{new_set}.json");
-                files::write_atomically(&parent, &file, &format!(".{file}.tmp"), &bytes)?;
-            }
-            #[cfg(feature = "remote")]
-            RootKind::Bucket(b) => {
-                bucket::create(b, &format!("{VIEW_SETS_DIR}/{new_set}.json"), bytes)?;
-            }
-        }
+        let file = format!("{new_set}.json");
+        root.create(
+            &format!("{VIEW_SETS_DIR}/{file}"),
+            Some(&format!(".{file}.tmp")),
+            bytes,
+        )?;
     }
-    remove_files(root, &[format!("{VIEW_SETS_DIR}/{set}.json"), also])
+    root.delete_files(&[format!("{VIEW_SETS_DIR}/{set}.json"), also])
 }
 
 /// Removes the view `name` (its file, then its row file); `InvalidValue`
@@ -350,7 +293,7 @@ pub fn drop_view(at: &Location, name: &str) -> Result<()> {
     let view = versions::view(at.fs(), at.path(), name)?;
     let rows = format!("{VIEWS_DIR}/{}", view.file);
     let Some(set) = &view.set else {
-        return remove_files(&root, &[view_rel(name), rows]);
+        return root.delete_files(&[view_rel(name), rows]);
     };
     leave_set(&root, &at, set, name, rows)
 }
