@@ -245,7 +245,7 @@ def _datasource_class():
         tables plus ``manifest.json``), or a read-only :class:`loaderx.Table`
         (a writable one raises ValueError: its exclusive locks would make
         every read task fail with StoreBusy). ``columns`` selects columns
-        (None: all, in name order); ``index_column`` names the UInt64
+        (None: all, in the table's order); ``index_column`` names the UInt64
         record-number column placed first (None: none). Use with
         ``ray.data.read_datasource``, or through :func:`read_table`. The
         table is checked here, on the driver, without decoding a record: a
@@ -508,7 +508,7 @@ def _sink_class():
             if not tables:
                 return {"task": task, "shard": None, "rows": 0}
             name, rows = self._write.write_streams(tables, self._codec)
-            return {"task": task, "shard": name, "rows": rows}
+            return {"task": task, "shard": name, "rows": rows, "columns": tables[0].column_names}
 
         def on_write_complete(self, write_result: Any) -> None:
             done = [r for r in write_result.write_returns if r and r["shard"]]
@@ -517,7 +517,9 @@ def _sink_class():
                 self._write.discard()
                 raise ValueError("the dataset has no rows: there is nothing to write")
             # The core decides each column's layout over every shard, commits
-            # them in task order and removes what a retried task left.
+            # them in task order (a new table in the dataset's column order)
+            # and removes what a retried task left.
+            self._write.keep_order(done[0]["columns"])
             self._rows = self._write.commit([r["shard"] for r in done])
 
         def on_write_failed(self, error: Exception) -> None:
@@ -888,7 +890,7 @@ def read_table(
     """The plain or sharded table at ``path`` (or a read-only
     :class:`loaderx.Table`) as a ``ray.data.Dataset`` (lazy).
 
-    ``columns`` selects and orders columns (None: all, in name order); only
+    ``columns`` selects and orders columns (None: all, in the table's order); only
     those are read. ``index_column`` names the UInt64 record number placed
     first (None: omitted). ``override_num_blocks`` sets the number of read
     tasks (each a contiguous record range); without it each task reads at

@@ -113,7 +113,9 @@ class Table(Mapping, Closing):
     its methods (``append``, ``add_columns``, ``delete``, ...), each a new
     version that this ``Table`` then shows.
 
-    Columns come in name order. ``close()`` (or leaving a ``with`` block)
+    Columns come in the table's order: its source's (a new table keeps the
+    order of the columns it was made from), columns added later last (a
+    plain table's, in name order). ``close()`` (or leaving a ``with`` block)
     closes every column. Obtain one with :func:`open_table`.
     """
 

@@ -185,6 +185,11 @@ impl TableWriteHandle {
         Ok((shard.name, shard.rows))
     }
 
+    /// The column order a new table keeps (its source's).
+    fn keep_order(&self, names: Vec<String>) {
+        self.inner.keep_order(names)
+    }
+
     /// Commits this write's shards `names`, in order; returns the table's
     /// rows. On error this write's shards are removed.
     fn commit(&self, py: Python<'_>, names: Vec<String>) -> PyResult<u64> {
@@ -244,6 +249,16 @@ pub fn ingest_sharded(
                 let _ = write.discard();
                 return Err(e);
             }
+        }
+        if let Some(r) = readers.first() {
+            // A new table keeps the source's column order.
+            write.keep_order(
+                r.schema()
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().clone())
+                    .collect(),
+            );
         }
         let dict = dict_bytes.as_deref();
         let written: loaderx::Result<Vec<WrittenShard>> =

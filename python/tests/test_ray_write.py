@@ -216,7 +216,7 @@ def test_write_table_round_trip(local_ray, tmp_path):
     path = lray.write_table(ds, tmp_path / "out")
     assert path == str(tmp_path / "out")
     manifest = read_manifest(path)
-    assert manifest["columns"] == ["b", "id", "r", "x", "y"]
+    assert manifest["columns"] == ["id", "x", "y", "r", "b"]  # the dataset's order
     assert [s["rows"] for s in manifest["shards"]] == sizes  # one shard per block, in order
     for shard in _kinds(path):
         assert shard["x"] == ("dense", np.float32, (2, 3))

@@ -385,3 +385,37 @@ def test_an_append_whose_source_raises_raises_that_error_and_commits_nothing(tmp
             pa.RecordBatchReader.from_batches(schema, broken()), str(tmp_path / "new")
         )
     assert not os.path.exists(tmp_path / "new" / "manifest.json")
+
+
+def test_a_new_table_keeps_its_sources_column_order(tmp_path):
+    """A table made from a pyarrow Table, a RecordBatchReader or a Parquet
+    file lists its columns in the source's order (not by name), everywhere
+    they are listed; columns added later come last, and an append whose
+    source orders them otherwise changes nothing of the order."""
+    src = pa.table({"z": np.arange(4), "a": ["p", "q", "r", "s"], "m": np.ones(4, np.float32)})
+    pq.write_table(src, tmp_path / "f.parquet")
+    sources = {
+        "table": src,
+        "reader": pa.RecordBatchReader.from_batches(src.schema, src.to_batches()),
+        "parquet": str(tmp_path / "f.parquet"),
+    }
+    for name, source in sources.items():
+        path = str(tmp_path / name)
+        loaderx.ingest_sharded(source, path, shards=2).close()
+        with loaderx.open_table(path) as t:
+            assert list(t) == ["z", "a", "m"], name
+            assert list(t.to_pandas().columns) == ["z", "a", "m"], name
+            assert loaderx.sql("SELECT * FROM t", t=t).column_names == ["record_id", "z", "a", "m"]
+    with loaderx.open_table(str(tmp_path / "table"), readonly=False) as t:
+        t.add_columns({"b": np.arange(4)})
+        t.append(
+            pa.table({"b": [9], "m": [2.0], "a": ["t"], "z": [4]}).cast(
+                pa.schema(
+                    [("b", pa.int64()), ("m", pa.float32()), ("a", pa.string()), ("z", pa.int64())]
+                )
+            )
+        )
+        assert list(t) == ["z", "a", "m", "b"] and t.num_rows == 5
+    with loaderx.open_table(str(tmp_path / "table")) as t:
+        assert list(t) == ["z", "a", "m", "b"]
+        assert t["a"][np.array([4])] == ["t"]

@@ -220,10 +220,18 @@ pub fn ingest_sharded(
             })
         }
     }
-    let groups = ParquetRecordBatchReaderBuilder::try_new(open(path)?)
-        .map_err(parquet_err(path))?
-        .metadata()
-        .num_row_groups();
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(open(path)?).map_err(parquet_err(path))?;
+    // A new table keeps the file's column order.
+    write.keep_order(
+        builder
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect(),
+    );
+    let groups = builder.metadata().num_row_groups();
     let parts = shards.unwrap_or(2 * workers.max(1)).clamp(1, groups.max(1));
     let (base, extra) = (groups / parts, groups % parts);
     let mut runs = Vec::with_capacity(parts);

@@ -135,6 +135,9 @@ pub struct TableWrite {
     planned: Option<(u64, Vec<String>)>,
     /// Table metadata this write's commit sets (see [`TableWrite::set_metadata`]).
     metadata: serde_json::Map<String, serde_json::Value>,
+    /// The source's column order, which a new table keeps (see
+    /// [`TableWrite::keep_order`]).
+    order: Mutex<Option<Vec<String>>>,
     /// The local staging directories of a bucket's shards: what is left
     /// of them goes with the write.
     #[cfg_attr(not(feature = "remote"), allow(dead_code))]
@@ -165,6 +168,7 @@ impl TableWrite {
             staging: files::StagingSet::default(),
             planned: None,
             metadata: Default::default(),
+            order: Default::default(),
         };
         write.check_target()?;
         if mode == WriteMode::Append && existed {
@@ -200,6 +204,7 @@ impl TableWrite {
             staging: files::StagingSet::default(),
             planned: None,
             metadata: Default::default(),
+            order: Default::default(),
         })
     }
 
@@ -221,6 +226,14 @@ impl TableWrite {
     /// commits (`Table.metadata`; the other keys stay as they were).
     pub fn set_metadata(&mut self, key: &str, value: serde_json::Value) {
         self.metadata.insert(key.to_owned(), value);
+    }
+
+    /// The order of the source's columns (its schema's): a new table's
+    /// first commit lists its columns so, where they are the columns its
+    /// shards hold (else in name order, as shards list them). A table
+    /// that has rows keeps its order; columns added later come last.
+    pub fn keep_order(&self, names: Vec<String>) {
+        *self.order.lock().unwrap_or_else(|e| e.into_inner()) = Some(names);
     }
 
     /// The latest version and its columns (sorted), if the table has one.
@@ -524,6 +537,24 @@ impl TableWrite {
         }
         let mut next = next_manifest(root, current, new, known)?;
         next.metadata.extend(self.metadata.clone());
+        if current.is_none_or(|c| c.shards.is_empty()) {
+            let order = self.order.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(order) = order.as_ref() {
+                let kept: Vec<String> = order
+                    .iter()
+                    .filter(|c| next.columns.contains(c))
+                    .cloned()
+                    .collect();
+                let mut a = kept.clone();
+                let mut b = next.columns.clone();
+                a.sort();
+                a.dedup();
+                b.sort();
+                if a == b && kept.len() == b.len() {
+                    next.columns = kept;
+                }
+            }
+        }
         Ok(next)
     }
 
