@@ -2,7 +2,8 @@
 a Parquet path, a pyarrow Table or RecordBatchReader, or a polars
 DataFrame; ``images.ingest_folder(columns=...)`` carries captions and
 scores. Both write the source's columns in its order with the derived
-columns (``height``, ``width``, ``path``) after them, and keep every value."""
+columns (``height``, ``width``, ``path``) after them, the table lists them
+in that order, and keep every value."""
 
 import io
 import os
@@ -102,7 +103,7 @@ def test_ingest_parquet_takes_each_source_and_keeps_column_order_and_values(
     seen = written_order(monkeypatch)
     with images.ingest_parquet(source, str(tmp_path / "t"), workers=1) as t:
         check_values(t, struct)
-        assert sorted(t) == sorted(seen[0])
+        assert list(t) == seen[0]  # the table lists them in that order
     derived = ["height", "width"] + (["path"] if struct else [])
     assert seen == [["quality", "caption", "image", "label", *derived]]
 
@@ -152,6 +153,7 @@ def test_ingest_folder_carries_a_mapping_of_captions_and_scores(tmp_path, monkey
         assert t["label"][ids].tolist() == [0, 0, 0, 1, 1, 1]
         assert t["height"][ids].tolist() == [10, 11, 12] * 2
         assert t.metadata == {"classes": ["cat", "dog"]}
+        assert list(t) == seen[0]  # the table lists them in that order
     assert seen == [["image", "label", "path", "caption", "score", "height", "width"]]
 
 
