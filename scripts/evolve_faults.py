@@ -341,12 +341,16 @@ def campaign(a) -> int:
         ids = np.arange(BASE_ROWS, dtype=np.int64)
         import pyarrow as pa
 
+        # v stored as records, so that updates of it are patches (new
+        # values of the edited rows only) until a compaction makes it
+        # columnar (whole groups then).
         loaderx.ingest_sharded(
             pa.table({"id": ids, "v": value("v", ids)}),
             path,
             workers=1,
             shards=4,
             storage_options=opts,
+            layout={"v": "records"},
         ).close()
         journal = os.path.join(work, "journal.jsonl")
         rng = random.Random(a.seed)

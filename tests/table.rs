@@ -347,8 +347,37 @@ fn broken_manifests_fail_to_open_naming_the_rule() {
         (b"{not json".to_vec(), "not valid JSON".into()),
         (with("format", "other".into()), "'format'".into()),
         (
-            with("version", 4.into()),
-            "version must be 1, 2 or 3 (this release reads those), got 4".into(),
+            with("version", 5.into()),
+            "version must be 1, 2, 3 or 4 (this release reads those), got 5".into(),
+        ),
+        (
+            {
+                // A patch of more rows than its shard has, or of none.
+                let mut d = doc.clone();
+                d["shards"][0]["groups"] =
+                    serde_json::json!([{"dir": "_g-00aa11bb22cc-p", "columns": ["id"], "patch": 8}]);
+                serde_json::to_vec(&d).unwrap()
+            },
+            "optional \"patch\": rows (at most the shard's, at least 1)".into(),
+        ),
+        (
+            {
+                let mut d = doc.clone();
+                d["shards"][0]["groups"] =
+                    serde_json::json!([{"dir": "_g-00aa11bb22cc-p", "columns": ["id"], "patch": 0}]);
+                serde_json::to_vec(&d).unwrap()
+            },
+            "'groups' that are not a list".into(),
+        ),
+        (
+            {
+                // A patch whose rows file is not there.
+                let mut d = doc.clone();
+                d["shards"][0]["groups"] =
+                    serde_json::json!([{"dir": "_g-00aa11bb22cc-p", "columns": ["id"], "patch": 2}]);
+                serde_json::to_vec(&d).unwrap()
+            },
+            "names patch group '_g-00aa11bb22cc-p', whose rows.u64 is missing".into(),
         ),
         (
             // Columnar layouts need a version 2 or 3 manifest.

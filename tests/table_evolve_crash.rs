@@ -140,17 +140,34 @@ fn edit_y(path: &Path) -> (ColumnsWrite, BTreeMap<usize, Vec<u64>>) {
     (w, BTreeMap::from([(0usize, vec![1u64])]))
 }
 
+/// [`edit_y`] as a patch of shard 0: the new value of live row 1 only.
+fn patch_y(path: &Path) -> (ColumnsWrite, BTreeMap<usize, Vec<u64>>) {
+    let w = ColumnsWrite::editing(&at(path), None).unwrap();
+    let dir = w.new_patch(0).unwrap();
+    int64_store(&dir.join("y"), &[999]);
+    w.finish_patch(0, &dir, &[1]).unwrap();
+    (w, BTreeMap::from([(0usize, vec![1u64])]))
+}
+
 /// Runs operation `op` on the table at `path`.
 fn run_op(op: &str, path: &Path) {
     match op {
-        "update" => {
-            let (w, edited) = edit_y(path);
+        "update" | "patch" => {
+            let (w, edited) = if op == "patch" {
+                patch_y(path)
+            } else {
+                edit_y(path)
+            };
             w.commit_edit(&edited, "update").unwrap();
         }
-        "merge" => {
+        "merge" | "merge_patch" => {
             // The edit, record id 3 deleted and a shard of one row
             // appended, as one version.
-            let (w, edited) = edit_y(path);
+            let (w, edited) = if op == "merge_patch" {
+                patch_y(path)
+            } else {
+                edit_y(path)
+            };
             let rows = TableWrite::begin(&at(path), WriteMode::Append).unwrap();
             let (shard, ()) = rows
                 .write_shard(|dir| {
@@ -386,10 +403,27 @@ fn every_evolution_killed_at_any_step_leaves_the_old_version_or_the_new() {
     let pristine = tmp.path().join("pristine");
     sharded(&pristine);
     for op in [
-        "add", "drop", "delete", "compact", "view", "split", "cleanup", "update", "merge",
+        "add",
+        "drop",
+        "delete",
+        "compact",
+        "view",
+        "split",
+        "cleanup",
+        "update",
+        "merge",
+        "patch",
+        "merge_patch",
     ] {
         sweep(op, &pristine, tmp.path());
     }
+    // A compaction folding a patch.
+    let patched = tmp.path().join("patched");
+    common::copy_tree(&pristine, &patched);
+    run_op("patch", &patched);
+    let again = tmp.path().join("again");
+    std::fs::create_dir(&again).unwrap();
+    sweep("compact", &patched, &again);
     // What the edits commit: y of live row 1 is 999; the merge also
     // deleted record id 3 (x = 100) and appended x = 300.
     for (op, x, y) in [
@@ -400,6 +434,16 @@ fn every_evolution_killed_at_any_step_leaves_the_old_version_or_the_new() {
         ),
         (
             "merge",
+            vec![1, 3, 4, 101, 102, 300],
+            vec![2, 999, 8, 202, 204, 600],
+        ),
+        (
+            "patch",
+            vec![1, 3, 4, 100, 101, 102],
+            vec![2, 999, 8, 200, 202, 204],
+        ),
+        (
+            "merge_patch",
             vec![1, 3, 4, 101, 102, 300],
             vec![2, 999, 8, 202, 204, 600],
         ),

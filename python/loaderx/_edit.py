@@ -1,9 +1,10 @@
 """Rows edited in place: :meth:`loaderx.Table.update`,
 :meth:`~loaderx.Table.merge_insert` and ``add_columns(..., on=)`` (columns
 joined by key), and the pieces ``loaderx.ray.merge_insert`` shares. Each
-edited shard gets a column group of the edited columns, written here and
-committed by the core (``ColumnsWrite.editing`` / ``commit_edit`` /
-``commit_merge``)."""
+edited shard gets a column group of the edited columnar columns (every
+row) and a patch of the edited records columns (the edited rows only),
+written here and committed by the core (``ColumnsWrite.editing`` /
+``commit_edit`` / ``commit_merge``)."""
 
 from __future__ import annotations
 
@@ -90,6 +91,16 @@ def key_match(pa, table, source, on: list[str], what: str):
     twice = repeated_key(pa, keys, on)
     if twice is not None:
         raise ValueError(f"{what} gives key {twice!r} (of {on}) more than once")
+    if len(on) == 1:
+        # One key column: a hash lookup of the target's keys in the
+        # source's, in record id order (no join, no sort).
+        import pyarrow.compute as pc
+
+        if target.num_rows == 0:
+            return pa.array([], pa.int64()), keys
+        column = target[on[0]].combine_chunks()
+        found = pc.index_in(column, value_set=keys[on[0]].combine_chunks(), skip_nulls=True)
+        return found.cast(pa.int64()), keys
     left = target.append_column("__row", pa.array(np.arange(target.num_rows, dtype=np.int64)))
     right = keys.append_column("__src", pa.array(np.arange(keys.num_rows, dtype=np.int64)))
     joined = left.join(right, keys=on, join_type="left outer").sort_by("__row")
@@ -360,15 +371,18 @@ EDIT_TRIES = 8
 
 def edit_groups(pa, write, reader, ids: np.ndarray, new: dict, check=None) -> dict:
     """Writes into ``write`` (a ``ColumnsWrite.editing``), for each shard
-    holding one of the record ids ``ids`` (ascending), a column group of
-    the columns ``new`` (their new values, one per id) merged into the
-    shard's values as ``reader`` (the version planned on) holds them;
+    holding one of the record ids ``ids`` (ascending), the new values of
+    the columns ``new`` (one per id): a column group of the columnar ones,
+    merged into the shard's values as ``reader`` (the version planned on)
+    holds them, and a patch of the records ones (the edited rows only);
     returns ``{shard: live positions edited}``. ``check(shard name,
     replaced)`` sees the values each shard's edit replaces first."""
     from ._streams import scan
 
     names = list(new)
     layouts = write.layouts()
+    whole = [c for c in names if layouts[c] != "records"]
+    patched = [c for c in names if layouts[c] == "records"]
     shards = write.shards()
     starts = live_starts(shards)
     edited = {}
@@ -378,13 +392,23 @@ def edit_groups(pa, write, reader, ids: np.ndarray, new: dict, check=None) -> di
         if a == b:
             continue
         at = (ids[a:b] - lo).astype(np.int64)
-        got, batches = scan(pa, reader, None, columns=names, start=lo, end=hi, max_bytes=None)
-        old = pa.Table.from_batches(list(batches), schema=got).select(names)
+        old = None
+        if whole:
+            got, batches = scan(pa, reader, None, columns=whole, start=lo, end=hi, max_bytes=None)
+            old = pa.Table.from_batches(list(batches), schema=got).select(whole)
         if check is not None:
-            check(shards[i][0], old.take(pa.array(at)))
-        arrays = [_merged(pa, old[c], new[c].slice(a, b - a), at) for c in names]
-        batch = pa.RecordBatch.from_arrays(arrays, schema=old.schema)
-        write.write_group(i, [batch], "zstd", {c: layouts[c] for c in names})
+            replaced = {c: old[c].take(pa.array(at)) for c in whole}
+            rows = ids[a:b].astype(np.int64)
+            replaced.update({c: reader[c].to_arrow(rows) for c in patched})
+            check(shards[i][0], pa.table({c: replaced[c] for c in names}))
+        if whole:
+            arrays = [_merged(pa, old[c], new[c].slice(a, b - a), at) for c in whole]
+            batch = pa.RecordBatch.from_arrays(arrays, schema=old.schema)
+            write.write_group(i, [batch], "zstd", {c: layouts[c] for c in whole})
+        if patched:
+            arrays = [new[c].slice(a, b - a) for c in patched]
+            batch = pa.RecordBatch.from_arrays(arrays, names=patched)
+            write.write_patch(i, [batch], "zstd", at.astype(np.uint64))
         edited[i] = at.astype(np.uint64)
     return edited
 

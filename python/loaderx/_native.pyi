@@ -403,6 +403,9 @@ class ColumnsWrite:
     def write_group(
         self, shard: int, sources: list[Any], codec: str, layout: Layout = None
     ) -> None: ...
+    def write_patch(
+        self, shard: int, sources: list[Any], codec: str, rows: npt.NDArray[np.uint64]
+    ) -> None: ...
     def write_groups(
         self, source: Any, codec: str, layout: Layout = None, workers: int = 1
     ) -> None: ...

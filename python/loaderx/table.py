@@ -568,8 +568,10 @@ class Table(Mapping, Closing):
         mapping`` called on batches of the matched rows of ``read_columns``
         (dicts of column to values, as ``table[column][rows]`` gives them),
         in ascending record id. Rows keep their record ids and order; each
-        edited shard gets the edited columns' new values as a column group
-        of its own (other columns and shards are not rewritten). Older
+        edited shard gets the edited columnar columns' new values as a
+        column group of its own, and the edited records columns' (tensors,
+        embeddings) as a patch of the edited rows only (other columns and
+        shards are not rewritten; ``compact`` folds both). Older
         versions, and views and runs pinned to them, keep their values. A
         column the table lacks, a value the column cannot hold (a str for
         a number, a null where the column has none, a tensor of another

@@ -388,6 +388,27 @@ impl ColumnsWriteHandle {
             .py()
     }
 
+    /// Writes the Arrow streams `sources`, in order, as the patch of shard
+    /// `shard`: new values of records columns of its live rows `rows`
+    /// (uint64, strictly increasing positions among them), those rows only.
+    fn write_patch(
+        &self,
+        py: Python<'_>,
+        shard: usize,
+        sources: Vec<AnyRecordBatch>,
+        codec: &str,
+        rows: PyReadonlyArray1<'_, u64>,
+    ) -> PyResult<()> {
+        let codec = crate::store::parse_codec(codec)?;
+        let rows = rows.as_slice()?.to_vec();
+        let readers = sources
+            .into_iter()
+            .map(|s| s.into_reader())
+            .collect::<PyResult<Vec<_>>>()?;
+        py.detach(|| la::write_patch(&self.inner, shard, readers, codec, &rows))
+            .py()
+    }
+
     /// Writes `source` (an Arrow stream of the new columns of every live
     /// row, in row order) as every shard's new column group, cut at the
     /// shards' boundaries in the core (`loaderx::arrow::write_groups`) and

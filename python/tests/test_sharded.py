@@ -233,7 +233,7 @@ def test_broken_manifests_fail_to_open_naming_what_broke(tables):
     cases = [
         (b"{not json", "not valid JSON"),
         ({**doc, "format": "other"}, "'format'"),
-        ({**doc, "version": 4}, "version must be 1, 2 or 3"),
+        ({**doc, "version": 5}, "version must be 1, 2, 3 or 4"),
         ({**doc, "columns": "id"}, "'columns'"),
         ({**doc, "shards": [{"name": "../x", "rows": 1}]}, "plain directory 'name'"),
         ({**doc, "shards": [doc["shards"][0]] * 2}, "listed twice"),

@@ -4,6 +4,7 @@ as one version; rows keep their record ids and order; older versions and
 the views pinned to them keep their values; bad input commits nothing;
 concurrent commits land or raise CommitConflict as §16 says."""
 
+import datetime
 import io
 import os
 
@@ -261,6 +262,134 @@ def test_only_the_edited_columns_of_the_touched_shards_are_written(local):
     assert not any(c in k for k in new for c in ("caption", "emb", "score", "note"))
 
 
+def manifest_groups(path):
+    import json
+
+    with open(os.path.join(path, "manifest.json")) as f:
+        doc = json.load(f)
+    return doc["version"], [s.get("groups", []) for s in doc["shards"]]
+
+
+def test_an_update_of_records_rows_writes_a_patch_of_those_rows_only(local):
+    """A records column's new values are a patch per touched shard: the
+    edited rows' records and their row numbers, nothing else."""
+    before = files_of(local)
+    with loaderx.open_table(local, readonly=False) as t:
+        old = col(t, "emb").copy()
+        shard_rows = [s["rows"] if isinstance(s, dict) else s[1] for s in t.shards]
+        n = t.update([0, 2, 39], {"emb": np.full((3, 3), 9.0, np.float32)})
+        assert n == 3
+        got = col(t, "emb")
+    want = old.copy()
+    want[[0, 2, 39]] = 9.0
+    np.testing.assert_array_equal(got, want)
+    after = files_of(local)
+    assert {k: v for k, v in after.items() if k in before and k != "manifest.json"} == {
+        k: v for k, v in before.items() if k != "manifest.json"
+    }
+    new = [k for k in after if k not in before and not k.startswith("_versions")]
+    assert new and all("_g-" in k.split("/")[1] and k.split("/")[1].endswith("-p") for k in new)
+    assert {k.split("/", 2)[2].split("/")[0] for k in new} == {"emb", "rows.u64"}
+    version, groups = manifest_groups(local)
+    assert version == 4  # releases before patches refuse the manifest
+    patches = [g for gs in groups for g in gs]
+    assert sorted(g["patch"] for g in patches) == [1, 2]  # shard 0: ids 0, 2; the last: 39
+    assert all(g["columns"] == ["emb"] for g in patches)
+    rows_files = sorted(after[k][1] for k in new if k.endswith("rows.u64"))
+    assert rows_files == [8, 16]
+    assert sum(shard_rows) == N
+    # The version before reads as it was.
+    with loaderx.open_table(local, version=1) as v1:
+        np.testing.assert_array_equal(col(v1, "emb"), old)
+
+
+def test_patches_of_a_records_table_with_nulls_read_everywhere(table, tmp_path):
+    """Records-layout scalars, nullable text and tensors, edited twice
+    (the second patch over the first), read by gathers, Arrow, SQL, pandas,
+    the DataLoader and copies; compact folds the patches."""
+    path, kw = table
+    dst = str(tmp_path / "records")
+    if "storage_options" in kw:
+        dst = path + "-records"
+    loaderx.ingest_sharded(source(), dst, workers=1, shards=3, layout="records", **kw).close()
+    with loaderx.open_table(dst, readonly=False, **kw) as t:
+        assert all(t[c].layout == "records" for c in t)
+        t.update([1, 5, 20], {"label": [10, 50, 200], "note": [None, "five", None]})
+        t.update([5, 6], {"label": [55, 66], "emb": np.full((2, 3), -1.0)})
+        t.update([20], {"note": ["back"]})  # a patch of a nullable column without nulls
+        t.update([20], {"note": [None]})
+        want = model(t)
+        assert want["label"][:8] == [0, 10, 2, 3, 4, 55, 66, 2]
+        assert want["note"][1] is None and want["note"][5] == "five" and want["note"][20] is None
+        assert want["emb"][6] == [-1.0, -1.0, -1.0] and want["emb"][5] == [-1.0, -1.0, -1.0]
+        arrow = t["note"].to_arrow(np.array([1, 5, 20, 2]))
+        assert arrow.to_pylist() == [None, "five", None, "n2"]
+        sql = loaderx.sql("SELECT count(*) AS n FROM t WHERE note IS NULL", t=t)
+        nulls = sum(v is None for v in want["note"])
+        assert sql.column("n").to_pylist() == [nulls]
+        df = t.to_pandas()
+        assert df["label"].tolist() == want["label"]
+        from loaderx.dataloader import DataLoader
+
+        with DataLoader(t, batch_size=t.num_rows, mode="cyclic", seed=0) as dl:
+            batch = next(dl)
+        order = np.asarray(batch["id"]).tolist()
+        assert np.asarray(batch["label"]).tolist() == [want["label"][i] for i in order]
+        assert np.asarray(batch["emb"]).tolist() == [want["emb"][i] for i in order]
+    with loaderx.open_table(dst, version=2, **kw) as v2:
+        assert col(v2, "label").tolist()[5] == 50
+    if "storage_options" not in kw:
+        copy = str(tmp_path / "copy")
+        loaderx.copy_table(dst, copy)
+        with loaderx.open_table(copy) as c:
+            assert model(c) == want
+    with loaderx.open_table(dst, readonly=False, **kw) as t:
+        assert t.compact(min_deleted=0.9) is not None
+        assert model(t) == want
+    if "storage_options" not in kw:
+        assert not any(g.get("patch") for gs in manifest_groups(dst)[1] for g in gs)
+        with loaderx.open_table(dst) as t:
+            assert model(t) == want
+
+
+def test_two_patches_of_other_rows_of_the_same_shard_both_land(local):
+    """Three handles planned on one version: patches of other rows of the
+    same shard land one over the other; an edit of a row a patch changed
+    meanwhile is a CommitConflict."""
+    a, b, c = (loaderx.open_table(local, readonly=False) for _ in range(3))
+    try:
+        a.update([1], {"emb": np.full((1, 3), 1.5)})
+        b.update([2], {"emb": np.full((1, 3), 2.5)})
+        with pytest.raises(loaderx.CommitConflict, match="changed rows of shard"):
+            c.update([1], {"emb": np.full((1, 3), 9.0)})
+    finally:
+        for t in (a, b, c):
+            t.close()
+    with loaderx.open_table(local) as t:
+        assert t.version == 3
+        emb = col(t, "emb")
+        assert emb[1].tolist() == [1.5] * 3 and emb[2].tolist() == [2.5] * 3
+        assert emb[3].tolist() == [3.0] * 3
+    _, groups = manifest_groups(local)
+    assert [g["patch"] for g in groups[0]] == [1, 1]
+
+
+def test_a_broken_patch_fails_to_open_naming_its_file(local):
+    with loaderx.open_table(local, readonly=False) as t:
+        t.update([0], {"emb": np.zeros((1, 3))})
+    _, groups = manifest_groups(local)
+    patch = next(g for gs in groups for g in gs)
+    rows = [
+        os.path.join(d, "rows.u64")
+        for d, _, names in os.walk(local)
+        if os.path.basename(d) == patch["dir"] and "rows.u64" in names
+    ][0]
+    with open(rows, "r+b") as f:
+        f.truncate(4)
+    with pytest.raises(loaderx.Corrupted, match="rows.u64"):
+        loaderx.open_table(local)
+
+
 def test_updates_after_deletes_compact_and_cleanup(local):
     with loaderx.open_table(local, readonly=False) as t:
         t.delete("id % 10 = 0")
@@ -271,6 +400,11 @@ def test_updates_after_deletes_compact_and_cleanup(local):
         assert model(t) == want
         t.cleanup()
         assert model(t) == want
+        t.cleanup(older_than=datetime.timedelta(0))
+        assert model(t) == want
+    # The patches went with the versions that read them.
+    leftover = [d for d, _, _ in os.walk(local) if os.path.basename(d).startswith("_g-")]
+    assert leftover == []
 
 
 # Concurrent commits: two handles, each planning on the version it holds.
@@ -621,7 +755,11 @@ def test_a_merge_that_only_updates_lands_beside_an_append(local):
 # Random histories of edits against an in-memory model.
 
 
-def test_random_edits_match_a_pyarrow_model_with_views_and_pinned_versions(tmp_path):
+@pytest.mark.parametrize("layout", ["columnar", "records"])
+def test_random_edits_match_a_pyarrow_model_with_views_and_pinned_versions(tmp_path, layout):
+    """With ``layout="records"`` the edits of label and text are patches
+    (new values of the edited rows only), stacked, deleted around,
+    compacted and read at every version."""
     rng = np.random.default_rng(11)
     path = str(tmp_path / "t")
     n0 = 30
@@ -632,7 +770,8 @@ def test_random_edits_match_a_pyarrow_model_with_views_and_pinned_versions(tmp_p
             "text": pa.array([f"r{i}" for i in range(n0)], pa.string()),
         }
     )
-    loaderx.ingest_sharded(first, path, workers=1, shards=3).close()
+    kw = {"layout": "records"} if layout == "records" else {}
+    loaderx.ingest_sharded(first, path, workers=1, shards=3, **kw).close()
     models = {1: first}  # version -> the rows it holds
     views = {}  # name -> (version, record ids)
     next_key = n0

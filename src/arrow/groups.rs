@@ -47,6 +47,26 @@ pub fn write_group(
     write.finish_group(shard, &dir)
 }
 
+/// Writes `readers` (in order: new values of the live rows `live` of shard
+/// `shard`, strictly increasing positions among its live rows) as the
+/// shard's patch of `write`: records columns of the table, those rows
+/// only.
+pub fn write_patch(
+    write: &ColumnsWrite,
+    shard: usize,
+    readers: Streams,
+    codec: Codec,
+    live: &[u64],
+) -> Result<()> {
+    let dir = write.new_patch(shard)?;
+    let layouts = Layouts::records();
+    if let Err(e) = ingest_streams(readers, &dir, codec, None, &layouts, false, &mut |_| {}) {
+        write.drop_group(&dir);
+        return Err(e);
+    }
+    write.finish_patch(shard, &dir, live)
+}
+
 /// Cuts `reader` (the new columns of every live row of the table, in row
 /// order) at the shards' boundaries and writes each shard's group
 /// ([`write_group`]) on `workers` threads, each as soon as its rows are

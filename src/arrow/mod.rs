@@ -27,7 +27,7 @@ mod types;
 pub use blocks::{ingest_streams, spec_of_field, spread_over_deleted};
 pub use gather::{gather_array, gather_nulls, gather_variable_shape_tensor, u8_tensors};
 pub(crate) use gather::{into_arrow_buffer, values_array};
-pub use groups::{write_group, write_groups, Streams};
+pub use groups::{write_group, write_groups, write_patch, Streams};
 pub use ingest::{from_arrow_error, ingest, ingest_table};
 pub use packing::{bytes_pack, check_utf8, ragged_pack, with_dense_bytes};
 pub use readers::{record_batch, ColumnReader, TableReader};

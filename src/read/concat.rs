@@ -31,6 +31,17 @@ pub struct Concat {
     /// view's): record `i` is physical record `rows[i]`. None: every
     /// record, in order.
     rows: Option<std::sync::Arc<[u64]>>,
+    /// New values of some records of some parts (a shard's patch groups),
+    /// by part; empty when no part has any.
+    patches: Vec<Option<Patches>>,
+}
+
+/// The records of one part that patches hold: its record `rows[j]` is
+/// record `at[j].1` of `stores[at[j].0]`.
+struct Patches {
+    rows: Vec<u64>,
+    at: Vec<(u32, u64)>,
+    stores: Vec<Store>,
 }
 
 impl std::fmt::Debug for Concat {
@@ -40,6 +51,10 @@ impl std::fmt::Debug for Concat {
             .field("parts", &self.parts.len())
             .field("len", &self.len())
             .field("selected", &self.rows.is_some())
+            .field(
+                "patched",
+                &self.patches.iter().filter(|p| p.is_some()).count(),
+            )
             .finish()
     }
 }
@@ -83,7 +98,65 @@ impl Concat {
             schema,
             counters: Counters::default(),
             rows: None,
+            patches: Vec::new(),
         })
+    }
+
+    /// Lays `layers` over part `part`: each a store of new values and the
+    /// part's records it holds (strictly increasing, as many as the store
+    /// has), oldest first, so that a later layer's record wins. A gather
+    /// then reads a patched record from its layer (one binary search per
+    /// record of a patched part). `Corrupted` naming the store for one of
+    /// another schema, another length or a record past the part's end.
+    pub fn patch(mut self, part: usize, layers: Vec<(Vec<u64>, Store)>) -> Result<Concat> {
+        if layers.is_empty() {
+            return Ok(self);
+        }
+        let len = self.parts[part].len();
+        let mut all: Vec<(u64, u32, u64)> = Vec::new();
+        for (layer, (rows, store)) in layers.iter().enumerate() {
+            if *store.schema() != self.schema {
+                return Err(Error::corrupted(
+                    store.path(),
+                    format!(
+                        "a patch of {} must hold {}, but it holds {}",
+                        self.path.display(),
+                        self.schema,
+                        store.schema()
+                    ),
+                ));
+            }
+            if store.len() != rows.len() as u64 || rows.last().is_some_and(|&r| r >= len) {
+                return Err(Error::corrupted(
+                    store.path(),
+                    format!(
+                        "a patch of {} rows of a part of {len} must hold {} records below {len}, but it holds {}",
+                        rows.len(),
+                        rows.len(),
+                        store.len()
+                    ),
+                ));
+            }
+            all.extend(
+                rows.iter()
+                    .enumerate()
+                    .map(|(j, &r)| (r, layer as u32, j as u64)),
+            );
+        }
+        // Each record once: its newest layer's.
+        all.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        all.dedup_by_key(|e| e.0);
+        let stores: Vec<Store> = layers.into_iter().map(|(_, s)| s).collect();
+        self.coded |= stores.iter().any(|s| s.codec() != Codec::Raw);
+        if self.patches.is_empty() {
+            self.patches = (0..self.parts.len()).map(|_| None).collect();
+        }
+        self.patches[part] = Some(Patches {
+            rows: all.iter().map(|e| e.0).collect(),
+            at: all.iter().map(|e| (e.1, e.2)).collect(),
+            stores,
+        });
+        Ok(self)
     }
 
     /// The same stores presenting only the physical records `rows`, in
@@ -128,7 +201,21 @@ impl Concat {
     #[inline]
     fn locate_physical(&self, i: u64) -> (&Store, u64) {
         let s = self.starts[1..].partition_point(|&end| end <= i);
-        (&self.parts[s], i - self.starts[s])
+        let k = i - self.starts[s];
+        if let Some(Some(p)) = self.patches.get(s) {
+            if let Ok(j) = p.rows.binary_search(&k) {
+                let (layer, at) = p.at[j];
+                return (&p.stores[layer as usize], at);
+            }
+        }
+        (&self.parts[s], k)
+    }
+
+    /// Every store, parts and patches.
+    fn stores(&self) -> impl Iterator<Item = &Store> {
+        self.parts
+            .iter()
+            .chain(self.patches.iter().flatten().flat_map(|p| p.stores.iter()))
     }
 
     /// A gather's source over the physical records (a selection is mapped
@@ -139,7 +226,7 @@ impl Concat {
             len: self.starts[self.parts.len()],
             coded: self.coded,
             path: &self.path,
-            remote: self.parts.iter().any(Store::is_remote),
+            remote: self.stores().any(Store::is_remote),
             counters: &self.counters,
             locate: move |i| self.locate_physical(i),
         }
@@ -163,7 +250,8 @@ impl Concat {
     /// Closes every part (read-only parts write nothing).
     pub fn close(self) -> Result<()> {
         let mut first = Ok(());
-        for p in self.parts {
+        let patches = self.patches.into_iter().flatten().flat_map(|p| p.stores);
+        for p in self.parts.into_iter().chain(patches) {
             let r = p.close();
             if first.is_ok() {
                 first = r;
@@ -232,7 +320,7 @@ impl Records for Concat {
     }
 
     fn checksum(&self) -> bool {
-        self.parts.iter().all(Store::checksum)
+        self.stores().all(Store::checksum)
     }
 
     fn gather_dense_into(&self, idx: &[u64], dst: &mut [u8]) -> Result<()> {
@@ -308,6 +396,74 @@ mod tests {
             v.extend((-6i64).to_le_bytes());
             v
         });
+    }
+
+    fn values(c: &Concat, idx: &[u64]) -> Vec<i64> {
+        let buf = c.gather_dense(idx).unwrap();
+        buf.as_slice()
+            .chunks_exact(16)
+            .map(|b| i64::from_le_bytes(b[..8].try_into().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn patches_replace_their_records_and_the_newest_wins() {
+        let tmp = tempfile::tempdir().unwrap();
+        let parts = vec![
+            dense(tmp.path(), "a", 0..5, Codec::Raw),
+            dense(tmp.path(), "b", 5..12, Codec::Zstd),
+        ];
+        let old = dense(tmp.path(), "p1", 100..103, Codec::Zstd);
+        let new = dense(tmp.path(), "p2", 200..202, Codec::Raw);
+        let c = Concat::new(tmp.path().join("x"), parts)
+            .unwrap()
+            .patch(1, vec![(vec![0, 3, 6], old), (vec![3, 4], new)])
+            .unwrap();
+        // Part 1's record 0 is global 5, 3 is 8, 4 is 9, 6 is 11.
+        let all: Vec<u64> = (0..12).collect();
+        assert_eq!(
+            values(&c, &all),
+            vec![0, 1, 2, 3, 4, 100, 6, 7, 200, 201, 10, 102]
+        );
+        assert_eq!(values(&c, &[11, 8, 0, 5]), vec![102, 200, 0, 100]);
+        let mut want = 201i64.to_le_bytes().to_vec();
+        want.extend((-201i64).to_le_bytes());
+        assert_eq!(c.read_record(9).unwrap(), want);
+        // A selection (deleted rows) maps through to the patched records.
+        let c = c.select(std::sync::Arc::from(vec![8u64, 11, 2])).unwrap();
+        assert_eq!(values(&c, &[0, 1, 2]), vec![200, 102, 2]);
+        c.close().unwrap();
+    }
+
+    #[test]
+    fn a_patch_must_fit_its_part() {
+        let tmp = tempfile::tempdir().unwrap();
+        dense(tmp.path(), "a", 0..5, Codec::Raw).close().unwrap();
+        let base = || {
+            Concat::new(
+                "col",
+                vec![Store::open_readonly(tmp.path().join("a")).unwrap()],
+            )
+            .unwrap()
+        };
+        let short = dense(tmp.path(), "s", 0..2, Codec::Raw);
+        let err = base().patch(0, vec![(vec![1, 2, 3], short)]).unwrap_err();
+        assert!(matches!(err, Error::Corrupted { .. }), "{err}");
+        let past = dense(tmp.path(), "p", 0..1, Codec::Raw);
+        let err = base().patch(0, vec![(vec![5], past)]).unwrap_err();
+        assert!(err.to_string().contains("below 5"), "{err}");
+        let other = Store::create(
+            tmp.path().join("f"),
+            Schema::dense(DType::F32, &[2]).unwrap(),
+            Codec::Raw,
+            None,
+        )
+        .unwrap();
+        let err = base().patch(0, vec![(vec![], other)]).unwrap_err();
+        assert!(
+            err.to_string().contains("a patch of col must hold"),
+            "{err}"
+        );
     }
 
     #[test]

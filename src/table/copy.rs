@@ -21,7 +21,7 @@ use bytes::Bytes;
 use object_store::PutMode;
 
 use super::files::{self, INCOMPLETE};
-use super::manifest::{Manifest, ShardEntry, MANIFEST_FILE, SELF_SHARD};
+use super::manifest::{Manifest, ShardEntry, MANIFEST_FILE, PATCH_ROWS_FILE, SELF_SHARD};
 use super::versions::{version_file_name, VERSIONS_DIR};
 use super::{Table, VALIDITY_DIR};
 use crate::io::io_error;
@@ -115,12 +115,10 @@ fn plan_copy(src: &Location, table: &Table) -> Result<(Files, Option<Manifest>)>
 /// The directory (relative to the table) that `column` of `shard` is
 /// read from: the last group listing it, else the shard's own.
 fn column_dir(shard: &ShardEntry, column: &str) -> String {
-    let within = shard
-        .groups
-        .iter()
-        .rev()
-        .find(|g| g.columns.iter().any(|c| c == column))
-        .map_or_else(|| column.to_owned(), |g| format!("{}/{column}", g.dir));
+    let within = match shard.column_home(column) {
+        "" => column.to_owned(),
+        group => format!("{group}/{column}"),
+    };
     if shard.name == SELF_SHARD {
         within
     } else {
@@ -130,7 +128,7 @@ fn column_dir(shard: &ShardEntry, column: &str) -> String {
 
 /// Whether the file `rel` of a sharded table is one that `manifest` reads:
 /// in a shard it names, a file of the shard's own columns, of one of its
-/// column groups, or its deletion file.
+/// column groups (a patch's rows file too), or its deletion file.
 fn read_by(manifest: &Manifest, rel: &str) -> bool {
     let columns: BTreeSet<String> = manifest.columns.iter().cloned().collect();
     let in_shard = |s: &ShardEntry, rest: &str| {
@@ -145,7 +143,9 @@ fn read_by(manifest: &Manifest, rel: &str) -> bool {
                     .collect();
                 rest.strip_prefix(g.dir.as_str())
                     .and_then(|r| r.strip_prefix('/'))
-                    .is_some_and(|r| in_plain_table(r, &cols))
+                    .is_some_and(|r| {
+                        in_plain_table(r, &cols) || (g.patch.is_some() && r == PATCH_ROWS_FILE)
+                    })
             })
     };
     if let Some((name, rest)) = rel.split_once('/') {

@@ -28,6 +28,12 @@ const VERSION: u64 = 1;
 const VERSION_COLUMNAR: u64 = 3;
 /// The version releases before column format 3 wrote with columnar columns.
 const VERSION_COLUMNAR_2: u64 = 2;
+/// Its version when some shard has a patch group (rows of records columns
+/// edited in place, see [`ColumnGroup::patch`]): 4, which releases before
+/// it refuse (they would read a patch as the whole column).
+const VERSION_PATCHED: u64 = 4;
+/// A patch group's file of the shard rows it holds, inside its directory.
+pub const PATCH_ROWS_FILE: &str = "rows.u64";
 
 /// One committed shard: a plain table directly inside the table directory.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -62,13 +68,31 @@ pub struct Deleted {
 }
 
 /// Columns added to a shard: a plain table directory inside the shard
-/// (with the shard's rows) holding them.
+/// (with the shard's rows) holding them; or, for a patch, new values of
+/// some of the shard's rows of records columns.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ColumnGroup {
     /// The group's directory, relative to the shard.
     pub dir: String,
     /// The columns it holds.
     pub columns: Vec<String>,
+    /// A patch's rows: the group is a plain table of this many rows, the
+    /// shard's physical rows listed (strictly increasing) in its
+    /// [`PATCH_ROWS_FILE`]; its columns (records layout) read those rows
+    /// from it and every other row from below it. None: a whole group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<u64>,
+}
+
+impl ColumnGroup {
+    /// A whole group (every row of the shard) of `columns` in `dir`.
+    pub fn whole(dir: String, columns: Vec<String>) -> ColumnGroup {
+        ColumnGroup {
+            dir,
+            columns,
+            patch: None,
+        }
+    }
 }
 
 /// The shard name of a plain table turned into a sharded one in place:
@@ -109,13 +133,37 @@ impl ShardEntry {
     }
 
     /// The directory holding column `column` of this shard, relative to
-    /// the shard: the last group that lists it, or the shard itself ("").
+    /// the shard: the last whole group that lists it, or the shard itself
+    /// (""). Patches over it: [`ShardEntry::column_patches`].
     pub fn column_home(&self, column: &str) -> &str {
         self.groups
             .iter()
             .rev()
-            .find(|g| g.columns.iter().any(|c| c == column))
+            .find(|g| g.patch.is_none() && g.columns.iter().any(|c| c == column))
             .map_or("", |g| g.dir.as_str())
+    }
+
+    /// The patch groups over column `column`'s home (see
+    /// [`ShardEntry::column_home`]), oldest first: a later patch's rows
+    /// win.
+    pub fn column_patches(&self, column: &str) -> Vec<&ColumnGroup> {
+        let mut patches = Vec::new();
+        for g in &self.groups {
+            if !g.columns.iter().any(|c| c == column) {
+                continue;
+            }
+            if g.patch.is_some() {
+                patches.push(g);
+            } else {
+                patches.clear();
+            }
+        }
+        patches
+    }
+
+    /// Whether any group is a patch.
+    pub fn has_patches(&self) -> bool {
+        self.groups.iter().any(|g| g.patch.is_some())
     }
 
     /// The store directory of column `column` of this shard, in the table
@@ -230,7 +278,9 @@ impl Manifest {
         }
         let doc = Doc {
             format: MANIFEST_FORMAT,
-            version: if self.columnar.is_empty() {
+            version: if self.shards.iter().any(ShardEntry::has_patches) {
+                VERSION_PATCHED
+            } else if self.columnar.is_empty() {
                 VERSION
             } else {
                 VERSION_COLUMNAR
@@ -358,13 +408,13 @@ pub(crate) fn parse_manifest(file: &Path, raw: &[u8]) -> Result<Manifest> {
     let version = doc.get("version").unwrap_or(&Value::Null);
     let columnar_version = matches!(
         version.as_u64(),
-        Some(VERSION_COLUMNAR | VERSION_COLUMNAR_2)
+        Some(VERSION_COLUMNAR | VERSION_COLUMNAR_2 | VERSION_PATCHED)
     );
     if !is_one(version) && !columnar_version {
         return Err(bad(
             &file,
             format!(
-                "version must be {VERSION}, {VERSION_COLUMNAR_2} or {VERSION_COLUMNAR} (this release reads those), got {}",
+                "version must be {VERSION}, {VERSION_COLUMNAR_2}, {VERSION_COLUMNAR} or {VERSION_PATCHED} (this release reads those), got {}",
                 py_repr(version)
             ),
         ));
@@ -519,11 +569,13 @@ pub(crate) fn parse_manifest(file: &Path, raw: &[u8]) -> Result<Manifest> {
         };
         let groups = match s.get("groups") {
             None => Vec::new(),
-            Some(v) => parse_groups(v).ok_or_else(|| {
+            Some(v) => parse_groups(v)
+                .filter(|gs| gs.iter().all(|g| g.patch.is_none_or(|n| n <= rows)))
+                .ok_or_else(|| {
                 bad(
                     &file,
                     format!(
-                        "shard {} has 'groups' that are not a list of {{\"dir\": plain directory name, \"columns\": [column names]}}",
+                        "shard {} has 'groups' that are not a list of {{\"dir\": plain directory name, \"columns\": [column names], optional \"patch\": rows (at most the shard's, at least 1)}}",
                         py_str(name)
                     ),
                 )
@@ -646,6 +698,30 @@ pub(crate) fn read_row_file(
     Ok(rows)
 }
 
+/// The physical rows of a shard with `gone` deleted that its live rows
+/// `live` (ascending) are.
+pub(crate) fn physical(gone: &[u64], live: impl Iterator<Item = u64>) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut gone = gone.iter().peekable();
+    // `phys` is the physical row of live row `idx` once deleted rows are
+    // skipped.
+    let (mut idx, mut phys) = (0u64, 0u64);
+    for want in live {
+        loop {
+            while gone.next_if(|&&g| g == phys).is_some() {
+                phys += 1;
+            }
+            if idx == want {
+                break;
+            }
+            idx += 1;
+            phys += 1;
+        }
+        out.push(phys);
+    }
+    out
+}
+
 /// A deletion file's bytes for the sorted, unique `rows`.
 pub(crate) fn deletion_bytes(rows: &[u64]) -> Vec<u8> {
     rows.iter().flat_map(|r| r.to_le_bytes()).collect()
@@ -663,12 +739,42 @@ fn parse_groups(v: &Value) -> Option<Vec<ColumnGroup>> {
                 .iter()
                 .map(|c| c.as_str().filter(|c| !c.is_empty()).map(str::to_owned))
                 .collect::<Option<Vec<_>>>()?;
+            let patch = match g.get("patch") {
+                None => None,
+                Some(n) => Some(n.as_u64().filter(|&n| n > 0)?),
+            };
             Some(ColumnGroup {
                 dir: dir.to_owned(),
                 columns,
+                patch,
             })
         })
         .collect()
+}
+
+/// The shard rows (physical, strictly increasing) that the patch group
+/// `group` of shard `entry` of the table `dir` holds, read from its rows
+/// file and checked ([`Error::Corrupted`] naming the file and the rule).
+pub(crate) fn read_patch_rows(
+    fs: &Fs,
+    dir: &Path,
+    entry: &ShardEntry,
+    group: &ColumnGroup,
+) -> Result<Vec<u64>> {
+    let count = group.patch.unwrap_or(0);
+    let file = shard_dir(dir, &entry.name)
+        .join(&group.dir)
+        .join(PATCH_ROWS_FILE);
+    read_row_file(fs, &file, count, Some(entry.rows), &|| {
+        bad(
+            &dir.join(MANIFEST_FILE),
+            format!(
+                "shard {} names patch group {}, whose {PATCH_ROWS_FILE} is missing",
+                py_str(&entry.name),
+                py_str(&group.dir)
+            ),
+        )
+    })
 }
 
 /// A shard entry's `objects`: relative paths (plain segments, no `..`) to

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::files;
-use super::manifest::{is_sharded_in, shard_dir, MANIFEST_FILE};
+use super::manifest::{is_sharded_in, shard_dir, ShardEntry, MANIFEST_FILE};
 use super::shard::column_names_in;
 use super::types::{read_types_in, validity_dir};
 use super::versions::{read_manifest_in, VersionRef};
@@ -415,6 +415,7 @@ impl Table {
             .iter()
             .map(|s| shard_dir(path, &s.name))
             .collect();
+        let patches = Patches::read(&fs, path, &manifest.shards)?;
         for (shard, dir) in manifest.shards.iter().zip(&dirs) {
             // Every column the manifest names, where the shard keeps it (a
             // shard may hold more: columns a later version dropped).
@@ -450,7 +451,19 @@ impl Table {
                 let col = path.join(name);
                 let parts = manifest.shards.iter().map(|s| s.column_path(path, name));
                 let data = match manifest.layout(name) {
-                    ColumnLayout::Records => concat(&fs, &col, parts, None, selection.as_ref())?,
+                    ColumnLayout::Records => {
+                        let layers = patches.layers(&manifest.shards, name, false);
+                        concat(&fs, &col, parts, None, layers, selection.as_ref())?
+                    }
+                    ColumnLayout::Columnar if patches.any(&manifest.shards, name) => {
+                        return Err(Error::corrupted(
+                            &file,
+                            format!(
+                                "column {} is columnar, but a patch group lists it (patches hold records columns)",
+                                py_str(name)
+                            ),
+                        ));
+                    }
                     ColumnLayout::Columnar => {
                         let c = Columnar::open(&fs, &col, parts, selection.clone())?;
                         if c.logical() != manifest.logical(name) {
@@ -475,6 +488,7 @@ impl Table {
                         Path::new(&vname),
                         manifest.shards.iter().map(|s| s.validity_path(path, name)),
                         Some(Kind::Dense),
+                        patches.layers(&manifest.shards, name, true),
                         selection.as_ref(),
                     ) {
                         Ok(v) => Some(v),
@@ -593,25 +607,137 @@ impl Table {
     }
 }
 
-/// Read-only stores at `parts`, joined as the stream `name`.
+/// Read-only stores at `parts`, joined as the stream `name`, with each
+/// part's patch layers (`layers[s]`: a patch store's path and the part's
+/// records it holds, oldest first).
 fn concat(
     fs: &Fs,
     name: &Path,
     parts: impl Iterator<Item = PathBuf>,
     kind: Option<Kind>,
+    layers: Vec<Vec<(PathBuf, Arc<Vec<u64>>)>>,
     selection: Option<&Arc<[u64]>>,
 ) -> Result<Stream> {
-    let stores = parts
-        .map(|p| match kind {
-            Some(k) => Store::open_kind_at(fs, &p, k, true),
-            None => Store::open_with(fs, &p, true),
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let joined = Concat::new(name, stores)?;
+    let open = |p: &Path| match kind {
+        Some(k) => Store::open_kind_at(fs, p, k, true),
+        None => Store::open_with(fs, p, true),
+    };
+    let stores = parts.map(|p| open(&p)).collect::<Result<Vec<_>>>()?;
+    let mut joined = Concat::new(name, stores)?;
+    for (s, layers) in layers.into_iter().enumerate() {
+        if layers.is_empty() {
+            continue;
+        }
+        let opened = layers
+            .into_iter()
+            .map(|(p, rows)| Ok((rows.as_ref().clone(), open(&p)?)))
+            .collect::<Result<Vec<_>>>();
+        joined = match opened {
+            Ok(l) => joined.patch(s, l)?,
+            Err(e) => {
+                let _ = joined.close();
+                return Err(e);
+            }
+        };
+    }
     Ok(Stream::Concat(match selection {
         Some(rows) => joined.select(rows.clone())?,
         None => joined,
     }))
+}
+
+/// Records column `column` of the one shard `shard` of the sharded table
+/// `table` on `fs` (its validity streams when `validity`), every row, its
+/// patches laid over it: what a compaction copies.
+pub(crate) fn shard_records(
+    fs: &Fs,
+    table: &Path,
+    shard: &ShardEntry,
+    column: &str,
+    validity: bool,
+) -> Result<Concat> {
+    let shards = std::slice::from_ref(shard);
+    let patches = Patches::read(fs, table, shards)?;
+    let (at, kind) = if validity {
+        (shard.validity_path(table, column), Some(Kind::Dense))
+    } else {
+        (shard.column_path(table, column), None)
+    };
+    let name = at.clone();
+    match concat(
+        fs,
+        &name,
+        std::iter::once(at),
+        kind,
+        patches.layers(shards, column, validity),
+        None,
+    )? {
+        Stream::Concat(c) => Ok(c),
+        _ => unreachable!("concat joins stores"),
+    }
+}
+
+/// The rows of every patch group of a manifest's shards, read once per
+/// open (each group's rows file).
+pub(crate) struct Patches {
+    table: PathBuf,
+    /// By shard, by group directory.
+    rows: Vec<std::collections::BTreeMap<String, Arc<Vec<u64>>>>,
+}
+
+impl Patches {
+    pub(crate) fn read(fs: &Fs, table: &Path, shards: &[ShardEntry]) -> Result<Patches> {
+        let rows = shards
+            .iter()
+            .map(|s| {
+                s.groups
+                    .iter()
+                    .filter(|g| g.patch.is_some())
+                    .map(|g| {
+                        let rows = super::manifest::read_patch_rows(fs, table, s, g)?;
+                        Ok((g.dir.clone(), Arc::new(rows)))
+                    })
+                    .collect::<Result<_>>()
+            })
+            .collect::<Result<_>>()?;
+        Ok(Patches {
+            table: table.to_path_buf(),
+            rows,
+        })
+    }
+
+    /// Whether any shard patches `column`.
+    fn any(&self, shards: &[ShardEntry], column: &str) -> bool {
+        shards.iter().any(|s| !s.column_patches(column).is_empty())
+    }
+
+    /// For each shard, the patch layers of `column` (its validity streams
+    /// when `validity`): each store's path and the shard's rows it holds.
+    pub(crate) fn layers(
+        &self,
+        shards: &[ShardEntry],
+        column: &str,
+        validity: bool,
+    ) -> Vec<Vec<(PathBuf, Arc<Vec<u64>>)>> {
+        shards
+            .iter()
+            .zip(&self.rows)
+            .map(|(s, rows)| {
+                s.column_patches(column)
+                    .into_iter()
+                    .map(|g| {
+                        let dir = shard_dir(&self.table, &s.name).join(&g.dir);
+                        let at = if validity {
+                            validity_dir(&dir, column)
+                        } else {
+                            dir.join(column)
+                        };
+                        (at, rows[&g.dir].clone())
+                    })
+                    .collect()
+            })
+            .collect()
+    }
 }
 
 /// The physical rows a sharded table presents (None: all of them) and

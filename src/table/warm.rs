@@ -12,8 +12,8 @@ use crate::{Location, Result};
 /// open),
 /// then one listing of the table, or of each shard whose objects the
 /// manifest does not record (concurrently), then one concurrent round of
-/// fetches of every `table.json`, `meta.zr` and `dict.zr` and of each
-/// columnar file's footer. With `manifest` (pinned bytes) the manifest is
+/// fetches of every `table.json`, `meta.zr`, `dict.zr` and patch rows file
+/// and of each columnar file's footer. With `manifest` (pinned bytes) the manifest is
 /// not fetched. Nothing for a local table.
 #[cfg_attr(not(feature = "remote"), allow(unused_variables))]
 pub(crate) fn warm(location: &Location, manifest: Option<&[u8]>, to_write: bool) -> Result<()> {
@@ -97,7 +97,9 @@ mod remote {
         for prefix in prefixes {
             for k in r.known_keys(&prefix) {
                 let name = k.rsplit('/').next().unwrap_or("");
-                if matches!(name, "meta.zr" | "dict.zr" | "table.json") {
+                if matches!(name, "meta.zr" | "dict.zr" | "table.json")
+                    || name == crate::table::manifest::PATCH_ROWS_FILE
+                {
                     wanted.push((k, None));
                 } else if name == crate::columnar::COLUMN_FILE {
                     // A column file's footer, not its chunks.

@@ -1,22 +1,32 @@
 //! Rows edited in place (`Table.update`): each edited shard gets a column
-//! group of the edited columns' new values (every row of the shard, the
-//! rows the edit does not change as they were), listed after the groups
-//! before it so that it is where those columns are read from. Record ids
-//! and row order stay; other columns and shards are not touched. One
-//! commit makes the groups visible as one version.
+//! group of the edited columnar columns' new values (every row of the
+//! shard, the rows the edit does not change as they were) and a patch of
+//! the edited records columns' new values (the changed rows only, with the
+//! shard rows they replace), listed after the groups before them so that
+//! they are where those values are read from. Record ids and row order
+//! stay; other columns and shards are not touched. One commit makes them
+//! visible as one version.
 
 use std::collections::BTreeMap;
 
 use super::commit::publish;
 use super::evolve::{base_version, columnar_of, conflict, ColumnsWrite};
 use super::root::Root;
-use super::rows::{delete_in, delete_plan, physical};
+use super::rows::{delete_in, delete_plan};
 use super::{Finished, TableWrite};
 use crate::repr::py_str;
 use crate::table::files;
-use crate::table::manifest::{read_deleted, ColumnGroup, Manifest, ShardEntry};
+use crate::table::manifest::{physical, read_deleted, ColumnGroup, Manifest, ShardEntry};
 use crate::table::types::VALIDITY_DIR;
 use crate::{Error, Location, Result};
+
+/// What an edit wrote for one shard: a whole group (the edited columnar
+/// columns), a patch (the edited records columns' new values of the
+/// edited rows only), or both.
+struct Edited {
+    whole: Option<Finished>,
+    patch: Option<Finished>,
+}
 
 impl ColumnsWrite {
     /// Plans an edit of rows of version `version` (None: the latest) of
@@ -164,10 +174,13 @@ impl ColumnsWrite {
     /// The groups of the edited shards (`edited`'s keys): as this process
     /// finished them, or as another one (a task of a distributed merge)
     /// wrote them.
-    fn edit_groups(&self, edited: &BTreeMap<usize, Vec<u64>>) -> Result<BTreeMap<usize, Finished>> {
+    fn edit_groups(&self, edited: &BTreeMap<usize, Vec<u64>>) -> Result<BTreeMap<usize, Edited>> {
         edited
             .keys()
-            .map(|&i| Ok((i, self.written_group(i)?)))
+            .map(|&i| {
+                let (whole, patch) = self.written_edit(i)?;
+                Ok((i, Edited { whole, patch }))
+            })
             .collect()
     }
 
@@ -176,13 +189,32 @@ impl ColumnsWrite {
     /// holds a column in another layout than the table's.
     fn edited_rows(
         &self,
-        groups: &BTreeMap<usize, Finished>,
+        groups: &BTreeMap<usize, Edited>,
         edited: &BTreeMap<usize, Vec<u64>>,
     ) -> Result<BTreeMap<usize, Vec<u64>>> {
         let mut rows: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
-        for (&i, (schema, _)) in groups {
+        for (&i, group) in groups {
             let shard = &self.base.shards[i];
-            for (c, _) in &schema.columns {
+            if let Some((schema, _)) = &group.patch {
+                if let Some((c, _)) = schema.columns.iter().find(|(c, _)| {
+                    group
+                        .whole
+                        .as_ref()
+                        .is_some_and(|(w, _)| w.columns.iter().any(|(d, _)| d == c))
+                }) {
+                    return Err(Error::InvalidValue(format!(
+                        "column {} of shard {} has new values in a group and in a patch",
+                        py_str(c),
+                        py_str(&shard.name)
+                    )));
+                }
+            }
+            let whole = group.whole.as_ref().map(|(schema, _)| schema);
+            for (c, schema) in whole
+                .iter()
+                .flat_map(|s| s.columns.iter().map(move |c| (c, *s)))
+            {
+                let (c, _) = c;
                 let want = self.base.layout(c);
                 let got = if columnar_of(schema).contains(c) {
                     crate::table::ColumnLayout::Columnar
@@ -216,15 +248,19 @@ impl ColumnsWrite {
         root: &Root,
         current: &Manifest,
         shards: &[ShardEntry],
-        groups: &BTreeMap<usize, Finished>,
+        groups: &BTreeMap<usize, Edited>,
         rows: &BTreeMap<usize, Vec<u64>>,
     ) -> Result<Vec<ShardEntry>> {
         let group = self.group();
         let base = &self.base;
         let mut shards = shards.to_vec();
-        for (&i, (schema, objects)) in groups {
+        for (&i, edit) in groups {
             let old = &base.shards[i];
-            let columns: Vec<String> = schema.columns.iter().map(|(c, _)| c.clone()).collect();
+            let names = |f: &Finished| -> Vec<String> {
+                f.0.columns.iter().map(|(c, _)| c.clone()).collect()
+            };
+            let patched: Vec<String> = edit.patch.as_ref().map_or(Vec::new(), names);
+            let columns: Vec<String> = edit.whole.as_ref().map_or(Vec::new(), names);
             let Some(entry) = shards.iter_mut().find(|s| s.name == old.name) else {
                 return Err(conflict(
                     root.path(),
@@ -233,7 +269,7 @@ impl ColumnsWrite {
                     format!("no longer holds shard {} (compacted)", py_str(&old.name)),
                 ));
             };
-            for c in &columns {
+            for c in columns.iter().chain(&patched) {
                 if !current.columns.contains(c) || current.layout(c) != base.layout(c) {
                     return Err(conflict(
                         root.path(),
@@ -242,7 +278,9 @@ impl ColumnsWrite {
                         format!("dropped or changed column {}", py_str(c)),
                     ));
                 }
-                if entry.column_home(c) != old.column_home(c) {
+                if entry.column_home(c) != old.column_home(c)
+                    || entry.column_patches(c) != old.column_patches(c)
+                {
                     return Err(conflict(
                         root.path(),
                         base,
@@ -270,10 +308,25 @@ impl ColumnsWrite {
                     ));
                 }
             }
-            entry.groups.push(ColumnGroup {
-                dir: group.clone(),
-                columns: columns.clone(),
-            });
+            if let Some((schema, objects)) = &edit.patch {
+                entry.groups.push(ColumnGroup {
+                    dir: self.patch_group(),
+                    columns: patched.clone(),
+                    patch: Some(schema.rows),
+                });
+                if let (Some(all), Some(mine)) = (entry.objects.as_mut(), objects) {
+                    all.extend(mine.iter().map(|(k, v)| (k.clone(), *v)));
+                }
+            }
+            let Some((_, objects)) = &edit.whole else {
+                continue;
+            };
+            // The whole group goes below the patch (they hold other
+            // columns, so the order only keeps the listing stable).
+            let at = entry.groups.len() - usize::from(edit.patch.is_some());
+            entry
+                .groups
+                .insert(at, ColumnGroup::whole(group.clone(), columns.clone()));
             if let (Some(all), Some(mine)) = (entry.objects.as_mut(), objects) {
                 all.extend(mine.iter().map(|(k, v)| (k.clone(), *v)));
             }

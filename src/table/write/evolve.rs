@@ -15,11 +15,14 @@ use crate::io::Fs;
 use crate::repr::{py_list, py_str};
 use crate::schema::Logical;
 use crate::table::files;
-use crate::table::manifest::{in_shard, ColumnGroup, Manifest, ShardEntry, SELF_SHARD};
+use crate::table::manifest::{
+    in_shard, ColumnGroup, Manifest, ShardEntry, PATCH_ROWS_FILE, SELF_SHARD,
+};
 use crate::table::shard::{check_shard_agrees, shard_schema_in, ShardSchema};
 use crate::table::types::validity_dir;
 use crate::table::types::VALIDITY_DIR;
 use crate::table::versions;
+use crate::table::ColumnLayout;
 use crate::{Error, Location, Result};
 
 #[cfg(feature = "remote")]
@@ -228,6 +231,9 @@ pub struct ColumnsWrite {
     /// objects uploaded (a bucket's), known without asking the bucket again
     /// at the commit.
     finished: Mutex<BTreeMap<usize, Finished>>,
+    /// The patch groups this process finished (an edit's new values of
+    /// some rows of records columns): by shard, as `finished`.
+    patches: Mutex<BTreeMap<usize, Finished>>,
     /// Whether the groups hold columns the table has (compaction's
     /// columnar copies of records columns) rather than new ones.
     pub(super) replaces: bool,
@@ -254,6 +260,7 @@ impl ColumnsWrite {
             base,
             token: files::random_hex(6),
             finished: Mutex::default(),
+            patches: Mutex::default(),
             staging: files::StagingSet::default(),
             replaces: true,
             #[cfg(feature = "remote")]
@@ -307,6 +314,7 @@ impl ColumnsWrite {
                     base: planned.manifest().clone(),
                     token: files::random_hex(6),
                     finished: Mutex::default(),
+                    patches: Mutex::default(),
                     staging: files::StagingSet::default(),
                     replaces: false,
                     planned: Some(planned),
@@ -335,6 +343,7 @@ impl ColumnsWrite {
             base,
             token: token.to_owned(),
             finished: Mutex::default(),
+            patches: Mutex::default(),
             staging: files::StagingSet::default(),
             replaces: false,
             #[cfg(feature = "remote")]
@@ -381,6 +390,11 @@ impl ColumnsWrite {
 
     pub(super) fn group(&self) -> String {
         format!("_g-{}", self.token)
+    }
+
+    /// The directory name of the write's patch groups (inside each shard).
+    pub(super) fn patch_group(&self) -> String {
+        format!("_g-{}-p", self.token)
     }
 
     fn shard(&self, i: usize) -> Result<&ShardEntry> {
@@ -437,6 +451,148 @@ impl ColumnsWrite {
         });
         self.finished().insert(i, (schema, objects));
         Ok(())
+    }
+
+    /// A new, empty directory for a patch of shard `i` (new values of some
+    /// of its rows, of records columns the table has): fill it as a plain
+    /// table of those rows, then [`finish_patch`].
+    ///
+    /// [`finish_patch`]: ColumnsWrite::finish_patch
+    pub fn new_patch(&self, i: usize) -> Result<PathBuf> {
+        let shard = self.shard(i)?;
+        let dir = self
+            .root
+            .work_dir(&self.staging, "group", &shard.name)?
+            .join(self.patch_group());
+        if dir.exists() {
+            files::remove_dir_all(&dir)?;
+        }
+        files::create_dir_all(&dir)?;
+        Ok(dir)
+    }
+
+    /// Checks shard `i`'s filled patch `dir`: its rows are the shard's live
+    /// rows `live` (strictly increasing positions among them, in that
+    /// order), its columns records columns of the table. Writes the rows
+    /// file (physical rows) and an all-valid validity stream for each
+    /// nullable column written without one, then uploads it as
+    /// [`ColumnsWrite::finish_group`] does.
+    pub fn finish_patch(&self, i: usize, dir: &Path, live: &[u64]) -> Result<()> {
+        let checked = (|| {
+            let shard = self.shard(i)?;
+            let schema = shard_schema_in(&Fs::Local, dir)?;
+            if schema.rows != live.len() as u64 {
+                return Err(Error::InvalidValue(format!(
+                    "the new values of shard {} hold {} rows, but the patch names {}",
+                    py_str(&shard.name),
+                    schema.rows,
+                    live.len()
+                )));
+            }
+            if live.is_empty() || live.windows(2).any(|w| w[0] >= w[1]) {
+                return Err(Error::InvalidValue(format!(
+                    "a patch of shard {} needs rows strictly increasing, at least one",
+                    py_str(&shard.name)
+                )));
+            }
+            if *live.last().unwrap() >= shard.live_rows() {
+                return Err(Error::InvalidIndex(format!(
+                    "a patch of shard {} names row {}, but the shard has {} rows",
+                    py_str(&shard.name),
+                    live.last().unwrap(),
+                    shard.live_rows()
+                )));
+            }
+            for (c, spec) in &schema.columns {
+                if !self.base.columns.contains(c)
+                    || self.base.layout(c) != ColumnLayout::Records
+                    || spec.layout != ColumnLayout::Records
+                {
+                    return Err(Error::InvalidValue(format!(
+                        "a patch holds records columns of table {}, got column {}",
+                        self.root.path().display(),
+                        py_str(c)
+                    )));
+                }
+                if self.base.has_validity(c) {
+                    crate::table::shard::ensure_validity(dir, c, schema.rows)?;
+                }
+            }
+            let gone = self.deleted(i)?;
+            let rows = crate::table::manifest::physical(&gone, live.iter().copied());
+            files::write_atomically(
+                dir,
+                PATCH_ROWS_FILE,
+                &format!(".{PATCH_ROWS_FILE}.tmp"),
+                &crate::table::manifest::deletion_bytes(&rows),
+            )?;
+            Ok((shard, schema))
+        })();
+        let (shard, schema) = match checked {
+            Ok(c) => c,
+            Err(e) => {
+                self.drop_group(dir);
+                return Err(e);
+            }
+        };
+        let group = self.patch_group();
+        let done = self.root.upload(dir, &in_shard(&shard.name, &group));
+        self.root.drop_work(dir, false);
+        let objects = done?.map(|objects| {
+            objects
+                .into_iter()
+                .map(|(r, n)| (format!("{group}/{r}"), n))
+                .collect()
+        });
+        self.patches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(i, (schema, objects));
+        Ok(())
+    }
+
+    /// Shard `i`'s whole group and patch as written (each None where
+    /// there is none): as this process finished them, or as another one
+    /// (a task of a distributed edit) left them in the table; at least
+    /// one of them (`InvalidValue` otherwise).
+    pub(super) fn written_edit(&self, i: usize) -> Result<(Option<Finished>, Option<Finished>)> {
+        let patch = self
+            .patches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&i)
+            .cloned();
+        let whole = self.finished().get(&i).cloned();
+        if whole.is_some() || patch.is_some() {
+            return Ok((whole, patch));
+        }
+        let fresh = Root::of(&self.root.at.fresh())?;
+        let shard = &self.base.shards[i];
+        let read = |group: String| match fresh.schema_below(&in_shard(&shard.name, &group), |p| {
+            Error::Missing {
+                path: p.to_path_buf(),
+                message: String::new(),
+            }
+        }) {
+            Ok((schema, objects)) => Ok(Some((
+                schema,
+                objects.map(|o| {
+                    o.into_iter()
+                        .map(|(r, n)| (format!("{group}/{r}"), n))
+                        .collect()
+                }),
+            ))),
+            Err(Error::Missing { .. }) => Ok(None),
+            Err(e) => Err(e),
+        };
+        let (whole, patch) = (read(self.group())?, read(self.patch_group())?);
+        if whole.is_none() && patch.is_none() {
+            return Err(Error::InvalidValue(format!(
+                "shard {} has no new values of this edit: every edited shard needs them before the commit",
+                py_str(&shard.name)
+            )));
+        }
+        Ok((whole, patch))
     }
 
     /// Removes the group directory `dir` (made by
@@ -563,10 +719,9 @@ impl ColumnsWrite {
             let mut nullable: BTreeSet<String> = current.nullable.iter().cloned().collect();
             let mut has: Vec<BTreeSet<String>> = Vec::with_capacity(shards.len());
             for (entry, (schema, objects)) in shards.iter_mut().zip(&groups) {
-                entry.groups.push(ColumnGroup {
-                    dir: group.clone(),
-                    columns: new.clone(),
-                });
+                entry
+                    .groups
+                    .push(ColumnGroup::whole(group.clone(), new.clone()));
                 if let (Some(all), Some(mine)) = (entry.objects.as_mut(), objects) {
                     all.extend(mine.iter().map(|(k, v)| (k.clone(), *v)));
                 }
@@ -643,7 +798,7 @@ impl ColumnsWrite {
     /// names it (it was committed).
     pub fn discard(&self) -> Result<()> {
         self.root.release_lease();
-        let group = self.group();
+        let (group, patch) = (self.group(), self.patch_group());
         if let Some(latest) =
             versions::latest(&self.root.at.fresh().fs().clone(), self.root.path())?
         {
@@ -651,13 +806,17 @@ impl ColumnsWrite {
                 .manifest
                 .shards
                 .iter()
-                .any(|s| s.groups.iter().any(|g| g.dir == group))
+                .any(|s| s.groups.iter().any(|g| g.dir == group || g.dir == patch))
             {
                 return Ok(());
             }
         }
         for shard in &self.base.shards {
             self.root.remove_tree(&in_shard(&shard.name, &group))?;
+            if self.replaces {
+                // An edit's patches.
+                self.root.remove_tree(&in_shard(&shard.name, &patch))?;
+            }
         }
         Ok(())
     }

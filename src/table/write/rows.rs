@@ -18,13 +18,13 @@ use crate::repr::py_str;
 use crate::schema::{Kind, Logical};
 use crate::table::files;
 use crate::table::manifest::{
-    deletion_bytes, in_shard, read_deleted, ColumnGroup, Deleted, Manifest, ShardEntry,
+    deletion_bytes, in_shard, physical, read_deleted, ColumnGroup, Deleted, Manifest, ShardEntry,
 };
-use crate::table::open::{Column, Stream};
+use crate::table::open::{shard_records, Column, Stream};
 use crate::table::shard::ColumnSpec;
 use crate::table::types::{validity_dir, write_types, ColumnLayout, ColumnType};
 use crate::table::versions;
-use crate::{Codec, Error, Location, Records, Result, Store};
+use crate::{Codec, Concat, Error, Location, Records, Result, Store};
 
 /// Writes the small file `rel` (relative to the table) at `root`, replacing
 /// it atomically; returns its size.
@@ -181,6 +181,9 @@ fn shadowed(root: &Root, m: &Manifest, shard: &ShardEntry) -> Result<bool> {
     if shard.groups.is_empty() {
         return Ok(false);
     }
+    if shard.has_patches() {
+        return Ok(true); // rows of a column in two places
+    }
     let mut seen = BTreeSet::new();
     for group in &shard.groups {
         for c in &group.columns {
@@ -206,30 +209,6 @@ fn shadowed(root: &Root, m: &Manifest, shard: &ShardEntry) -> Result<bool> {
         return Ok(true);
     }
     Ok(false)
-}
-
-/// The physical rows of a shard with `gone` deleted that its live rows
-/// `live` (ascending) are.
-pub(super) fn physical(gone: &[u64], live: impl Iterator<Item = u64>) -> Vec<u64> {
-    let mut out = Vec::new();
-    let mut gone = gone.iter().peekable();
-    // `phys` is the physical row of live row `idx` once deleted rows are
-    // skipped.
-    let (mut idx, mut phys) = (0u64, 0u64);
-    for want in live {
-        loop {
-            while gone.next_if(|&&g| g == phys).is_some() {
-                phys += 1;
-            }
-            if idx == want {
-                break;
-            }
-            idx += 1;
-            phys += 1;
-        }
-        out.push(phys);
-    }
-    out
 }
 
 /// Rewrites every shard of the latest version of the sharded table at `at`
@@ -384,10 +363,7 @@ pub fn compact(at: &Location, min_deleted: f64) -> Result<Option<Manifest>> {
             if let (Some(all), Some(mine)) = (entry.objects.as_mut(), objects) {
                 all.extend(mine.iter().map(|(k, v)| (k.clone(), *v)));
             }
-            entry.groups.push(ColumnGroup {
-                dir,
-                columns: names.clone(),
-            });
+            entry.groups.push(ColumnGroup::whole(dir, names.clone()));
         }
         let mut columnar = current.columnar.clone();
         columnar.extend(names.iter().cloned());
@@ -459,11 +435,19 @@ fn shard_column(
             Column::new(column, Stream::Columnar(data), m.logical(column), None)
         }
         ColumnLayout::Records => {
-            let data = Store::open_with(fs, &at, true)?;
-            let validity = m
-                .has_validity(column)
-                .then(|| shard.validity_path(table, column));
-            Column::with_validity_at(column, data, m.logical(column), fs, validity.as_deref())
+            let data = shard_records(fs, table, shard, column, false)?;
+            let validity = if m.has_validity(column) {
+                match shard_records(fs, table, shard, column, true) {
+                    Ok(v) => Some(Stream::Concat(v)),
+                    Err(e) => {
+                        let _ = data.close();
+                        return Err(e);
+                    }
+                }
+            } else {
+                None
+            };
+            Column::new(column, Stream::Concat(data), m.logical(column), validity)
         }
     }
 }
@@ -524,15 +508,13 @@ fn copy_live(
             continue;
         }
         copy_rows(
-            fs,
-            &old.column_path(table, column),
+            shard_records(fs, table, old, column, false)?,
             &live,
             &dir.join(column),
         )?;
         if m.has_validity(column) {
             copy_rows(
-                fs,
-                &old.validity_path(table, column),
+                shard_records(fs, table, old, column, true)?,
                 &live,
                 &validity_dir(dir, column),
             )?;
@@ -553,18 +535,14 @@ fn copy_live(
     Ok(())
 }
 
-/// Copies the records `rows` of the store `src` (on `fs`) into a new store
-/// `dst` of its schema, codec and dictionary, in bounded runs.
-fn copy_rows(fs: &Fs, src: &Path, rows: &[u64], dst: &Path) -> Result<()> {
+/// Copies the records `rows` of `store` (a shard's column, its patches
+/// laid over it) into a new store `dst` of its schema and of its own
+/// store's codec and dictionary, in bounded runs.
+fn copy_rows(store: Concat, rows: &[u64], dst: &Path) -> Result<()> {
     const RUN: usize = 4096;
-    let store = Store::open_with(fs, src, true)?;
     let copied = (|| {
-        let mut out = Store::create(
-            dst,
-            store.schema().clone(),
-            store.codec(),
-            store.dictionary(),
-        )?;
+        let own = &store.parts()[0];
+        let mut out = Store::create(dst, store.schema().clone(), own.codec(), own.dictionary())?;
         let filled = (|| {
             for run in rows.chunks(RUN) {
                 match store.kind() {

@@ -406,10 +406,11 @@ fn stray_files(dir: &Path, views: &[View]) -> Result<Vec<std::path::PathBuf>> {
 
 /// The write token in a shard directory's name `shard-<token>-<random>`
 /// (a `TableWrite`'s; a shard made by hand has none), or in a group's
-/// `_g-<token>`.
+/// `_g-<token>` (an edit's patch: `_g-<token>-p`).
 fn write_token(name: &str) -> Option<&str> {
     if let Some(token) = name.strip_prefix("_g-") {
-        return Some(token);
+        // An edit's patch group is `_g-<token>-p`.
+        return Some(token.strip_suffix("-p").unwrap_or(token));
     }
     let (token, random) = name.strip_prefix("shard-")?.split_once('-')?;
     (!token.is_empty() && !random.is_empty()).then_some(token)
