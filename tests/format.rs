@@ -1,6 +1,8 @@
 //! Golden bytes of the persistent format (docs/format.md): the exact
 //! contents of `meta.zr`, `data.zr` and `dict.zr` for known stores.
 
+mod common;
+
 use std::fs;
 use std::path::Path;
 
@@ -628,19 +630,6 @@ fn record_locations_match_the_engine() {
     assert!(store.loc(store.len()).is_none());
 }
 
-/// Deterministic pseudo-random bytes: what zstd cannot shrink.
-fn noise(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
-
 #[test]
 fn zstd_store_of_raw_and_compressed_frames_golden_bytes() {
     let tmp = tempfile::tempdir().unwrap();
@@ -648,7 +637,7 @@ fn zstd_store_of_raw_and_compressed_frames_golden_bytes() {
     let schema = Schema::dense(DType::U8, &[40]).unwrap();
     let mut store = Store::create(&dir, schema, Codec::Zstd, None).unwrap();
     // noise, a run of one byte, noise: one record a batch (so in order)
-    let recs = [noise(1, 40), vec![7u8; 40], noise(2, 40)];
+    let recs = [common::noise(1, 40), vec![7u8; 40], common::noise(2, 40)];
     for r in &recs {
         store.append_dense(r).unwrap();
     }
@@ -703,7 +692,7 @@ fn raw_frame_of_two_blocks_golden_bytes() {
         None,
     )
     .unwrap();
-    let rec = noise(3, n);
+    let rec = common::noise(3, n);
     store.append_dense(&rec).unwrap();
     store.close().unwrap();
     // Descriptor 0xA0: a four-byte content size; a raw block of 128 KiB
@@ -736,7 +725,7 @@ fn zstd_dict_store_of_raw_and_dict_frames_decodes_with_the_dictionary() {
             0 => (0..128u32)
                 .map(|j| ((i * 11 + j * j) % 37) as u8 + if j % 4 == 0 { 150 } else { 0 })
                 .collect(),
-            _ => noise(i as u64 + 5, 128),
+            _ => common::noise(i as u64 + 5, 128),
         })
         .collect();
     store.append_dense(&recs.concat()).unwrap();

@@ -90,19 +90,6 @@ const REQUEST_BUDGET: u64 = 256 << 20;
 /// Logical bytes of the long random index list.
 const LIST_BUDGET: u64 = 32 << 20;
 
-/// Deterministic pseudo-random bytes.
-fn noise(seed: u64, n: usize) -> Vec<u8> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 24) as u8
-        })
-        .collect()
-}
-
 fn trained_dict() -> Vec<u8> {
     common::trained_dict(0)
 }
@@ -310,7 +297,7 @@ fn build(dir: &Path, f: &Flavour, dict_bytes: &[u8]) -> Files {
         }
         Records::RaggedBig => {
             let mut p = small_ragged(f.dtype, 3);
-            p.push(&[70_000], &noise(7, 70_000));
+            p.push(&[70_000], &common::noise(7, 70_000));
             p.push(&[5], &[1, 2, 3, 4, 5]);
             s.append_ragged(&p).unwrap();
         }
@@ -319,7 +306,7 @@ fn build(dir: &Path, f: &Flavour, dict_bytes: &[u8]) -> Files {
             let bytes: Vec<u8> = (0..n)
                 .flat_map(|i| match i % 3 {
                     0 => (0..width).map(|k| (k % 7) as u8 * 3).collect(),
-                    _ => noise(i as u64 + 11, width),
+                    _ => common::noise(i as u64 + 11, width),
                 })
                 .collect();
             s.append_dense(&bytes).unwrap();
@@ -328,7 +315,7 @@ fn build(dir: &Path, f: &Flavour, dict_bytes: &[u8]) -> Files {
         }
         Records::RaggedTwoBlocks => {
             let mut p = small_ragged(f.dtype, 3);
-            p.push(&[140_000], &noise(9, 140_000));
+            p.push(&[140_000], &common::noise(9, 140_000));
             p.push(&[5], &[1, 2, 3, 4, 5]);
             s.append_ragged(&p).unwrap();
             assert!(s.stats().raw_records >= 1, "{}", f.name);

@@ -180,3 +180,16 @@ pub fn int64_shard(dir: &Path, from: i64, rows: i64, nullable: bool) {
         table::write_types(dir, &[("x".into(), t)]).unwrap();
     }
 }
+
+/// `n` bytes of xorshift noise from `seed`: data that zstd cannot shrink.
+pub fn noise(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
