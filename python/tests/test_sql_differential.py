@@ -114,3 +114,21 @@ def test_random_polars_predicates(columnar, records, data, seed):
                 assert got["rid"].sort().to_list() == want, f"{label} seed {seed} query {k}: {p}"
             answered += 1
     assert answered > 260
+
+
+def test_polars_comparisons_with_stored_floats_find_their_rows(columnar, data):
+    """A float literal equal to a stored value reaches the core with its
+    bits (the long run found ``f64 <= x`` losing the row holding ``x``:
+    the JSON of polars' predicate was parsed one unit in the last place
+    off)."""
+    pl = pytest.importorskip("polars")
+    frame = pl.from_arrow(data)
+    values = [v for v in data["f64"].to_pylist()[::97] if v is not None and v == v][:120]
+    assert len(values) >= 100
+    with loaderx.open_table(columnar) as t:
+        for v in values:
+            for op in ("eq", "le", "ge"):
+                e = getattr(pl.col("f64"), op)(v)
+                want = frame.filter(e).height
+                got = loaderx.polars.scan_table(t).filter(e).select(pl.len()).collect().item()
+                assert got == want, f"f64 {op} {v!r}"

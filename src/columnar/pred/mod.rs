@@ -461,3 +461,44 @@ impl Pred {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A float literal keeps its bits through the JSON form, which polars'
+    /// predicates take: serde_json's default float parser may land one
+    /// unit in the last place away, so that `f64 == x` missed the row
+    /// holding `x` (found by the long differential run).
+    #[test]
+    fn float_literals_keep_their_bits_through_json() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = f64::from_bits(x);
+            if !v.is_finite() {
+                continue;
+            }
+            let v = (v % 1e6) * 1.000_000_1; // values of ordinary magnitude too
+            for v in [v, f64::from_bits(x)].into_iter().filter(|v| v.is_finite()) {
+                let text = serde_json::json!({"cmp": ["f", "eq", {"float": v}]}).to_string();
+                let Pred::Cmp(c) = Pred::from_json(&text).unwrap() else {
+                    panic!("a comparison");
+                };
+                assert!(
+                    matches!(c.lit, Lit::Float(got) if got.to_bits() == v.to_bits()),
+                    "{text}"
+                );
+            }
+        }
+        for v in [3.7226338613744203, 18.351464649819054, 3.8780032158864772] {
+            let text = format!("{{\"cmp\": [\"f\", \"le\", {{\"float\": {v:?}}}]}}");
+            let Pred::Cmp(c) = Pred::from_json(&text).unwrap() else {
+                panic!("a comparison");
+            };
+            assert!(matches!(c.lit, Lit::Float(got) if got == v), "{text}");
+        }
+    }
+}
