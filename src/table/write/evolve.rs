@@ -433,22 +433,7 @@ impl ColumnsWrite {
             self.check_group(shard, &schema)?;
             Ok((shard, schema))
         });
-        let (shard, schema) = match checked {
-            Ok(c) => c,
-            Err(e) => {
-                self.drop_group(dir);
-                return Err(e);
-            }
-        };
-        let group = self.group();
-        let done = self.root.upload(dir, &in_shard(&shard.name, &group));
-        self.root.drop_work(dir, false);
-        let objects = done?.map(|objects| {
-            objects
-                .into_iter()
-                .map(|(r, n)| (format!("{group}/{r}"), n))
-                .collect()
-        });
+        let (schema, objects) = self.upload_group(checked, dir, self.group())?;
         self.finished().insert(i, (schema, objects));
         Ok(())
     }
@@ -528,22 +513,7 @@ impl ColumnsWrite {
             )?;
             Ok((shard, schema))
         })();
-        let (shard, schema) = match checked {
-            Ok(c) => c,
-            Err(e) => {
-                self.drop_group(dir);
-                return Err(e);
-            }
-        };
-        let group = self.patch_group();
-        let done = self.root.upload(dir, &in_shard(&shard.name, &group));
-        self.root.drop_work(dir, false);
-        let objects = done?.map(|objects| {
-            objects
-                .into_iter()
-                .map(|(r, n)| (format!("{group}/{r}"), n))
-                .collect()
-        });
+        let (schema, objects) = self.upload_group(checked, dir, self.patch_group())?;
         self.patches
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -593,6 +563,35 @@ impl ColumnsWrite {
             )));
         }
         Ok((whole, patch))
+    }
+
+    /// After the checks of a filled group `dir` (`checked`: its shard and
+    /// what they found, or their error, on which the directory goes): for
+    /// a remote table, uploads it into the shard as `group` and removes the
+    /// local copy (which goes on error too); returns what the checks found
+    /// and the objects uploaded, relative to the shard.
+    fn upload_group<T>(
+        &self,
+        checked: Result<(&ShardEntry, T)>,
+        dir: &Path,
+        group: String,
+    ) -> Result<(T, Option<BTreeMap<String, u64>>)> {
+        let (shard, found) = match checked {
+            Ok(c) => c,
+            Err(e) => {
+                self.drop_group(dir);
+                return Err(e);
+            }
+        };
+        let done = self.root.upload(dir, &in_shard(&shard.name, &group));
+        self.root.drop_work(dir, false);
+        let objects = done?.map(|objects| {
+            objects
+                .into_iter()
+                .map(|(r, n)| (format!("{group}/{r}"), n))
+                .collect()
+        });
+        Ok((found, objects))
     }
 
     /// Removes the group directory `dir` (made by
