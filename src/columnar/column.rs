@@ -184,6 +184,12 @@ impl Columnar {
         }
     }
 
+    /// The validity stream, for a column some row of which may be null
+    /// (sharing the column's files).
+    pub fn validity_view(&self) -> Option<ValidityView> {
+        self.validity.clone()
+    }
+
     /// Whether some row may be null.
     pub fn nullable(&self) -> bool {
         self.validity.is_some()
@@ -620,6 +626,7 @@ impl Records for Columnar {
 
 /// The validity of a nullable columnar column, as a validity stream: dense
 /// `bool` scalars, false for a null row.
+#[derive(Clone)]
 pub struct ValidityView {
     inner: Arc<Inner>,
     schema: Schema,

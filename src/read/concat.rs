@@ -16,6 +16,8 @@ use crate::schema::Schema;
 use crate::store::gather::{self, Counters, Source};
 use crate::store::Store;
 
+use super::patch::Layers;
+
 /// Read-only stores of one schema, end to end (see the module documentation).
 pub struct Concat {
     /// What errors and Arrow fields name (a sharded table's column).
@@ -33,15 +35,7 @@ pub struct Concat {
     rows: Option<std::sync::Arc<[u64]>>,
     /// New values of some records of some parts (a shard's patch groups),
     /// by part; empty when no part has any.
-    patches: Vec<Option<Patches>>,
-}
-
-/// The records of one part that patches hold: its record `rows[j]` is
-/// record `at[j].1` of `stores[at[j].0]`.
-struct Patches {
-    rows: Vec<u64>,
-    at: Vec<(u32, u64)>,
-    stores: Vec<Store>,
+    patches: Vec<Option<Layers>>,
 }
 
 impl std::fmt::Debug for Concat {
@@ -113,49 +107,12 @@ impl Concat {
             return Ok(self);
         }
         let len = self.parts[part].len();
-        let mut all: Vec<(u64, u32, u64)> = Vec::new();
-        for (layer, (rows, store)) in layers.iter().enumerate() {
-            if *store.schema() != self.schema {
-                return Err(Error::corrupted(
-                    store.path(),
-                    format!(
-                        "a patch of {} must hold {}, but it holds {}",
-                        self.path.display(),
-                        self.schema,
-                        store.schema()
-                    ),
-                ));
-            }
-            if store.len() != rows.len() as u64 || rows.last().is_some_and(|&r| r >= len) {
-                return Err(Error::corrupted(
-                    store.path(),
-                    format!(
-                        "a patch of {} rows of a part of {len} must hold {} records below {len}, but it holds {}",
-                        rows.len(),
-                        rows.len(),
-                        store.len()
-                    ),
-                ));
-            }
-            all.extend(
-                rows.iter()
-                    .enumerate()
-                    .map(|(j, &r)| (r, layer as u32, j as u64)),
-            );
-        }
-        // Each record once: its newest layer's.
-        all.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        all.dedup_by_key(|e| e.0);
-        let stores: Vec<Store> = layers.into_iter().map(|(_, s)| s).collect();
-        self.coded |= stores.iter().any(|s| s.codec() != Codec::Raw);
+        let layers = Layers::new(&self.path, &self.schema, len, layers)?;
+        self.coded |= layers.stores().iter().any(|s| s.codec() != Codec::Raw);
         if self.patches.is_empty() {
             self.patches = (0..self.parts.len()).map(|_| None).collect();
         }
-        self.patches[part] = Some(Patches {
-            rows: all.iter().map(|e| e.0).collect(),
-            at: all.iter().map(|e| (e.1, e.2)).collect(),
-            stores,
-        });
+        self.patches[part] = Some(layers);
         Ok(self)
     }
 
@@ -203,9 +160,8 @@ impl Concat {
         let s = self.starts[1..].partition_point(|&end| end <= i);
         let k = i - self.starts[s];
         if let Some(Some(p)) = self.patches.get(s) {
-            if let Ok(j) = p.rows.binary_search(&k) {
-                let (layer, at) = p.at[j];
-                return (&p.stores[layer as usize], at);
+            if let Some(found) = p.find(k) {
+                return found;
             }
         }
         (&self.parts[s], k)
@@ -213,9 +169,12 @@ impl Concat {
 
     /// Every store, parts and patches.
     fn stores(&self) -> impl Iterator<Item = &Store> {
-        self.parts
-            .iter()
-            .chain(self.patches.iter().flatten().flat_map(|p| p.stores.iter()))
+        self.parts.iter().chain(
+            self.patches
+                .iter()
+                .flatten()
+                .flat_map(|p| p.stores().iter()),
+        )
     }
 
     /// A gather's source over the physical records (a selection is mapped
@@ -250,7 +209,11 @@ impl Concat {
     /// Closes every part (read-only parts write nothing).
     pub fn close(self) -> Result<()> {
         let mut first = Ok(());
-        let patches = self.patches.into_iter().flatten().flat_map(|p| p.stores);
+        let patches = self
+            .patches
+            .into_iter()
+            .flatten()
+            .flat_map(Layers::into_stores);
         for p in self.parts.into_iter().chain(patches) {
             let r = p.close();
             if first.is_ok() {

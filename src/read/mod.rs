@@ -6,6 +6,8 @@
 
 pub(crate) mod buffer;
 pub(crate) mod concat;
+pub(crate) mod overlay;
+mod patch;
 pub(crate) mod ragged;
 pub(crate) mod records;
 mod sample;

@@ -197,6 +197,12 @@ pub trait Records: Send + Sync {
     fn columnar(&self) -> Option<&crate::columnar::Columnar> {
         None
     }
+    /// Whether the records are stored as a columnar column: one read as
+    /// such ([`Records::columnar`]), or one with patches laid over it,
+    /// which reads as records until a compaction folds them.
+    fn stored_columnar(&self) -> bool {
+        self.columnar().is_some()
+    }
 }
 
 /// Records presented as a table's logical type (text or binary values of a
@@ -302,6 +308,9 @@ impl Records for Typed<'_> {
     }
     fn columnar(&self) -> Option<&crate::columnar::Columnar> {
         self.records.columnar()
+    }
+    fn stored_columnar(&self) -> bool {
+        self.records.stored_columnar()
     }
 }
 

@@ -12,6 +12,7 @@ use super::versions::{read_manifest_in, VersionRef};
 use super::ColumnLayout;
 use crate::columnar::{ColumnFile, Columnar};
 use crate::io::Fs;
+use crate::read::overlay::Overlay;
 use crate::repr::{py_list, py_str};
 use crate::schema::Kind;
 use crate::schema::Logical;
@@ -32,6 +33,8 @@ pub enum Stream {
     Concat(Concat),
     /// A columnar column (one file per shard, end to end).
     Columnar(Columnar),
+    /// A columnar column (or its validity) with patches laid over it.
+    Overlay(Overlay),
 }
 
 impl Stream {
@@ -41,6 +44,7 @@ impl Stream {
             Stream::Store(s) => s,
             Stream::Concat(c) => c,
             Stream::Columnar(c) => c,
+            Stream::Overlay(o) => o,
         }
     }
 
@@ -59,6 +63,7 @@ impl Stream {
             Stream::Store(s) => vec![s.len()],
             Stream::Concat(c) => c.parts().iter().map(Store::len).collect(),
             Stream::Columnar(c) => c.parts().iter().map(ColumnFile::rows).collect(),
+            Stream::Overlay(o) => o.part_lengths(),
         }
     }
 
@@ -67,6 +72,7 @@ impl Stream {
             Stream::Store(s) => s.close(),
             Stream::Concat(c) => c.close(),
             Stream::Columnar(c) => c.close(),
+            Stream::Overlay(_) => Ok(()),
         }
     }
 }
@@ -225,6 +231,9 @@ impl Records for Column {
     }
     fn columnar(&self) -> Option<&crate::columnar::Columnar> {
         self.data.records().columnar()
+    }
+    fn stored_columnar(&self) -> bool {
+        self.data.records().stored_columnar()
     }
 }
 
@@ -456,13 +465,30 @@ impl Table {
                         concat(&fs, &col, parts, None, layers, selection.as_ref())?
                     }
                     ColumnLayout::Columnar if patches.any(&manifest.shards, name) => {
-                        return Err(Error::corrupted(
-                            &file,
-                            format!(
-                                "column {} is columnar, but a patch group lists it (patches hold records columns)",
-                                py_str(name)
-                            ),
-                        ));
+                        let (data, validity, _) = patched_columnar(
+                            &fs,
+                            &col,
+                            parts,
+                            manifest.is_nullable(name),
+                            patches.layers(&manifest.shards, name, false),
+                            patches.layers(&manifest.shards, name, true),
+                            selection.as_ref(),
+                        )?;
+                        let held = data.records().logical();
+                        if held != manifest.logical(name) {
+                            let _ = data.close();
+                            return Err(Error::corrupted(
+                                &file,
+                                format!(
+                                    "it says column {} is {}, but its column files hold {held} values",
+                                    py_str(name),
+                                    manifest.logical(name),
+                                ),
+                            ));
+                        }
+                        let parts = data.part_lengths();
+                        let column = Column::new(name, data, manifest.logical(name), validity)?;
+                        return check_part_rows(&file, &manifest.shards, name, parts, column);
                     }
                     ColumnLayout::Columnar => {
                         let c = Columnar::open(&fs, &col, parts, selection.clone())?;
@@ -502,22 +528,7 @@ impl Table {
                 };
                 let parts = data.part_lengths();
                 let column = Column::new(name, data, manifest.logical(name), validity)?;
-                for (shard, n) in manifest.shards.iter().zip(parts) {
-                    if n != shard.rows {
-                        let _ = column.close();
-                        return Err(Error::corrupted(
-                            &file,
-                            format!(
-                                "the manifest says shard {} has {} rows, but shard {} column {} has {n} rows",
-                                py_str(&shard.name),
-                                shard.rows,
-                                py_str(&shard.name),
-                                py_str(name)
-                            ),
-                        ));
-                    }
-                }
-                Ok(column)
+                check_part_rows(&file, &manifest.shards, name, parts, column)
             })();
             match opened {
                 Ok(c) => columns.push(c),
@@ -605,6 +616,134 @@ impl Table {
         }
         first
     }
+}
+
+/// `column` (as opened, its part lengths `parts`) once its parts' rows
+/// are the manifest's (`file`) shards' rows; else `Corrupted`, `column`
+/// closed.
+fn check_part_rows(
+    file: &Path,
+    shards: &[ShardEntry],
+    name: &str,
+    parts: Vec<u64>,
+    column: Column,
+) -> Result<Column> {
+    for (shard, n) in shards.iter().zip(parts) {
+        if n != shard.rows {
+            let _ = column.close();
+            return Err(Error::corrupted(
+                file,
+                format!(
+                    "the manifest says shard {} has {} rows, but shard {} column {} has {n} rows",
+                    py_str(&shard.name),
+                    shard.rows,
+                    py_str(&shard.name),
+                    py_str(name)
+                ),
+            ));
+        }
+    }
+    Ok(column)
+}
+
+/// Patch layers opened, by part: each a store and the part's records it holds.
+type OpenLayers = Vec<Vec<(Vec<u64>, Store)>>;
+
+/// Opens the patch layers `layers` (by part: a store's path and the part's
+/// records it holds), as stores of `kind` when given.
+fn open_layers(
+    fs: &Fs,
+    layers: Vec<Vec<(PathBuf, Arc<Vec<u64>>)>>,
+    kind: Option<Kind>,
+) -> Result<OpenLayers> {
+    layers
+        .into_iter()
+        .map(|part| {
+            part.into_iter()
+                .map(|(p, rows)| {
+                    let store = match kind {
+                        Some(k) => Store::open_kind_at(fs, &p, k, true)?,
+                        None => Store::open_with(fs, &p, true)?,
+                    };
+                    Ok((rows.as_ref().clone(), store))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The columnar column `name` (its files at `parts`, one per shard) with
+/// the patch layers `data` laid over it, and, for a column some row of
+/// which may be null (`nullable`, or a file says so), its validity with
+/// the layers `validity` laid over it, both presenting `selection`; and
+/// what its files hold.
+fn patched_columnar(
+    fs: &Fs,
+    name: &Path,
+    parts: impl Iterator<Item = PathBuf>,
+    nullable: bool,
+    data: Vec<Vec<(PathBuf, Arc<Vec<u64>>)>>,
+    validity: Vec<Vec<(PathBuf, Arc<Vec<u64>>)>>,
+    selection: Option<&Arc<[u64]>>,
+) -> Result<(Stream, Option<Stream>, crate::columnar::ValueKind)> {
+    let base = Columnar::open(fs, name, parts, None)?;
+    let kind = base.kind();
+    let part_rows: Vec<u64> = base.parts().iter().map(ColumnFile::rows).collect();
+    let view = base.validity_view();
+    let nullable = nullable || view.is_some();
+    let data = Overlay::new(
+        Box::new(base),
+        &part_rows,
+        open_layers(fs, data, None)?,
+        selection.cloned(),
+    )?;
+    if !nullable {
+        return Ok((Stream::Overlay(data), None, kind));
+    }
+    let layers = open_layers(fs, validity, Some(Kind::Dense))?;
+    let validity = match view {
+        Some(v) => Overlay::new(Box::new(v), &part_rows, layers, selection.cloned())?,
+        None => {
+            let mut vname = name.to_path_buf().into_os_string();
+            vname.push(".validity");
+            Overlay::all_valid(Path::new(&vname), &part_rows, layers, selection.cloned())?
+        }
+    };
+    Ok((Stream::Overlay(data), Some(Stream::Overlay(validity)), kind))
+}
+
+/// Columnar column `column` of the one shard `shard` of the sharded table
+/// `table` on `fs` (`nullable` as its manifest says), every row, its
+/// patches laid over it: what a compaction copies, and what its files hold.
+pub(crate) fn shard_columnar(
+    fs: &Fs,
+    table: &Path,
+    shard: &ShardEntry,
+    column: &str,
+    nullable: bool,
+    logical: Logical,
+) -> Result<(Column, crate::columnar::ValueKind)> {
+    let at = shard.column_path(table, column);
+    let shards = std::slice::from_ref(shard);
+    let patches = Patches::read(fs, table, shards)?;
+    if !patches.any(shards, column) {
+        let data = Columnar::open(fs, &at, std::iter::once(at.clone()), None)?;
+        let kind = data.kind();
+        return Ok((
+            Column::new(column, Stream::Columnar(data), logical, None)?,
+            kind,
+        ));
+    }
+    let (data, validity, kind) = patched_columnar(
+        fs,
+        &at,
+        std::iter::once(at.clone()),
+        nullable,
+        patches.layers(shards, column, false),
+        patches.layers(shards, column, true),
+        None,
+    )?;
+    Ok((Column::new(column, data, logical, validity)?, kind))
 }
 
 /// Read-only stores at `parts`, joined as the stream `name`, with each

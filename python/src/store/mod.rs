@@ -607,7 +607,7 @@ impl Store {
     #[getter]
     fn layout(&self) -> PyResult<&'static str> {
         self.read_engine(|e| {
-            Ok(if e.columnar().is_some() {
+            Ok(if e.stored_columnar() {
                 "columnar"
             } else {
                 "records"

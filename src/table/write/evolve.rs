@@ -439,8 +439,9 @@ impl ColumnsWrite {
     }
 
     /// A new, empty directory for a patch of shard `i` (new values of some
-    /// of its rows, of records columns the table has): fill it as a plain
-    /// table of those rows, then [`finish_patch`].
+    /// of its rows, of columns the table has, written as records columns
+    /// whatever their layout): fill it as a plain table of those rows, then
+    /// [`finish_patch`].
     ///
     /// [`finish_patch`]: ColumnsWrite::finish_patch
     pub fn new_patch(&self, i: usize) -> Result<PathBuf> {
@@ -458,9 +459,10 @@ impl ColumnsWrite {
 
     /// Checks shard `i`'s filled patch `dir`: its rows are the shard's live
     /// rows `live` (strictly increasing positions among them, in that
-    /// order), its columns records columns of the table. Writes the rows
-    /// file (physical rows) and an all-valid validity stream for each
-    /// nullable column written without one, then uploads it as
+    /// order), its columns columns of the table written as records (nulls
+    /// only in a nullable one). Writes the rows file (physical rows) and an
+    /// all-valid validity stream for each column written without one that
+    /// can hold null (all but dense tensors), then uploads it as
     /// [`ColumnsWrite::finish_group`] does.
     pub fn finish_patch(&self, i: usize, dir: &Path, live: &[u64]) -> Result<()> {
         let checked = (|| {
@@ -489,17 +491,27 @@ impl ColumnsWrite {
                 )));
             }
             for (c, spec) in &schema.columns {
-                if !self.base.columns.contains(c)
-                    || self.base.layout(c) != ColumnLayout::Records
-                    || spec.layout != ColumnLayout::Records
-                {
+                if !self.base.columns.contains(c) || spec.layout != ColumnLayout::Records {
                     return Err(Error::InvalidValue(format!(
-                        "a patch holds records columns of table {}, got column {}",
+                        "a patch holds columns of table {} as records, got column {}",
                         self.root.path().display(),
                         py_str(c)
                     )));
                 }
-                if self.base.has_validity(c) {
+                let nulls = files::exists(&Fs::Local, &validity_dir(dir, c));
+                if nulls && !self.base.is_nullable(c) {
+                    return Err(Error::InvalidValue(format!(
+                        "column {} of table {} cannot hold null (it has no nulls), but the new values of shard {} hold nulls",
+                        py_str(c),
+                        self.root.path().display(),
+                        py_str(&shard.name)
+                    )));
+                }
+                // Every column that can hold null gets a validity stream,
+                // nullable or not yet: a later commit may make it nullable,
+                // and its patches must then say their rows are valid.
+                let dense_tensor = spec.schema.item_shape().is_some_and(|s| !s.is_empty());
+                if !dense_tensor {
                     crate::table::shard::ensure_validity(dir, c, schema.rows)?;
                 }
             }

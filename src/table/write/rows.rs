@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use super::commit::publish;
 use super::evolve::{base_version, conflict, ColumnsWrite};
 use super::root::Root;
-use crate::columnar::{write_records, Columnar, ValueKind};
+use crate::columnar::{write_records, ValueKind};
 use crate::io::Fs;
 use crate::read::ragged::Packed;
 use crate::repr::py_str;
@@ -20,7 +20,7 @@ use crate::table::files;
 use crate::table::manifest::{
     deletion_bytes, in_shard, physical, read_deleted, ColumnGroup, Deleted, Manifest, ShardEntry,
 };
-use crate::table::open::{shard_records, Column, Stream};
+use crate::table::open::{shard_columnar, shard_records, Column, Stream};
 use crate::table::shard::ColumnSpec;
 use crate::table::types::{validity_dir, write_types, ColumnLayout, ColumnType};
 use crate::table::versions;
@@ -420,19 +420,26 @@ fn convertible(fs: &Fs, table: &Path, m: &Manifest) -> Result<Vec<(String, Value
     Ok(out)
 }
 
-/// Column `column` of shard `shard` (of version `m`), as a table reads it.
+/// Column `column` of shard `shard` (of version `m`), as a table reads it
+/// (its patches laid over it), and for a columnar one what its files hold.
 fn shard_column(
     fs: &Fs,
     table: &Path,
     m: &Manifest,
     shard: &ShardEntry,
     column: &str,
-) -> Result<Column> {
-    let at = shard.column_path(table, column);
+) -> Result<(Column, Option<ValueKind>)> {
     match m.layout(column) {
         ColumnLayout::Columnar => {
-            let data = Columnar::open(fs, &at, std::iter::once(at.clone()), None)?;
-            Column::new(column, Stream::Columnar(data), m.logical(column), None)
+            let (c, kind) = shard_columnar(
+                fs,
+                table,
+                shard,
+                column,
+                m.is_nullable(column),
+                m.logical(column),
+            )?;
+            Ok((c, Some(kind)))
         }
         ColumnLayout::Records => {
             let data = shard_records(fs, table, shard, column, false)?;
@@ -447,7 +454,8 @@ fn shard_column(
             } else {
                 None
             };
-            Column::new(column, Stream::Concat(data), m.logical(column), validity)
+            let c = Column::new(column, Stream::Concat(data), m.logical(column), validity)?;
+            Ok((c, None))
         }
     }
 }
@@ -464,7 +472,7 @@ fn convert_into(
 ) -> Result<()> {
     let all: Vec<u64> = (0..shard.rows).collect();
     for (column, kind) in convert {
-        let src = shard_column(fs, table, m, shard, column)?;
+        let (src, _) = shard_column(fs, table, m, shard, column)?;
         let compress = src.codec() != Codec::Raw;
         let written = write_records(&src, *kind, &all, &dir.join(column), compress);
         let closed = src.close();
@@ -495,10 +503,9 @@ fn copy_live(
         let logical = m.logical(column);
         let target = convert.iter().find(|(c, _)| c == column).map(|(_, k)| *k);
         if m.layout(column) == ColumnLayout::Columnar || target.is_some() {
-            let src = shard_column(fs, table, m, old, column)?;
-            let kind = match (target, src.columnar()) {
-                (Some(k), _) => k,
-                (None, Some(c)) => c.kind(),
+            let (src, held) = shard_column(fs, table, m, old, column)?;
+            let kind = match (target, held) {
+                (Some(k), _) | (None, Some(k)) => k,
                 (None, None) => unreachable!("a columnar layout opens a columnar column"),
             };
             let compress = src.codec() != Codec::Raw;

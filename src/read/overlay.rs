@@ -1,0 +1,549 @@
+//! A column read with patches laid over it that is not a concatenation of
+//! stores: a columnar column (or its validity) whose shards hold patch
+//! groups. Record `i` is physical record `rows[i]` (a selection, as a
+//! [`crate::Concat`] has); a physical record that a part's patch layers
+//! hold is read from its newest layer, every other from the base. The
+//! base is read in one call per batch and each layer in one more; a batch
+//! that no patch touches is the base's gather itself.
+//!
+//! What reads a column by its columnar files (scans by chunk, predicates
+//! pruned by statistics, the SQL connector's statistics) does not see an
+//! overlay as columnar, so it reads the column as it reads a records one:
+//! the patched values are never missed, at the cost of the columnar fast
+//! paths until a compaction folds the patches.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::patch::Layers;
+use crate::codec::Codec;
+use crate::error::{Error, Result};
+use crate::read::buffer::Buffer;
+use crate::read::ragged::RaggedBatch;
+use crate::read::records::{dense_width, ReadCounters, Records, Stats};
+use crate::schema::{DType, Logical, Schema};
+use crate::store::gather::check_indices;
+use crate::store::Store;
+
+/// What an overlay lays its patches over.
+pub type Base = Box<dyn Records + Send + Sync>;
+
+/// A column with patches laid over it (see the module documentation).
+pub struct Overlay {
+    path: PathBuf,
+    schema: Schema,
+    logical: Logical,
+    /// None: a validity stream whose base rows are all valid.
+    base: Option<Base>,
+    /// Physical record of each part's first record, then the total.
+    starts: Vec<u64>,
+    /// By part (None where a part has no patch).
+    patches: Vec<Option<Layers>>,
+    rows: Option<Arc<[u64]>>,
+}
+
+impl std::fmt::Debug for Overlay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Overlay")
+            .field("path", &self.path)
+            .field("parts", &(self.starts.len() - 1))
+            .field(
+                "patched",
+                &self.patches.iter().filter(|p| p.is_some()).count(),
+            )
+            .field("selected", &self.rows.is_some())
+            .finish()
+    }
+}
+
+/// A patched record of a batch: its place in the batch, the part and
+/// layer holding it and its record there.
+#[derive(Clone, Copy)]
+struct Hit {
+    pos: usize,
+    part: u32,
+    layer: u32,
+    at: u64,
+}
+
+impl Overlay {
+    /// `base` (every physical record, in parts of `part_rows` records)
+    /// with `layers[s]` laid over part `s` (each a store and the part's
+    /// records it holds, oldest first), presenting the physical records
+    /// `rows` when given. `Corrupted` for a patch that does not fit its
+    /// part (see [`Layers::new`]), `InvalidValue` for a selection past
+    /// the end.
+    pub fn new(
+        base: Base,
+        part_rows: &[u64],
+        layers: Vec<Vec<(Vec<u64>, Store)>>,
+        rows: Option<Arc<[u64]>>,
+    ) -> Result<Overlay> {
+        let (path, schema, logical) = (
+            base.path().to_path_buf(),
+            base.schema().clone(),
+            base.logical(),
+        );
+        Overlay::build(path, schema, logical, Some(base), part_rows, layers, rows)
+    }
+
+    /// A validity stream (dense `bool`, presented as `path`) whose base
+    /// records are all valid, with `layers` laid over it as in
+    /// [`Overlay::new`].
+    pub fn all_valid(
+        path: &Path,
+        part_rows: &[u64],
+        layers: Vec<Vec<(Vec<u64>, Store)>>,
+        rows: Option<Arc<[u64]>>,
+    ) -> Result<Overlay> {
+        let schema = Schema::dense(DType::Bool, &[])?;
+        Overlay::build(
+            path.to_path_buf(),
+            schema,
+            Logical::Tensor,
+            None,
+            part_rows,
+            layers,
+            rows,
+        )
+    }
+
+    fn build(
+        path: PathBuf,
+        schema: Schema,
+        logical: Logical,
+        base: Option<Base>,
+        part_rows: &[u64],
+        layers: Vec<Vec<(Vec<u64>, Store)>>,
+        rows: Option<Arc<[u64]>>,
+    ) -> Result<Overlay> {
+        if layers.len() != part_rows.len() {
+            return Err(Error::InvalidValue(format!(
+                "{}: patches of {} parts over a column of {}",
+                path.display(),
+                layers.len(),
+                part_rows.len()
+            )));
+        }
+        let mut starts = Vec::with_capacity(part_rows.len() + 1);
+        let mut at = 0u64;
+        for &n in part_rows {
+            starts.push(at);
+            at += n;
+        }
+        starts.push(at);
+        if let Some(b) = &base {
+            if b.len() != at {
+                return Err(Error::InvalidValue(format!(
+                    "{}: a base of {} records under parts of {at}",
+                    path.display(),
+                    b.len()
+                )));
+            }
+        }
+        if let Some(bad) = rows.as_ref().and_then(|r| r.iter().find(|&&r| r >= at)) {
+            return Err(Error::InvalidValue(format!(
+                "{}: a selection names record {bad}, but the column holds {at}",
+                path.display()
+            )));
+        }
+        let patches = layers
+            .into_iter()
+            .zip(part_rows)
+            .map(|(l, &n)| {
+                if l.is_empty() {
+                    Ok(None)
+                } else {
+                    Layers::new(&path, &schema, n, l).map(Some)
+                }
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Overlay {
+            path,
+            schema,
+            logical,
+            base,
+            starts,
+            patches,
+            rows,
+        })
+    }
+
+    /// Records in each part.
+    pub fn part_lengths(&self) -> Vec<u64> {
+        self.starts.windows(2).map(|w| w[1] - w[0]).collect()
+    }
+
+    /// The physical record behind record `i < len`.
+    #[inline]
+    fn physical(&self, i: u64) -> u64 {
+        match &self.rows {
+            Some(rows) => rows[i as usize],
+            None => i,
+        }
+    }
+
+    /// The part, layer and record of a patched physical record.
+    #[inline]
+    fn hit(&self, p: u64) -> Option<(u32, u32, u64)> {
+        let s = self.starts[1..].partition_point(|&end| end <= p);
+        let layers = self.patches.get(s)?.as_ref()?;
+        let (layer, at) = layers.find_layer(p - self.starts[s])?;
+        Some((s as u32, layer as u32, at))
+    }
+
+    fn layer(&self, part: u32, layer: u32) -> &Store {
+        &self.patches[part as usize]
+            .as_ref()
+            .expect("a hit names a patched part")
+            .stores()[layer as usize]
+    }
+
+    /// `idx` as physical records, and the patched ones among them grouped
+    /// by the store holding them.
+    fn resolve(&self, idx: &[u64]) -> Result<(Vec<u64>, Vec<Hit>)> {
+        check_indices(idx, self.len())?;
+        let phys: Vec<u64> = idx.iter().map(|&i| self.physical(i)).collect();
+        let mut hits: Vec<Hit> = phys
+            .iter()
+            .enumerate()
+            .filter_map(|(pos, &p)| {
+                self.hit(p).map(|(part, layer, at)| Hit {
+                    pos,
+                    part,
+                    layer,
+                    at,
+                })
+            })
+            .collect();
+        hits.sort_by_key(|h| (h.part, h.layer, h.pos));
+        Ok((phys, hits))
+    }
+
+    /// The hits of each store, in turn: the store and the hits.
+    fn by_store<'a>(
+        &'a self,
+        hits: &'a [Hit],
+    ) -> impl Iterator<Item = (&'a Store, &'a [Hit])> + 'a {
+        hits.chunk_by(|a, b| (a.part, a.layer) == (b.part, b.layer))
+            .map(|run| (self.layer(run[0].part, run[0].layer), run))
+    }
+}
+
+impl Records for Overlay {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    fn codec(&self) -> Codec {
+        self.base.as_ref().map_or(Codec::Zstd, |b| b.codec())
+    }
+
+    fn len(&self) -> u64 {
+        match &self.rows {
+            Some(rows) => rows.len() as u64,
+            None => self.starts[self.starts.len() - 1],
+        }
+    }
+
+    fn logical_len(&self, i: u64) -> Option<usize> {
+        if i >= self.len() {
+            return None;
+        }
+        let p = self.physical(i);
+        match (self.hit(p), &self.base) {
+            (Some((part, layer, at)), _) => self.layer(part, layer).logical_len(at),
+            (None, Some(b)) => b.logical_len(p),
+            (None, None) => Some(1),
+        }
+    }
+
+    fn stats(&self) -> Stats {
+        match &self.base {
+            Some(b) => b.stats(),
+            None => Stats {
+                records: self.len(),
+                live_bytes: 0,
+                data_bytes: 0,
+                reclaimable: 0,
+                raw_records: 0,
+            },
+        }
+    }
+
+    fn read_counters(&self) -> ReadCounters {
+        self.base
+            .as_ref()
+            .map_or_else(ReadCounters::default, |b| b.read_counters())
+    }
+
+    fn is_readonly(&self) -> bool {
+        true
+    }
+
+    fn checksum(&self) -> bool {
+        self.base.as_ref().is_none_or(|b| b.checksum())
+            && self
+                .patches
+                .iter()
+                .flatten()
+                .all(|l| l.stores().iter().all(Store::checksum))
+    }
+
+    fn gather_dense_into(&self, idx: &[u64], dst: &mut [u8]) -> Result<()> {
+        let w = dense_width(&self.path, &self.schema)?;
+        if dst.len() != idx.len() * w {
+            return Err(Error::InvalidValue(format!(
+                "a gather of {} records of {w} bytes needs {} bytes, got {}",
+                idx.len(),
+                idx.len() * w,
+                dst.len()
+            )));
+        }
+        let (phys, hits) = self.resolve(idx)?;
+        match &self.base {
+            Some(b) => b.gather_dense_into(&phys, dst)?,
+            None => dst.fill(1),
+        }
+        for (store, run) in self.by_store(&hits) {
+            let at: Vec<u64> = run.iter().map(|h| h.at).collect();
+            let got = store.gather_dense(&at)?;
+            for (h, v) in run.iter().zip(got.as_slice().chunks_exact(w)) {
+                dst[h.pos * w..(h.pos + 1) * w].copy_from_slice(v);
+            }
+        }
+        Ok(())
+    }
+
+    fn gather_ragged(&self, idx: &[u64]) -> Result<RaggedBatch> {
+        let Some(base) = &self.base else {
+            return Err(Error::InvalidValue(format!(
+                "the validity of {} is dense, not ragged",
+                self.path.display()
+            )));
+        };
+        let (phys, hits) = self.resolve(idx)?;
+        if hits.is_empty() {
+            return base.gather_ragged(&phys);
+        }
+        let mut patched = vec![false; phys.len()];
+        for h in &hits {
+            patched[h.pos] = true;
+        }
+        let rest: Vec<u64> = phys
+            .iter()
+            .zip(&patched)
+            .filter(|(_, &p)| !p)
+            .map(|(&p, _)| p)
+            .collect();
+        let mut batches = vec![base.gather_ragged(&rest)?];
+        for (store, run) in self.by_store(&hits) {
+            let at: Vec<u64> = run.iter().map(|h| h.at).collect();
+            batches.push(store.gather_ragged(&at)?);
+        }
+        // Each record's source batch and span, by place in the batch.
+        let mut from = vec![(0usize, (0usize, 0usize)); phys.len()];
+        let mut next = batches[0].spans.iter();
+        for (pos, &p) in patched.iter().enumerate() {
+            if !p {
+                from[pos] = (0, *next.next().expect("one span per base record"));
+            }
+        }
+        for (k, (_, run)) in self.by_store(&hits).enumerate() {
+            for (h, &span) in run.iter().zip(&batches[k + 1].spans) {
+                from[h.pos] = (k + 1, span);
+            }
+        }
+        // One buffer, records in batch order at 8-byte aligned offsets, as
+        // every gather lays them (readers pack payloads down in place).
+        let total: usize = from.iter().map(|(_, (_, n))| n.next_multiple_of(8)).sum();
+        let mut buf = Buffer::try_new(total).ok_or_else(|| Error::OutOfMemory {
+            bytes: total as u64,
+            what: format!("a gather of {} records", idx.len()),
+        })?;
+        let out = buf.as_mut_slice();
+        let mut spans = Vec::with_capacity(from.len());
+        let mut write = 0usize;
+        for &(k, (start, n)) in &from {
+            out[write..write + n].copy_from_slice(&batches[k].buffer.as_slice()[start..start + n]);
+            spans.push((write, n));
+            write += n.next_multiple_of(8);
+        }
+        Ok(RaggedBatch::new(buf, spans, self.schema.dtype.itemsize()))
+    }
+
+    fn read_record(&self, i: u64) -> Result<Vec<u8>> {
+        check_indices(&[i], self.len())?;
+        let p = self.physical(i);
+        match (self.hit(p), &self.base) {
+            (Some((part, layer, at)), _) => self.layer(part, layer).read_record(at),
+            (None, Some(b)) => b.read_record(p),
+            (None, None) => Ok(vec![1]),
+        }
+    }
+
+    fn logical(&self) -> Logical {
+        self.logical
+    }
+
+    fn stored_columnar(&self) -> bool {
+        self.base.as_ref().is_some_and(|b| b.stored_columnar())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::read::ragged::Packed;
+    use crate::Concat;
+
+    fn dense(dir: &Path, name: &str, values: &[i64]) -> Store {
+        let mut s = Store::create(
+            dir.join(name),
+            Schema::dense(DType::I64, &[]).unwrap(),
+            Codec::Zstd,
+            None,
+        )
+        .unwrap();
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        s.append_dense(&bytes).unwrap();
+        s.close().unwrap();
+        Store::open_readonly(dir.join(name)).unwrap()
+    }
+
+    fn text(dir: &Path, name: &str, values: &[&str]) -> Store {
+        let mut s =
+            Store::create(dir.join(name), Schema::ragged(DType::U8), Codec::Zstd, None).unwrap();
+        let mut packed = Packed::with_capacity(values.len(), 64);
+        for v in values {
+            packed.push(&[v.len() as u64], v.as_bytes());
+        }
+        s.append_ragged(&packed).unwrap();
+        s.close().unwrap();
+        Store::open_readonly(dir.join(name)).unwrap()
+    }
+
+    fn numbers(o: &Overlay, idx: &[u64]) -> Vec<i64> {
+        o.gather_dense(idx)
+            .unwrap()
+            .as_slice()
+            .chunks_exact(8)
+            .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn patched_records_come_from_their_newest_layer_and_the_rest_from_the_base() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = Concat::new(
+            tmp.path().join("col"),
+            vec![
+                dense(tmp.path(), "a", &[0, 1, 2, 3, 4]),
+                dense(tmp.path(), "b", &[5, 6, 7, 8, 9, 10, 11]),
+            ],
+        )
+        .unwrap();
+        let layers = vec![
+            vec![],
+            vec![
+                (vec![0, 3, 6], dense(tmp.path(), "p1", &[100, 103, 106])),
+                (vec![3, 4], dense(tmp.path(), "p2", &[203, 204])),
+            ],
+        ];
+        let o = Overlay::new(Box::new(base), &[5, 7], layers, None).unwrap();
+        assert_eq!(o.len(), 12);
+        assert_eq!(
+            numbers(&o, &[11, 0, 5, 8, 9, 4, 5]),
+            [106, 0, 100, 203, 204, 4, 100]
+        );
+        assert_eq!(o.read_record(8).unwrap(), 203i64.to_le_bytes());
+        assert!(!o.stored_columnar());
+        assert!(matches!(
+            o.gather_dense(&[12]),
+            Err(Error::IndexOutOfRange { index: 12, len: 12 })
+        ));
+    }
+
+    #[test]
+    fn a_selection_maps_through_to_the_patched_records() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = dense(tmp.path(), "a", &[0, 1, 2, 3]);
+        let layers = vec![vec![(vec![2], dense(tmp.path(), "p", &[22]))]];
+        let rows: Arc<[u64]> = vec![0, 2, 3].into();
+        let o = Overlay::new(Box::new(base), &[4], layers, Some(rows)).unwrap();
+        assert_eq!(o.len(), 3);
+        assert_eq!(numbers(&o, &[1, 2, 0]), [22, 3, 0]);
+    }
+
+    #[test]
+    fn ragged_batches_keep_their_records_in_batch_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = text(tmp.path(), "a", &["zero", "one", "two", "three"]);
+        let layers = vec![vec![(
+            vec![1, 3],
+            text(tmp.path(), "p", &["a much longer first value", "3"]),
+        )]];
+        let o = Overlay::new(Box::new(base), &[4], layers, None).unwrap();
+        let batch = o.gather_ragged(&[3, 0, 1, 2, 1]).unwrap();
+        let got: Vec<&[u8]> = (0..batch.len()).map(|i| batch.record(i).payload).collect();
+        let want: [&[u8]; 5] = [
+            b"3",
+            b"zero",
+            b"a much longer first value",
+            b"two",
+            b"a much longer first value",
+        ];
+        assert_eq!(got, want);
+        // Spans ascend through the buffer, as readers that pack payloads
+        // down in place need.
+        assert!(batch.spans.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0));
+        let untouched = o.gather_ragged(&[0, 2]).unwrap();
+        assert_eq!(untouched.record(1).payload, b"two");
+    }
+
+    #[test]
+    fn an_all_valid_base_takes_its_layers_nulls() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = Store::create(
+            tmp.path().join("v"),
+            Schema::dense(DType::Bool, &[]).unwrap(),
+            Codec::Zstd,
+            None,
+        )
+        .unwrap();
+        s.append_dense(&[0, 1]).unwrap();
+        s.close().unwrap();
+        let v = Store::open_readonly(tmp.path().join("v")).unwrap();
+        let o = Overlay::all_valid(
+            Path::new("col.validity"),
+            &[2, 3],
+            vec![vec![], vec![(vec![0, 2], v)]],
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            o.gather_dense(&[0, 1, 2, 3, 4]).unwrap().as_slice(),
+            [1, 1, 0, 1, 1]
+        );
+        assert!(o.gather_ragged(&[0]).is_err());
+    }
+
+    #[test]
+    fn patches_that_do_not_fit_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        dense(tmp.path(), "a", &[0, 1, 2]).close().unwrap();
+        let base = || Box::new(Store::open_readonly(tmp.path().join("a")).unwrap()) as Base;
+        let past = vec![vec![(vec![3], dense(tmp.path(), "p", &[9]))]];
+        let err = Overlay::new(base(), &[3], past, None).unwrap_err();
+        assert!(matches!(err, Error::Corrupted { .. }), "{err}");
+        let wrong = vec![vec![(vec![0], text(tmp.path(), "t", &["x"]))]];
+        assert!(Overlay::new(base(), &[3], wrong, None).is_err());
+        assert!(Overlay::new(base(), &[2], vec![vec![]], None).is_err());
+        let rows: Arc<[u64]> = vec![3].into();
+        assert!(Overlay::new(base(), &[3], vec![vec![]], Some(rows)).is_err());
+    }
+}
