@@ -49,6 +49,16 @@ def repeated_key(pa, keys, on: list[str]):
     once, or None."""
     import pyarrow.compute as pc
 
+    if len(on) == 1:
+        # One column: a value repeated is one whose first place is not its
+        # own (a hash lookup, no grouping).
+        col = keys[on[0]].combine_chunks()
+        if col.null_count > 1:
+            return None
+        first = pc.index_in(col, value_set=col, skip_nulls=True).fill_null(-1)
+        first = first.to_numpy(zero_copy_only=False)
+        places = np.flatnonzero((first != np.arange(len(col))) & (first >= 0))
+        return col[int(places[0])].as_py() if places.size else None
     counts = keys.group_by(on).aggregate([([], "count_all")])
     twice = counts.filter(pc.greater(counts["count_all"], 1))
     if twice.num_rows == 0:
@@ -369,23 +379,30 @@ def update(table, where, values, read_columns) -> tuple[int, int | None]:
 EDIT_TRIES = 8
 
 
-def edit_groups(pa, write, reader, ids: np.ndarray, new: dict, check=None) -> dict:
+def edit_groups(
+    pa, write, reader, ids: np.ndarray, new: dict, check=None, *, patch_columnar: bool = False
+) -> dict:
     """Writes into ``write`` (a ``ColumnsWrite.editing``), for each shard
     holding one of the record ids ``ids`` (ascending), the new values of
-    the columns ``new`` (one per id): a column group of the columnar ones,
-    merged into the shard's values as ``reader`` (the version planned on)
-    holds them, and a patch of the records ones (the edited rows only);
-    returns ``{shard: live positions edited}``. ``check(shard name,
-    replaced)`` sees the values each shard's edit replaces first."""
+    the columns ``new`` (one per id): a patch (the edited rows only) of the
+    records ones, and of the columnar ones a column group merged into the
+    shard's values as ``reader`` (the version planned on) holds them, or a
+    patch too when ``patch_columnar``; returns ``{shard: live positions
+    edited}``. ``check(shard name, replaced)`` sees the values each
+    shard's edit replaces first. The patches of the shards are written
+    on threads (each native write releases the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from ._streams import scan
 
     names = list(new)
     layouts = write.layouts()
-    whole = [c for c in names if layouts[c] != "records"]
-    patched = [c for c in names if layouts[c] == "records"]
+    whole = [] if patch_columnar else [c for c in names if layouts[c] != "records"]
+    patched = [c for c in names if c not in whole]
     shards = write.shards()
     starts = live_starts(shards)
     edited = {}
+    jobs = []
     for i in range(len(shards)):
         lo, hi = starts[i], starts[i + 1]
         a, b = np.searchsorted(ids, [lo, hi])
@@ -408,8 +425,16 @@ def edit_groups(pa, write, reader, ids: np.ndarray, new: dict, check=None) -> di
         if patched:
             arrays = [new[c].slice(a, b - a) for c in patched]
             batch = pa.RecordBatch.from_arrays(arrays, names=patched)
-            write.write_patch(i, [batch], "zstd", at.astype(np.uint64))
+            jobs.append((i, batch, at.astype(np.uint64)))
         edited[i] = at.astype(np.uint64)
+    if len(jobs) == 1:
+        i, batch, at = jobs[0]
+        write.write_patch(i, [batch], "zstd", at)
+    elif jobs:
+        with ThreadPoolExecutor(min(len(jobs), os.cpu_count() or 1)) as pool:
+            done = [pool.submit(write.write_patch, i, [b], "zstd", at) for i, b, at in jobs]
+            for f in done:
+                f.result()
     return edited
 
 
@@ -578,7 +603,9 @@ def merge_insert(table, source, on, choices: dict) -> tuple[dict, int | None]:
     # Source rows whose key the table lacks, in source order.
     inserts = None
     if choices["when_not_matched"] == "insert":
-        rows = np.setdiff1d(np.arange(src.num_rows, dtype=np.int64), from_src)
+        hit = np.zeros(src.num_rows, dtype=bool)
+        hit[from_src] = True
+        rows = np.flatnonzero(~hit).astype(np.int64)
         if rows.size:
             inserts = merge_inserts(pa, fields, columns, src, rows)
     deletes = np.zeros(0, np.uint64)
