@@ -25,7 +25,9 @@ fresh hard-linked copy of both (an edit only ever writes new files):
 * ``after_edits``: random training batches (1,024 rows of label, score,
   year, caption) and an SQL scan of the label column after 20 updates of
   1 % of rows each, against the unedited table, and the edited one after
-  ``compact`` (the three measured interleaved, best of ``--rounds``).
+  ``compact``; the same after one ``merge_insert`` (its columns patched),
+  and after its ``compact`` (the five measured interleaved, best of
+  ``--rounds``).
 
 Each edit's figure is the median of ``--rounds`` runs. Page cache warm.
 Results are checked equal (loaderx against Lance) before they count.
@@ -116,6 +118,17 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
+def merge_source(rows: int, rng, args) -> pa.Table:
+    """``--merge-rows`` rows of the workload, half of them with keys the
+    table has (drawn by ``rng``), half with new keys."""
+    half = args.merge_rows // 2
+    old_keys = rng.choice(rows, size=half, replace=False)
+    merge_keys = np.concatenate([old_keys, np.arange(rows, rows + args.merge_rows - half)])
+    return make(merge_keys.size, args.seed + 3).set_column(
+        4, "id", pa.array(merge_keys.astype(np.int64))
+    )
+
+
 def edits(work: Path, lx: Path, ln: Path, data: pa.Table, args) -> dict:
     import lance
 
@@ -123,12 +136,7 @@ def edits(work: Path, lx: Path, ln: Path, data: pa.Table, args) -> dict:
     rng = np.random.default_rng(args.seed + 2)
     emb_ids = np.sort(rng.choice(rows, size=max(1, rows // 1000), replace=False))
     emb_new = rng.standard_normal((emb_ids.size, DIM), dtype=np.float32).astype(np.float16)
-    half = args.merge_rows // 2
-    old_keys = rng.choice(rows, size=half, replace=False)
-    merge_keys = np.concatenate([old_keys, np.arange(rows, rows + args.merge_rows - half)])
-    merge_src = make(merge_keys.size, args.seed + 3).set_column(
-        4, "id", pa.array(merge_keys.astype(np.int64))
-    )
+    merge_src = merge_source(rows, rng, args)
     keep = rng.permutation(rows)[: rows - rows // 100]
     add_src = pa.table({"id": pa.array(keep.astype(np.int64)), "quality": rng.random(keep.size)})
 
@@ -317,7 +325,21 @@ def after_edits(work: Path, lx: Path, data: pa.Table, args) -> dict:
     compacted = fresh(edited, work / "lx-compacted")
     with loaderx.open_table(str(compacted), readonly=False) as t:
         out["compact_s"] = timed(lambda: t.compact())
-    tables = {"unedited": plain, "edited": edited, "compacted": compacted}
+    # One merge_insert of --merge-rows rows (its columns patched, columnar
+    # ones too), then compacted.
+    merged = fresh(lx, work / "lx-merged")
+    with loaderx.open_table(str(merged), readonly=False) as t:
+        t.merge_insert(merge_source(rows, rng, args), "id")
+    merged_compacted = fresh(merged, work / "lx-merged-compacted")
+    with loaderx.open_table(str(merged_compacted), readonly=False) as t:
+        out["merged_compact_s"] = timed(lambda: t.compact())
+    tables = {
+        "unedited": plain,
+        "edited": edited,
+        "compacted": compacted,
+        "merged": merged,
+        "merged_compacted": merged_compacted,
+    }
     got = {k: {"batches_per_s": [], "sql_s": []} for k in tables}
     for _ in range(args.rounds):
         for k, path in tables.items():
@@ -327,13 +349,18 @@ def after_edits(work: Path, lx: Path, data: pa.Table, args) -> dict:
     for k, v in got.items():
         out[k] = {"batches_per_s": max(v["batches_per_s"]), "sql_s": min(v["sql_s"]), "all": v}
     base = out["unedited"]
-    for k in ("edited", "compacted"):
+    for k in ("edited", "compacted", "merged", "merged_compacted"):
         out[k]["batches_ratio"] = out[k]["batches_per_s"] / base["batches_per_s"]
         out[k]["sql_ratio"] = base["sql_s"] / out[k]["sql_s"]
     log(
         f"after 20 edits: batches {out['edited']['batches_ratio']:.2f}x, "
         f"SQL {out['edited']['sql_ratio']:.2f}x; "
-        f"compacted {out['compacted']['batches_ratio']:.2f}x, {out['compacted']['sql_ratio']:.2f}x"
+        f"compacted {out['compacted']['batches_ratio']:.2f}x, "
+        f"{out['compacted']['sql_ratio']:.2f}x; "
+        f"after a merge_insert {out['merged']['batches_ratio']:.2f}x, "
+        f"{out['merged']['sql_ratio']:.2f}x; compacted "
+        f"{out['merged_compacted']['batches_ratio']:.2f}x, "
+        f"{out['merged_compacted']['sql_ratio']:.2f}x"
     )
     return out
 
@@ -361,14 +388,16 @@ def report(r: dict) -> str:
     if a:
         lines += [
             "",
-            "| after 20 updates of 1 % | batches/s | ÷ unedited | SQL scan of label | ÷ unedited |",
+            "| after 20 updates of 1 % (or one merge_insert) | batches/s | ÷ unedited "
+            "| SQL scan of label | ÷ unedited |",
             "|---|---:|---:|---:|---:|",
             f"| unedited | {a['unedited']['batches_per_s']:.0f} | 1.00x | "
             f"{a['unedited']['sql_s'] * 1e3:.1f} ms | 1.00x |",
         ]
-        for k in ("edited", "compacted"):
+        for k in ("edited", "compacted", "merged", "merged_compacted"):
             lines.append(
-                f"| {k} | {a[k]['batches_per_s']:.0f} | {a[k]['batches_ratio']:.2f}x | "
+                f"| {k.replace('_', ' ')} | {a[k]['batches_per_s']:.0f} | "
+                f"{a[k]['batches_ratio']:.2f}x | "
                 f"{a[k]['sql_s'] * 1e3:.1f} ms | {a[k]['sql_ratio']:.2f}x |"
             )
     return "\n".join(lines)
