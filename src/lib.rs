@@ -62,6 +62,7 @@ pub mod columnar;
 pub mod error;
 pub mod executor;
 mod format;
+mod hash;
 #[cfg(feature = "image")]
 pub mod image;
 mod io;

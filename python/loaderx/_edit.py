@@ -67,6 +67,15 @@ def repeated_key(pa, keys, on: list[str]):
     return row[on[0]] if len(on) == 1 else row
 
 
+def _integer_keys(pa, typ, target_keys, source_keys) -> bool:
+    """Whether a key column of type ``typ`` (the source's cast to it)
+    holds integers that int64 holds exactly, and neither side a null."""
+    exact = pa.types.is_signed_integer(typ) or (
+        pa.types.is_unsigned_integer(typ) and typ.bit_width < 64
+    )
+    return exact and target_keys.null_count == 0 and source_keys.null_count == 0
+
+
 def check_keys(table, source, on: list[str], what: str) -> None:
     """ValueError naming a key column ``table`` or ``source`` lacks."""
     for c in on:
@@ -98,6 +107,19 @@ def key_match(pa, table, source, on: list[str], what: str):
             keys = keys.set_column(
                 keys.column_names.index(c), c, same_kind(pa, c, want, keys[c].combine_chunks())
             )
+    if len(on) == 1 and _integer_keys(
+        pa, target.schema.field(on[0]).type, target[on[0]], keys[on[0]]
+    ):
+        # Integer keys: one native pass finds a repeated key and looks up
+        # each target key (a hash map of the source's keys).
+        def as_int64(col):
+            col = col.combine_chunks() if col.num_chunks else pa.array([], col.type)
+            return np.ascontiguousarray(col.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+        index, twice = _native.key_index(as_int64(target[on[0]]), as_int64(keys[on[0]]))
+        if twice is not None:
+            raise ValueError(f"{what} gives key {twice!r} (of {on}) more than once")
+        return pa.array(index, mask=index < 0), keys
     twice = repeated_key(pa, keys, on)
     if twice is not None:
         raise ValueError(f"{what} gives key {twice!r} (of {on}) more than once")
@@ -624,7 +646,10 @@ def merge_insert(table, source, on, choices: dict) -> tuple[dict, int | None]:
     try:
         edited = {}
         if new:
-            edited = edit_groups(pa, write, table, matched, new)
+            # Columnar columns too are patched (the rows matched only): a
+            # merge touches rows all over the table, and rewriting whole
+            # groups of its columns cost more than the merge itself.
+            edited = edit_groups(pa, write, table, matched, new, patch_columnar=True)
         insert = None
         if inserts is not None:
             rows_write = _native.TableWrite(table.path, options, False, None)

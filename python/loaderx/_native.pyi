@@ -338,6 +338,9 @@ class TableBasis:
     def version(self) -> int: ...
 
 def make_versioned(uri: str, storage_options: dict[str, str] | None = None) -> int: ...
+def key_index(
+    target: npt.NDArray[np.int64], source: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], int | None]: ...
 def drop_columns(
     uri: str,
     names: list[str],

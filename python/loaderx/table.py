@@ -618,7 +618,10 @@ class Table(Mapping, Closing):
 
         Target rows whose key the source has take the source's values of
         the columns it has, in place (their record ids and order stay), as
-        :meth:`update` writes them (``when_matched="keep"`` leaves them).
+        patches of the matched rows, columnar columns too (their scans lay
+        the patches over the chunks, without pruning by the chunks'
+        statistics, until :meth:`compact` folds them;
+        ``when_matched="keep"`` leaves the rows).
         Source rows whose key the table lacks are appended in source order
         (``when_not_matched="skip"`` drops them); columns the source lacks
         get nulls there (a ValueError for a tensor column, which cannot

@@ -457,8 +457,30 @@ impl ColumnsWriteHandle {
     }
 }
 
+/// For each of `target`'s keys, the place of the same key in `source`
+/// (-1 where it lacks it), and the first key `source` repeats (None when
+/// none): the lookup behind the edits by key, without the GIL.
+#[pyfunction]
+pub fn key_index<'py>(
+    py: Python<'py>,
+    target: PyReadonlyArray1<'py, i64>,
+    source: PyReadonlyArray1<'py, i64>,
+) -> PyResult<(Bound<'py, PyArray1<i64>>, Option<i64>)> {
+    let target = target.as_slice().map_err(|_| {
+        pyo3::exceptions::PyValueError::new_err("target keys must be a contiguous int64 array")
+    })?;
+    let source = source.as_slice().map_err(|_| {
+        pyo3::exceptions::PyValueError::new_err("source keys must be a contiguous int64 array")
+    })?;
+    match py.detach(|| table::key_index(target, source)) {
+        Ok(index) => Ok((PyArray1::from_vec(py, index), None)),
+        Err(key) => Ok((PyArray1::from_vec(py, Vec::new()), Some(key))),
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ColumnsWriteHandle>()?;
+    m.add_function(wrap_pyfunction!(key_index, m)?)?;
     m.add_function(wrap_pyfunction!(make_versioned, m)?)?;
     m.add_function(wrap_pyfunction!(drop_columns, m)?)?;
     m.add_function(wrap_pyfunction!(delete_rows, m)?)?;

@@ -14,6 +14,7 @@ import pytest
 import loaderx
 
 pa = pytest.importorskip("pyarrow")
+pc = pytest.importorskip("pyarrow.compute")
 
 N = 40
 
@@ -309,9 +310,9 @@ def test_patches_with_nulls_read_everywhere(table, tmp_path, layout, monkeypatch
     (the second patch over the first), read by gathers, Arrow, SQL (its
     predicates on the new values too: no chunk is pruned by what its
     statistics said before), pandas, the DataLoader and copies; compact
-    folds the patches. This release's edits rewrite columnar columns whole;
-    patches of them (which readers accept, see docs/format.md) are written
-    here through the edit's own switch."""
+    folds the patches. ``merge_insert`` patches columnar columns and
+    ``update`` rewrites them whole; the columnar case here makes ``update``
+    patch them too, through the edit's own switch."""
     import functools
 
     import loaderx._edit as edit_module
@@ -748,6 +749,38 @@ def test_merge_insert_refuses_bad_input_and_commits_nothing(local, source, on, k
     assert files_of(local) == before
 
 
+@pytest.mark.parametrize(
+    "typ,keys",
+    [
+        ("int64", [7, -3, 2**40, 0, 5]),
+        ("int32", [7, -3, 11, 0, 5]),
+        ("uint64", [7, 2**63 + 1, 11, 0, 5]),  # past int64: matched by a hash join
+        ("string", ["g", "c", "x", "", "e"]),
+        ("int64-null", [7, None, 11, 0, 5]),  # a null key matches nothing
+    ],
+)
+def test_merge_insert_matches_keys_of_every_kind(tmp_path, typ, keys):
+    """Integer keys int64 holds go through the native lookup, others
+    through a hash join: both match, insert and refuse a repeated key
+    alike."""
+    arrow_type = pa.int64() if typ == "int64-null" else pa.type_for_alias(typ)
+    path = str(tmp_path / "t")
+    first = pa.table({"k": pa.array(keys, arrow_type), "v": pa.array([0, 1, 2, 3, 4], pa.int64())})
+    loaderx.ingest_sharded(first, path, workers=1, shards=2).close()
+    src_keys = pa.array([keys[4], keys[2], keys[0] if typ != "string" else "new"], arrow_type)
+    if typ != "string":
+        src_keys = pa.array([keys[4], keys[2], 99], arrow_type)
+    with loaderx.open_table(path, readonly=False) as t:
+        got = t.merge_insert({"k": src_keys, "v": pa.array([40, 20, 99], pa.int64())}, "k")
+        assert got == {"updated": 2, "inserted": 1, "deleted": 0}
+        assert col(t, "v").tolist() == [0, 1, 20, 3, 40, 99]
+        assert t["k"].to_arrow(np.arange(t.num_rows)).to_pylist() == keys + [src_keys[2].as_py()]
+        twice = pa.array([keys[3], keys[2], keys[3]], arrow_type)
+        with pytest.raises(ValueError, match=f"key {keys[3]!r}"):
+            t.merge_insert({"k": twice, "v": pa.array([1, 2, 3], pa.int64())}, "k")
+        assert t.version == 2
+
+
 def test_a_merge_that_inserts_conflicts_with_rows_added_meanwhile(local):
     a = loaderx.open_table(local, readonly=False)
     b = loaderx.open_table(local, readonly=False)
@@ -784,11 +817,24 @@ def test_a_merge_that_only_updates_lands_beside_an_append(local):
 # Random histories of edits against an in-memory model.
 
 
-@pytest.mark.parametrize("layout", ["columnar", "records"])
-def test_random_edits_match_a_pyarrow_model_with_views_and_pinned_versions(tmp_path, layout):
+@pytest.mark.parametrize("layout", ["columnar", "records", "columnar-patched"])
+def test_random_edits_match_a_pyarrow_model_with_views_and_pinned_versions(
+    tmp_path, layout, monkeypatch
+):
     """With ``layout="records"`` the edits of label and text are patches
     (new values of the edited rows only), stacked, deleted around,
-    compacted and read at every version."""
+    compacted and read at every version; with ``"columnar-patched"`` the
+    edits patch the columnar columns (read by whole arrays with the
+    patches laid over them). Each version is read by gathers, by a scan
+    and by SQL predicates."""
+    if layout == "columnar-patched":
+        import functools
+
+        import loaderx._edit as edit_module
+
+        patching = functools.partial(edit_module.edit_groups, patch_columnar=True)
+        monkeypatch.setattr(edit_module, "edit_groups", patching)
+        layout = "columnar"
     rng = np.random.default_rng(11)
     path = str(tmp_path / "t")
     n0 = 30
@@ -909,6 +955,21 @@ def test_random_edits_match_a_pyarrow_model_with_views_and_pinned_versions(tmp_p
                     got = old[c][np.arange(old.num_rows)]
                     got = got.tolist() if hasattr(got, "tolist") else got
                     assert got == want[c].to_pylist(), (step, op, version, c)
+                scanned = loaderx.arrow.table(old).read_all()
+                for c in want.column_names:
+                    assert scanned[c].to_pylist() == want[c].to_pylist(), (step, op, version, c)
+                for pred, mask in [
+                    ("label >= 100", pc.greater_equal(want["label"], 100)),
+                    (
+                        "text = 'r3' OR text LIKE 'u%'",
+                        pc.or_kleene(
+                            pc.equal(want["text"], "r3"), pc.starts_with(want["text"], "u")
+                        ),
+                    ),
+                ]:
+                    got = loaderx.sql(f"SELECT id FROM t WHERE {pred} ORDER BY id", t=old)
+                    expect = sorted(want.filter(mask)["id"].to_pylist())
+                    assert got.column("id").to_pylist() == expect, (step, op, version, pred)
         for name, (version, rows) in views.items():
             with loaderx.open_table(path, view=name) as v:
                 want = models[version].take(pa.array(rows))

@@ -13,7 +13,9 @@ use arrow_buffer::{BooleanBuffer, Buffer as ArrowBuffer, NullBuffer, OffsetBuffe
 use arrow_schema::{ArrowError, DataType, Field};
 
 use crate::error::{Error, Result};
-use crate::read::records::{Indices, Records};
+use crate::read::overlay::Hit;
+use crate::read::Overlay;
+use crate::read::records::{Indices, Records, Typed};
 use crate::schema::Kind;
 use crate::schema::{DType, Layout, Logical, Schema};
 
@@ -92,6 +94,178 @@ pub fn gather_array<'i>(store: &dyn Records, idx: impl Into<Indices<'i>>) -> Res
         // their chunks decoded within the budget.
         return c.take_array(idx);
     }
+    if let Some((o, base)) = store
+        .overlay()
+        .and_then(|o| o.base_columnar().map(|b| (o, b)))
+    {
+        return overlay_array(store, o, base, idx);
+    }
+    records_array(store, idx)
+}
+
+/// The columnar column at the base of whatever reads `store` by whole
+/// arrays: the column itself, or the one its patches lie over.
+pub fn array_base(store: &dyn Records) -> Option<&crate::columnar::Columnar> {
+    store
+        .columnar()
+        .or_else(|| store.overlay().and_then(|o| o.base_columnar()))
+}
+
+/// Records `idx` of a columnar column with patches laid over it: the
+/// base's array (slices of its chunks for a run of rows), with the
+/// patched records laid over it in their places.
+fn overlay_array(
+    store: &dyn Records,
+    o: &Overlay,
+    base: &crate::columnar::Columnar,
+    idx: &[u64],
+) -> Result<ArrayRef> {
+    let (phys, hits) = o.patched_places(idx)?;
+    let array = base.take_array(&phys)?;
+    lay_patches(store, o, array, &hits, |v| {
+        v.patched_places(idx).map(|(_, h)| h)
+    })
+    .or_else(|e| match e {
+        Fallback::Records => records_array(store, idx),
+        Fallback::Err(e) => Err(e),
+    })
+}
+
+/// Records `lo..hi` of a columnar column with patches laid over it and
+/// no selection: [`overlay_array`] of a run of records, which the scans
+/// of whole stripes read.
+pub(crate) fn overlay_range(store: &dyn Records, lo: u64, hi: u64) -> Result<Option<ArrayRef>> {
+    let Some((o, base)) = store
+        .overlay()
+        .and_then(|o| o.base_columnar().map(|b| (o, b)))
+    else {
+        return Ok(None);
+    };
+    if o.selection().is_some() || base.selection().is_some() {
+        return Ok(None);
+    }
+    let hits = o.patched_range(lo, hi)?;
+    let array = base.read_range(lo, hi)?;
+    match lay_patches(store, o, array, &hits, |v| v.patched_range(lo, hi)) {
+        Ok(a) => Ok(Some(a)),
+        Err(Fallback::Records) => {
+            let idx: Vec<u64> = (lo..hi).collect();
+            records_array(store, &idx).map(Some)
+        }
+        Err(Fallback::Err(e)) => Err(e),
+    }
+}
+
+/// Why [`lay_patches`] did not lay them: an error, or patches it cannot
+/// lay from the decoded values alone (the caller reads as records).
+enum Fallback {
+    Records,
+    Err(Error),
+}
+
+impl From<Error> for Fallback {
+    fn from(e: Error) -> Fallback {
+        Fallback::Err(e)
+    }
+}
+
+/// `array` (the base's values of some records) with the patched values
+/// `hits` of `o` laid over it, their nulls from the validity's own
+/// patches (`validity_hits` of the validity overlay).
+fn lay_patches(
+    store: &dyn Records,
+    o: &Overlay,
+    array: ArrayRef,
+    hits: &[Hit],
+    validity_hits: impl Fn(&Overlay) -> Result<Vec<Hit>>,
+) -> std::result::Result<ArrayRef, Fallback> {
+    let validity = match store.validity() {
+        None => None,
+        Some(v) => match v.overlay() {
+            Some(vo) => Some((vo, validity_hits(vo)?)),
+            // A validity that is not an overlay over a patched column.
+            None => return Err(Fallback::Records),
+        },
+    };
+    if let Some((_, vh)) = &validity {
+        // Every patch writes the values and the validity of the same
+        // rows: anything else is read as records.
+        if vh.len() != hits.len() || vh.iter().zip(hits).any(|(a, b)| a.pos != b.pos) {
+            return Err(Fallback::Records);
+        }
+    }
+    if hits.is_empty() {
+        return Ok(array);
+    }
+    let values = o.patched(hits);
+    let patched = match &validity {
+        None => records_array(&values, &(0..hits.len() as u64).collect::<Vec<_>>())?,
+        Some((vo, vh)) => {
+            let bits = vo.patched(vh);
+            let typed = Typed::new(&values, store.logical())?.with_validity(&bits)?;
+            records_array(&typed, &(0..hits.len() as u64).collect::<Vec<_>>())?
+        }
+    };
+    if patched.data_type() != array.data_type() {
+        return Err(Fallback::Err(Error::InvalidValue(format!(
+            "{}: patches read as {}, but the column reads as {}",
+            store.path().display(),
+            patched.data_type(),
+            array.data_type()
+        ))));
+    }
+    if let Some(a) = lay_fixed(&array, &patched, hits)? {
+        return Ok(a);
+    }
+    let mut at: Vec<(usize, usize)> = (0..array.len()).map(|i| (0, i)).collect();
+    for (k, h) in hits.iter().enumerate() {
+        at[h.pos] = (1, k);
+    }
+    arrow_select::interleave::interleave(&[array.as_ref(), patched.as_ref()], &at)
+        .map_err(|e| Fallback::Err(arrow_err(e)))
+}
+
+/// [`lay_patches`] for fixed-width values: the base's values copied
+/// once, the patched ones written over them in place (None for other
+/// types).
+fn lay_fixed(array: &ArrayRef, patched: &ArrayRef, hits: &[Hit]) -> Result<Option<ArrayRef>> {
+    let Some(w) = array.data_type().primitive_width() else {
+        return Ok(None);
+    };
+    let (a, p) = (array.to_data(), patched.to_data());
+    let n = a.len();
+    let src = &a.buffers()[0].as_slice()[a.offset() * w..(a.offset() + n) * w];
+    let new = &p.buffers()[0].as_slice()[p.offset() * w..(p.offset() + p.len()) * w];
+    let mut values = arrow_buffer::MutableBuffer::new(n * w);
+    values.extend_from_slice(src);
+    let out = values.as_slice_mut();
+    for (k, h) in hits.iter().enumerate() {
+        out[h.pos * w..(h.pos + 1) * w].copy_from_slice(&new[k * w..(k + 1) * w]);
+    }
+    let nulls = if a.nulls().is_none() && p.nulls().is_none() {
+        None
+    } else {
+        let mut bits = arrow_buffer::BooleanBufferBuilder::new(n);
+        match a.nulls() {
+            Some(nb) => bits.append_buffer(nb.inner()),
+            None => bits.append_n(n, true),
+        }
+        for (k, h) in hits.iter().enumerate() {
+            bits.set_bit(h.pos, p.is_valid(k));
+        }
+        Some(NullBuffer::new(bits.finish()))
+    };
+    let data = arrow_data::ArrayData::builder(array.data_type().clone())
+        .len(n)
+        .add_buffer(values.into())
+        .nulls(nulls)
+        .build()
+        .map_err(arrow_err)?;
+    Ok(Some(arrow_array::make_array(data)))
+}
+
+/// [`gather_array`] of a column read as records.
+fn records_array(store: &dyn Records, idx: &[u64]) -> Result<ArrayRef> {
     let array = gather_values(store, idx)?;
     match gather_nulls(store, idx)? {
         Some(nulls) if nulls.null_count() > 0 => {

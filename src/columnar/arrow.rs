@@ -14,6 +14,7 @@ use super::decode::{decode_bytes_into, decode_fixed_into, Decoded};
 use super::format::ValueKind;
 use crate::error::{Error, Result};
 use crate::schema::DType;
+use crate::store::gather::contiguous;
 
 /// The bytes `bytes` (inside `owner`) as an Arrow buffer that keeps
 /// `owner` alive.
@@ -461,14 +462,6 @@ fn with_nulls(array: ArrayRef, nulls: Option<NullBuffer>) -> Result<ArrayRef> {
 }
 
 /// `idx` as a range when it counts up by one.
-fn contiguous(idx: &[u64]) -> Option<std::ops::Range<u64>> {
-    let first = *idx.first()?;
-    let last = *idx.last()?;
-    let span = last.checked_sub(first)?.checked_add(1)?;
-    (span == idx.len() as u64 && idx.windows(2).all(|w| w[0].checked_add(1) == Some(w[1])))
-        .then_some(first..last + 1)
-}
-
 /// One array of `pieces` (the piece itself when there is one).
 pub fn concat(pieces: &[ArrayRef]) -> Result<ArrayRef> {
     match pieces {

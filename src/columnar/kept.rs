@@ -13,11 +13,11 @@
 //! - Sixteen shards by key, each a sixteenth of the budget, each its own
 //!   lock and clock hand: a read locks one shard for a lookup.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::decode::Decoded;
+use crate::hash::CheapMap;
 use crate::per_process::PerProcess;
 
 /// Decoded chunks the process keeps, in bytes, by default.
@@ -95,35 +95,8 @@ struct Slot {
     used: bool,
 }
 
-/// Hashes a [`Key`] with two multiplications: keys are small numbers the
-/// process made (no adversary), and a lookup is on every random read's
-/// path, where SipHash's rounds showed in profiles.
-#[derive(Default)]
-struct KeyHasher(u64);
-
-impl std::hash::Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(b as u64);
-        }
-    }
-
-    #[inline]
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(26) ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-
-    #[inline]
-    fn write_u32(&mut self, x: u32) {
-        self.write_u64(x as u64);
-    }
-}
-
-type KeyMap = HashMap<Key, usize, std::hash::BuildHasherDefault<KeyHasher>>;
+/// A lookup is on every random read's path: the cheap hasher.
+type KeyMap = CheapMap<Key, usize>;
 
 #[derive(Default)]
 struct Shard {

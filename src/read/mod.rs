@@ -14,6 +14,7 @@ mod sample;
 
 pub use buffer::Buffer;
 pub use concat::Concat;
+pub use overlay::Overlay;
 pub use ragged::{Packed, RaggedBatch, RaggedRecord};
 pub use records::{check_validity, Indices, ReadCounters, Records, Stats, StoreAccess, Typed};
 pub use sample::sample_store;

@@ -12,17 +12,20 @@
 //! the patched values are never missed, at the cost of the columnar fast
 //! paths until a compaction folds the patches.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::patch::Layers;
+use std::sync::OnceLock;
+
+use super::patch::{Decoded, Layers};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::read::buffer::Buffer;
 use crate::read::ragged::RaggedBatch;
 use crate::read::records::{dense_width, ReadCounters, Records, Stats};
 use crate::schema::{DType, Logical, Schema};
-use crate::store::gather::check_indices;
+use crate::store::gather::{check_indices, contiguous};
 use crate::store::Store;
 
 /// What an overlay lays its patches over.
@@ -39,6 +42,8 @@ pub struct Overlay {
     starts: Vec<u64>,
     /// By part (None where a part has no patch).
     patches: Vec<Option<Layers>>,
+    /// By part: its patched values, decoded on first read.
+    decoded: Vec<OnceLock<Decoded>>,
     rows: Option<Arc<[u64]>>,
 }
 
@@ -56,14 +61,13 @@ impl std::fmt::Debug for Overlay {
     }
 }
 
-/// A patched record of a batch: its place in the batch, the part and
-/// layer holding it and its record there.
-#[derive(Clone, Copy)]
-struct Hit {
-    pos: usize,
-    part: u32,
-    layer: u32,
-    at: u64,
+/// A patched record of a batch: its place in the batch, its part and its
+/// place among the part's patched records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hit {
+    pub pos: usize,
+    pub part: u32,
+    pub j: u32,
 }
 
 impl Overlay {
@@ -158,6 +162,7 @@ impl Overlay {
                 }
             })
             .collect::<Result<Vec<_>>>()?;
+        let decoded = patches.iter().map(|_| OnceLock::new()).collect();
         Ok(Overlay {
             path,
             schema,
@@ -165,8 +170,121 @@ impl Overlay {
             base,
             starts,
             patches,
+            decoded,
             rows,
         })
+    }
+
+    /// The columnar column the patches lie over, when they lie over one
+    /// (not a validity): what reads the overlay by whole arrays.
+    pub fn base_columnar(&self) -> Option<&crate::columnar::Columnar> {
+        self.base.as_ref()?.columnar()
+    }
+
+    /// The records `idx` as physical records, and those of them a patch
+    /// layer holds, by place in `idx` (ascending). A run of consecutive
+    /// physical records finds them by part (two binary searches a part),
+    /// others one by one.
+    pub fn patched_places<'a>(&self, idx: &'a [u64]) -> Result<(Cow<'a, [u64]>, Vec<Hit>)> {
+        check_indices(idx, self.len())?;
+        let phys: Cow<'a, [u64]> = match &self.rows {
+            Some(rows) => Cow::Owned(idx.iter().map(|&i| rows[i as usize]).collect()),
+            None => Cow::Borrowed(idx),
+        };
+        let hits = match contiguous(&phys) {
+            Some(range) => self.hits_within(range.start, range.end),
+            None => self.hits_of(&phys),
+        };
+        Ok((phys, hits))
+    }
+
+    /// The patched records among physical records `lo..hi`, by place from
+    /// `lo`.
+    fn hits_within(&self, lo: u64, hi: u64) -> Vec<Hit> {
+        let mut out = Vec::new();
+        let first = self.starts[1..].partition_point(|&end| end <= lo);
+        for s in first..self.starts.len() - 1 {
+            let (start, end) = (self.starts[s], self.starts[s + 1]);
+            if start >= hi {
+                break;
+            }
+            if let Some(layers) = &self.patches[s] {
+                let (a, rows) = layers.rows_within(lo.max(start) - start, hi.min(end) - start);
+                out.extend(rows.iter().enumerate().map(|(k, &r)| Hit {
+                    pos: (start + r - lo) as usize,
+                    part: s as u32,
+                    j: (a + k) as u32,
+                }));
+            }
+        }
+        out
+    }
+
+    /// The patched records among physical records `phys`, by place.
+    fn hits_of(&self, phys: &[u64]) -> Vec<Hit> {
+        phys.iter()
+            .enumerate()
+            .filter_map(|(pos, &p)| {
+                self.hit(p).map(|(part, j)| Hit {
+                    pos,
+                    part,
+                    j: j as u32,
+                })
+            })
+            .collect()
+    }
+
+    /// The physical records the overlay presents, when not every one in
+    /// order.
+    pub fn selection(&self) -> Option<&Arc<[u64]>> {
+        self.rows.as_ref()
+    }
+
+    /// The patched records among records `lo..hi` of an overlay without a
+    /// selection, by place from `lo`.
+    pub fn patched_range(&self, lo: u64, hi: u64) -> Result<Vec<Hit>> {
+        if self.rows.is_some() || lo > hi || hi > self.len() {
+            return Err(Error::InvalidValue(format!(
+                "{}: a range of records {lo}..{hi} of an overlay of {} records{}",
+                self.path.display(),
+                self.len(),
+                if self.rows.is_some() {
+                    " with a selection"
+                } else {
+                    ""
+                }
+            )));
+        }
+        Ok(self.hits_within(lo, hi))
+    }
+
+    /// The records `hits` holds (of this overlay) as records of their own,
+    /// record `k` the value of hit `k`.
+    pub fn patched<'a>(&'a self, hits: &'a [Hit]) -> Patched<'a> {
+        Patched { of: self, hits }
+    }
+
+    /// The bytes of the value at place `j` among part `part`'s patched
+    /// records (decoding the part's patches on first use).
+    fn patched_value(&self, part: u32, j: u32) -> Result<&[u8]> {
+        let cell = &self.decoded[part as usize];
+        let decoded = match cell.get() {
+            Some(d) => d,
+            None => {
+                let layers = self.patches[part as usize]
+                    .as_ref()
+                    .expect("a hit names a patched part");
+                let width = match self.schema.layout {
+                    crate::schema::Layout::Dense { .. } => {
+                        Some(dense_width(&self.path, &self.schema)?)
+                    }
+                    crate::schema::Layout::Ragged => None,
+                };
+                let d = layers.decode(width)?;
+                cell.get_or_init(|| d)
+            }
+        };
+        Ok(decoded.value(j as usize))
     }
 
     /// Records in each part.
@@ -183,50 +301,29 @@ impl Overlay {
         }
     }
 
-    /// The part, layer and record of a patched physical record.
+    /// The part of a patched physical record and its place among the
+    /// part's patched records.
     #[inline]
-    fn hit(&self, p: u64) -> Option<(u32, u32, u64)> {
+    fn hit(&self, p: u64) -> Option<(u32, usize)> {
         let s = self.starts[1..].partition_point(|&end| end <= p);
         let layers = self.patches.get(s)?.as_ref()?;
-        let (layer, at) = layers.find_layer(p - self.starts[s])?;
-        Some((s as u32, layer as u32, at))
+        let j = layers.place(p - self.starts[s])?;
+        Some((s as u32, j))
     }
 
-    fn layer(&self, part: u32, layer: u32) -> &Store {
-        &self.patches[part as usize]
-            .as_ref()
-            .expect("a hit names a patched part")
-            .stores()[layer as usize]
+    /// The store and record holding physical record `p`, when a patch
+    /// layer holds it.
+    fn find(&self, p: u64) -> Option<(&Store, u64)> {
+        let s = self.starts[1..].partition_point(|&end| end <= p);
+        self.patches.get(s)?.as_ref()?.find(p - self.starts[s])
     }
 
-    /// `idx` as physical records, and the patched ones among them grouped
-    /// by the store holding them.
+    /// `idx` as physical records, and the patched ones among them.
     fn resolve(&self, idx: &[u64]) -> Result<(Vec<u64>, Vec<Hit>)> {
         check_indices(idx, self.len())?;
         let phys: Vec<u64> = idx.iter().map(|&i| self.physical(i)).collect();
-        let mut hits: Vec<Hit> = phys
-            .iter()
-            .enumerate()
-            .filter_map(|(pos, &p)| {
-                self.hit(p).map(|(part, layer, at)| Hit {
-                    pos,
-                    part,
-                    layer,
-                    at,
-                })
-            })
-            .collect();
-        hits.sort_by_key(|h| (h.part, h.layer, h.pos));
+        let hits = self.hits_of(&phys);
         Ok((phys, hits))
-    }
-
-    /// The hits of each store, in turn: the store and the hits.
-    fn by_store<'a>(
-        &'a self,
-        hits: &'a [Hit],
-    ) -> impl Iterator<Item = (&'a Store, &'a [Hit])> + 'a {
-        hits.chunk_by(|a, b| (a.part, a.layer) == (b.part, b.layer))
-            .map(|run| (self.layer(run[0].part, run[0].layer), run))
     }
 }
 
@@ -255,8 +352,8 @@ impl Records for Overlay {
             return None;
         }
         let p = self.physical(i);
-        match (self.hit(p), &self.base) {
-            (Some((part, layer, at)), _) => self.layer(part, layer).logical_len(at),
+        match (self.find(p), &self.base) {
+            (Some((store, at)), _) => store.logical_len(at),
             (None, Some(b)) => b.logical_len(p),
             (None, None) => Some(1),
         }
@@ -309,12 +406,8 @@ impl Records for Overlay {
             Some(b) => b.gather_dense_into(&phys, dst)?,
             None => dst.fill(1),
         }
-        for (store, run) in self.by_store(&hits) {
-            let at: Vec<u64> = run.iter().map(|h| h.at).collect();
-            let got = store.gather_dense(&at)?;
-            for (h, v) in run.iter().zip(got.as_slice().chunks_exact(w)) {
-                dst[h.pos * w..(h.pos + 1) * w].copy_from_slice(v);
-            }
+        for h in &hits {
+            dst[h.pos * w..(h.pos + 1) * w].copy_from_slice(self.patched_value(h.part, h.j)?);
         }
         Ok(())
     }
@@ -340,27 +433,26 @@ impl Records for Overlay {
             .filter(|(_, &p)| !p)
             .map(|(&p, _)| p)
             .collect();
-        let mut batches = vec![base.gather_ragged(&rest)?];
-        for (store, run) in self.by_store(&hits) {
-            let at: Vec<u64> = run.iter().map(|h| h.at).collect();
-            batches.push(store.gather_ragged(&at)?);
-        }
-        // Each record's source batch and span, by place in the batch.
-        let mut from = vec![(0usize, (0usize, 0usize)); phys.len()];
-        let mut next = batches[0].spans.iter();
-        for (pos, &p) in patched.iter().enumerate() {
-            if !p {
-                from[pos] = (0, *next.next().expect("one span per base record"));
-            }
-        }
-        for (k, (_, run)) in self.by_store(&hits).enumerate() {
-            for (h, &span) in run.iter().zip(&batches[k + 1].spans) {
-                from[h.pos] = (k + 1, span);
+        let rest = base.gather_ragged(&rest)?;
+        // Each record's bytes, by place in the batch.
+        let mut from: Vec<&[u8]> = Vec::with_capacity(phys.len());
+        let mut next = rest.spans.iter();
+        let mut hit = hits.iter().peekable();
+        for pos in 0..phys.len() {
+            match hit.peek() {
+                Some(h) if h.pos == pos => {
+                    from.push(self.patched_value(h.part, h.j)?);
+                    hit.next();
+                }
+                _ => {
+                    let &(start, n) = next.next().expect("one span per base record");
+                    from.push(&rest.buffer.as_slice()[start..start + n]);
+                }
             }
         }
         // One buffer, records in batch order at 8-byte aligned offsets, as
         // every gather lays them (readers pack payloads down in place).
-        let total: usize = from.iter().map(|(_, (_, n))| n.next_multiple_of(8)).sum();
+        let total: usize = from.iter().map(|v| v.len().next_multiple_of(8)).sum();
         let mut buf = Buffer::try_new(total).ok_or_else(|| Error::OutOfMemory {
             bytes: total as u64,
             what: format!("a gather of {} records", idx.len()),
@@ -368,8 +460,9 @@ impl Records for Overlay {
         let out = buf.as_mut_slice();
         let mut spans = Vec::with_capacity(from.len());
         let mut write = 0usize;
-        for &(k, (start, n)) in &from {
-            out[write..write + n].copy_from_slice(&batches[k].buffer.as_slice()[start..start + n]);
+        for v in &from {
+            let n = v.len();
+            out[write..write + n].copy_from_slice(v);
             spans.push((write, n));
             write += n.next_multiple_of(8);
         }
@@ -379,8 +472,8 @@ impl Records for Overlay {
     fn read_record(&self, i: u64) -> Result<Vec<u8>> {
         check_indices(&[i], self.len())?;
         let p = self.physical(i);
-        match (self.hit(p), &self.base) {
-            (Some((part, layer, at)), _) => self.layer(part, layer).read_record(at),
+        match (self.find(p), &self.base) {
+            (Some((store, at)), _) => store.read_record(at),
             (None, Some(b)) => b.read_record(p),
             (None, None) => Ok(vec![1]),
         }
@@ -392,6 +485,122 @@ impl Records for Overlay {
 
     fn stored_columnar(&self) -> bool {
         self.base.as_ref().is_some_and(|b| b.stored_columnar())
+    }
+
+    fn overlay(&self) -> Option<&Overlay> {
+        Some(self)
+    }
+}
+
+/// Some patched records of an overlay as records of their own (record
+/// `k`: the newest value of hit `k`), read from the decoded patches: what
+/// readers that read the base by whole arrays lay over it.
+pub struct Patched<'a> {
+    of: &'a Overlay,
+    hits: &'a [Hit],
+}
+
+impl Patched<'_> {
+    fn value(&self, k: u64) -> Result<&[u8]> {
+        let h = self.hits[k as usize];
+        self.of.patched_value(h.part, h.j)
+    }
+}
+
+impl Records for Patched<'_> {
+    fn path(&self) -> &Path {
+        &self.of.path
+    }
+
+    fn schema(&self) -> &Schema {
+        &self.of.schema
+    }
+
+    fn codec(&self) -> Codec {
+        self.of.codec()
+    }
+
+    fn len(&self) -> u64 {
+        self.hits.len() as u64
+    }
+
+    fn logical_len(&self, i: u64) -> Option<usize> {
+        let h = self.hits.get(i as usize)?;
+        self.of.patched_value(h.part, h.j).ok().map(<[u8]>::len)
+    }
+
+    fn stats(&self) -> Stats {
+        Stats {
+            records: self.len(),
+            live_bytes: 0,
+            data_bytes: 0,
+            reclaimable: 0,
+            raw_records: 0,
+        }
+    }
+
+    fn read_counters(&self) -> ReadCounters {
+        ReadCounters::default()
+    }
+
+    fn is_readonly(&self) -> bool {
+        true
+    }
+
+    fn checksum(&self) -> bool {
+        self.of.checksum()
+    }
+
+    fn gather_dense_into(&self, idx: &[u64], dst: &mut [u8]) -> Result<()> {
+        let w = dense_width(&self.of.path, &self.of.schema)?;
+        check_indices(idx, self.len())?;
+        if dst.len() != idx.len() * w {
+            return Err(Error::InvalidValue(format!(
+                "a gather of {} records of {w} bytes needs {} bytes, got {}",
+                idx.len(),
+                idx.len() * w,
+                dst.len()
+            )));
+        }
+        for (out, &k) in dst.chunks_exact_mut(w).zip(idx) {
+            out.copy_from_slice(self.value(k)?);
+        }
+        Ok(())
+    }
+
+    fn gather_ragged(&self, idx: &[u64]) -> Result<RaggedBatch> {
+        check_indices(idx, self.len())?;
+        let mut total = 0usize;
+        for &k in idx {
+            total += self.value(k)?.len().next_multiple_of(8);
+        }
+        let mut buf = Buffer::try_new(total).ok_or_else(|| Error::OutOfMemory {
+            bytes: total as u64,
+            what: format!("a gather of {} records", idx.len()),
+        })?;
+        let out = buf.as_mut_slice();
+        let mut spans = Vec::with_capacity(idx.len());
+        let mut write = 0usize;
+        for &k in idx {
+            let v = self.value(k)?;
+            out[write..write + v.len()].copy_from_slice(v);
+            spans.push((write, v.len()));
+            write += v.len().next_multiple_of(8);
+        }
+        Ok(RaggedBatch::new(
+            buf,
+            spans,
+            self.of.schema.dtype.itemsize(),
+        ))
+    }
+
+    fn read_record(&self, i: u64) -> Result<Vec<u8>> {
+        check_indices(&[i], self.len())?;
+        Ok(self.value(i)?.to_vec())
+    }
+
+    fn logical(&self) -> Logical {
+        self.of.logical
     }
 }
 
@@ -466,6 +675,71 @@ mod tests {
             o.gather_dense(&[12]),
             Err(Error::IndexOutOfRange { index: 12, len: 12 })
         ));
+    }
+
+    #[test]
+    fn patched_places_of_a_run_and_of_scattered_records_agree() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = Concat::new(
+            tmp.path().join("col"),
+            vec![
+                dense(tmp.path(), "a", &[0, 1, 2, 3, 4]),
+                dense(tmp.path(), "b", &[5, 6, 7, 8, 9, 10, 11]),
+                dense(tmp.path(), "c", &[12, 13]),
+            ],
+        )
+        .unwrap();
+        let layers = vec![
+            vec![(vec![4], dense(tmp.path(), "p0", &[104]))],
+            vec![
+                (vec![0, 3, 6], dense(tmp.path(), "p1", &[100, 103, 106])),
+                (vec![3, 4], dense(tmp.path(), "p2", &[203, 204])),
+            ],
+            vec![(vec![1], dense(tmp.path(), "p3", &[113]))],
+        ];
+        let o = Overlay::new(Box::new(base), &[5, 7, 2], layers, None).unwrap();
+        // Patched physical records: 4, 5, 8, 9, 11, 13.
+        let run: Vec<u64> = (3..14).collect();
+        let pos = |hits: &[Hit]| hits.iter().map(|h| h.pos).collect::<Vec<_>>();
+        let (phys, hits) = o.patched_places(&run).unwrap();
+        assert_eq!(&*phys, &run[..]);
+        assert_eq!(pos(&hits), [1, 2, 5, 6, 8, 10]);
+        // Part 1's patched records 0, 3, 4, 6 are its places 0..4.
+        assert_eq!(
+            hits[2],
+            Hit {
+                pos: 5,
+                part: 1,
+                j: 1
+            }
+        );
+        let scattered = [13, 0, 5, 4, 12];
+        let (_, by_one) = o.patched_places(&scattered).unwrap();
+        assert_eq!(pos(&by_one), [0, 2, 3]);
+        assert_eq!(
+            by_one[0],
+            Hit {
+                pos: 0,
+                part: 2,
+                j: 0
+            }
+        );
+        assert_eq!(numbers(&o, &scattered), [113, 0, 100, 104, 12]);
+        let (_, none) = o.patched_places(&[0, 1, 2]).unwrap();
+        assert!(none.is_empty());
+        assert!(o.patched_places(&[14]).is_err());
+        // Through a selection: records 0..4 are physical 3, 4, 6, 11.
+        let base = Concat::new(
+            tmp.path().join("col2"),
+            vec![dense(tmp.path(), "d", &(0..14).collect::<Vec<_>>())],
+        )
+        .unwrap();
+        let rows: Arc<[u64]> = vec![3, 4, 6, 11].into();
+        let layers = vec![vec![(vec![4, 11], dense(tmp.path(), "p4", &[1, 2]))]];
+        let o = Overlay::new(Box::new(base), &[14], layers, Some(rows)).unwrap();
+        let (phys, hits) = o.patched_places(&[0, 1, 2, 3]).unwrap();
+        assert_eq!(&*phys, &[3, 4, 6, 11]);
+        assert_eq!(pos(&hits), [1, 3]);
     }
 
     #[test]

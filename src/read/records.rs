@@ -197,6 +197,12 @@ pub trait Records: Send + Sync {
     fn columnar(&self) -> Option<&crate::columnar::Columnar> {
         None
     }
+    /// The column itself when it is one with patches laid over it
+    /// ([`crate::read::Overlay`]), for readers that read those by
+    /// whole arrays.
+    fn overlay(&self) -> Option<&crate::read::Overlay> {
+        None
+    }
     /// Whether the records are stored as a columnar column: one read as
     /// such ([`Records::columnar`]), or one with patches laid over it,
     /// which reads as records until a compaction folds them.
@@ -311,6 +317,9 @@ impl Records for Typed<'_> {
     }
     fn stored_columnar(&self) -> bool {
         self.records.stored_columnar()
+    }
+    fn overlay(&self) -> Option<&crate::read::Overlay> {
+        self.records.overlay()
     }
 }
 

@@ -86,6 +86,15 @@ pub(crate) fn check_indices(idx: &[u64], len: u64) -> Result<()> {
     }
 }
 
+/// `idx` as one range when its indices run consecutively (none empty).
+pub(crate) fn contiguous(idx: &[u64]) -> Option<std::ops::Range<u64>> {
+    let first = *idx.first()?;
+    let last = *idx.last()?;
+    let span = last.checked_sub(first)?.checked_add(1)?;
+    (span == idx.len() as u64 && idx.windows(2).all(|w| w[0].checked_add(1) == Some(w[1])))
+        .then_some(first..last + 1)
+}
+
 /// Records per chunk for a gather of `records` records and `bytes` bytes:
 /// at least one, and about [`CHUNK_BYTES_RAW`] or [`CHUNK_BYTES_CODED`] of
 /// output each.

@@ -27,6 +27,7 @@
 #[cfg(feature = "remote")]
 mod copy;
 mod files;
+mod keys;
 // The on-disk documents of a table (manifest.json, table.json, the
 // version files) and their constants: the binding, the connectors and the
 // format tests read them; the product API is `Table` and the writes below.
@@ -53,6 +54,9 @@ pub use manifest::{
     MANIFEST_LOCK, SELF_SHARD,
 };
 pub use manifest::{is_sharded, Manifest};
+// The key lookup of the edits by key, for the binding: not product API.
+#[doc(hidden)]
+pub use keys::key_index;
 pub use open::{open_columns, Column, Shard, Stream, Table};
 pub use shard::{column_names, shard_schema, ColumnSpec, ShardSchema};
 pub use types::{read_types, write_types, ColumnLayout, ColumnType, Layouts};

@@ -12,7 +12,7 @@ use super::versions::{read_manifest_in, VersionRef};
 use super::ColumnLayout;
 use crate::columnar::{ColumnFile, Columnar};
 use crate::io::Fs;
-use crate::read::overlay::Overlay;
+use crate::read::Overlay;
 use crate::repr::{py_list, py_str};
 use crate::schema::Kind;
 use crate::schema::Logical;
@@ -234,6 +234,9 @@ impl Records for Column {
     }
     fn stored_columnar(&self) -> bool {
         self.data.records().stored_columnar()
+    }
+    fn overlay(&self) -> Option<&Overlay> {
+        self.data.records().overlay()
     }
 }
 

@@ -229,8 +229,10 @@ impl<S: StoreAccess> Scan<S> {
             if c < offset {
                 continue;
             }
+            // A columnar column, or one with patches laid over it (read by
+            // whole arrays too).
             let (is, per_row) = self.streams[c - offset].1.with(|s| {
-                Ok(match s.columnar() {
+                Ok(match crate::arrow::gather::array_base(s) {
                     Some(col) => (true, col.mean_value_bytes()),
                     None => (false, 0),
                 })

@@ -43,6 +43,11 @@ impl<S: StoreAccess> Scan<S> {
         }
         self.streams[c - offset].1.with(|s| {
             let Some(col) = s.columnar() else {
+                // A columnar column with patches: its chunks' slices with
+                // the patched values laid over them.
+                if let Some(a) = crate::arrow::gather::overlay_range(s, rows.start, rows.end)? {
+                    return Ok(a);
+                }
                 return gather_array(s, &rows.clone().collect::<Vec<u64>>());
             };
             match col.selection() {
