@@ -14,8 +14,8 @@ use arrow_schema::{ArrowError, DataType, Field};
 
 use crate::error::{Error, Result};
 use crate::read::overlay::Hit;
-use crate::read::Overlay;
 use crate::read::records::{Indices, Records, Typed};
+use crate::read::Overlay;
 use crate::schema::Kind;
 use crate::schema::{DType, Layout, Logical, Schema};
 
