@@ -453,7 +453,9 @@ def edit_groups(
         i, batch, at = jobs[0]
         write.write_patch(i, [batch], "zstd", at)
     elif jobs:
-        with ThreadPoolExecutor(min(len(jobs), os.cpu_count() or 1)) as pool:
+        # More threads than cores: a small patch's write is mostly waits
+        # on fsyncs (each of its stores', then the group's), which overlap.
+        with ThreadPoolExecutor(min(len(jobs), 4 * (os.cpu_count() or 1))) as pool:
             done = [pool.submit(write.write_patch, i, [b], "zstd", at) for i, b, at in jobs]
             for f in done:
                 f.result()
