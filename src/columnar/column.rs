@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::io::Fs;
 use crate::read::buffer::Buffer;
 use crate::read::ragged::{encoded_len, write_prefix, RaggedBatch};
-use crate::read::records::{ReadCounters, Records, Stats};
+use crate::read::records::{check_dense_dst, ReadCounters, Records, Stats};
 use crate::schema::{DType, Logical, Schema};
 use crate::store::gather::{check_indices, Counters};
 
@@ -330,14 +330,7 @@ impl Inner {
             return Err(not_dense(&self.path));
         };
         let w = dtype.itemsize();
-        if dst.len() != idx.len() * w {
-            return Err(Error::InvalidValue(format!(
-                "a gather of {} records of {w} bytes needs {} bytes, got {}",
-                idx.len(),
-                idx.len() * w,
-                dst.len()
-            )));
-        }
+        check_dense_dst(idx.len(), w, dst.len())?;
         let r = self.resolve(idx, true)?;
         r.prefetch_rows();
         for (pos, out) in dst.chunks_exact_mut(w).enumerate() {
@@ -649,13 +642,7 @@ impl Records for ValidityView {
         (i < self.len()).then_some(1)
     }
     fn stats(&self) -> Stats {
-        Stats {
-            records: self.len(),
-            live_bytes: 0,
-            data_bytes: 0,
-            reclaimable: 0,
-            raw_records: 0,
-        }
+        Stats::of_records(self.len())
     }
     fn read_counters(&self) -> ReadCounters {
         ReadCounters::default()

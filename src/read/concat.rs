@@ -253,25 +253,16 @@ impl Records for Concat {
     }
 
     fn stats(&self) -> Stats {
-        self.parts.iter().fold(
+        self.parts.iter().fold(Stats::of_records(0), |a, p| {
+            let s = p.stats();
             Stats {
-                records: 0,
-                live_bytes: 0,
-                data_bytes: 0,
-                reclaimable: 0,
-                raw_records: 0,
-            },
-            |a, p| {
-                let s = p.stats();
-                Stats {
-                    records: a.records + s.records,
-                    live_bytes: a.live_bytes + s.live_bytes,
-                    data_bytes: a.data_bytes + s.data_bytes,
-                    reclaimable: a.reclaimable + s.reclaimable,
-                    raw_records: a.raw_records + s.raw_records,
-                }
-            },
-        )
+                records: a.records + s.records,
+                live_bytes: a.live_bytes + s.live_bytes,
+                data_bytes: a.data_bytes + s.data_bytes,
+                reclaimable: a.reclaimable + s.reclaimable,
+                raw_records: a.raw_records + s.raw_records,
+            }
+        })
     }
 
     fn read_counters(&self) -> ReadCounters {

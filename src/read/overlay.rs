@@ -21,9 +21,8 @@ use std::sync::OnceLock;
 use super::patch::{Decoded, Layers};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
-use crate::read::buffer::Buffer;
 use crate::read::ragged::RaggedBatch;
-use crate::read::records::{dense_width, ReadCounters, Records, Stats};
+use crate::read::records::{check_dense_dst, dense_width, ReadCounters, Records, Stats};
 use crate::schema::{DType, Logical, Schema};
 use crate::store::gather::{check_indices, contiguous};
 use crate::store::Store;
@@ -362,13 +361,7 @@ impl Records for Overlay {
     fn stats(&self) -> Stats {
         match &self.base {
             Some(b) => b.stats(),
-            None => Stats {
-                records: self.len(),
-                live_bytes: 0,
-                data_bytes: 0,
-                reclaimable: 0,
-                raw_records: 0,
-            },
+            None => Stats::of_records(self.len()),
         }
     }
 
@@ -393,14 +386,7 @@ impl Records for Overlay {
 
     fn gather_dense_into(&self, idx: &[u64], dst: &mut [u8]) -> Result<()> {
         let w = dense_width(&self.path, &self.schema)?;
-        if dst.len() != idx.len() * w {
-            return Err(Error::InvalidValue(format!(
-                "a gather of {} records of {w} bytes needs {} bytes, got {}",
-                idx.len(),
-                idx.len() * w,
-                dst.len()
-            )));
-        }
+        check_dense_dst(idx.len(), w, dst.len())?;
         let (phys, hits) = self.resolve(idx)?;
         match &self.base {
             Some(b) => b.gather_dense_into(&phys, dst)?,
@@ -450,23 +436,7 @@ impl Records for Overlay {
                 }
             }
         }
-        // One buffer, records in batch order at 8-byte aligned offsets, as
-        // every gather lays them (readers pack payloads down in place).
-        let total: usize = from.iter().map(|v| v.len().next_multiple_of(8)).sum();
-        let mut buf = Buffer::try_new(total).ok_or_else(|| Error::OutOfMemory {
-            bytes: total as u64,
-            what: format!("a gather of {} records", idx.len()),
-        })?;
-        let out = buf.as_mut_slice();
-        let mut spans = Vec::with_capacity(from.len());
-        let mut write = 0usize;
-        for v in &from {
-            let n = v.len();
-            out[write..write + n].copy_from_slice(v);
-            spans.push((write, n));
-            write += n.next_multiple_of(8);
-        }
-        Ok(RaggedBatch::new(buf, spans, self.schema.dtype.itemsize()))
+        RaggedBatch::pack(&from, self.schema.dtype.itemsize())
     }
 
     fn read_record(&self, i: u64) -> Result<Vec<u8>> {
@@ -530,13 +500,7 @@ impl Records for Patched<'_> {
     }
 
     fn stats(&self) -> Stats {
-        Stats {
-            records: self.len(),
-            live_bytes: 0,
-            data_bytes: 0,
-            reclaimable: 0,
-            raw_records: 0,
-        }
+        Stats::of_records(self.len())
     }
 
     fn read_counters(&self) -> ReadCounters {
@@ -554,14 +518,7 @@ impl Records for Patched<'_> {
     fn gather_dense_into(&self, idx: &[u64], dst: &mut [u8]) -> Result<()> {
         let w = dense_width(&self.of.path, &self.of.schema)?;
         check_indices(idx, self.len())?;
-        if dst.len() != idx.len() * w {
-            return Err(Error::InvalidValue(format!(
-                "a gather of {} records of {w} bytes needs {} bytes, got {}",
-                idx.len(),
-                idx.len() * w,
-                dst.len()
-            )));
-        }
+        check_dense_dst(idx.len(), w, dst.len())?;
         for (out, &k) in dst.chunks_exact_mut(w).zip(idx) {
             out.copy_from_slice(self.value(k)?);
         }
@@ -570,28 +527,11 @@ impl Records for Patched<'_> {
 
     fn gather_ragged(&self, idx: &[u64]) -> Result<RaggedBatch> {
         check_indices(idx, self.len())?;
-        let mut total = 0usize;
-        for &k in idx {
-            total += self.value(k)?.len().next_multiple_of(8);
-        }
-        let mut buf = Buffer::try_new(total).ok_or_else(|| Error::OutOfMemory {
-            bytes: total as u64,
-            what: format!("a gather of {} records", idx.len()),
-        })?;
-        let out = buf.as_mut_slice();
-        let mut spans = Vec::with_capacity(idx.len());
-        let mut write = 0usize;
-        for &k in idx {
-            let v = self.value(k)?;
-            out[write..write + v.len()].copy_from_slice(v);
-            spans.push((write, v.len()));
-            write += v.len().next_multiple_of(8);
-        }
-        Ok(RaggedBatch::new(
-            buf,
-            spans,
-            self.of.schema.dtype.itemsize(),
-        ))
+        let values = idx
+            .iter()
+            .map(|&k| self.value(k))
+            .collect::<Result<Vec<_>>>()?;
+        RaggedBatch::pack(&values, self.of.schema.dtype.itemsize())
     }
 
     fn read_record(&self, i: u64) -> Result<Vec<u8>> {

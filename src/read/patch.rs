@@ -177,18 +177,11 @@ impl Layers {
                     .stores
                     .first()
                     .map_or(1, |s| s.schema().dtype.itemsize());
-                let total: usize = from.iter().map(|(_, (_, n))| n.next_multiple_of(8)).sum();
-                let mut buf = Buffer::try_new(total).ok_or_else(|| oom(total))?;
-                let out = buf.as_mut_slice();
-                let mut spans = Vec::with_capacity(n);
-                let mut write = 0usize;
-                for &(k, (start, len)) in &from {
-                    out[write..write + len]
-                        .copy_from_slice(&batches[k].buffer.as_slice()[start..start + len]);
-                    spans.push((write, len));
-                    write += len.next_multiple_of(8);
-                }
-                Ok(Decoded::Ragged(RaggedBatch::new(buf, spans, itemsize)))
+                let values: Vec<&[u8]> = from
+                    .iter()
+                    .map(|&(k, (start, len))| &batches[k].buffer.as_slice()[start..start + len])
+                    .collect();
+                Ok(Decoded::Ragged(RaggedBatch::pack(&values, itemsize)?))
             }
         }
     }

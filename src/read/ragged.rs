@@ -219,6 +219,26 @@ pub struct RaggedBatch {
 }
 
 impl RaggedBatch {
+    /// `records` (each a record's bytes: prefix and payload) copied into
+    /// one buffer in order, at 8-byte aligned offsets as every gather lays
+    /// them (readers pack payloads down in place).
+    pub(crate) fn pack(records: &[&[u8]], itemsize: usize) -> Result<RaggedBatch, crate::Error> {
+        let total: usize = records.iter().map(|v| v.len().next_multiple_of(8)).sum();
+        let mut buf = Buffer::try_new(total).ok_or_else(|| crate::Error::OutOfMemory {
+            bytes: total as u64,
+            what: format!("a gather of {} records", records.len()),
+        })?;
+        let out = buf.as_mut_slice();
+        let mut spans = Vec::with_capacity(records.len());
+        let mut write = 0usize;
+        for v in records {
+            out[write..write + v.len()].copy_from_slice(v);
+            spans.push((write, v.len()));
+            write += v.len().next_multiple_of(8);
+        }
+        Ok(RaggedBatch::new(buf, spans, itemsize))
+    }
+
     pub(crate) fn new(buffer: Buffer, spans: Vec<(usize, usize)>, itemsize: usize) -> RaggedBatch {
         RaggedBatch {
             buffer,

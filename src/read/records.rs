@@ -118,6 +118,32 @@ pub struct Stats {
     pub raw_records: u64,
 }
 
+impl Stats {
+    /// `records` records that take no stored bytes of their own (a view
+    /// over values held elsewhere).
+    pub fn of_records(records: u64) -> Stats {
+        Stats {
+            records,
+            live_bytes: 0,
+            data_bytes: 0,
+            reclaimable: 0,
+            raw_records: 0,
+        }
+    }
+}
+
+/// `InvalidValue` unless `dst` holds `n` records of `width` bytes: the
+/// check of every dense gather into a caller's buffer.
+pub(crate) fn check_dense_dst(n: usize, width: usize, dst: usize) -> Result<()> {
+    if dst != n * width {
+        return Err(Error::InvalidValue(format!(
+            "a gather of {n} records of {width} bytes needs {} bytes, got {dst}",
+            n * width
+        )));
+    }
+    Ok(())
+}
+
 /// How much a handle has read (for tests and tooling: proves what a query
 /// touched, without timing).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
