@@ -590,6 +590,14 @@ def merge_inserts(pa, fields: dict, columns: list[str], src, rows: np.ndarray):
     return pa.Table.from_arrays(arrays, names=columns)
 
 
+def _merge_patches(pa, write, table, matched, new) -> dict:
+    """The patches of a merge's matched rows (:func:`edit_groups`).
+    Columnar columns too are patched (the rows matched only): a merge
+    touches rows all over the table, and rewriting whole groups of its
+    columns cost more than the merge itself."""
+    return edit_groups(pa, write, table, matched, new, patch_columnar=True)
+
+
 def check_choices(choices: dict) -> None:
     for arg, allowed in MERGE_CHOICES.items():
         if choices[arg] not in allowed:
@@ -647,16 +655,23 @@ def merge_insert(table, source, on, choices: dict) -> tuple[dict, int | None]:
     rows_write = None
     try:
         edited = {}
-        if new:
-            # Columnar columns too are patched (the rows matched only): a
-            # merge touches rows all over the table, and rewriting whole
-            # groups of its columns cost more than the merge itself.
-            edited = edit_groups(pa, write, table, matched, new, patch_columnar=True)
-        insert = None
         if inserts is not None:
+            # The inserted rows are written on a thread of their own while
+            # the patches are (each native write releases the GIL; a patch
+            # waits on fsyncs more than it computes).
+            from concurrent.futures import ThreadPoolExecutor
+
             rows_write = _native.TableWrite(table.path, options, False, None)
-            name, _ = rows_write.write_streams([inserts], "zstd")
+            with ThreadPoolExecutor(1) as pool:
+                pending = pool.submit(rows_write.write_streams, [inserts], "zstd")
+                if new:
+                    edited = _merge_patches(pa, write, table, matched, new)
+                name, _ = pending.result()
             insert = (rows_write, [name])
+        else:
+            insert = None
+            if new:
+                edited = _merge_patches(pa, write, table, matched, new)
         version = write.commit_merge(edited, deletes, insert)
     except BaseException:
         write.discard()
