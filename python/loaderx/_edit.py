@@ -590,7 +590,7 @@ def merge_inserts(pa, fields: dict, columns: list[str], src, rows: np.ndarray):
     return pa.Table.from_arrays(arrays, names=columns)
 
 
-def _merge_patches(pa, write, table, matched, new) -> dict:
+def merge_patches(pa, write, table, matched, new) -> dict:
     """The patches of a merge's matched rows (:func:`edit_groups`).
     Columnar columns too are patched (the rows matched only): a merge
     touches rows all over the table, and rewriting whole groups of its
@@ -665,13 +665,13 @@ def merge_insert(table, source, on, choices: dict) -> tuple[dict, int | None]:
             with ThreadPoolExecutor(1) as pool:
                 pending = pool.submit(rows_write.write_streams, [inserts], "zstd")
                 if new:
-                    edited = _merge_patches(pa, write, table, matched, new)
+                    edited = merge_patches(pa, write, table, matched, new)
                 name, _ = pending.result()
             insert = (rows_write, [name])
         else:
             insert = None
             if new:
-                edited = _merge_patches(pa, write, table, matched, new)
+                edited = merge_patches(pa, write, table, matched, new)
         version = write.commit_merge(edited, deletes, insert)
     except BaseException:
         write.discard()

@@ -866,7 +866,7 @@ def _merge_group(group, write, rows_write, path, options, pinned, on, choices):
         edit = choices["when_matched"] == "update" and bool(updates)
         if edit:
             new = _edit.merge_updates(pa, fields, src, order.astype(np.int64), updates)
-            _edit.edit_groups(pa, write, table, ids, new)
+            _edit.merge_patches(pa, write, table, ids, new)
     rows = ids - np.uint64(_evolve.live_starts(write.shards())[i])
     return pa.table(
         {

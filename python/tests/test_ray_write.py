@@ -499,11 +499,14 @@ def test_merge_insert_of_a_dataset_one_task_per_shard_one_version(local_ray, tmp
         else:
             assert labels[r] == k % 7 and (emb[r] == k).all()
     assert captions[3] == "c3" and captions[n] is None  # columns the source lacks: null
-    # The tasks wrote the records column's new values as patches (the
-    # matched rows only), which the committing driver found.
+    # The tasks wrote the columns' new values as patches (the matched rows
+    # only, the columnar label as the records emb), which the committing
+    # driver found.
     with open(os.path.join(path, "manifest.json")) as f:
         groups = [g for s in json.load(f)["shards"] for g in s.get("groups", [])]
-    assert sum(g.get("patch", 0) for g in groups if g["columns"] == ["emb"]) == 4
+    patched = [g for g in groups if g.get("patch")]
+    assert sum(g["patch"] for g in patched) == 4
+    assert all(sorted(g["columns"]) == ["emb", "label"] for g in patched)
     # A repeated key: refused, nothing committed.
     bad = ray.data.from_arrow(pa.table({"id": np.array([5, 5]), "label": np.array([1, 2])}))
     with pytest.raises(ValueError, match="key 5"):
