@@ -382,6 +382,63 @@ def test_patches_with_nulls_read_everywhere(table, tmp_path, layout, monkeypatch
             assert all(t[c].layout == "columnar" for c in t if c != "emb")  # compact converts
 
 
+@pytest.mark.parametrize("budget", ["0", "64M"])
+def test_patched_columns_are_kept_under_the_one_column_cache_budget(local, budget):
+    """A patched columnar column's decoded patches are kept under
+    ``LOADERX_COLUMN_CACHE``, beside the chunks, and forgotten with the
+    table: with ``0`` nothing is kept (every read takes the values from
+    the patch stores), and either way the column reads the same."""
+    import json
+    import subprocess
+    import sys
+
+    with loaderx.open_table(local, readonly=False) as t:
+        ids = np.array([1, 5, 20, 33], np.int64)
+        got = t.merge_insert(
+            {"id": ids, "label": [10, 50, 200, 330], "note": ["a", None, "c", "d"]},
+            "id",
+            when_not_matched="skip",
+        )
+        assert got["updated"] == 4
+        assert t["label"].layout == "columnar"
+        want = model(t)
+    code = f"""
+import json, numpy as np, loaderx, loaderx.arrow
+from loaderx import _native
+t = loaderx.open_table({local!r})
+t["label"][np.array([2])]  # unpatched (a number read in place: nothing kept)
+chunk = _native.columnar_kept_bytes()
+t["label"][np.array([1])]  # patched, in the same chunk: the patch's values kept too
+patch = _native.columnar_kept_bytes() - chunk
+gather = t["label"][np.array([33, 1, 2, 20, 5])].tolist()
+scan = loaderx.arrow.table({{c: t[c] for c in ("label", "note")}}).read_all()
+sql = loaderx.sql("SELECT id FROM t WHERE label >= 10 ORDER BY id", t=t)
+t.close()
+print(json.dumps({{
+    "label": scan["label"].to_pylist(),
+    "note": scan["note"].to_pylist(),
+    "sql": sql.column("id").to_pylist(),
+    "gather": gather,
+    "chunk": chunk,
+    "patch": patch,
+    "closed": _native.columnar_kept_bytes(),
+}}))
+"""
+    env = dict(os.environ, LOADERX_COLUMN_CACHE=budget)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    got = json.loads(out.stdout)
+    assert got["label"] == want["label"] and got["note"] == want["note"]
+    assert got["sql"] == [i for i, v in enumerate(want["label"]) if v >= 10]
+    assert got["gather"] == [want["label"][i] for i in (33, 1, 2, 20, 5)]
+    if budget == "0":
+        assert got["chunk"] == 0 and got["patch"] == 0
+    else:
+        assert got["patch"] > 0  # the patch's values, kept beside any chunk
+    assert got["closed"] == 0  # forgotten with the table
+
+
 def test_two_patches_of_other_rows_of_the_same_shard_both_land(local):
     """Three handles planned on one version: patches of other rows of the
     same shard land one over the other; an edit of a row a patch changed

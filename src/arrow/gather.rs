@@ -197,11 +197,11 @@ fn lay_patches(
     if hits.is_empty() {
         return Ok(array);
     }
-    let values = o.patched(hits);
+    let values = o.patched(hits)?;
     let patched = match &validity {
         None => records_array(&values, &(0..hits.len() as u64).collect::<Vec<_>>())?,
         Some((vo, vh)) => {
-            let bits = vo.patched(vh);
+            let bits = vo.patched(vh)?;
             let typed = Typed::new(&values, store.logical())?.with_validity(&bits)?;
             records_array(&typed, &(0..hits.len() as u64).collect::<Vec<_>>())?
         }

@@ -21,7 +21,7 @@ pub struct Aligned {
 
 impl Aligned {
     /// `len` zero bytes; None when they cannot be allocated.
-    fn zeroed(len: usize) -> Option<Aligned> {
+    pub(crate) fn zeroed(len: usize) -> Option<Aligned> {
         let n = len.div_ceil(8);
         let mut words = Vec::new();
         words.try_reserve_exact(n).ok()?;

@@ -13,12 +13,15 @@
 //! - Sixteen shards by key, each a sixteenth of the budget, each its own
 //!   lock and clock hand: a read locks one shard for a lookup.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::decode::Decoded;
+use super::decode::{Aligned, Decoded};
+use super::format::ValueKind;
+use crate::error::{Error, Result};
 use crate::hash::CheapMap;
 use crate::per_process::PerProcess;
+use crate::schema::DType;
 
 /// Decoded chunks the process keeps, in bytes, by default.
 pub const DEFAULT_KEEP_BYTES: u64 = 256 << 20;
@@ -306,6 +309,96 @@ impl Kept {
         }
         drop(gone);
     }
+}
+
+/// Values decoded from something other than a column file (the patches
+/// of a column's parts), kept under the process's one budget beside the
+/// chunks, each part under its own key, evicted as they are.
+pub(crate) struct KeptValues {
+    file: u64,
+    bits: KeptBits,
+    /// Parts whose values never fit a shard of the budget: not decoded
+    /// again for nothing.
+    too_big: Vec<AtomicBool>,
+}
+
+impl KeptValues {
+    pub(crate) fn new(parts: usize) -> KeptValues {
+        KeptValues {
+            file: file_number(),
+            bits: kept_bits(parts),
+            too_big: (0..parts).map(|_| AtomicBool::new(false)).collect(),
+        }
+    }
+
+    /// Values that are never kept (as if each part were larger than the
+    /// budget): readers then take the other way every time.
+    #[cfg(test)]
+    pub(crate) fn none(parts: usize) -> KeptValues {
+        let v = KeptValues::new(parts);
+        for f in &v.too_big {
+            f.store(true, Ordering::Relaxed);
+        }
+        v
+    }
+
+    /// Part `part`'s values: as kept, or made by `make` and kept when they
+    /// fit; None when the budget keeps nothing or they never fit (the
+    /// caller reads them some other way). `make` gives `rows` values end
+    /// to end and, when they differ in size, their `rows + 1` offsets
+    /// (None: they cannot be kept).
+    pub(crate) fn get_or_make(
+        &self,
+        part: u32,
+        make: impl FnOnce() -> Result<Option<(Aligned, Vec<i32>, usize)>>,
+    ) -> Result<Option<Arc<Decoded>>> {
+        let key = (self.file, part);
+        let cache = kept();
+        if let Some(d) = cache.get(key) {
+            return Ok(Some(d));
+        }
+        let flag = &self.too_big[part as usize];
+        if cache.budget() == 0 || flag.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let Some((values, offsets, rows)) = make()? else {
+            flag.store(true, Ordering::Relaxed);
+            return Ok(None);
+        };
+        let kind = if offsets.is_empty() {
+            ValueKind::Fixed(DType::U8)
+        } else {
+            ValueKind::Binary
+        };
+        let d = Arc::new(Decoded {
+            rows,
+            kind,
+            values,
+            offsets,
+            validity: None,
+            null_count: 0,
+        });
+        if !cache.put(key, Arc::clone(&d), &self.bits) {
+            flag.store(true, Ordering::Relaxed);
+            return Ok(None);
+        }
+        Ok(Some(d))
+    }
+}
+
+impl Drop for KeptValues {
+    fn drop(&mut self) {
+        kept().forget_file(self.file);
+    }
+}
+
+/// `len` bytes to fill, for [`KeptValues::get_or_make`]; `OutOfMemory`
+/// naming `what` when they cannot be had.
+pub(crate) fn aligned(len: usize, what: &str) -> Result<Aligned> {
+    Aligned::zeroed(len).ok_or_else(|| Error::OutOfMemory {
+        bytes: len as u64,
+        what: what.to_string(),
+    })
 }
 
 #[cfg(test)]

@@ -46,10 +46,12 @@ pub use kept::kept_bytes;
 pub use pred::{intersect, union, Cmp, CmpOp, FloatOrder, Lit, Pred, RowRanges, TextOp};
 pub use writer::ColumnWriter;
 
+pub(crate) use decode::{Aligned, Decoded as KeptDecoded};
 #[cfg(feature = "remote")]
 pub(crate) use file::OPEN_TAIL_BYTES;
 pub(crate) use file::{file_version, is_column_dir, ColumnFile};
 pub(crate) use format::VERSION as FORMAT_VERSION;
+pub(crate) use kept::{aligned, KeptValues};
 #[cfg(feature = "arrow")]
 pub(crate) use pred::compare_array;
 pub(crate) use writer::write_records;

@@ -16,11 +16,11 @@ use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use std::sync::OnceLock;
-
-use super::patch::{Decoded, Layers};
+use super::patch::Layers;
 use crate::codec::Codec;
+use crate::columnar::{KeptDecoded, KeptValues};
 use crate::error::{Error, Result};
+use crate::read::buffer::Buffer;
 use crate::read::ragged::RaggedBatch;
 use crate::read::records::{check_dense_dst, dense_width, ReadCounters, Records, Stats};
 use crate::schema::{DType, Logical, Schema};
@@ -41,8 +41,9 @@ pub struct Overlay {
     starts: Vec<u64>,
     /// By part (None where a part has no patch).
     patches: Vec<Option<Layers>>,
-    /// By part: its patched values, decoded on first read.
-    decoded: Vec<OnceLock<Decoded>>,
+    /// Each part's patched values, decoded on first read and kept under
+    /// the process's one budget beside the columnar chunks.
+    kept: KeptValues,
     rows: Option<Arc<[u64]>>,
 }
 
@@ -161,7 +162,7 @@ impl Overlay {
                 }
             })
             .collect::<Result<Vec<_>>>()?;
-        let decoded = patches.iter().map(|_| OnceLock::new()).collect();
+        let kept = KeptValues::new(patches.len());
         Ok(Overlay {
             path,
             schema,
@@ -169,7 +170,7 @@ impl Overlay {
             base,
             starts,
             patches,
-            decoded,
+            kept,
             rows,
         })
     }
@@ -233,6 +234,13 @@ impl Overlay {
             .collect()
     }
 
+    /// The overlay reading its patches without keeping their values.
+    #[cfg(test)]
+    fn keeping_nothing(mut self) -> Overlay {
+        self.kept = KeptValues::none(self.patches.len());
+        self
+    }
+
     /// The physical records the overlay presents, when not every one in
     /// order.
     pub fn selection(&self) -> Option<&Arc<[u64]>> {
@@ -259,31 +267,79 @@ impl Overlay {
 
     /// The records `hits` holds (of this overlay) as records of their own,
     /// record `k` the value of hit `k`.
-    pub fn patched<'a>(&'a self, hits: &'a [Hit]) -> Patched<'a> {
-        Patched { of: self, hits }
+    pub fn patched<'a>(&'a self, hits: &[Hit]) -> Result<Patched<'a>> {
+        Ok(Patched {
+            of: self,
+            values: self.values(hits)?,
+        })
     }
 
-    /// The bytes of the value at place `j` among part `part`'s patched
-    /// records (decoding the part's patches on first use).
-    fn patched_value(&self, part: u32, j: u32) -> Result<&[u8]> {
-        let cell = &self.decoded[part as usize];
-        let decoded = match cell.get() {
-            Some(d) => d,
-            None => {
-                let layers = self.patches[part as usize]
-                    .as_ref()
-                    .expect("a hit names a patched part");
-                let width = match self.schema.layout {
-                    crate::schema::Layout::Dense { .. } => {
-                        Some(dense_width(&self.path, &self.schema)?)
-                    }
-                    crate::schema::Layout::Ragged => None,
-                };
-                let d = layers.decode(width)?;
-                cell.get_or_init(|| d)
-            }
+    /// The newest values of the patched records `hits`: from their parts'
+    /// kept values (decoded on first use), or, where the budget does not
+    /// keep them, gathered from the patch stores for this read alone.
+    fn values(&self, hits: &[Hit]) -> Result<Values> {
+        let width = match self.schema.layout {
+            crate::schema::Layout::Dense { .. } => Some(dense_width(&self.path, &self.schema)?),
+            crate::schema::Layout::Ragged => None,
         };
-        Ok(decoded.value(j as usize))
+        let mut out = Values {
+            at: vec![(0, 0, 0); hits.len()],
+            sources: Vec::new(),
+        };
+        let mut order: Vec<usize> = (0..hits.len()).collect();
+        order.sort_by_key(|&k| hits[k].part);
+        for run in order.chunk_by(|&a, &b| hits[a].part == hits[b].part) {
+            let part = hits[run[0]].part;
+            let layers = self.patches[part as usize]
+                .as_ref()
+                .expect("a hit names a patched part");
+            if let Some(d) = self.kept.get_or_make(part, || layers.decode(width))? {
+                let src = out.sources.len() as u32;
+                for &k in run {
+                    let j = hits[k].j as usize;
+                    out.at[k] = match width {
+                        Some(w) => (src, j * w, w),
+                        None => {
+                            let (a, b) = (d.offsets[j] as usize, d.offsets[j + 1] as usize);
+                            (src, a, b - a)
+                        }
+                    };
+                }
+                out.sources.push(Source::Kept(d));
+                continue;
+            }
+            // Not kept: this read's records, gathered layer by layer.
+            let mut by_layer: Vec<(usize, usize)> = run
+                .iter()
+                .map(|&k| (layers.at(hits[k].j as usize).0, k))
+                .collect();
+            by_layer.sort_unstable();
+            for same in by_layer.chunk_by(|a, b| a.0 == b.0) {
+                let store = &layers.stores()[same[0].0];
+                let ats: Vec<u64> = same
+                    .iter()
+                    .map(|&(_, k)| layers.at(hits[k].j as usize).1)
+                    .collect();
+                let src = out.sources.len() as u32;
+                match width {
+                    Some(w) => {
+                        let got = store.gather_dense(&ats)?;
+                        for (i, &(_, k)) in same.iter().enumerate() {
+                            out.at[k] = (src, i * w, w);
+                        }
+                        out.sources.push(Source::Dense(got));
+                    }
+                    None => {
+                        let got = store.gather_ragged(&ats)?;
+                        for (&(_, k), &(start, n)) in same.iter().zip(&got.spans) {
+                            out.at[k] = (src, start, n);
+                        }
+                        out.sources.push(Source::Ragged(got));
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Records in each part.
@@ -392,8 +448,9 @@ impl Records for Overlay {
             Some(b) => b.gather_dense_into(&phys, dst)?,
             None => dst.fill(1),
         }
-        for h in &hits {
-            dst[h.pos * w..(h.pos + 1) * w].copy_from_slice(self.patched_value(h.part, h.j)?);
+        let values = self.values(&hits)?;
+        for (k, h) in hits.iter().enumerate() {
+            dst[h.pos * w..(h.pos + 1) * w].copy_from_slice(values.value(k));
         }
         Ok(())
     }
@@ -420,14 +477,15 @@ impl Records for Overlay {
             .map(|(&p, _)| p)
             .collect();
         let rest = base.gather_ragged(&rest)?;
+        let values = self.values(&hits)?;
         // Each record's bytes, by place in the batch.
         let mut from: Vec<&[u8]> = Vec::with_capacity(phys.len());
         let mut next = rest.spans.iter();
-        let mut hit = hits.iter().peekable();
+        let mut hit = hits.iter().enumerate().peekable();
         for pos in 0..phys.len() {
             match hit.peek() {
-                Some(h) if h.pos == pos => {
-                    from.push(self.patched_value(h.part, h.j)?);
+                Some(&(k, h)) if h.pos == pos => {
+                    from.push(values.value(k));
                     hit.next();
                 }
                 _ => {
@@ -462,18 +520,45 @@ impl Records for Overlay {
     }
 }
 
+/// The newest values of some patched records, resolved for one read:
+/// value `k` is bytes `at[k].1..` (`at[k].2` of them) of source `at[k].0`.
+struct Values {
+    at: Vec<(u32, usize, usize)>,
+    sources: Vec<Source>,
+}
+
+/// Where [`Values`] found some values: a part's kept values, or a
+/// gather from one patch store.
+enum Source {
+    Kept(std::sync::Arc<KeptDecoded>),
+    Dense(Buffer),
+    Ragged(RaggedBatch),
+}
+
+impl Values {
+    #[inline]
+    fn value(&self, k: usize) -> &[u8] {
+        let (src, start, n) = self.at[k];
+        let bytes = match &self.sources[src as usize] {
+            Source::Kept(d) => d.values.as_slice(),
+            Source::Dense(b) => b.as_slice(),
+            Source::Ragged(r) => r.buffer.as_slice(),
+        };
+        &bytes[start..start + n]
+    }
+}
+
 /// Some patched records of an overlay as records of their own (record
 /// `k`: the newest value of hit `k`), read from the decoded patches: what
 /// readers that read the base by whole arrays lay over it.
 pub struct Patched<'a> {
     of: &'a Overlay,
-    hits: &'a [Hit],
+    values: Values,
 }
 
 impl Patched<'_> {
     fn value(&self, k: u64) -> Result<&[u8]> {
-        let h = self.hits[k as usize];
-        self.of.patched_value(h.part, h.j)
+        Ok(self.values.value(k as usize))
     }
 }
 
@@ -491,12 +576,11 @@ impl Records for Patched<'_> {
     }
 
     fn len(&self) -> u64 {
-        self.hits.len() as u64
+        self.values.at.len() as u64
     }
 
     fn logical_len(&self, i: u64) -> Option<usize> {
-        let h = self.hits.get(i as usize)?;
-        self.of.patched_value(h.part, h.j).ok().map(<[u8]>::len)
+        self.values.at.get(i as usize).map(|a| a.2)
     }
 
     fn stats(&self) -> Stats {
@@ -609,6 +693,8 @@ mod tests {
             numbers(&o, &[11, 0, 5, 8, 9, 4, 5]),
             [106, 0, 100, 203, 204, 4, 100]
         );
+        // Twice: the second read from the kept values.
+        assert_eq!(numbers(&o, &[8, 9, 5]), [203, 204, 100]);
         assert_eq!(o.read_record(8).unwrap(), 203i64.to_le_bytes());
         assert!(!o.stored_columnar());
         assert!(matches!(
@@ -695,6 +781,48 @@ mod tests {
 
     #[test]
     fn ragged_batches_keep_their_records_in_batch_order() {
+        for keep in [true, false] {
+            ragged_batches_in_batch_order(keep);
+        }
+    }
+
+    #[test]
+    fn patches_read_alike_when_their_values_are_not_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let make = |keep: bool| {
+            let base = Concat::new(
+                tmp.path().join(format!("col{keep}")),
+                vec![dense(tmp.path(), &format!("a{keep}"), &[0, 1, 2, 3, 4, 5])],
+            )
+            .unwrap();
+            let layers = vec![vec![
+                (
+                    vec![1, 4],
+                    dense(tmp.path(), &format!("p{keep}"), &[11, 14]),
+                ),
+                (
+                    vec![4, 5],
+                    dense(tmp.path(), &format!("q{keep}"), &[24, 25]),
+                ),
+            ]];
+            let o = Overlay::new(Box::new(base), &[6], layers, None).unwrap();
+            if keep {
+                o
+            } else {
+                o.keeping_nothing()
+            }
+        };
+        let (kept, not) = (make(true), make(false));
+        let idx = [5, 0, 4, 1, 4, 3];
+        assert_eq!(numbers(&kept, &idx), [25, 0, 24, 11, 24, 3]);
+        assert_eq!(numbers(&not, &idx), numbers(&kept, &idx));
+        let (_, hits) = not.patched_places(&idx).unwrap();
+        let p = not.patched(&hits).unwrap();
+        assert_eq!(p.len(), 4);
+        assert_eq!(p.read_record(1).unwrap(), 24i64.to_le_bytes());
+    }
+
+    fn ragged_batches_in_batch_order(keep: bool) {
         let tmp = tempfile::tempdir().unwrap();
         let base = text(tmp.path(), "a", &["zero", "one", "two", "three"]);
         let layers = vec![vec![(
@@ -702,6 +830,7 @@ mod tests {
             text(tmp.path(), "p", &["a much longer first value", "3"]),
         )]];
         let o = Overlay::new(Box::new(base), &[4], layers, None).unwrap();
+        let o = if keep { o } else { o.keeping_nothing() };
         let batch = o.gather_ragged(&[3, 0, 1, 2, 1]).unwrap();
         let got: Vec<&[u8]> = (0..batch.len()).map(|i| batch.record(i).payload).collect();
         let want: [&[u8]; 5] = [

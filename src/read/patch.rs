@@ -7,8 +7,6 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::read::buffer::Buffer;
-use crate::read::ragged::RaggedBatch;
 use crate::read::records::Records;
 use crate::schema::Schema;
 use crate::store::Store;
@@ -132,23 +130,33 @@ impl Layers {
         (a, &self.rows[a..b.max(a)])
     }
 
+    /// The layer and record holding the value at place `j`.
+    #[inline]
+    pub(crate) fn at(&self, j: usize) -> (usize, u64) {
+        let (layer, at) = self.at[j];
+        (layer as usize, at)
+    }
+
     /// The newest value of every record the layers hold, in their order,
-    /// decoded once: `width` bytes each for a dense column (None: ragged).
-    pub(crate) fn decode(&self, width: Option<usize>) -> Result<Decoded> {
+    /// end to end, as [`crate::columnar::KeptValues`] keeps them: `width`
+    /// bytes each for a dense column (None: ragged, then with the offsets
+    /// of the values, each its prefix and payload); None when they are too
+    /// large for 32-bit offsets.
+    pub(crate) fn decode(
+        &self,
+        width: Option<usize>,
+    ) -> Result<Option<(crate::columnar::Aligned, Vec<i32>, usize)>> {
         let n = self.rows.len();
         let mut by_layer: Vec<Vec<usize>> = vec![Vec::new(); self.stores.len()];
         for (j, &(layer, _)) in self.at.iter().enumerate() {
             by_layer[layer as usize].push(j);
         }
         let at_of = |js: &[usize]| js.iter().map(|&j| self.at[j].1).collect::<Vec<u64>>();
-        let oom = |bytes: usize| Error::OutOfMemory {
-            bytes: bytes as u64,
-            what: format!("the patched values of {n} records"),
-        };
+        let what = format!("the patched values of {n} records");
         match width {
             Some(w) => {
-                let mut buf = Buffer::try_new(n * w).ok_or_else(|| oom(n * w))?;
-                let out = buf.as_mut_slice();
+                let mut values = crate::columnar::aligned(n * w, &what)?;
+                let out = values.as_mut_slice();
                 for (store, js) in self.stores.iter().zip(&by_layer) {
                     if js.is_empty() {
                         continue;
@@ -158,7 +166,7 @@ impl Layers {
                         out[j * w..(j + 1) * w].copy_from_slice(v);
                     }
                 }
-                Ok(Decoded::Dense(buf, w))
+                Ok(Some((values, Vec::new(), n)))
             }
             None => {
                 let mut from = vec![(0usize, (0usize, 0usize)); n];
@@ -173,15 +181,22 @@ impl Layers {
                     }
                     batches.push(got);
                 }
-                let itemsize = self
-                    .stores
-                    .first()
-                    .map_or(1, |s| s.schema().dtype.itemsize());
-                let values: Vec<&[u8]> = from
-                    .iter()
-                    .map(|&(k, (start, len))| &batches[k].buffer.as_slice()[start..start + len])
-                    .collect();
-                Ok(Decoded::Ragged(RaggedBatch::pack(&values, itemsize)?))
+                let total: usize = from.iter().map(|(_, (_, len))| len).sum();
+                if total > i32::MAX as usize {
+                    return Ok(None);
+                }
+                let mut values = crate::columnar::aligned(total, &what)?;
+                let out = values.as_mut_slice();
+                let mut offsets = Vec::with_capacity(n + 1);
+                offsets.push(0i32);
+                let mut write = 0usize;
+                for &(k, (start, len)) in &from {
+                    out[write..write + len]
+                        .copy_from_slice(&batches[k].buffer.as_slice()[start..start + len]);
+                    write += len;
+                    offsets.push(write as i32);
+                }
+                Ok(Some((values, offsets, n)))
             }
         }
     }
@@ -192,28 +207,6 @@ impl Layers {
 
     pub(crate) fn into_stores(self) -> Vec<Store> {
         self.stores
-    }
-}
-
-/// The newest values of a part's patched records, in their order
-/// ([`Layers::decode`]).
-pub(crate) enum Decoded {
-    /// `.1` bytes each, end to end.
-    Dense(Buffer, usize),
-    Ragged(RaggedBatch),
-}
-
-impl Decoded {
-    /// The bytes of the value at place `j`.
-    #[inline]
-    pub(crate) fn value(&self, j: usize) -> &[u8] {
-        match self {
-            Decoded::Dense(buf, w) => &buf.as_slice()[j * w..(j + 1) * w],
-            Decoded::Ragged(batch) => {
-                let (start, len) = batch.spans[j];
-                &batch.buffer.as_slice()[start..start + len]
-            }
-        }
     }
 }
 
