@@ -8,6 +8,7 @@ use super::blocks::{ingest_streams, spread_over_deleted};
 use super::ingest::from_arrow_error;
 use crate::codec::Codec;
 use crate::error::{Error, Result};
+use crate::io::local::deferring_syncs;
 use crate::table::{ColumnsWrite, Layouts};
 
 /// A stream of record batches that may cross threads.
@@ -40,11 +41,15 @@ pub fn write_group(
         readers.push(Box::new(RecordBatchIterator::new([Ok(spread)], schema)));
     }
     let dir = write.new_group(shard)?;
-    if let Err(e) = ingest_streams(readers, &dir, codec, None, layouts, false, &mut |_| {}) {
-        write.drop_group(&dir);
-        return Err(e);
-    }
-    write.finish_group(shard, &dir)
+    // Nothing names the group before its commit: it is made durable once
+    // it is whole (see `deferring_syncs`).
+    deferring_syncs(|| {
+        if let Err(e) = ingest_streams(readers, &dir, codec, None, layouts, false, &mut |_| {}) {
+            write.drop_group(&dir);
+            return Err(e);
+        }
+        write.finish_group(shard, &dir)
+    })
 }
 
 /// Writes `readers` (in order: new values of the live rows `live` of shard
@@ -60,11 +65,14 @@ pub fn write_patch(
 ) -> Result<()> {
     let dir = write.new_patch(shard)?;
     let layouts = Layouts::records();
-    if let Err(e) = ingest_streams(readers, &dir, codec, None, &layouts, false, &mut |_| {}) {
-        write.drop_group(&dir);
-        return Err(e);
-    }
-    write.finish_patch(shard, &dir, live)
+    // As for a group: durable once whole.
+    deferring_syncs(|| {
+        if let Err(e) = ingest_streams(readers, &dir, codec, None, &layouts, false, &mut |_| {}) {
+            write.drop_group(&dir);
+            return Err(e);
+        }
+        write.finish_patch(shard, &dir, live)
+    })
 }
 
 /// Cuts `reader` (the new columns of every live row of the table, in row

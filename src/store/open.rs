@@ -293,28 +293,7 @@ impl Store {
         };
         let meta = lock_as(meta, dir, &meta_path, readonly)?;
         let corrupt_meta = |msg: String| Error::corrupted(&meta_path, msg);
-        let meta_len = meta.len().map_err(io_at(&meta_path))?;
-        if meta_len < PAGE_SIZE {
-            return Err(corrupt_meta(format!(
-                "file is {meta_len} bytes, shorter than the {PAGE_SIZE}-byte header page"
-            )));
-        }
-        let mut page = vec![0u8; PAGE_SIZE as usize];
-        meta.read_exact_at(&mut page, 0)
-            .map_err(io_at(&meta_path))?;
-        let header = Header::decode(page[..HEADER_SIZE].try_into().unwrap())
-            .map_err(|e| corrupt_meta(format!("header: {e}")))?;
-        let schema_end = HEADER_SIZE + header.schema_length as usize;
-        let schema = Schema::decode(&page[HEADER_SIZE..schema_end]).map_err(corrupt_meta)?;
-        let table_end = format::meta_size_for(header.length)
-            .filter(|&end| end <= meta_len)
-            .ok_or_else(|| {
-                corrupt_meta(format!(
-                    "header length {} needs a {}-entry record table but the file is {meta_len} bytes",
-                    header.length, header.length
-                ))
-            })?;
-        debug_assert!(table_end <= meta_len);
+        let (header, schema, meta_len) = read_head(&*meta, &meta_path)?;
 
         let data = match fs.open(&data_path, !readonly) {
             Ok(f) => f,
@@ -434,6 +413,29 @@ impl Store {
         Ok(store)
     }
 
+    /// The schema and committed length of the store at `dir` on `fs`,
+    /// read from its header page alone (no lock, no record table; one
+    /// small read in a bucket): what a table needs of a committed store to
+    /// know its columns, which would otherwise cost reading the whole
+    /// record table.
+    pub(crate) fn peek(fs: &Fs, dir: &Path) -> Result<(Schema, u64)> {
+        let meta_path = dir.join(META_FILE);
+        let meta = match fs.open(&meta_path, false) {
+            Ok(f) => f,
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+                return Err(Error::NoStore {
+                    path: dir.to_path_buf(),
+                    reason: "the directory has no meta.zr".into(),
+                })
+            }
+            Err(e) => return Err(io_error(&meta_path, e)),
+        };
+        // A pending journal moves records and locations, never the length
+        // (an open refuses one whose length differs from the header's).
+        let (header, schema, _) = read_head(&meta, &meta_path)?;
+        Ok((schema, header.length))
+    }
+
     /// Whether the newest record is a zstd frame with a content checksum:
     /// a store keeps writing frames the way its last one was written.
     pub(super) fn last_frame_has_checksum(&self) -> bool {
@@ -472,6 +474,35 @@ impl Store {
 /// it is read: a table whose header claims far more entries than are real
 /// (a sparse file of zeros, say) fails at its first bad entry, and memory
 /// grows only with the entries read.
+
+/// The header, schema and size of meta.zr (`meta`, at `meta_path`):
+/// `Corrupted` when the file is shorter than its header page or than the
+/// record table its header names, or the header or schema does not decode.
+fn read_head(meta: &impl StorageFile, meta_path: &Path) -> Result<(Header, Schema, u64)> {
+    let corrupt_meta = |msg: String| Error::corrupted(meta_path, msg);
+    let meta_len = meta.len().map_err(io_at(meta_path))?;
+    if meta_len < PAGE_SIZE {
+        return Err(corrupt_meta(format!(
+            "file is {meta_len} bytes, shorter than the {PAGE_SIZE}-byte header page"
+        )));
+    }
+    let mut page = vec![0u8; PAGE_SIZE as usize];
+    meta.read_exact_at(&mut page, 0).map_err(io_at(meta_path))?;
+    let header = Header::decode(page[..HEADER_SIZE].try_into().unwrap())
+        .map_err(|e| corrupt_meta(format!("header: {e}")))?;
+    let schema_end = HEADER_SIZE + header.schema_length as usize;
+    let schema = Schema::decode(&page[HEADER_SIZE..schema_end]).map_err(corrupt_meta)?;
+    format::meta_size_for(header.length)
+        .filter(|&end| end <= meta_len)
+        .ok_or_else(|| {
+            corrupt_meta(format!(
+                "header length {} needs a {}-entry record table but the file is {meta_len} bytes",
+                header.length, header.length
+            ))
+        })?;
+    Ok((header, schema, meta_len))
+}
+
 fn read_locs(
     meta: &FsFile,
     meta_path: &Path,
@@ -718,6 +749,31 @@ mod tests {
         assert_eq!(w.read_record(3).unwrap(), vec![3]);
         drop(w);
         assert_eq!(header_on_disk(&dir).journal, None);
+    }
+
+    #[test]
+    fn peek_reads_what_an_open_reads_from_the_header_page_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("s");
+        bytes_store(&dir, 7, Codec::Zstd).close().unwrap();
+        let (schema, rows) = Store::peek(&Fs::Local, &dir).unwrap();
+        let s = Store::open_readonly(&dir).unwrap();
+        assert_eq!((&schema, rows), (s.schema(), s.len()));
+        drop(s);
+        let missing = Store::peek(&Fs::Local, &tmp.path().join("nothing"));
+        assert!(matches!(missing, Err(Error::NoStore { .. })), "{missing:?}");
+        // A record table shorter than the header says is refused, naming
+        // meta.zr, as an open refuses it.
+        let meta = dir.join(META_FILE);
+        let f = std::fs::OpenOptions::new().write(true).open(&meta).unwrap();
+        f.set_len(PAGE_SIZE + LOC_SIZE as u64).unwrap();
+        match Store::peek(&Fs::Local, &dir) {
+            Err(Error::Corrupted { file, invariant }) => {
+                assert_eq!(file, meta);
+                assert!(invariant.contains("record table"), "{invariant}");
+            }
+            other => panic!("expected Corrupted, got {other:?}"),
+        }
     }
 
     #[test]

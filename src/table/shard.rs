@@ -142,7 +142,7 @@ pub(crate) fn shard_schema_in(fs: &Fs, shard: &Path) -> Result<ShardSchema> {
     let mut nulls = BTreeSet::new();
     for name in names {
         let t = types.get(&name).copied().unwrap_or_default();
-        let (spec, rows, has_nulls) = column_spec_in(fs, shard, &name, t, None)?;
+        let (spec, rows, has_nulls) = column_spec_in(fs, shard, &name, t, None, Open::Full)?;
         lengths.push(rows);
         if has_nulls {
             nulls.insert(name.clone());
@@ -167,6 +167,15 @@ pub(crate) fn shard_schema_in(fs: &Fs, shard: &Path) -> Result<ShardSchema> {
     })
 }
 
+/// How much of a records column [`column_spec_in`] reads: its store's
+/// header page only (a committed shard's column, whose schema is all that
+/// is wanted), or the whole store, every location checked (a new shard's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Open {
+    Header,
+    Full,
+}
+
 /// The spec and rows of column `name` of the plain table `dir`, typed as
 /// its table file's `t` says (metadata only), and whether it is a columnar
 /// column whose file holds nulls. The layout is the directory's: a
@@ -179,6 +188,7 @@ pub(crate) fn column_spec_in(
     name: &str,
     t: super::ColumnType,
     expect: Option<ColumnLayout>,
+    open: Open,
 ) -> Result<(ColumnSpec, u64, bool)> {
     let at = dir.join(name);
     let layout = layout_of(fs, &at, expect)?;
@@ -190,10 +200,15 @@ pub(crate) fn column_spec_in(
             Ok((spec, file.rows(), file.footer().nullable))
         }
         ColumnLayout::Records => {
-            let store = Store::open_with(fs, &at, true)?;
-            let schema = store.schema().clone();
-            let rows = store.len();
-            store.close()?;
+            let (schema, rows) = match open {
+                Open::Header => Store::peek(fs, &at)?,
+                Open::Full => {
+                    let store = Store::open_with(fs, &at, true)?;
+                    let found = (store.schema().clone(), store.len());
+                    store.close()?;
+                    found
+                }
+            };
             t.logical
                 .check(&schema)
                 .map_err(|e| Error::InvalidValue(format!("{}: {e}", at.display())))?;

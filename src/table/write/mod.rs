@@ -388,7 +388,9 @@ impl TableWrite {
         fill: impl FnOnce(&Path) -> Result<T>,
     ) -> Result<(WrittenShard, T)> {
         let dir = self.new_shard()?;
-        match fill(&dir) {
+        // Nothing names the shard before its commit: it is made durable
+        // once whole, by `finish_shard` (see `deferring_syncs`).
+        match crate::io::local::deferring_syncs(|| fill(&dir)) {
             Ok(v) => Ok((self.finish_shard(&dir)?, v)),
             Err(e) => {
                 self.drop_local(&dir, true);

@@ -10,7 +10,7 @@ use crate::table::manifest::{
     shard_dir, shard_rel, Manifest, ShardEntry, MANIFEST_FILE, MANIFEST_LOCK,
 };
 use crate::table::shard::{
-    column_spec_in, copy_as_ragged, ensure_validity, shard_schema_in, Contents, ShardSchema,
+    column_spec_in, copy_as_ragged, ensure_validity, shard_schema_in, Contents, Open, ShardSchema,
 };
 use crate::table::types::validity_dir;
 use crate::table::versions::{self, as_first_version, stamp, version_file_name, VERSIONS_DIR};
@@ -230,7 +230,14 @@ impl Root {
             };
             let home = first.column_path(self.path(), &name);
             let dir = home.parent().unwrap_or(self.path());
-            let (spec, _, _) = column_spec_in(self.at.fs(), dir, &name, t, Some(m.layout(&name)))?;
+            let (spec, _, _) = column_spec_in(
+                self.at.fs(),
+                dir,
+                &name,
+                t,
+                Some(m.layout(&name)),
+                Open::Header,
+            )?;
             columns.push((name, spec));
         }
         Ok(Some(ShardSchema {
@@ -292,12 +299,16 @@ impl Root {
     }
 
     /// Uploads the local directory `dir` as `rel` (a shard, or a group in
-    /// one; nothing to do for a local table, where it already is); returns
-    /// a bucket's objects written (relative to `rel`) and their sizes.
+    /// one); for a local table, where it already is, makes it durable
+    /// instead. Returns a bucket's objects written (relative to `rel`) and
+    /// their sizes.
     pub(super) fn upload(&self, dir: &Path, rel: &str) -> Result<Option<BTreeMap<String, u64>>> {
         match &self.kind {
             RootKind::Local(_) => {
-                let _ = (dir, rel);
+                // It is in place already: made durable here, at once (its
+                // fill may have deferred its fsyncs, see `deferring_syncs`).
+                let _ = rel;
+                crate::io::local::sync_tree(dir).map_err(|e| Error::io(dir, e))?;
                 Ok(None)
             }
             #[cfg(feature = "remote")]

@@ -413,6 +413,7 @@ pub(super) fn listed_schema(
                 name,
                 t,
                 Some(crate::table::ColumnLayout::Columnar),
+                crate::table::shard::Open::Full,
             )?;
             check_rows(name, n)?;
             if has_nulls {
