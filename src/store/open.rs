@@ -469,12 +469,6 @@ impl Store {
     }
 }
 
-/// Reads the committed location table, with a pending journal's entries
-/// (`overlay`) in place of the slots they rewrite, checking each entry as
-/// it is read: a table whose header claims far more entries than are real
-/// (a sparse file of zeros, say) fails at its first bad entry, and memory
-/// grows only with the entries read.
-
 /// The header, schema and size of meta.zr (`meta`, at `meta_path`):
 /// `Corrupted` when the file is shorter than its header page or than the
 /// record table its header names, or the header or schema does not decode.
@@ -503,6 +497,11 @@ fn read_head(meta: &impl StorageFile, meta_path: &Path) -> Result<(Header, Schem
     Ok((header, schema, meta_len))
 }
 
+/// Reads the committed location table, with a pending journal's entries
+/// (`overlay`) in place of the slots they rewrite, checking each entry as
+/// it is read: a table whose header claims far more entries than are real
+/// (a sparse file of zeros, say) fails at its first bad entry, and memory
+/// grows only with the entries read.
 fn read_locs(
     meta: &FsFile,
     meta_path: &Path,
@@ -766,7 +765,7 @@ mod tests {
         // meta.zr, as an open refuses it.
         let meta = dir.join(META_FILE);
         let f = std::fs::OpenOptions::new().write(true).open(&meta).unwrap();
-        f.set_len(PAGE_SIZE + LOC_SIZE as u64).unwrap();
+        f.set_len(PAGE_SIZE + LOC_SIZE).unwrap();
         match Store::peek(&Fs::Local, &dir) {
             Err(Error::Corrupted { file, invariant }) => {
                 assert_eq!(file, meta);
