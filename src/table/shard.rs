@@ -321,9 +321,10 @@ pub(crate) fn ensure_validity(shard: &Path, column: &str, rows: u64) -> Result<(
     }
     // Filled beside and renamed into place, so that a commit failing (or
     // killed) half-way leaves no short stream for the next one to trip on.
+    // Stored raw: a row's byte, where a zstd frame of it takes ten.
     let parent = v.parent().expect("a validity stream has a parent");
     let tmp = parent.join(format!(".{column}.{}", files::random_hex(4)));
-    let mut store = Store::create(&tmp, Schema::dense(DType::Bool, &[])?, Codec::Zstd, None)?;
+    let mut store = Store::create(&tmp, Schema::dense(DType::Bool, &[])?, Codec::Raw, None)?;
     let filled = if rows > 0 {
         store.append_dense(&vec![1u8; rows as usize])
     } else {
@@ -435,4 +436,27 @@ pub(crate) fn copy_as_ragged(dense: &Store, dst: &Path) -> Result<()> {
     })();
     let closed = out.close();
     filled.and(closed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_all_valid_stream_is_a_raw_bool_store_of_the_rows_and_is_kept_when_it_fits() {
+        let tmp = tempfile::tempdir().unwrap();
+        ensure_validity(tmp.path(), "c", 1000).unwrap();
+        let v = validity_dir(tmp.path(), "c");
+        let store = Store::open_readonly(&v).unwrap();
+        assert_eq!((store.len(), store.codec()), (1000, Codec::Raw));
+        assert_eq!(store.schema().dtype, DType::Bool);
+        assert!((0..1000).all(|i| store.read_record(i).unwrap() == [1u8]));
+        drop(store);
+        // A row's byte, no frame around it.
+        assert_eq!(std::fs::metadata(v.join("data.zr")).unwrap().len(), 1000);
+        // Present and of the rows: left as it is; of other rows: refused.
+        ensure_validity(tmp.path(), "c", 1000).unwrap();
+        let wrong = ensure_validity(tmp.path(), "c", 999);
+        assert!(matches!(wrong, Err(Error::InvalidValue(_))), "{wrong:?}");
+    }
 }
