@@ -61,6 +61,7 @@ mod codec;
 pub mod columnar;
 pub mod error;
 pub mod executor;
+mod flag;
 mod format;
 mod hash;
 #[cfg(feature = "image")]

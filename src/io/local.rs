@@ -162,14 +162,7 @@ thread_local! {
 /// commit names it, which costs two or three fsyncs a store instead of
 /// about seven.
 pub(crate) fn deferring_syncs<T>(fill: impl FnOnce() -> T) -> T {
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            DEFERRED.with(|d| d.set(self.0));
-        }
-    }
-    let _restore = Restore(DEFERRED.with(|d| d.replace(true)));
-    fill()
+    crate::flag::set_during(&DEFERRED, fill)
 }
 
 /// fsyncs every file and directory under `dir`, `dir` itself and its

@@ -33,14 +33,7 @@ thread_local! {
 /// would otherwise leave the whole store mapped. Results are the same either
 /// way.
 pub fn streaming<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            STREAMING.with(|s| s.set(self.0));
-        }
-    }
-    let _restore = Restore(STREAMING.with(|s| s.replace(true)));
-    f()
+    crate::flag::set_during(&STREAMING, f)
 }
 
 /// Whether gathers started on this thread read large records through the
